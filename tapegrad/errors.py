@@ -1,0 +1,56 @@
+"""Exception types raised by tapegrad; each subclasses the built-in type API.md promises."""
+
+from __future__ import annotations
+
+__all__ = [
+    "TapegradWarning",
+    "GraphConsumedError",
+    "NonScalarBackwardError",
+    "NoGradError",
+    "TracerError",
+    "InPlaceError",
+    "ShapeError",
+    "VJPShapeError",
+    "DuplicateOpError",
+    "MissingVJPError",
+]
+
+
+class TapegradWarning(UserWarning):
+    """A warning issued by tapegrad itself (the test suite turns these into errors)."""
+
+
+class GraphConsumedError(RuntimeError):
+    """A backward pass met a node whose VJP already ran without ``retain_graph=True``."""
+
+
+class NonScalarBackwardError(RuntimeError):
+    """``backward()`` was called on a multi-element tensor without ``grad``."""
+
+
+class NoGradError(RuntimeError):
+    """``backward()``/``grad()`` started from a tensor that does not require grad."""
+
+
+class TracerError(RuntimeError):
+    """An op that would be recorded on the tape received a JAX tracer (DESIGN.md rule 9)."""
+
+
+class InPlaceError(RuntimeError):
+    """An in-place operator was applied to a tensor that requires grad under grad mode."""
+
+
+class ShapeError(ValueError):
+    """Operand shapes do not fit an op (broadcasting, matmul, reshape, gradient shape)."""
+
+
+class VJPShapeError(RuntimeError):
+    """A VJP rule returned a cotangent that cannot be reduced to its input's shape."""
+
+
+class DuplicateOpError(ValueError):
+    """Two built-in ops were registered under the same name."""
+
+
+class MissingVJPError(NotImplementedError):
+    """A differentiable op was recorded but has no VJP rule."""

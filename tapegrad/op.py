@@ -1,0 +1,221 @@
+"""How an op is declared (``defop``/``defvjp``) and applied: unwrap, forward, wrap, record."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from types import MappingProxyType
+from typing import Any
+
+import jax
+import numpy as np
+
+from tapegrad import grad_mode
+from tapegrad.errors import DuplicateOpError, MissingVJPError, ShapeError, TracerError
+from tapegrad.tape import TAPE, user_frame
+from tapegrad.tensor import Tensor
+
+__all__ = ["Op", "defop", "registry", "apply", "OperandTypeError", "INEXACT"]
+
+Forward = Callable[..., tuple[Any, Any]]
+VJPRule = Callable[..., tuple[Any, ...]]
+ShapeCheck = Callable[[str, list[Any], dict[str, Any]], None]
+
+_REGISTRY: dict[str, Op] = {}
+_MODE = grad_mode._MODE
+_Tracer = jax.core.Tracer
+
+INEXACT = frozenset(
+    np.dtype(d) for d in ("float16", "float32", "float64", "complex64", "complex128")
+) | {np.dtype(jax.numpy.bfloat16)}
+"""Dtypes whose tensors can require grad and whose op outputs are recorded."""
+
+
+class OperandTypeError(TypeError):
+    """An op received an operand it cannot use (not a tensor, array or Python scalar)."""
+
+
+class Op:
+    """A forward written in jnp plus its VJP rule (STYLE.md's op pattern).
+
+    ``forward(*arrays, **params) -> (output, residuals)``; the VJP rule takes
+    ``(residuals, g, needs, **params)`` (``needs`` may be omitted from its signature) and
+    returns one cotangent per tensor input, ``None`` where none is needed.
+    """
+
+    __slots__ = (
+        "name",
+        "forward",
+        "vjp",
+        "differentiable",
+        "check",
+        "arity",
+        "_vjp_needs",
+        "__dict__",
+    )
+
+    def __init__(
+        self,
+        forward: Forward,
+        *,
+        name: str,
+        differentiable: bool = True,
+        check: ShapeCheck | None = None,
+    ) -> None:
+        self.name = name
+        self.forward = forward
+        self.vjp: VJPRule | None = None
+        self.differentiable = differentiable
+        self.check = check
+        self._vjp_needs = False
+        self.arity = _arity(forward)
+        functools.update_wrapper(self, forward)
+
+    def defvjp(self, rule: VJPRule) -> VJPRule:
+        """Attach ``rule`` as this op's VJP and return it unchanged (decorator)."""
+        self.vjp = rule
+        self._vjp_needs = "needs" in inspect.signature(rule).parameters
+        return rule
+
+    def call_vjp(self, saved: Any, g: Any, needs: tuple[bool, ...], params: dict[str, Any]) -> Any:
+        """Run the VJP rule; returns its tuple of cotangents."""
+        assert self.vjp is not None
+        if self._vjp_needs:
+            return self.vjp(saved, g, needs, **params)
+        return self.vjp(saved, g, **params)
+
+    def __call__(self, *inputs: Any, **params: Any) -> Tensor:
+        return apply(self, inputs, params)
+
+    def __repr__(self) -> str:
+        return f"<tapegrad op {self.name}>"
+
+
+def _arity(forward: Forward) -> int | None:
+    """The number of tensor inputs (positional parameters), or ``None`` when variadic."""
+    kinds = [p.kind for p in inspect.signature(forward).parameters.values()]
+    if inspect.Parameter.VAR_POSITIONAL in kinds:
+        return None
+    return sum(k == inspect.Parameter.POSITIONAL_OR_KEYWORD for k in kinds)
+
+
+def defop(
+    fn: Forward | None = None,
+    *,
+    name: str | None = None,
+    differentiable: bool = True,
+    check: ShapeCheck | None = None,
+) -> Any:
+    """Declare a built-in op from its jnp forward; use as ``@defop`` or ``@defop(...)``.
+
+    Args:
+        fn: the forward, ``(*arrays, **params) -> (output, residuals)``.
+        name: the op name (default: the function's name, which equals jnp's).
+        differentiable: ``False`` for ops never recorded (comparisons).
+        check: called with ``(name, arrays, params)`` only when the forward raised, to turn a
+            shape problem into a ``ShapeError`` (JAX raises ``TypeError`` for some).
+
+    Raises:
+        DuplicateOpError: a built-in op of that name exists already.
+    """
+
+    def make(forward: Forward) -> Op:
+        op_name = name or forward.__name__
+        if op_name in _REGISTRY:
+            raise DuplicateOpError(
+                f"A built-in op named {op_name!r} is already registered; choose another name."
+            )
+        op = Op(forward, name=op_name, differentiable=differentiable, check=check)
+        _REGISTRY[op_name] = op
+        return op
+
+    return make if fn is None else make(fn)
+
+
+def registry() -> MappingProxyType[str, Op]:
+    """A read-only view of the built-in ops by name."""
+    return MappingProxyType(_REGISTRY)
+
+
+def as_operand(x: Any, op_name: str) -> Any:
+    """Turn a non-tensor operand into what jnp takes: Python scalars stay weakly typed.
+
+    Raises:
+        OperandTypeError: ``x`` is not a Python scalar, NumPy value or JAX array.
+    """
+    if isinstance(x, (bool, int, float, complex, jax.Array, np.generic)):
+        return x
+    if isinstance(x, np.ndarray):
+        return jax.numpy.asarray(x)
+    raise OperandTypeError(
+        f"{op_name}: unsupported operand type {type(x).__name__}; pass a tapegrad Tensor, a "
+        "jax.Array, a NumPy array or a Python scalar (convert lists with tg.tensor(...))."
+    )
+
+
+def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any]) -> Tensor:
+    """Run ``op`` on ``inputs`` and record a node when grad mode is on and an input requires grad.
+
+    The inputs stay referenced by this frame until the node is registered (DESIGN.md rule 10).
+
+    Raises:
+        ShapeError: the operand shapes do not fit the op.
+        OperandTypeError: an operand of an unsupported type.
+        TracerError: the op would be recorded but computes on a JAX tracer.
+        MissingVJPError: the op is differentiable but has no VJP rule.
+    """
+    if op.arity is not None and len(inputs) != op.arity:
+        raise TypeError(
+            f"{op.name} takes {op.arity} tensor input(s), got {len(inputs)}; pass parameters "
+            "such as axis by keyword."
+        )
+    arrays: list[Any] = []
+    parents: list[Any] = []
+    tracked = False
+    for x in inputs:
+        if isinstance(x, Tensor):
+            arrays.append(x._data)
+            node = x._node
+            parents.append(node)
+            if node is not None:
+                tracked = True
+        else:
+            arrays.append(as_operand(x, op.name))
+            parents.append(None)
+    try:
+        y, saved = op.forward(*arrays, **params)
+    except (TypeError, ValueError) as err:
+        if op.check is not None and not isinstance(err, ShapeError):
+            op.check(op.name, arrays, params)
+        raise
+    out = Tensor._wrap(y)
+    if tracked and op.differentiable and _MODE.enabled and y.dtype in INEXACT:
+        if isinstance(y, _Tracer):
+            raise TracerError(
+                f"{op.name}: a JAX tracer was met while recording an op on a tensor that "
+                "requires grad (inside jax.jit, vmap or grad?). tapegrad records only concrete "
+                "arrays: run this op eagerly, wrap the traced code in tg.no_grad(), or pass "
+                "tensors that do not require grad (.detach()) into the transformation."
+            )
+        if op.vjp is None:
+            raise MissingVJPError(
+                f"Op {op.name!r} is differentiable but has no VJP rule; define one with "
+                f"@{op.name}.defvjp, or declare the op with differentiable=False."
+            )
+        code, lineno = user_frame(2)
+        out._node = TAPE.record(op, tuple(parents), saved, params, out, code, lineno)
+    return out
+
+
+def broadcast_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
+    """Raise ``ShapeError`` when the operands of an elementwise op do not broadcast."""
+    shapes = [tuple(np.shape(a)) for a in arrays]
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise ShapeError(
+            f"{name}: operand shapes {', '.join(map(str, shapes))} cannot be broadcast "
+            "together (NumPy rules: trailing dimensions must be equal or 1); reshape or "
+            "expand_dims one operand."
+        ) from None

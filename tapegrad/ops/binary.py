@@ -1,0 +1,139 @@
+"""Elementwise primitives with several tensor inputs and NumPy broadcasting."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from tapegrad.op import broadcast_check, defop
+
+__all__ = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "where"]
+
+Res = tuple[jax.Array, ...]
+Cts = tuple[jax.Array | None, ...]
+
+
+@defop(check=broadcast_check)
+def add(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
+    """Elementwise a + b."""
+    return jnp.add(a, b), ()
+
+
+@add.defvjp
+def _add_vjp(res: tuple[()], g: jax.Array, needs: tuple[bool, ...]) -> Cts:
+    """ga = g, gb = g (broadcast shape; the engine sums down)."""
+    return (g if needs[0] else None, g if needs[1] else None)
+
+
+@defop(check=broadcast_check)
+def subtract(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
+    """Elementwise a - b."""
+    return jnp.subtract(a, b), ()
+
+
+@subtract.defvjp
+def _subtract_vjp(res: tuple[()], g: jax.Array, needs: tuple[bool, ...]) -> Cts:
+    """ga = g, gb = -g."""
+    return (g if needs[0] else None, -g if needs[1] else None)
+
+
+@defop(check=broadcast_check)
+def multiply(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
+    """Elementwise a * b."""
+    return jnp.multiply(a, b), (a, b)
+
+
+@multiply.defvjp
+def _multiply_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
+    """ga = g * b, gb = g * a; only what is needed."""
+    a, b = res
+    return (g * b if needs[0] else None, g * a if needs[1] else None)
+
+
+@defop(check=broadcast_check)
+def divide(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
+    """Elementwise true division a / b."""
+    return jnp.divide(a, b), (a, b)
+
+
+@divide.defvjp
+def _divide_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
+    """ga = g / b, gb = -g * a / b**2."""
+    a, b = res
+    return (g / b if needs[0] else None, -g * a / (b * b) if needs[1] else None)
+
+
+@defop(check=broadcast_check)
+def power(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
+    """Elementwise a ** b."""
+    y = jnp.power(a, b)
+    return y, (a, b, y)
+
+
+@power.defvjp
+def _power_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
+    """ga = g * b * a**(b-1) (0 where b == 0); gb = g * log(a) * y with log(0) read as 0
+    (JAX's pow JVP rules)."""
+    a, b, y = res
+    ga = gb = None
+    if needs[0]:
+        ga = g * jnp.where(b == 0, 0.0, b * jnp.power(a, b - 1)).astype(g.dtype)
+    if needs[1]:
+        gb = g * jnp.log(jnp.where(a == 0, 1.0, a)) * y
+    return (ga, gb)
+
+
+def _balanced(x: jax.Array, y: jax.Array, other: jax.Array, dtype: object) -> jax.Array:
+    """1 where x alone gave y, 0.5 at a tie, 0 elsewhere (JAX's rule for lax.max/lax.min)."""
+    return jnp.where(x == y, jnp.where(other == y, 0.5, 1.0), 0.0).astype(dtype)
+
+
+@defop(check=broadcast_check)
+def maximum(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
+    """Elementwise maximum."""
+    y = jnp.maximum(a, b)
+    return y, (a, b, y)
+
+
+@maximum.defvjp
+def _maximum_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
+    """g goes to the larger input; ties split it in halves (as jax.grad of jnp.maximum)."""
+    a, b, y = res
+    return (
+        g * _balanced(a, y, b, g.dtype) if needs[0] else None,
+        g * _balanced(b, y, a, g.dtype) if needs[1] else None,
+    )
+
+
+@defop(check=broadcast_check)
+def minimum(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
+    """Elementwise minimum."""
+    y = jnp.minimum(a, b)
+    return y, (a, b, y)
+
+
+@minimum.defvjp
+def _minimum_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
+    """g goes to the smaller input; ties split it in halves (as jax.grad of jnp.minimum)."""
+    a, b, y = res
+    return (
+        g * _balanced(a, y, b, g.dtype) if needs[0] else None,
+        g * _balanced(b, y, a, g.dtype) if needs[1] else None,
+    )
+
+
+@defop(check=broadcast_check)
+def where(cond: jax.Array, a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
+    """Elementwise ``a`` where ``cond`` is true, else ``b`` (``cond`` is not differentiated)."""
+    return jnp.where(cond, a, b), (cond,)
+
+
+@where.defvjp
+def _where_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
+    """ga = where(cond, g, 0), gb = where(cond, 0, g)."""
+    (cond,) = res
+    return (
+        None,
+        jnp.where(cond, g, 0) if needs[1] else None,
+        jnp.where(cond, 0, g) if needs[2] else None,
+    )

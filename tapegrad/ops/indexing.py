@@ -1,0 +1,67 @@
+"""Indexing ``t[...]``: basic slices, integer arrays (repeats accumulate) and boolean masks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from tapegrad.op import defop
+
+__all__ = ["getitem", "normalize_index"]
+
+
+def normalize_index(index: Any) -> tuple[Any, ...]:
+    """Turn a user index into what jnp indexing takes, with boolean masks made integer.
+
+    Tensors and lists become arrays; a boolean mask becomes its integer coordinates
+    (eagerly, as NumPy does; under a JAX trace a mask raises JAX's own error).
+
+    Raises:
+        TypeError: an index element of an unsupported type.
+    """
+    from tapegrad.tensor import Tensor
+
+    items = index if isinstance(index, tuple) else (index,)
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, Tensor):
+            item = item._data
+        elif isinstance(item, list):
+            item = np.asarray(item)
+        if isinstance(item, (np.ndarray, jax.Array)):
+            if item.dtype == np.bool_:
+                if isinstance(item, jax.core.Tracer):
+                    out.append(item)  # jnp raises its NonConcreteBooleanIndexError
+                    continue
+                out.extend(jnp.asarray(c) for c in np.nonzero(np.asarray(item)))
+                continue
+            if not np.issubdtype(item.dtype, np.integer):
+                raise TypeError(
+                    f"Index arrays must be integer or boolean, got {item.dtype}; cast with "
+                    ".astype(tg.int32)."
+                )
+            out.append(jnp.asarray(item))
+        elif item is None or item is Ellipsis or isinstance(item, (int, slice, np.integer)):
+            out.append(item)
+        else:
+            raise TypeError(
+                f"Unsupported index element of type {type(item).__name__}; use ints, slices, "
+                "None, Ellipsis, integer arrays or boolean masks."
+            )
+    return tuple(out)
+
+
+@defop
+def getitem(x: jax.Array, *, index: tuple[Any, ...]) -> tuple[jax.Array, tuple[Any, ...]]:
+    """``x[index]`` with ``index`` from ``normalize_index`` (a parameter, not a tensor input)."""
+    return x[index], (x.shape, x.dtype)
+
+
+@getitem.defvjp
+def _getitem_vjp(res: tuple[Any, ...], g: jax.Array, *, index: tuple[Any, ...]) -> tuple[jax.Array]:
+    """Scatter-add g into zeros of the input shape (repeated indices accumulate)."""
+    shape, dtype = res
+    return (jnp.zeros(shape, g.dtype).at[index].add(g),)

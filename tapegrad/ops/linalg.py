@@ -1,0 +1,67 @@
+"""Linear algebra: matmul with NumPy's rules (1-D operands, batch broadcasting)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from tapegrad.errors import ShapeError
+from tapegrad.op import defop
+
+__all__ = ["matmul"]
+
+
+def _matmul_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
+    a, b = (tuple(np.shape(x)) for x in arrays)
+    if not a or not b:
+        raise ShapeError(f"{name}: operands must be at least 1-D, got shapes {a} and {b}.")
+    k_a = a[-1]
+    k_b = b[0] if len(b) == 1 else b[-2]
+    if k_a != k_b:
+        raise ShapeError(
+            f"{name}: shapes {a} and {b} do not align: the last axis of the first ({k_a}) "
+            f"must equal the {'only' if len(b) == 1 else 'second-to-last'} axis of the second "
+            f"({k_b})."
+        )
+    try:
+        np.broadcast_shapes(a[:-2], b[:-2])
+    except ValueError:
+        raise ShapeError(
+            f"{name}: batch dimensions {a[:-2]} and {b[:-2]} cannot be broadcast together."
+        ) from None
+
+
+@defop(check=_matmul_check)
+def matmul(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    """Matrix product a @ b with NumPy's rules: (..., n, k) @ (..., k, m) -> (..., n, m);
+    a 1-D operand gains (and then loses) a unit axis."""
+    if a.ndim == 0 or b.ndim == 0:
+        _matmul_check("matmul", [a, b], {})
+    return jnp.matmul(a, b), (a, b)
+
+
+@matmul.defvjp
+def _matmul_vjp(
+    res: tuple[jax.Array, jax.Array], g: jax.Array, needs: tuple[bool, ...]
+) -> tuple[jax.Array | None, ...]:
+    """ga = g @ b^T, gb = a^T @ g (on the promoted 2-D+ forms; the engine sums batch axes)."""
+    a, b = res
+    a2 = a[None, :] if a.ndim == 1 else a
+    b2 = b[:, None] if b.ndim == 1 else b
+    if a.ndim == 1:
+        g = jnp.expand_dims(g, -2 if b.ndim > 1 else 0)
+    if b.ndim == 1:
+        g = jnp.expand_dims(g, -1)
+    ga = gb = None
+    if needs[0]:
+        ga = jnp.matmul(g, jnp.swapaxes(b2, -1, -2))
+        if a.ndim == 1:
+            ga = ga[..., 0, :]
+    if needs[1]:
+        gb = jnp.matmul(jnp.swapaxes(a2, -1, -2), g)
+        if b.ndim == 1:
+            gb = gb[..., 0]
+    return (ga, gb)

@@ -1,0 +1,179 @@
+"""Shape manipulation: reshape, transpose, squeeze, expand_dims, concatenate, stack."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from tapegrad.errors import ShapeError
+from tapegrad.op import defop
+
+if TYPE_CHECKING:
+    from tapegrad.tensor import Tensor
+
+__all__ = ["reshape", "transpose", "squeeze", "expand_dims", "concatenate", "stack"]
+
+Shape = tuple[int, ...]
+
+
+def _reshape_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
+    (x,) = arrays
+    shape = params["shape"]
+    size = math.prod(np.shape(x))
+    known = math.prod(s for s in shape if s != -1)
+    if (
+        list(shape).count(-1) > 1
+        or any(s < -1 for s in shape)
+        or (-1 in shape and (known == 0 or size % known))
+        or (-1 not in shape and known != size)
+    ):
+        raise ShapeError(
+            f"{name}: cannot reshape a tensor of shape {np.shape(x)} (size {size}) into "
+            f"{shape}; the sizes must match (at most one -1)."
+        )
+
+
+@defop(check=_reshape_check)
+def reshape(x: jax.Array, *, shape: Shape) -> tuple[jax.Array, tuple[Shape]]:
+    """Reshape to ``shape`` (one entry may be -1)."""
+    return jnp.reshape(x, shape), (x.shape,)
+
+
+@reshape.defvjp
+def _reshape_vjp(res: tuple[Shape], g: jax.Array, *, shape: Shape) -> tuple[jax.Array]:
+    """Reshape g back to the input shape."""
+    (in_shape,) = res
+    return (g.reshape(in_shape),)
+
+
+def _transpose_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
+    ndim = np.ndim(arrays[0])
+    axes = params["axes"]
+    if axes is not None and sorted(a % ndim if ndim else a for a in axes) != list(range(ndim)):
+        raise ShapeError(
+            f"{name}: axes {axes} are not a permutation of the {ndim} axes of the tensor."
+        )
+
+
+@defop(check=_transpose_check)
+def transpose(x: jax.Array, *, axes: Shape | None = None) -> tuple[jax.Array, tuple[()]]:
+    """Permute the axes (``None``: reverse them)."""
+    if axes is not None:
+        _transpose_check("transpose", [x], {"axes": axes})
+    return jnp.transpose(x, axes), ()
+
+
+@transpose.defvjp
+def _transpose_vjp(res: tuple[()], g: jax.Array, *, axes: Shape | None = None) -> tuple[jax.Array]:
+    """Apply the inverse permutation to g."""
+    if axes is None:
+        return (jnp.transpose(g),)
+    return (jnp.transpose(g, tuple(int(i) for i in np.argsort([a % g.ndim for a in axes]))),)
+
+
+@defop
+def squeeze(x: jax.Array, *, axis: int | Shape | None = None) -> tuple[jax.Array, tuple[Shape]]:
+    """Remove axes of length one (``None``: all of them)."""
+    if axis is not None:
+        for a in (axis,) if isinstance(axis, int) else axis:
+            if not -x.ndim <= a < x.ndim or x.shape[a] != 1:
+                raise ShapeError(
+                    f"squeeze: axis {a} of shape {x.shape} is not an axis of length one."
+                )
+    return jnp.squeeze(x, axis), (x.shape,)
+
+
+@squeeze.defvjp
+def _squeeze_vjp(
+    res: tuple[Shape], g: jax.Array, *, axis: int | Shape | None = None
+) -> tuple[jax.Array]:
+    """Reshape g back to the input shape."""
+    (in_shape,) = res
+    return (g.reshape(in_shape),)
+
+
+@defop(name="expand_dims")
+def _expand_dims(x: jax.Array, *, axis: int | Shape) -> tuple[jax.Array, tuple[Shape]]:
+    """Insert length-one axes at ``axis``."""
+    axes = (axis,) if isinstance(axis, int) else axis
+    out_ndim = x.ndim + len(axes)
+    if any(not -out_ndim <= a < out_ndim for a in axes):
+        raise ShapeError(
+            f"expand_dims: axis {axis} is out of range for a result with {out_ndim} dimensions."
+        )
+    return jnp.expand_dims(x, axis), (x.shape,)
+
+
+@_expand_dims.defvjp
+def _expand_dims_vjp(res: tuple[Shape], g: jax.Array, *, axis: int | Shape) -> tuple[jax.Array]:
+    """Reshape g back to the input shape."""
+    (in_shape,) = res
+    return (g.reshape(in_shape),)
+
+
+def _join_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
+    shapes = [tuple(np.shape(a)) for a in arrays]
+    raise ShapeError(
+        f"{name}: cannot join tensors of shapes {shapes} along axis {params['axis']}; "
+        + (
+            "all shapes must match except along that axis."
+            if name == "concatenate"
+            else "all shapes must be equal."
+        )
+    )
+
+
+@defop(name="concatenate", check=_join_check)
+def _concatenate(*xs: jax.Array, axis: int = 0) -> tuple[jax.Array, tuple[tuple[int, ...]]]:
+    """Join tensors along an existing ``axis``."""
+    if not xs:
+        raise ValueError("concatenate needs at least one tensor.")
+    y = jnp.concatenate(xs, axis=axis)
+    return y, (tuple(int(x.shape[axis]) for x in xs),)
+
+
+@_concatenate.defvjp
+def _concatenate_vjp(
+    res: tuple[tuple[int, ...]], g: jax.Array, needs: tuple[bool, ...], *, axis: int = 0
+) -> tuple[jax.Array | None, ...]:
+    """Split g back into the inputs' extents along ``axis``."""
+    (sizes,) = res
+    cuts = np.cumsum(sizes)[:-1].tolist()
+    parts = jnp.split(g, cuts, axis=axis)
+    return tuple(p if n else None for p, n in zip(parts, needs, strict=True))
+
+
+@defop(name="stack", check=_join_check)
+def _stack(*xs: jax.Array, axis: int = 0) -> tuple[jax.Array, tuple[()]]:
+    """Join equal-shaped tensors along a new ``axis``."""
+    if not xs:
+        raise ValueError("stack needs at least one tensor.")
+    return jnp.stack(xs, axis=axis), ()
+
+
+@_stack.defvjp
+def _stack_vjp(
+    res: tuple[()], g: jax.Array, needs: tuple[bool, ...], *, axis: int = 0
+) -> tuple[jax.Array | None, ...]:
+    """Input i receives g taken at index i along ``axis``."""
+    return tuple(jnp.take(g, i, axis=axis) if n else None for i, n in enumerate(needs))
+
+
+def expand_dims(x: Any, axis: int | Shape) -> Tensor:
+    """Insert length-one axes at ``axis`` (NumPy's ``expand_dims``)."""
+    return _expand_dims(x, axis=axis)
+
+
+def concatenate(ts: Sequence[Any], axis: int = 0) -> Tensor:
+    """Join a sequence of tensors along an existing ``axis`` (NumPy's ``concatenate``)."""
+    return _concatenate(*ts, axis=axis)
+
+
+def stack(ts: Sequence[Any], axis: int = 0) -> Tensor:
+    """Join a sequence of equal-shaped tensors along a new ``axis`` (NumPy's ``stack``)."""
+    return _stack(*ts, axis=axis)

@@ -1,0 +1,216 @@
+"""Elementwise primitives with one tensor input (and scalar parameters)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from tapegrad.op import defop
+
+__all__ = [
+    "exp",
+    "log",
+    "tanh",
+    "relu",
+    "sigmoid",
+    "sqrt",
+    "abs",
+    "sin",
+    "cos",
+    "negative",
+    "copy",
+    "astype",
+    "clip",
+]
+
+Res = tuple[jax.Array, ...]
+
+
+@defop
+def exp(x: jax.Array) -> tuple[jax.Array, Res]:
+    """Elementwise e**x."""
+    y = jnp.exp(x)
+    return y, (y,)
+
+
+@exp.defvjp
+def _exp_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """d/dx exp(x) = exp(x): gx = g * y."""
+    (y,) = res
+    return (g * y,)
+
+
+@defop
+def log(x: jax.Array) -> tuple[jax.Array, Res]:
+    """Elementwise natural logarithm."""
+    return jnp.log(x), (x,)
+
+
+@log.defvjp
+def _log_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """d/dx log(x) = 1/x: gx = g / x."""
+    (x,) = res
+    return (g / x,)
+
+
+@defop
+def tanh(x: jax.Array) -> tuple[jax.Array, Res]:
+    """Elementwise hyperbolic tangent."""
+    y = jnp.tanh(x)
+    return y, (y,)
+
+
+@tanh.defvjp
+def _tanh_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """d/dx tanh(x) = 1 - tanh(x)**2: gx = g * (1 - y*y)."""
+    (y,) = res
+    return (g * (1 - y * y),)
+
+
+@defop
+def relu(x: jax.Array) -> tuple[jax.Array, Res]:
+    """Elementwise max(x, 0)."""
+    y = jax.nn.relu(x)
+    return y, (y,)
+
+
+@relu.defvjp
+def _relu_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """d/dx relu(x) = [x > 0] (0 at x = 0, as jax.nn.relu): gx = where(y > 0, g, 0)."""
+    (y,) = res
+    return (jnp.where(y > 0, g, 0),)
+
+
+@defop
+def sigmoid(x: jax.Array) -> tuple[jax.Array, Res]:
+    """Elementwise logistic sigmoid 1 / (1 + e**-x)."""
+    y = jax.nn.sigmoid(x)
+    return y, (y,)
+
+
+@sigmoid.defvjp
+def _sigmoid_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """d/dx sigmoid(x) = y (1 - y): gx = g * y * (1 - y)."""
+    (y,) = res
+    return (g * (y * (1 - y)),)
+
+
+@defop
+def sqrt(x: jax.Array) -> tuple[jax.Array, Res]:
+    """Elementwise square root."""
+    y = jnp.sqrt(x)
+    return y, (y,)
+
+
+@sqrt.defvjp
+def _sqrt_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """d/dx sqrt(x) = 1 / (2 sqrt(x)): gx = g * 0.5 / y."""
+    (y,) = res
+    return (g * 0.5 / y,)
+
+
+@defop
+def abs(x: jax.Array) -> tuple[jax.Array, Res]:  # noqa: A001 - jnp's name
+    """Elementwise absolute value."""
+    return jnp.abs(x), (x,)
+
+
+@abs.defvjp
+def _abs_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """d/dx |x| = sign(x) (0 at x = 0, as JAX): gx = g * sign(x)."""
+    (x,) = res
+    return (g * jnp.sign(x),)
+
+
+@defop
+def sin(x: jax.Array) -> tuple[jax.Array, Res]:
+    """Elementwise sine."""
+    return jnp.sin(x), (x,)
+
+
+@sin.defvjp
+def _sin_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """d/dx sin(x) = cos(x)."""
+    (x,) = res
+    return (g * jnp.cos(x),)
+
+
+@defop
+def cos(x: jax.Array) -> tuple[jax.Array, Res]:
+    """Elementwise cosine."""
+    return jnp.cos(x), (x,)
+
+
+@cos.defvjp
+def _cos_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """d/dx cos(x) = -sin(x)."""
+    (x,) = res
+    return (-g * jnp.sin(x),)
+
+
+@defop
+def negative(x: jax.Array) -> tuple[jax.Array, tuple[()]]:
+    """Elementwise -x."""
+    return jnp.negative(x), ()
+
+
+@negative.defvjp
+def _negative_vjp(res: tuple[()], g: jax.Array) -> tuple[jax.Array]:
+    """d/dx (-x) = -1."""
+    return (-g,)
+
+
+@defop
+def copy(x: jax.Array) -> tuple[jax.Array, tuple[()]]:
+    """A copy of x (``Tensor.clone``): the identity with a node of its own."""
+    return jnp.copy(x), ()
+
+
+@copy.defvjp
+def _copy_vjp(res: tuple[()], g: jax.Array) -> tuple[jax.Array]:
+    """The identity: gx = g."""
+    return (g,)
+
+
+@defop
+def astype(x: jax.Array, *, dtype: np.dtype) -> tuple[jax.Array, tuple[()]]:
+    """Cast to ``dtype``; recorded only when the result is a float dtype."""
+    return x.astype(dtype), ()
+
+
+@astype.defvjp
+def _astype_vjp(res: tuple[()], g: jax.Array, *, dtype: np.dtype) -> tuple[jax.Array]:
+    """The identity on values; the engine casts g back to the input's dtype."""
+    return (g,)
+
+
+@defop
+def clip(
+    x: jax.Array,
+    *,
+    min: float | None = None,
+    max: float | None = None,  # noqa: A002
+) -> tuple[jax.Array, Res]:
+    """Clamp to ``[min, max]`` (either bound may be ``None``), as ``jnp.clip``."""
+    return jnp.clip(x, min, max), (x,)
+
+
+@clip.defvjp
+def _clip_vjp(
+    res: Res,
+    g: jax.Array,
+    *,
+    min: float | None = None,
+    max: float | None = None,  # noqa: A002
+) -> tuple[jax.Array]:
+    """jnp.clip is maximum(x, min) then minimum(., max); each passes g where x wins and g/2 at
+    a tie (JAX's balanced rule for lax.max/lax.min)."""
+    (x,) = res
+    scale = jnp.ones_like(g)
+    if min is not None:
+        scale = scale * jnp.where(x > min, 1.0, jnp.where(x == min, 0.5, 0.0))
+        x = jnp.maximum(x, min)
+    if max is not None:
+        scale = scale * jnp.where(x < max, 1.0, jnp.where(x == max, 0.5, 0.0))
+    return (g * scale.astype(g.dtype),)

@@ -1,0 +1,769 @@
+"""The graph state: nodes, liveness, usefulness, consumption, cleanup, policies, stats, snapshot.
+
+Only this module mutates the tape (DESIGN.md, "Graph lifetime"). Terms used below:
+
+- A node is **live** while its tensor exists (a weak reference resolves). The weak
+  reference's callback only appends the reference to ``_dead``; every entry point drains that
+  queue first under the lock (rule 5), so counts are always current.
+- A node is **useful** when it is live or a useful node links to it as a parent. Consumed
+  nodes drop their parent links, so "reachable from a live node by parent links" is exactly
+  DESIGN.md's definition. The graph is a DAG (a parent has a smaller id than its child), so
+  counting each node's useful children (``uc``) decides usefulness exactly and
+  incrementally: a node stops being useful when it is not live and ``uc`` drops to 0, and it
+  can never become useful again (new nodes only link to live tensors' nodes).
+- A node that stops being useful is freed at once when it is *freeable* (consumed, or a leaf
+  reached by a backward: rule 4) or under the ``"auto"`` policy; otherwise it waits in
+  ``_hanging`` for ``graph_cleanup()`` (rule 5). So a sweep is the removal of ``_hanging``:
+  linear in what it frees, and O(1) when there is nothing to free.
+- **Graphs** are connected components over parent links between nodes on the tape. They are
+  computed on demand (union-find, cached until the tape changes), because removing nodes can
+  split a component and union-find cannot split.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from types import CodeType
+from typing import TYPE_CHECKING, Any, Literal
+
+import jax
+
+from tapegrad.errors import GraphConsumedError
+
+if TYPE_CHECKING:
+    from tapegrad.op import Op
+    from tapegrad.tensor import Tensor
+
+__all__ = [
+    "Node",
+    "Tape",
+    "CleanupStats",
+    "GraphStats",
+    "NodeRecord",
+    "Snapshot",
+    "TAPE",
+    "graph_cleanup",
+    "graph_stats",
+    "set_cleanup_policy",
+    "get_cleanup_policy",
+    "snapshot",
+    "user_frame",
+]
+
+Policy = Literal["manual", "auto", "threshold"]
+
+
+@dataclass(frozen=True)
+class CleanupStats:
+    """What one ``graph_cleanup()`` freed.
+
+    Attributes:
+        nodes_removed: nodes removed from the tape, leaves included.
+        leaves_removed: leaves among ``nodes_removed``.
+        graphs_removed: graphs (connected components) removed entirely.
+        bytes_freed: bytes of saved arrays released that no remaining node holds.
+        seconds: wall time of the call, in seconds.
+    """
+
+    nodes_removed: int = 0
+    leaves_removed: int = 0
+    graphs_removed: int = 0
+    bytes_freed: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class GraphStats:
+    """Counts over the tape at one moment (DESIGN.md rules 7-8). Reading them changes nothing.
+
+    Attributes:
+        graphs: connected components of the nodes on the tape.
+        nodes: every record on the tape, consumed ones included.
+        leaves: leaf nodes (tensors the user made require grad).
+        live_nodes: nodes whose tensor still exists.
+        hanging_nodes: nodes that are not useful (leaves included).
+        hanging_leaves: leaves that are not useful.
+        dead_graphs: graphs with no useful node.
+        saved_bytes: bytes of the distinct saved arrays (residuals) the tape holds.
+    """
+
+    graphs: int = 0
+    nodes: int = 0
+    leaves: int = 0
+    live_nodes: int = 0
+    hanging_nodes: int = 0
+    hanging_leaves: int = 0
+    dead_graphs: int = 0
+    saved_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """A plain description of one node; holds no strong reference to a tensor, node or array.
+
+    Attributes:
+        id: the node id (creation order).
+        kind: ``"leaf"`` or ``"op"``.
+        op: the op name (``"leaf"`` for leaves).
+        graph: the id of the node's graph (the smallest node id in its component).
+        live: its tensor still exists.
+        useful: live, or reachable from a live node (DESIGN.md).
+        consumed: its VJP ran in a backward without ``retain_graph``.
+        origin: ``"path:line"`` of the first frame outside tapegrad that created it.
+        function: the qualified name of that frame's function.
+        saved_bytes: bytes of the distinct arrays it saves for its VJP.
+        parents: ids of its parents on the tape.
+        tensor: a weak reference to its live tensor, or ``None``.
+    """
+
+    id: int
+    kind: str
+    op: str
+    graph: int
+    live: bool
+    useful: bool
+    consumed: bool
+    origin: str
+    function: str
+    saved_bytes: int
+    parents: tuple[int, ...]
+    tensor: weakref.ref[Tensor] | None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Every node on the tape as a ``NodeRecord``, with the ``GraphStats`` of the same moment."""
+
+    nodes: tuple[NodeRecord, ...]
+    stats: GraphStats
+
+
+class Node:
+    """One record on the tape: a leaf (``op is None``) or an op node.
+
+    ``parents`` has one entry per tensor input of the op (``None`` where that input does not
+    require grad). The node holds its tensor only weakly, and never holds a ``Tensor``.
+    """
+
+    __slots__ = (
+        "id",
+        "op",
+        "parents",
+        "saved",
+        "params",
+        "shape",
+        "dtype",
+        "code",
+        "lineno",
+        "ref",
+        "live",
+        "uc",
+        "useful",
+        "consumed",
+        "reached",
+        "retain",
+        "on_tape",
+    )
+
+    def __init__(
+        self,
+        nid: int,
+        op: Op | None,
+        parents: tuple[Node | None, ...],
+        saved: Any,
+        params: dict[str, Any] | None,
+        shape: tuple[int, ...],
+        dtype: Any,
+        code: CodeType | None,
+        lineno: int,
+    ) -> None:
+        self.id = nid
+        self.op = op
+        self.parents = parents
+        self.saved = saved
+        self.params = params
+        self.shape = shape
+        self.dtype = dtype
+        self.code = code
+        self.lineno = lineno
+        self.ref: weakref.ref[Tensor] | None = None
+        self.live = True
+        self.uc = 0  # useful children linking to this node, counted per link
+        self.useful = True
+        self.consumed = False
+        self.reached = False  # a leaf a backward reached (freed when no longer useful)
+        self.retain = False  # retain_grad() was called on its tensor
+        self.on_tape = True
+
+    @property
+    def name(self) -> str:
+        """The op name, or ``"leaf"``."""
+        return "leaf" if self.op is None else self.op.name
+
+    @property
+    def origin(self) -> str:
+        """``"path:line"`` where the node was created (path relative to the cwd when under it)."""
+        return format_origin(self.code, self.lineno)
+
+
+# ----------------------------------------------------------------------------- origins
+
+_PKG_PREFIX = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_INTERNAL: dict[str, bool] = {}
+
+
+def user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
+    """Return the code object and line of the first caller frame outside the tapegrad package.
+
+    Args:
+        depth: frames to skip before looking (the caller's own frames).
+    """
+    f = sys._getframe(depth)
+    internal = _INTERNAL
+    while f is not None:
+        code = f.f_code
+        fn = code.co_filename
+        inside = internal.get(fn)
+        if inside is None:
+            inside = internal[fn] = os.path.abspath(fn).startswith(_PKG_PREFIX)
+        if not inside:
+            return code, f.f_lineno or 0
+        f = f.f_back  # type: ignore[assignment]
+    return None, 0
+
+
+def format_origin(code: CodeType | None, lineno: int) -> str:
+    """Format an origin as ``"path:line"``, relative to the current directory when under it."""
+    if code is None:
+        return "<unknown>:0"
+    path = code.co_filename
+    if os.path.isabs(path):
+        try:
+            rel = os.path.relpath(path)
+        except ValueError:  # another drive on Windows
+            rel = path
+        if not rel.startswith(".."):
+            path = rel
+    return f"{path}:{lineno}"
+
+
+def _function(code: CodeType | None) -> str:
+    return "<unknown>" if code is None else code.co_qualname
+
+
+# ----------------------------------------------------------------------------- saved bytes
+
+
+def _saved_arrays(saved: Any) -> Iterable[jax.Array]:
+    """Yield the arrays in a residual pytree (tuples, lists, dicts of arrays and statics)."""
+    stack = [saved]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, jax.Array):
+            yield item
+        elif isinstance(item, (tuple, list)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+
+
+def _nbytes(saved: Any) -> dict[int, int]:
+    """Map ``id(array) -> nbytes`` for the distinct arrays in a residual pytree."""
+    return {id(a): int(a.nbytes) for a in _saved_arrays(saved)}
+
+
+# ----------------------------------------------------------------------------- the tape
+
+
+class Tape:
+    """The graph state of one process (or, later, of one trace). Guarded by one re-entrant lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._nodes: dict[int, Node] = {}
+        self._hanging: dict[int, Node] = {}
+        self._dead: list[weakref.ref[Tensor]] = []
+        self._by_ref: dict[int, Node] = {}  # id(weak reference) -> node, for live nodes
+        self._enqueue = self._dead.append  # the weak-reference callback: only enqueues
+        self._next_id = 0
+        self._leaves = 0
+        self._live = 0
+        self._hanging_leaves = 0
+        self._policy: Policy = "manual"
+        self._threshold = 0
+        self._survivors = 0
+        self._limit = 0
+        self._version = 0
+        self._cache: tuple[int, dict[int, int]] | None = None  # (version, node -> graph)
+
+    # ------------------------------------------------------------------ liveness queue
+
+    def _drain(self) -> None:
+        # The weak-reference callback is ``self._enqueue`` (it runs wherever the tensor
+        # died, so it only enqueues the dead reference); map each back to its node here.
+        dead = self._dead
+        by_ref = self._by_ref
+        while dead:
+            node = by_ref.get(id(dead.pop()))
+            if node is not None and node.live:
+                self._unlink_tensor(node)
+
+    def _unlink_tensor(self, node: Node) -> None:
+        del self._by_ref[id(node.ref)]
+        node.live = False
+        node.ref = None
+        self._live -= 1
+        self._version += 1
+        if node.uc == 0:
+            self._lose_use(node)
+
+    def _lose_use(self, first: Node) -> None:
+        """``first`` just stopped being useful: propagate to its parents, free what may go."""
+        stack = [first]
+        auto = self._policy == "auto"
+        while stack:
+            node = stack.pop()
+            node.useful = False
+            for p in node.parents:
+                if p is not None and p.on_tape:
+                    p.uc -= 1
+                    if p.uc == 0 and not p.live:
+                        stack.append(p)
+            if auto or node.consumed or node.reached:
+                self._remove(node)
+            else:
+                self._hanging[node.id] = node
+                if node.op is None:
+                    self._hanging_leaves += 1
+
+    def _remove(self, node: Node) -> None:
+        del self._nodes[node.id]
+        node.on_tape = False
+        node.parents = ()
+        node.saved = None
+        node.params = None
+        if node.op is None:
+            self._leaves -= 1
+        self._version += 1
+
+    # ------------------------------------------------------------------ recording
+
+    def leaf(self, tensor: Tensor, code: CodeType | None, lineno: int) -> Node:
+        """Record ``tensor`` as a leaf (it requires grad from now on) and return its node."""
+        data = tensor._data
+        with self._lock:
+            if self._dead:
+                self._drain()
+            node = self._new(None, (), None, None, tensor, data.shape, data.dtype, code, lineno)
+            self._leaves += 1
+            self._after_record()
+        return node
+
+    def record(
+        self,
+        op: Op,
+        parents: tuple[Node | None, ...],
+        saved: Any,
+        params: dict[str, Any],
+        tensor: Tensor,
+        code: CodeType | None,
+        lineno: int,
+    ) -> Node:
+        """Record an op node for ``tensor`` (its output), linking it to ``parents``.
+
+        The caller keeps the input tensors alive until this returns, so every parent is live
+        or useful here and cannot be swept concurrently (DESIGN.md rule 10).
+        """
+        data = tensor._data
+        with self._lock:
+            if self._dead:
+                self._drain()
+            node = self._new(
+                op, parents, saved, params, tensor, data.shape, data.dtype, code, lineno
+            )
+            for p in parents:
+                if p is not None:
+                    p.uc += 1
+            self._after_record()
+        return node
+
+    def _new(
+        self,
+        op: Op | None,
+        parents: tuple[Node | None, ...],
+        saved: Any,
+        params: dict[str, Any] | None,
+        tensor: Tensor,
+        shape: tuple[int, ...],
+        dtype: Any,
+        code: CodeType | None,
+        lineno: int,
+    ) -> Node:
+        nid = self._next_id
+        self._next_id = nid + 1
+        node = Node(nid, op, parents, saved, params, shape, dtype, code, lineno)
+        node.ref = ref = weakref.ref(tensor, self._enqueue)
+        self._by_ref[id(ref)] = node
+        self._nodes[nid] = node
+        self._live += 1
+        self._version += 1
+        return node
+
+    def _after_record(self) -> None:
+        if self._policy == "threshold" and len(self._nodes) >= self._limit:
+            self._sweep()
+
+    def release(self, node: Node) -> None:
+        """The tensor of ``node`` stopped requiring grad (``requires_grad_(False)``)."""
+        with self._lock:
+            if self._dead:
+                self._drain()
+            if node.on_tape and node.live:
+                self._unlink_tensor(node)
+
+    # ------------------------------------------------------------------ backward support
+
+    def ancestors(self, roots: Sequence[Node]) -> list[Node]:
+        """Return ``roots`` and their ancestors in descending id (DESIGN.md rule 1).
+
+        Raises:
+            GraphConsumedError: the walk met a consumed node; nothing was changed.
+        """
+        with self._lock:
+            if self._dead:
+                self._drain()
+            seen: dict[int, Node] = {}
+            stack: list[Node] = []
+            for root in roots:
+                if root.id not in seen:
+                    seen[root.id] = root
+                    stack.append(root)
+            while stack:
+                node = stack.pop()
+                if node.consumed:
+                    raise GraphConsumedError(_consumed_message(node))
+                for p in node.parents:
+                    if p is not None and p.id not in seen:
+                        seen[p.id] = p
+                        stack.append(p)
+            return sorted(seen.values(), key=_node_id, reverse=True)
+
+    def consume(self, visited: Sequence[Node], leaves: Sequence[Node], retain_graph: bool) -> None:
+        """Mark what a backward visited (rules 3-4): op nodes consumed unless ``retain_graph``,
+        leaves reached; free at once whatever that leaves without use."""
+        with self._lock:
+            if self._dead:
+                self._drain()
+            for leaf in leaves:
+                leaf.reached = True
+                if not leaf.useful and leaf.on_tape:
+                    self._free_hanging(leaf)
+            if retain_graph:
+                return
+            for node in visited:
+                node.consumed = True
+                node.saved = None
+            for node in visited:
+                if not node.on_tape:
+                    continue
+                parents, node.parents = node.parents, ()
+                self._version += 1
+                if node.useful:
+                    for p in parents:
+                        if p is not None and p.on_tape:
+                            p.uc -= 1
+                            if p.uc == 0 and not p.live:
+                                self._lose_use(p)
+                else:  # its tensor died while the VJPs ran: it waited in _hanging
+                    self._free_hanging(node)
+
+    def _free_hanging(self, node: Node) -> None:
+        del self._hanging[node.id]
+        if node.op is None:
+            self._hanging_leaves -= 1
+        self._remove(node)
+
+    # ------------------------------------------------------------------ cleanup
+
+    def cleanup(self) -> CleanupStats:
+        """Remove every hanging node with its saved arrays (DESIGN.md rule 6)."""
+        start = time.perf_counter()
+        with self._lock:
+            if self._dead:
+                self._drain()
+            stats = self._sweep()
+        return CleanupStats(
+            stats.nodes_removed,
+            stats.leaves_removed,
+            stats.graphs_removed,
+            stats.bytes_freed,
+            time.perf_counter() - start,
+        )
+
+    def _sweep(self) -> CleanupStats:
+        hanging = self._hanging
+        if not hanging:
+            self._set_survivors()
+            return CleanupStats()
+        graphs = _dead_components(hanging)
+        freed = self._bytes_freed(hanging)
+        nodes = self._nodes
+        for nid, node in hanging.items():
+            del nodes[nid]
+            node.on_tape = False
+            node.parents = ()
+            node.saved = None
+            node.params = None
+        leaves = self._hanging_leaves
+        stats = CleanupStats(len(hanging), leaves, graphs, freed, 0.0)
+        self._leaves -= leaves
+        self._hanging_leaves = 0
+        self._hanging = {}
+        self._version += 1
+        self._set_survivors()
+        return stats
+
+    def _bytes_freed(self, hanging: dict[int, Node]) -> int:
+        released: dict[int, int] = {}
+        for node in hanging.values():
+            if node.saved is not None:
+                released.update(_nbytes(node.saved))
+        if not released:
+            return 0
+        for nid, node in self._nodes.items():
+            if node.saved is not None and nid not in hanging:
+                for a in _saved_arrays(node.saved):
+                    released.pop(id(a), None)
+        return sum(released.values())
+
+    def _set_survivors(self) -> None:
+        self._survivors = len(self._nodes)
+        self._limit = self._survivors + max(self._threshold, self._survivors)
+
+    # ------------------------------------------------------------------ policy
+
+    def set_policy(self, policy: str, threshold: int | None = None) -> None:
+        """Switch the cleanup policy (DESIGN.md rule 5); switching to ``"auto"`` sweeps now."""
+        if policy not in ("manual", "auto", "threshold"):
+            raise ValueError(
+                f"Unknown cleanup policy {policy!r}; use 'manual', 'auto' or 'threshold'."
+            )
+        if policy == "threshold":
+            if threshold is None or isinstance(threshold, bool) or not isinstance(threshold, int):
+                raise ValueError(
+                    "The 'threshold' policy needs threshold=N, a positive int (nodes recorded "
+                    "beyond the survivors of the last sweep before the next sweep)."
+                )
+            if threshold <= 0:
+                raise ValueError(f"threshold must be positive, got {threshold}.")
+        elif threshold is not None:
+            raise ValueError(f"threshold applies only to the 'threshold' policy, not {policy!r}.")
+        with self._lock:
+            if self._dead:
+                self._drain()
+            self._policy = policy  # type: ignore[assignment]
+            self._threshold = threshold or 0
+            if policy == "auto":
+                self._sweep()
+            self._set_survivors()
+
+    @property
+    def policy(self) -> Policy:
+        """The current cleanup policy."""
+        return self._policy
+
+    # ------------------------------------------------------------------ reading
+
+    def _graphs(self) -> dict[int, int]:
+        """Map node id -> graph id (smallest node id of its component); cached per version."""
+        cache = self._cache
+        if cache is not None and cache[0] == self._version:
+            return cache[1]
+        up: dict[int, int] = {}
+
+        def find(x: int) -> int:
+            root = x
+            while (nxt := up.get(root, root)) != root:
+                root = nxt
+            while (nxt := up.get(x, x)) != root:  # path compression
+                up[x] = root
+                x = nxt
+            return root
+
+        for nid, node in self._nodes.items():
+            for p in node.parents:
+                if p is not None and p.on_tape:
+                    a, b = find(nid), find(p.id)
+                    if a != b:
+                        up[max(a, b)] = min(a, b)
+        result = {nid: find(nid) for nid in self._nodes}
+        self._cache = (self._version, result)
+        return result
+
+    def _stats(self) -> GraphStats:
+        graphs = self._graphs()
+        useful_graphs = {graphs[nid] for nid, n in self._nodes.items() if n.useful}
+        roots = set(graphs.values())
+        held: dict[int, int] = {}
+        for node in self._nodes.values():
+            if node.saved is not None:
+                held.update(_nbytes(node.saved))
+        return GraphStats(
+            graphs=len(roots),
+            nodes=len(self._nodes),
+            leaves=self._leaves,
+            live_nodes=self._live,
+            hanging_nodes=len(self._hanging),
+            hanging_leaves=self._hanging_leaves,
+            dead_graphs=len(roots - useful_graphs),
+            saved_bytes=sum(held.values()),
+        )
+
+    def stats(self) -> GraphStats:
+        """Counts over the tape now (DESIGN.md rules 7-8)."""
+        with self._lock:
+            if self._dead:
+                self._drain()
+            return self._stats()
+
+    def snapshot(self) -> Snapshot:
+        """Plain records of every node on the tape, and the stats of the same moment."""
+        with self._lock:
+            if self._dead:
+                self._drain()
+            graphs = self._graphs()
+            records = []
+            for nid, node in self._nodes.items():
+                tensor = node.ref() if node.ref is not None else None
+                records.append(
+                    NodeRecord(
+                        id=nid,
+                        kind="leaf" if node.op is None else "op",
+                        op=node.name,
+                        graph=graphs[nid],
+                        live=node.live,
+                        useful=node.useful,
+                        consumed=node.consumed,
+                        origin=node.origin,
+                        function=_function(node.code),
+                        saved_bytes=sum(_nbytes(node.saved).values()) if node.saved else 0,
+                        parents=tuple(p.id for p in node.parents if p is not None and p.on_tape),
+                        tensor=None if tensor is None else weakref.ref(tensor),
+                    )
+                )
+                del tensor
+            return Snapshot(tuple(records), self._stats())
+
+
+def _node_id(node: Node) -> int:
+    return node.id
+
+
+def _dead_components(hanging: dict[int, Node]) -> int:
+    """Count the components made only of hanging nodes (graphs a sweep removes entirely).
+
+    A useful node never links to a hanging parent, so a component is entirely hanging unless
+    one of its hanging nodes links to a useful parent. Linear in ``len(hanging)``.
+    """
+    up: dict[int, int] = {}
+    attached: set[int] = set()
+
+    def find(x: int) -> int:
+        root = x
+        while (nxt := up.get(root, root)) != root:
+            root = nxt
+        while (nxt := up.get(x, x)) != root:
+            up[x] = root
+            x = nxt
+        return root
+
+    components = len(hanging)
+    touching: list[int] = []
+    for nid, node in hanging.items():
+        for p in node.parents:
+            if p is None or not p.on_tape:
+                continue
+            if p.useful:
+                touching.append(nid)
+            else:
+                a, b = find(nid), find(p.id)
+                if a != b:
+                    up[a] = b
+                    components -= 1
+    for nid in touching:
+        attached.add(find(nid))
+    return components - len(attached)
+
+
+def _consumed_message(node: Node) -> str:
+    return (
+        f"Trying to backward through a graph a second time: op {node.name!r} "
+        f"(created at {node.origin} in {_function(node.code)}) was consumed by an earlier "
+        "backward() that did not keep the graph, so its saved arrays are gone. Fixes: pass "
+        "retain_graph=True to the earlier backward() if you need to backward through this "
+        "graph again; keep running totals as numbers with loss.item() (or loss.detach()) "
+        "instead of adding loss tensors; call .detach() on state carried between steps "
+        "(e.g. an RNN hidden state). Nothing was changed by this call."
+    )
+
+
+TAPE = Tape()
+"""The process-wide tape every eager op records on."""
+
+
+def graph_cleanup() -> CleanupStats:
+    """Remove every hanging node and its saved arrays (DESIGN.md rule 6).
+
+    Never removes a useful node, so every gradient computed afterwards equals the one
+    computed without it. Safe at any time, from any thread, repeatedly. Linear in the number
+    of hanging nodes (O(1) when there is none).
+
+    Returns:
+        Counts of nodes, leaves and graphs removed, bytes freed, and seconds taken.
+    """
+    return TAPE.cleanup()
+
+
+def graph_stats() -> GraphStats:
+    """Return the counts over the tape now; reading them changes nothing.
+
+    Returns:
+        ``GraphStats`` (graphs, nodes, leaves, live/hanging counts, saved bytes).
+    """
+    return TAPE.stats()
+
+
+def set_cleanup_policy(policy: str, *, threshold: int | None = None) -> None:
+    """Choose when hanging nodes are freed, process-wide (DESIGN.md rule 5).
+
+    Args:
+        policy: ``"manual"`` (default: only ``graph_cleanup()`` frees unconsumed hanging
+            nodes), ``"auto"`` (each node is freed the moment it becomes hanging; switching
+            to it sweeps at once) or ``"threshold"`` (a sweep whenever the node count reaches
+            ``survivors + max(threshold, survivors)``).
+        threshold: a positive node count, required by ``"threshold"`` only.
+
+    Raises:
+        ValueError: unknown policy, or a missing, non-positive or misplaced ``threshold``.
+    """
+    TAPE.set_policy(policy, threshold)
+
+
+def get_cleanup_policy() -> str:
+    """Return the current cleanup policy name."""
+    return TAPE.policy
+
+
+def snapshot() -> Snapshot:
+    """Return every node on the tape as plain ``NodeRecord``s, with the stats of that moment.
+
+    The snapshot holds no strong reference to any tensor, node or array (only weak
+    references to live tensors).
+    """
+    return TAPE.snapshot()

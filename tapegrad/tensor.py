@@ -1,0 +1,535 @@
+"""Tensor: a ``jax.Array`` plus an optional tape node; its methods delegate to ops."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from tapegrad import grad_mode
+from tapegrad.errors import InPlaceError, ShapeError, TracerError
+from tapegrad.tape import TAPE, Node, user_frame
+
+__all__ = ["Tensor"]
+
+_MODE = grad_mode._MODE
+
+
+def _float_dtype(dtype: Any) -> bool:
+    return bool(np.issubdtype(dtype, np.inexact))
+
+
+class Tensor:
+    """An n-dimensional value held as a ``jax.Array``, optionally tracked on the tape.
+
+    A tensor requires grad when it has a node: a leaf (``require_grad()``) or the output of
+    an op recorded under grad mode. Tensors hash by identity, support weak references, and
+    are JAX pytrees whose only child is the array (unflattening gives a tensor that does not
+    require grad). Create them with ``tg.tensor``, ``tg.zeros``, ``tg.randn``, ...
+    """
+
+    __slots__ = ("_data", "_node", "_grad", "__weakref__")
+    __array_ufunc__ = None  # NumPy defers ``np_array * t`` to Tensor.__rmul__
+    __array_priority__ = 1000
+
+    _data: jax.Array
+    _node: Node | None
+    _grad: Tensor | None
+
+    def __init__(self, data: Any) -> None:
+        """Wrap ``data`` (a ``jax.Array`` without a copy; else ``jnp.asarray(data)``)."""
+        self._data = data if isinstance(data, jax.Array) else jax.numpy.asarray(data)
+        self._node = None
+        self._grad = None
+
+    @classmethod
+    def _wrap(cls, data: jax.Array) -> Tensor:
+        t = object.__new__(cls)
+        t._data = data
+        t._node = None
+        t._grad = None
+        return t
+
+    # ------------------------------------------------------------------ attributes
+
+    @property
+    def data(self) -> jax.Array:
+        """The ``jax.Array``. Setting it replaces the value (same shape and dtype), keeping the
+        node (the usual parameter update).
+
+        Raises:
+            ShapeError: the new array's shape differs.
+            TypeError: the new array's dtype differs, or it is not an array.
+        """
+        return self._data
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        if isinstance(value, Tensor):
+            value = value._data
+        elif isinstance(value, np.ndarray):
+            value = jax.numpy.asarray(value)
+        if not isinstance(value, jax.Array):
+            raise TypeError(
+                f"Tensor.data must be set to a jax.Array, NumPy array or Tensor, "
+                f"got {type(value).__name__}."
+            )
+        if value.shape != self._data.shape:
+            raise ShapeError(
+                f"Tensor.data: new shape {value.shape} differs from {self._data.shape}; "
+                "create a new tensor for a different shape."
+            )
+        if value.dtype != self._data.dtype:
+            raise TypeError(
+                f"Tensor.data: new dtype {value.dtype} differs from {self._data.dtype}; "
+                f"cast first with .astype({self._data.dtype})."
+            )
+        if self._node is not None and isinstance(value, jax.core.Tracer):
+            raise TracerError(
+                "Tensor.data: a JAX tracer cannot become the value of a tensor that requires "
+                "grad; set it outside the transformation or on a detached tensor."
+            )
+        self._data = value
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape, a tuple of ints."""
+        return tuple(self._data.shape)
+
+    @property
+    def ndim(self) -> int:
+        """The number of dimensions."""
+        return int(self._data.ndim)
+
+    @property
+    def size(self) -> int:
+        """The number of elements."""
+        return int(self._data.size)
+
+    @property
+    def dtype(self) -> Any:
+        """The dtype (a NumPy dtype, as JAX reports it)."""
+        return self._data.dtype
+
+    @property
+    def device(self) -> Any:
+        """The device the array lives on (for a sharded array, see ``.sharding``)."""
+        return self._data.device
+
+    @property
+    def sharding(self) -> Any:
+        """The array's ``jax.sharding.Sharding``."""
+        return self._data.sharding
+
+    @property
+    def requires_grad(self) -> bool:
+        """Whether the tensor has a node on the tape (a leaf or a recorded op output)."""
+        return self._node is not None
+
+    @property
+    def is_leaf(self) -> bool:
+        """``True`` for a tensor that does not require grad and for a user-made leaf."""
+        return self._node is None or self._node.op is None
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The accumulated gradient (a ``Tensor`` without a node), or ``None``.
+
+        Raises:
+            TypeError: set to something other than ``None`` or a ``Tensor``.
+            ShapeError: set to a tensor of another shape.
+        """
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f".grad must be None or a Tensor, got {type(value).__name__}.")
+            if value.shape != self.shape:
+                raise ShapeError(
+                    f".grad must have the tensor's shape {self.shape}, got {value.shape}."
+                )
+            if value._node is not None:
+                value = value.detach()
+        self._grad = value
+
+    # ------------------------------------------------------------------ grad state
+
+    def require_grad(self) -> Tensor:
+        """Make this tensor a leaf that requires grad (no-op if it already requires grad).
+
+        Returns:
+            ``self``.
+
+        Raises:
+            TypeError: the dtype is not floating point.
+            TracerError: the value is a JAX tracer.
+        """
+        if self._node is None:
+            self._make_leaf()
+        return self
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """PyTorch's spelling: ``True`` is ``require_grad()``; ``False`` detaches a leaf in place.
+
+        Raises:
+            RuntimeError: ``False`` on a tensor that is the output of a recorded op.
+        """
+        if requires_grad:
+            return self.require_grad()
+        node = self._node
+        if node is not None:
+            if node.op is not None:
+                raise RuntimeError(
+                    "requires_grad_(False) works only on leaves; this tensor is the output of "
+                    f"op {node.name!r}. Use .detach() to get a tensor that does not require grad."
+                )
+            self._node = None
+            TAPE.release(node)
+        return self
+
+    def _make_leaf(self) -> None:
+        data = self._data
+        if not _float_dtype(data.dtype):
+            raise TypeError(
+                f"Only floating-point tensors can require grad; this one is {data.dtype}. "
+                "Cast first, e.g. t.astype(tg.float32).require_grad()."
+            )
+        if isinstance(data, jax.core.Tracer):
+            raise TracerError(
+                "require_grad(): the tensor holds a JAX tracer (inside jax.jit, vmap, ...); "
+                "tapegrad records only concrete arrays. Make leaves outside the transformation."
+            )
+        code, lineno = user_frame(2)
+        self._node = TAPE.leaf(self, code, lineno)
+
+    def retain_grad(self) -> None:
+        """Keep this non-leaf tensor's gradient in ``.grad`` after backward (as in PyTorch).
+
+        Raises:
+            RuntimeError: the tensor does not require grad.
+        """
+        if self._node is None:
+            raise RuntimeError(
+                "retain_grad() on a tensor that does not require grad; call require_grad() "
+                "on the inputs it is computed from."
+            )
+        self._node.retain = True
+
+    def detach(self) -> Tensor:
+        """A tensor sharing this value that does not require grad."""
+        return Tensor._wrap(self._data)
+
+    def backward(
+        self,
+        grad: Any = None,
+        *,
+        retain_graph: bool = False,
+        create_graph: bool = False,
+    ) -> None:
+        """Accumulate d(self)/d(leaf) into ``.grad`` of every live leaf it depends on.
+
+        Args:
+            grad: the cotangent, same shape as ``self``; optional for one-element tensors.
+            retain_graph: keep the graph so another backward can run through it.
+            create_graph: not supported yet (higher-order gradients).
+
+        Raises:
+            RuntimeError: ``self`` does not require grad, is multi-element without ``grad``,
+                or its graph was consumed by an earlier backward (see ``retain_graph``).
+            ShapeError: ``grad`` has another shape.
+            NotImplementedError: ``create_graph=True``.
+        """
+        _backward.backward(self, grad, retain_graph=retain_graph, create_graph=create_graph)
+
+    # ------------------------------------------------------------------ conversion
+
+    def item(self) -> Any:
+        """The value of a one-element tensor as a Python scalar.
+
+        Raises:
+            ValueError: the tensor has more than one element.
+        """
+        if self._data.size != 1:
+            raise ValueError(
+                f"item() needs a one-element tensor, this one has shape {self.shape}; "
+                "reduce it first (.sum(), .mean()) or use .tolist()."
+            )
+        return np.asarray(self._data).reshape(()).item()
+
+    def numpy(self) -> np.ndarray:
+        """The value as a NumPy array (a host copy)."""
+        return np.asarray(self._data)
+
+    def tolist(self) -> Any:
+        """The value as nested Python lists."""
+        return np.asarray(self._data).tolist()
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        return np.asarray(self._data, dtype=dtype)
+
+    def _scalar(self, kind: str) -> Any:
+        if self._data.size != 1:
+            raise TypeError(
+                f"{kind}() needs a one-element tensor, this one has shape {self.shape}."
+            )
+        return np.asarray(self._data).reshape(()).item()
+
+    def __float__(self) -> float:
+        return float(self._scalar("float"))
+
+    def __int__(self) -> int:
+        return int(self._scalar("int"))
+
+    def __bool__(self) -> bool:
+        if self._data.size != 1:
+            raise ValueError(
+                f"The truth value of a tensor with shape {self.shape} is ambiguous; "
+                "reduce it first, e.g. bool((t > 0).data.all())."
+            )
+        return bool(np.asarray(self._data).reshape(()).item())
+
+    def __len__(self) -> int:
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor.")
+        return int(self._data.shape[0])
+
+    def __iter__(self) -> Iterator[Tensor]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __repr__(self) -> str:
+        data = self._data
+        head = f"shape={tuple(data.shape)}, dtype={data.dtype}"
+        node = self._node
+        if node is not None:
+            head += ", requires_grad=True" if node.op is None else f", op={node.name}"
+        if isinstance(data, jax.core.Tracer):
+            return f"tensor(<traced>, {head})"
+        body = np.array2string(np.asarray(data), separator=", ", prefix="tensor(")
+        return f"tensor({body}, {head})"
+
+    def __format__(self, spec: str) -> str:
+        if spec and self._data.size == 1:
+            return format(self.item(), spec)
+        return repr(self) if not spec else format(np.asarray(self._data), spec)
+
+    __hash__ = object.__hash__
+
+    # ------------------------------------------------------------------ methods
+
+    def clone(self) -> Tensor:
+        """A differentiable copy (gradient flows back to ``self``)."""
+        return _ops.copy(self)
+
+    def astype(self, dtype: Any) -> Tensor:
+        """Cast to ``dtype``; differentiable between float dtypes."""
+        return _ops.astype(self, dtype=np.dtype(dtype))
+
+    def sum(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        """Sum over ``axis`` (an int, negative int or tuple; ``None`` for all)."""
+        return _ops.sum(self, axis=_axis(axis), keepdims=keepdims)
+
+    def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        """Mean over ``axis``."""
+        return _ops.mean(self, axis=_axis(axis), keepdims=keepdims)
+
+    def max(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        """Maximum over ``axis`` (ties share the gradient equally, as in JAX)."""
+        return _ops.max(self, axis=_axis(axis), keepdims=keepdims)
+
+    def min(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        """Minimum over ``axis`` (ties share the gradient equally, as in JAX)."""
+        return _ops.min(self, axis=_axis(axis), keepdims=keepdims)
+
+    def reshape(self, *shape: Any) -> Tensor:
+        """Reshape to ``shape`` (ints or one tuple; one entry may be -1)."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return _ops.reshape(self, shape=tuple(int(s) for s in shape))
+
+    def transpose(self, *axes: Any) -> Tensor:
+        """Permute axes (reverse them when none are given)."""
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        return _ops.transpose(self, axes=tuple(int(a) for a in axes) if axes else None)
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802 - NumPy's name
+        """The tensor with its axes reversed."""
+        return _ops.transpose(self, axes=None)
+
+    def squeeze(self, axis: int | Sequence[int] | None = None) -> Tensor:
+        """Remove axes of length one (all of them when ``axis`` is ``None``)."""
+        return _ops.squeeze(self, axis=_axis(axis))
+
+    def clip(self, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002
+        """Clamp values to ``[min, max]``."""
+        return _ops.clip(self, min=min, max=max)
+
+    def exp(self) -> Tensor:
+        """Elementwise e**x."""
+        return _ops.exp(self)
+
+    def log(self) -> Tensor:
+        """Elementwise natural logarithm."""
+        return _ops.log(self)
+
+    def tanh(self) -> Tensor:
+        """Elementwise hyperbolic tangent."""
+        return _ops.tanh(self)
+
+    def relu(self) -> Tensor:
+        """Elementwise max(x, 0)."""
+        return _ops.relu(self)
+
+    def sigmoid(self) -> Tensor:
+        """Elementwise logistic sigmoid."""
+        return _ops.sigmoid(self)
+
+    def sqrt(self) -> Tensor:
+        """Elementwise square root."""
+        return _ops.sqrt(self)
+
+    def abs(self) -> Tensor:
+        """Elementwise absolute value."""
+        return _ops.abs(self)
+
+    def sin(self) -> Tensor:
+        """Elementwise sine."""
+        return _ops.sin(self)
+
+    def cos(self) -> Tensor:
+        """Elementwise cosine."""
+        return _ops.cos(self)
+
+    def __getitem__(self, index: Any) -> Tensor:
+        return _ops.getitem(self, index=_ops.normalize_index(index))
+
+    # ------------------------------------------------------------------ operators
+
+    def __add__(self, other: Any) -> Tensor:
+        return _binary(_ops.add, self, other)
+
+    def __radd__(self, other: Any) -> Tensor:
+        return _binary(_ops.add, other, self)
+
+    def __sub__(self, other: Any) -> Tensor:
+        return _binary(_ops.subtract, self, other)
+
+    def __rsub__(self, other: Any) -> Tensor:
+        return _binary(_ops.subtract, other, self)
+
+    def __mul__(self, other: Any) -> Tensor:
+        return _binary(_ops.multiply, self, other)
+
+    def __rmul__(self, other: Any) -> Tensor:
+        return _binary(_ops.multiply, other, self)
+
+    def __truediv__(self, other: Any) -> Tensor:
+        return _binary(_ops.divide, self, other)
+
+    def __rtruediv__(self, other: Any) -> Tensor:
+        return _binary(_ops.divide, other, self)
+
+    def __pow__(self, other: Any) -> Tensor:
+        return _binary(_ops.power, self, other)
+
+    def __rpow__(self, other: Any) -> Tensor:
+        return _binary(_ops.power, other, self)
+
+    def __matmul__(self, other: Any) -> Tensor:
+        return _binary(_ops.matmul, self, other)
+
+    def __rmatmul__(self, other: Any) -> Tensor:
+        return _binary(_ops.matmul, other, self)
+
+    def __neg__(self) -> Tensor:
+        return _ops.negative(self)
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    def __lt__(self, other: Any) -> Tensor:
+        return _binary(_ops.less, self, other)
+
+    def __le__(self, other: Any) -> Tensor:
+        return _binary(_ops.less_equal, self, other)
+
+    def __gt__(self, other: Any) -> Tensor:
+        return _binary(_ops.greater, self, other)
+
+    def __ge__(self, other: Any) -> Tensor:
+        return _binary(_ops.greater_equal, self, other)
+
+    def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return _binary(_ops.equal, self, other)
+
+    def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return _binary(_ops.not_equal, self, other)
+
+    def __iadd__(self, other: Any) -> Tensor:
+        return self._inplace(_ops.add, other, "+=")
+
+    def __isub__(self, other: Any) -> Tensor:
+        return self._inplace(_ops.subtract, other, "-=")
+
+    def __imul__(self, other: Any) -> Tensor:
+        return self._inplace(_ops.multiply, other, "*=")
+
+    def __itruediv__(self, other: Any) -> Tensor:
+        return self._inplace(_ops.divide, other, "/=")
+
+    def _inplace(self, op: Any, other: Any, symbol: str) -> Tensor:
+        """Replace the value in place (keeping the node); see API.md on in-place operators."""
+        if self._node is not None and _MODE.enabled:
+            raise InPlaceError(
+                f"In-place {symbol} on a tensor that requires grad under grad mode would "
+                "overwrite a value the graph may need. For a parameter update, wrap it in "
+                f"`with tg.no_grad():`; otherwise write `x = x {symbol[0]} y`."
+            )
+        result = _binary(op, self, other)
+        if result is NotImplemented:
+            return NotImplemented  # type: ignore[no-any-return]
+        if result._node is not None:
+            return result  # ``other`` requires grad: the name is rebound to a tracked tensor
+        if result.shape != self.shape:
+            raise ShapeError(
+                f"In-place {symbol}: the result has shape {result.shape}, but the tensor has "
+                f"shape {self.shape}; in-place results cannot broadcast the target."
+            )
+        data = result._data
+        self._data = data if data.dtype == self._data.dtype else data.astype(self._data.dtype)
+        return self
+
+
+def _axis(axis: int | Sequence[int] | None) -> int | tuple[int, ...] | None:
+    if axis is None or isinstance(axis, int):
+        return axis
+    return tuple(int(a) for a in axis)
+
+
+def _binary(op: Any, a: Any, b: Any) -> Any:
+    try:
+        return op(a, b)
+    except _op.OperandTypeError:
+        return NotImplemented
+
+
+def _flatten(t: Tensor) -> tuple[tuple[jax.Array], None]:
+    return (t._data,), None
+
+
+def _unflatten(aux: None, children: Sequence[Any]) -> Tensor:
+    return Tensor._wrap(children[0])
+
+
+jax.tree_util.register_pytree_node(Tensor, _flatten, _unflatten)
+
+# Imported last: ops and backward build on Tensor, and Tensor's methods delegate to them.
+from tapegrad import backward as _backward  # noqa: E402
+from tapegrad import op as _op  # noqa: E402
+from tapegrad import ops as _ops  # noqa: E402
