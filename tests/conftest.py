@@ -1,0 +1,55 @@
+"""Shared fixtures: a seeded key, and a guard that every test leaves the tape as it found it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import jax
+import pytest
+from hypothesis import HealthCheck, settings
+
+import tapegrad as tg
+
+settings.register_profile(
+    "dev",
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "ci",
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@pytest.fixture
+def key() -> jax.Array:
+    """A fixed PRNG key, so every test draws the same numbers."""
+    return jax.random.PRNGKey(0)
+
+
+@pytest.fixture(autouse=True)
+def tape_guard() -> Iterator[None]:
+    """Fail a test that leaves nodes behind (after a cleanup) or changes grad mode or policy
+    (MyGrad's state-guard pattern)."""
+    tg.graph_cleanup()
+    before = tg.graph_stats()
+    yield
+    mode_changed = not tg.is_grad_enabled()
+    policy = tg.get_cleanup_policy()
+    tg.set_grad_enabled(True)
+    if policy != "manual":
+        tg.set_cleanup_policy("manual")
+    tg.graph_cleanup()
+    after = tg.graph_stats()
+    assert not mode_changed, "the test left grad mode disabled"
+    assert policy == "manual", f"the test left the cleanup policy at {policy!r}"
+    assert after.nodes == before.nodes, (
+        f"the test left {after.nodes - before.nodes} nodes on the tape after cleanup "
+        f"(before: {before}, after: {after})"
+    )
