@@ -33,11 +33,11 @@ def sum_to_shape(g: jax.Array, shape: tuple[int, ...]) -> jax.Array | None:
             axes.append(lead + i)
         elif s != gs:
             return None
-    out = jnp.sum(g, axis=tuple(axes)) if axes else g
+    out: jax.Array = jnp.sum(g, axis=tuple(axes)) if axes else g
     return out if out.shape == shape else out.reshape(shape)
 
 
-def _reduce(g: Any, parent: Node, node: Node, index: int) -> jax.Array:
+def _reduce(g: jax.Array, parent: Node, node: Node, index: int) -> jax.Array:
     if g.shape != parent.shape:
         reduced = sum_to_shape(g, parent.shape)
         if reduced is None:
@@ -86,7 +86,7 @@ def _run(
                     out[node.id] = (node, g)
                 parents = node.parents
                 needs = tuple(p is not None for p in parents)
-                cts = op.call_vjp(node.saved, g, needs, node.params)
+                cts = op.call_vjp(node.saved, g, needs, node.params or {})
                 if len(cts) != len(parents):
                     raise VJPShapeError(
                         f"VJP of {node.name!r} returned {len(cts)} cotangents for "

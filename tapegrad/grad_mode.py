@@ -86,7 +86,7 @@ class set_grad_enabled(_GradModeContext):  # noqa: N801 - PyTorch's name
         _MODE.enabled = mode
         self._entered_by_init = True
 
-    def __call__(self, func: _F) -> _F:  # type: ignore[override]
+    def __call__(self, func: _F) -> _F:
         # Used as a decorator: undo the switch __init__ made; each call sets the mode itself.
         if getattr(self, "_entered_by_init", False):
             _MODE.enabled = self._prev.pop()

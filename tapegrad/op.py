@@ -6,7 +6,7 @@ import functools
 import inspect
 from collections.abc import Callable
 from types import MappingProxyType
-from typing import Any
+from typing import Any, overload
 
 import jax
 import numpy as np
@@ -100,13 +100,27 @@ def _arity(forward: Forward) -> int | None:
     return sum(k == inspect.Parameter.POSITIONAL_OR_KEYWORD for k in kinds)
 
 
+@overload
+def defop(fn: Forward, /) -> Op: ...
+
+
+@overload
 def defop(
-    fn: Forward | None = None,
     *,
     name: str | None = None,
     differentiable: bool = True,
     check: ShapeCheck | None = None,
-) -> Any:
+) -> Callable[[Forward], Op]: ...
+
+
+def defop(
+    fn: Forward | None = None,
+    /,
+    *,
+    name: str | None = None,
+    differentiable: bool = True,
+    check: ShapeCheck | None = None,
+) -> Op | Callable[[Forward], Op]:
     """Declare a built-in op from its jnp forward; use as ``@defop`` or ``@defop(...)``.
 
     Args:

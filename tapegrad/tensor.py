@@ -491,9 +491,10 @@ class Tensor:
                 "overwrite a value the graph may need. For a parameter update, wrap it in "
                 f"`with tg.no_grad():`; otherwise write `x = x {symbol[0]} y`."
             )
-        result = _binary(op, self, other)
-        if result is NotImplemented:
-            return NotImplemented  # type: ignore[no-any-return]
+        try:
+            result: Tensor = op(self, other)
+        except _op.OperandTypeError:
+            return NotImplemented  # type: ignore[no-any-return]  # Python's binary-op protocol
         if result._node is not None:
             return result  # ``other`` requires grad: the name is rebound to a tracked tensor
         if result.shape != self.shape:
@@ -512,11 +513,12 @@ def _axis(axis: int | Sequence[int] | None) -> int | tuple[int, ...] | None:
     return tuple(int(a) for a in axis)
 
 
-def _binary(op: Any, a: Any, b: Any) -> Any:
+def _binary(op: Any, a: Any, b: Any) -> Tensor:
     try:
-        return op(a, b)
+        out: Tensor = op(a, b)
     except _op.OperandTypeError:
-        return NotImplemented
+        return NotImplemented  # type: ignore[no-any-return]  # Python's binary-op protocol
+    return out
 
 
 def _flatten(t: Tensor) -> tuple[tuple[jax.Array], None]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 
@@ -83,7 +85,7 @@ def _power_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     return (ga, gb)
 
 
-def _balanced(x: jax.Array, y: jax.Array, other: jax.Array, dtype: object) -> jax.Array:
+def _balanced(x: jax.Array, y: jax.Array, other: jax.Array, dtype: Any) -> jax.Array:
     """1 where x alone gave y, 0.5 at a tie, 0 elsewhere (JAX's rule for lax.max/lax.min)."""
     return jnp.where(x == y, jnp.where(other == y, 0.5, 1.0), 0.0).astype(dtype)
 
