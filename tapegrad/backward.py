@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tapegrad.creation import filled
 from tapegrad.errors import NoGradError, NonScalarBackwardError, ShapeError, VJPShapeError
 from tapegrad.tape import TAPE, Node
 from tapegrad.tensor import Tensor
@@ -16,11 +18,17 @@ from tapegrad.tensor import Tensor
 __all__ = ["backward", "grad", "sum_to_shape"]
 
 
+@partial(jax.jit, static_argnames=("axes", "shape"))
+def _sum_axes(g: jax.Array, axes: tuple[int, ...], shape: tuple[int, ...]) -> jax.Array:
+    return jnp.sum(g, axis=axes).reshape(shape)
+
+
 def sum_to_shape(g: jax.Array, shape: tuple[int, ...]) -> jax.Array | None:
     """Sum a cotangent in a broadcast shape down to ``shape`` (the one unbroadcast in tapegrad).
 
     Returns:
-        The reduced cotangent, or ``None`` when ``g.shape`` is not a broadcast of ``shape``.
+        The reduced cotangent (one compiled dispatch), or ``None`` when ``g.shape`` is not a
+        broadcast of ``shape``.
     """
     gshape = g.shape
     lead = len(gshape) - len(shape)
@@ -33,8 +41,7 @@ def sum_to_shape(g: jax.Array, shape: tuple[int, ...]) -> jax.Array | None:
             axes.append(lead + i)
         elif s != gs:
             return None
-    out: jax.Array = jnp.sum(g, axis=tuple(axes)) if axes else g
-    return out if out.shape == shape else out.reshape(shape)
+    return _sum_axes(g, tuple(axes), shape)
 
 
 def _reduce(g: jax.Array, parent: Node, node: Node, index: int) -> jax.Array:
@@ -112,7 +119,7 @@ def _seed(t: Tensor, grad: Any) -> jax.Array:
                 f"backward() without `grad` needs a one-element tensor, this one has shape "
                 f"{t.shape}; reduce it (.sum(), .mean()) or pass grad= of shape {t.shape}."
             )
-        return jnp.ones(t._data.shape, t._data.dtype)
+        return filled(t._data.shape, 1, t._data.dtype)
     data = grad._data if isinstance(grad, Tensor) else grad
     if not isinstance(data, (jax.Array, np.ndarray, float, int)):
         raise TypeError(f"grad must be a Tensor or an array, got {type(grad).__name__}.")
@@ -220,5 +227,5 @@ def grad(
     grads = []
     for x, node in zip(ins, in_nodes, strict=True):
         hit = results.get(node.id)
-        grads.append(Tensor._wrap(hit[1] if hit else jnp.zeros(x._data.shape, x._data.dtype)))
+        grads.append(Tensor._wrap(hit[1] if hit else filled(x._data.shape, 0, x._data.dtype)))
     return tuple(grads)

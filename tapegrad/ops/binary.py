@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import jax
@@ -15,10 +16,13 @@ Res = tuple[jax.Array, ...]
 Cts = tuple[jax.Array | None, ...]
 
 
+_add = jax.jit(jnp.add)
+
+
 @defop(check=broadcast_check)
 def add(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
     """Elementwise a + b."""
-    return jnp.add(a, b), ()
+    return _add(a, b), ()
 
 
 @add.defvjp
@@ -27,52 +31,68 @@ def _add_vjp(res: tuple[()], g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     return (g if needs[0] else None, g if needs[1] else None)
 
 
+_subtract = jax.jit(jnp.subtract)
+
+
 @defop(check=broadcast_check)
 def subtract(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
     """Elementwise a - b."""
-    return jnp.subtract(a, b), ()
+    return _subtract(a, b), ()
 
 
 @subtract.defvjp
+@partial(jax.jit, static_argnames=("needs",))
 def _subtract_vjp(res: tuple[()], g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     """ga = g, gb = -g."""
     return (g if needs[0] else None, -g if needs[1] else None)
 
 
+_multiply = jax.jit(jnp.multiply)
+
+
 @defop(check=broadcast_check)
 def multiply(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
     """Elementwise a * b."""
-    return jnp.multiply(a, b), (a, b)
+    return _multiply(a, b), (a, b)
 
 
 @multiply.defvjp
+@partial(jax.jit, static_argnames=("needs",))
 def _multiply_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     """ga = g * b, gb = g * a; only what is needed."""
     a, b = res
     return (g * b if needs[0] else None, g * a if needs[1] else None)
 
 
+_divide = jax.jit(jnp.divide)
+
+
 @defop(check=broadcast_check)
 def divide(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
     """Elementwise true division a / b."""
-    return jnp.divide(a, b), (a, b)
+    return _divide(a, b), (a, b)
 
 
 @divide.defvjp
+@partial(jax.jit, static_argnames=("needs",))
 def _divide_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     """ga = g / b, gb = -g * a / b**2."""
     a, b = res
     return (g / b if needs[0] else None, -g * a / (b * b) if needs[1] else None)
 
 
+_power = jax.jit(jnp.power)
+
+
 @defop(check=broadcast_check)
 def power(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
     """Elementwise a ** b."""
-    y = jnp.power(a, b)
+    y = _power(a, b)
     return y, (a, b, y)
 
 
 @power.defvjp
+@partial(jax.jit, static_argnames=("needs",))
 def _power_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     """ga = g * b * a**(b-1) (0 where b == 0); gb = g * log(a) * y with log(0) read as 0
     (JAX's pow JVP rules)."""
@@ -90,14 +110,18 @@ def _balanced(x: jax.Array, y: jax.Array, other: jax.Array, dtype: Any) -> jax.A
     return jnp.where(x == y, jnp.where(other == y, 0.5, 1.0), 0.0).astype(dtype)
 
 
+_maximum = jax.jit(jnp.maximum)
+
+
 @defop(check=broadcast_check)
 def maximum(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
     """Elementwise maximum."""
-    y = jnp.maximum(a, b)
+    y = _maximum(a, b)
     return y, (a, b, y)
 
 
 @maximum.defvjp
+@partial(jax.jit, static_argnames=("needs",))
 def _maximum_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     """g goes to the larger input; ties split it in halves (as jax.grad of jnp.maximum)."""
     a, b, y = res
@@ -107,14 +131,18 @@ def _maximum_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     )
 
 
+_minimum = jax.jit(jnp.minimum)
+
+
 @defop(check=broadcast_check)
 def minimum(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
     """Elementwise minimum."""
-    y = jnp.minimum(a, b)
+    y = _minimum(a, b)
     return y, (a, b, y)
 
 
 @minimum.defvjp
+@partial(jax.jit, static_argnames=("needs",))
 def _minimum_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     """g goes to the smaller input; ties split it in halves (as jax.grad of jnp.minimum)."""
     a, b, y = res
@@ -124,13 +152,17 @@ def _minimum_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     )
 
 
+_where = jax.jit(jnp.where)
+
+
 @defop(check=broadcast_check)
 def where(cond: jax.Array, a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
     """Elementwise ``a`` where ``cond`` is true, else ``b`` (``cond`` is not differentiated)."""
-    return jnp.where(cond, a, b), (cond,)
+    return _where(cond, a, b), (cond,)
 
 
 @where.defvjp
+@partial(jax.jit, static_argnames=("needs",))
 def _where_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     """ga = where(cond, g, 0), gb = where(cond, 0, g)."""
     (cond,) = res

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import jax
@@ -34,16 +35,20 @@ def _matmul_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
         ) from None
 
 
+_matmul = jax.jit(jnp.matmul)
+
+
 @defop(check=_matmul_check)
 def matmul(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     """Matrix product a @ b with NumPy's rules: (..., n, k) @ (..., k, m) -> (..., n, m);
     a 1-D operand gains (and then loses) a unit axis."""
     if a.ndim == 0 or b.ndim == 0:
         _matmul_check("matmul", [a, b], {})
-    return jnp.matmul(a, b), (a, b)
+    return _matmul(a, b), (a, b)
 
 
 @matmul.defvjp
+@partial(jax.jit, static_argnames=("needs",))
 def _matmul_vjp(
     res: tuple[jax.Array, jax.Array], g: jax.Array, needs: tuple[bool, ...]
 ) -> tuple[jax.Array | None, ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import math
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -48,13 +49,30 @@ def _check(x: jax.Array, axis: Axis) -> None:
         _axes(axis, x.ndim)
 
 
+_static = partial(jax.jit, static_argnames=("axis", "keepdims"))
+_jsum = _static(jnp.sum)
+_jmean = _static(jnp.mean)
+_jmax = _static(jnp.max)
+_jmin = _static(jnp.min)
+
+
+@partial(jax.jit, static_argnames=("in_shape", "axis", "keepdims", "count"))
+def _spread(
+    g: jax.Array, in_shape: tuple[int, ...], axis: Axis, keepdims: bool, count: int = 1
+) -> jax.Array:
+    """Broadcast a reduction's cotangent (divided by ``count``) back over the reduced axes."""
+    if count != 1:
+        g = g / count
+    return jnp.broadcast_to(_expand(g, in_shape, axis, keepdims), in_shape)
+
+
 @defop
 def sum(  # noqa: A001 - jnp's name
     x: jax.Array, *, axis: Axis = None, keepdims: bool = False
 ) -> tuple[jax.Array, tuple[tuple[int, ...]]]:
     """Sum over ``axis`` (``None``: all axes)."""
     _check(x, axis)
-    return jnp.sum(x, axis=axis, keepdims=keepdims), (x.shape,)
+    return _jsum(x, axis=axis, keepdims=keepdims), (x.shape,)
 
 
 @sum.defvjp
@@ -63,7 +81,7 @@ def _sum_vjp(
 ) -> tuple[jax.Array]:
     """Every summed element receives g: broadcast g back to the input shape."""
     (in_shape,) = res
-    return (jnp.broadcast_to(_expand(g, in_shape, axis, keepdims), in_shape),)
+    return (_spread(g, in_shape, axis, keepdims),)
 
 
 @defop
@@ -73,7 +91,7 @@ def mean(
     """Mean over ``axis`` (``None``: all axes)."""
     _check(x, axis)
     count = math.prod(x.shape[a] for a in _axes(axis, x.ndim))
-    return jnp.mean(x, axis=axis, keepdims=keepdims), (x.shape, count)
+    return _jmean(x, axis=axis, keepdims=keepdims), (x.shape, count)
 
 
 @mean.defvjp
@@ -82,7 +100,7 @@ def _mean_vjp(
 ) -> tuple[jax.Array]:
     """Each averaged element receives g / count."""
     in_shape, count = res
-    return (jnp.broadcast_to(_expand(g / count, in_shape, axis, keepdims), in_shape),)
+    return (_spread(g, in_shape, axis, keepdims, count),)
 
 
 def _chooser_vjp(
@@ -103,7 +121,7 @@ def max(  # noqa: A001 - jnp's name
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     """Maximum over ``axis``."""
     _check(x, axis)
-    y = jnp.max(x, axis=axis, keepdims=keepdims)
+    y = _jmax(x, axis=axis, keepdims=keepdims)
     return y, (x, y)
 
 
@@ -121,7 +139,7 @@ def min(  # noqa: A001 - jnp's name
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     """Minimum over ``axis``."""
     _check(x, axis)
-    y = jnp.min(x, axis=axis, keepdims=keepdims)
+    y = _jmin(x, axis=axis, keepdims=keepdims)
     return y, (x, y)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -38,17 +39,20 @@ def _reshape_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None
         )
 
 
+_jreshape = partial(jax.jit, static_argnames=("shape",))(jnp.reshape)
+
+
 @defop(check=_reshape_check)
 def reshape(x: jax.Array, *, shape: Shape) -> tuple[jax.Array, tuple[Shape]]:
     """Reshape to ``shape`` (one entry may be -1)."""
-    return jnp.reshape(x, shape), (x.shape,)
+    return _jreshape(x, shape=shape), (x.shape,)
 
 
 @reshape.defvjp
 def _reshape_vjp(res: tuple[Shape], g: jax.Array, *, shape: Shape) -> tuple[jax.Array]:
     """Reshape g back to the input shape."""
     (in_shape,) = res
-    return (g.reshape(in_shape),)
+    return (_jreshape(g, shape=in_shape),)
 
 
 def _transpose_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
@@ -94,7 +98,7 @@ def _squeeze_vjp(
 ) -> tuple[jax.Array]:
     """Reshape g back to the input shape."""
     (in_shape,) = res
-    return (g.reshape(in_shape),)
+    return (_jreshape(g, shape=in_shape),)
 
 
 @defop(name="expand_dims")
@@ -113,7 +117,7 @@ def _expand_dims(x: jax.Array, *, axis: int | Shape) -> tuple[jax.Array, tuple[S
 def _expand_dims_vjp(res: tuple[Shape], g: jax.Array, *, axis: int | Shape) -> tuple[jax.Array]:
     """Reshape g back to the input shape."""
     (in_shape,) = res
-    return (g.reshape(in_shape),)
+    return (_jreshape(g, shape=in_shape),)
 
 
 def _join_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
