@@ -1,0 +1,244 @@
+"""tapegrad.nn: registration, shapes, initialisation, gradients against a jnp twin, state dicts."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad import nn
+
+
+class Block(nn.Module):
+    def __init__(self, key: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 3, key=key)
+        self.scale = tg.ones(3).require_grad()
+        self.offset = tg.zeros(3)  # a buffer: does not require grad
+        self.name = "block"  # a plain attribute
+
+    def forward(self, x: tg.Tensor) -> tg.Tensor:
+        return self.fc(x) * self.scale + self.offset
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = Block(0)
+        self.head = nn.Linear(3, 2, bias=False, key=1)
+        self.shared = self.head  # the same module twice: listed once
+
+    def forward(self, x: tg.Tensor) -> tg.Tensor:
+        return self.head(self.body(x).tanh())
+
+
+def _leaf_ids() -> set[int]:
+    return {r.id for r in tg.snapshot().nodes if r.kind == "leaf"}
+
+
+def test_parameters_are_registered_by_attribute_in_order() -> None:
+    net = Net()
+    names = [n for n, _ in net.named_parameters()]
+    # As PyTorch: each module's own parameters, then its sub-modules', depth first.
+    assert names == ["body.scale", "body.fc.weight", "body.fc.bias", "head.weight"]
+    params = list(net.parameters())
+    assert [p.shape for p in params] == [(3,), (4, 3), (3,), (3, 2)]
+    assert all(p.requires_grad and p.is_leaf for p in params)
+    assert [n for n, _ in net.named_buffers()] == ["body.offset"]
+    assert [n for n, _ in net.named_children()] == ["body", "head"]
+    assert [n for n, _ in net.named_modules()] == ["", "body", "body.fc", "head"]
+    assert net.body.name == "block"
+    assert [n for n, _ in net.body.named_parameters(recurse=False)] == ["scale"]
+    assert next(iter(net.named_parameters(prefix="net")))[0] == "net.body.scale"
+
+
+def test_reassigning_and_deleting_attributes_updates_the_registries() -> None:
+    block = Block(0)
+    block.scale = tg.full(3, 2.0)  # now a buffer
+    assert [n for n, _ in block.named_parameters()] == ["fc.weight", "fc.bias"]
+    assert [n for n, _ in block.named_buffers()] == ["offset", "scale"]
+    x = tg.ones(3).require_grad()
+    block.extra = x * 2.0  # an op output is neither parameter nor buffer
+    assert "extra" not in dict(block.named_parameters())
+    assert "extra" not in dict(block.named_buffers())
+    assert block.extra.requires_grad
+    del block.extra
+    del block.fc
+    assert [n for n, _ in block.named_parameters()] == []
+    with pytest.raises(AttributeError, match="fc"):
+        _ = block.fc
+    assert "offset" in dir(block)
+
+
+def test_assigning_before_super_init_says_what_to_do() -> None:
+    class Broken(nn.Module):
+        def __init__(self) -> None:
+            self.fc = nn.Linear(2, 2, key=0)
+
+    with pytest.raises(AttributeError, match=r"super\(\).__init__\(\)"):
+        Broken()
+
+
+@pytest.mark.parametrize(("n_in", "n_out"), [(64, 128), (5, 3)])
+def test_linear_shapes(n_in: int, n_out: int) -> None:
+    layer = nn.Linear(n_in, n_out, key=0)
+    assert layer.weight.shape == (n_in, n_out)
+    assert layer.bias is not None and layer.bias.shape == (n_out,)
+    assert layer.weight.dtype == jnp.float32
+    assert layer(tg.ones((7, n_in))).shape == (7, n_out)
+    assert layer(tg.ones((2, 7, n_in))).shape == (2, 7, n_out)
+    assert layer(tg.ones(n_in)).shape == (n_out,)
+    no_bias = nn.Linear(n_in, n_out, bias=False, key=0)
+    assert no_bias.bias is None
+    assert len(list(no_bias.parameters())) == 1
+    assert repr(no_bias) == f"Linear(in_features={n_in}, out_features={n_out}, bias=False)"
+
+
+def test_linear_init_is_uniform_in_plus_minus_one_over_sqrt_fan_in() -> None:
+    layer = nn.Linear(64, 256, key=0)
+    k = 1.0 / math.sqrt(64)
+    w = np.asarray(layer.weight)
+    assert layer.bias is not None
+    b = np.asarray(layer.bias)
+    assert np.all(np.abs(w) <= k) and np.all(np.abs(b) <= k)
+    # Uniform on [-k, k]: extremes near the bounds, mean 0, variance k^2 / 3.
+    assert w.max() > 0.99 * k and w.min() < -0.99 * k
+    assert b.max() > 0.9 * k and b.min() < -0.9 * k
+    assert abs(w.mean()) < 0.02 * k
+    assert w.var() == pytest.approx(k * k / 3, rel=0.05)
+    same = nn.Linear(64, 256, key=0)
+    other = nn.Linear(64, 256, key=jax.random.PRNGKey(1))
+    np.testing.assert_array_equal(np.asarray(same.weight), w)
+    assert not np.array_equal(np.asarray(other.weight), w)
+
+
+def test_linear_rejects_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="non-negative"):
+        nn.Linear(-1, 3, key=0)
+    with pytest.raises(TypeError, match="key"):
+        nn.Linear(2, 3, key="seed")
+    with pytest.raises(TypeError, match="floating"):
+        nn.Linear(2, 3, key=0, dtype=jnp.int32)
+
+
+def _mlp_jnp(params: dict[str, jax.Array], x: jax.Array, y: jax.Array) -> jax.Array:
+    h = jnp.tanh(x @ params["0.weight"] + params["0.bias"])
+    h = jax.nn.relu(h @ params["2.weight"] + params["2.bias"])
+    logits = h @ params["4.weight"] + params["4.bias"]
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    return -jnp.mean(jnp.take_along_axis(logp, y[:, None], axis=-1))
+
+
+def test_gradients_match_jax_grad_of_the_same_network_in_jnp() -> None:
+    model = nn.Sequential(
+        nn.Linear(6, 8, key=0),
+        nn.Tanh(),
+        nn.Linear(8, 5, key=1),
+        nn.ReLU(),
+        nn.Linear(5, 3, key=2),
+    )
+    x = jax.random.normal(jax.random.PRNGKey(3), (10, 6))
+    y = jnp.arange(10, dtype=jnp.int32) % 3
+    loss = tg.cross_entropy(model(tg.tensor(x)), y)
+    loss.backward()
+    params = {n: p.data for n, p in model.named_parameters()}
+    want_loss, want = jax.value_and_grad(_mlp_jnp)(params, x, y)
+    np.testing.assert_allclose(float(loss), float(want_loss), rtol=1e-6)
+    for name, p in model.named_parameters():
+        assert p.grad is not None, name
+        np.testing.assert_allclose(np.asarray(p.grad), want[name], rtol=1e-5, atol=1e-7)
+    model.zero_grad()
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_zero_grad_without_set_to_none_writes_zeros() -> None:
+    layer = nn.Linear(3, 2, key=0)
+    layer(tg.ones((4, 3))).sum().backward()
+    assert layer.bias is not None and layer.bias.grad is not None
+    np.testing.assert_allclose(np.asarray(layer.bias.grad), [4.0, 4.0])
+    layer.zero_grad(set_to_none=False)
+    np.testing.assert_array_equal(np.asarray(layer.bias.grad), [0.0, 0.0])
+    assert layer.weight.grad is not None and layer.weight.grad.shape == (3, 2)
+
+
+def test_state_dict_round_trip_keeps_the_parameter_nodes() -> None:
+    net = Net()
+    saved = net.state_dict()
+    assert list(saved) == [
+        "body.scale",
+        "body.fc.weight",
+        "body.fc.bias",
+        "head.weight",
+        "body.offset",
+    ]
+    assert not any(t.requires_grad for t in saved.values())
+    leaves_before = _leaf_ids()
+    x = tg.ones((2, 4))
+    before = np.asarray(net(x))
+    with tg.no_grad():
+        for p in net.parameters():
+            p += 1.0
+    assert not np.allclose(np.asarray(net(x)), before)
+    # The snapshot kept the old values even though the parameters changed.
+    np.testing.assert_allclose(
+        np.asarray(saved["head.weight"]), np.asarray(net.head.weight) - 1.0, atol=1e-6
+    )
+    result = net.load_state_dict(saved)
+    assert result == nn.LoadResult([], [])
+    np.testing.assert_array_equal(np.asarray(net(x)), before)
+    assert _leaf_ids() == leaves_before
+
+    other = Net()
+    other.load_state_dict({k: np.asarray(v, dtype=np.float64) for k, v in saved.items()})
+    np.testing.assert_array_equal(np.asarray(other(x)), before)
+    assert other.head.weight.dtype == jnp.float32
+
+
+def test_load_state_dict_reports_mismatches_and_changes_nothing_on_error() -> None:
+    net = Net()
+    saved = net.state_dict()
+    old = np.asarray(net.head.weight)
+    partial = {k: v for k, v in saved.items() if k != "body.scale"}
+    partial["extra"] = tg.zeros(1)
+    with pytest.raises(KeyError, match="body.scale"):
+        net.load_state_dict(partial)
+    result = net.load_state_dict(partial, strict=False)
+    assert result.missing_keys == ["body.scale"]
+    assert result.unexpected_keys == ["extra"]
+    bad = dict(saved)
+    bad["body.fc.weight"] = tg.zeros((3, 4))
+    bad["head.weight"] = tg.zeros((3, 2))
+    with pytest.raises(ValueError, match=r"body.fc.weight.*\(3, 4\)"):
+        net.load_state_dict(bad)
+    np.testing.assert_array_equal(np.asarray(net.head.weight), old)
+
+
+def test_train_and_eval_set_the_flag_on_every_module() -> None:
+    net = Net()
+    assert all(m.training for m in net.modules())
+    assert net.eval() is net
+    assert not any(m.training for m in net.modules())
+    net.train()
+    assert all(m.training for m in net.modules())
+
+
+def test_sequential_indexing_and_errors() -> None:
+    seq = nn.Sequential(nn.Linear(2, 3, key=0), nn.ReLU(), nn.Tanh())
+    assert len(seq) == 3
+    assert isinstance(seq[1], nn.ReLU) and isinstance(seq[-1], nn.Tanh)
+    assert [type(m).__name__ for m in seq] == ["Linear", "ReLU", "Tanh"]
+    out = seq(tg.tensor([[1.0, -2.0]]))
+    layer = seq[0]
+    assert isinstance(layer, nn.Linear)
+    want = np.tanh(np.maximum(np.array([[1.0, -2.0]]) @ layer.weight.data + layer.bias.data, 0))
+    np.testing.assert_allclose(np.asarray(out), want, rtol=1e-6)
+    assert repr(seq).splitlines()[0] == "Sequential("
+    assert "  (1): ReLU()" in repr(seq)
+    with pytest.raises(TypeError, match="argument 1"):
+        nn.Sequential(nn.ReLU(), lambda x: x)  # type: ignore[arg-type]
+    with pytest.raises(NotImplementedError, match="forward"):
+        nn.Module()(tg.ones(1))

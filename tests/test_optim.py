@@ -1,0 +1,200 @@
+"""tapegrad.optim: steps equal optax by hand, one compiled call, parameters keep their nodes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import tapegrad as tg
+from tapegrad import nn, optim
+
+
+def _model() -> nn.Sequential:
+    return nn.Sequential(nn.Linear(5, 4, key=0), nn.Tanh(), nn.Linear(4, 3, key=1))
+
+
+def _backward(model: nn.Module, seed: int) -> None:
+    x = tg.randn((8, 5), key=seed)
+    y = tg.tensor(np.arange(8) % 3)
+    tg.cross_entropy(model(x), y).backward()
+
+
+def _values(model: nn.Module) -> tuple[jax.Array, ...]:
+    return tuple(p.data for p in model.parameters())
+
+
+def _grads(model: nn.Module) -> tuple[jax.Array, ...]:
+    out = []
+    for p in model.parameters():
+        assert p.grad is not None
+        out.append(p.grad.data)
+    return tuple(out)
+
+
+def _leaf_ids() -> list[int]:
+    return sorted(r.id for r in tg.snapshot().nodes if r.kind == "leaf")
+
+
+def _assert_close(got: tuple[jax.Array, ...], want: Any) -> None:
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    ("make", "by_hand"),
+    [
+        (lambda ps: optim.SGD(ps, lr=0.1), optax.sgd(0.1)),
+        (lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9), optax.sgd(0.1, momentum=0.9)),
+        (lambda ps: optim.Adam(ps, lr=0.01), optax.adam(0.01)),
+        (
+            lambda ps: optim.Optimizer(
+                ps, optax.chain(optax.clip_by_global_norm(0.05), optax.adam(0.01))
+            ),
+            optax.chain(optax.clip_by_global_norm(0.05), optax.adam(0.01)),
+        ),
+    ],
+    ids=["sgd", "sgd-momentum", "adam", "clip+adam"],
+)
+def test_steps_equal_optax_applied_by_hand(make: Any, by_hand: Any) -> None:
+    model = _model()
+    opt = make(model.parameters())
+    values = _values(model)
+    state = by_hand.init(values)
+    for seed in (10, 11):  # two steps: the state (momentum, moments, count) carries over
+        opt.zero_grad()
+        _backward(model, seed)
+        grads = _grads(model)
+        updates, state = by_hand.update(grads, state, values)
+        values = optax.apply_updates(values, updates)
+        opt.step()
+        _assert_close(_values(model), values)
+    _assert_close(jax.tree.leaves(opt.state), jax.tree.leaves(state))
+    # The step moved the parameters (the comparison above is not vacuous).
+    assert not np.allclose(np.asarray(values[0]), np.asarray(_model()[0].weight))
+
+
+def test_parameters_keep_their_nodes_and_the_tape_holds_only_them_after_a_step() -> None:
+    model = _model()
+    params = list(model.parameters())
+    opt = optim.Adam(params, lr=0.01)
+    leaves = _leaf_ids()
+    assert len(leaves) == len(params)
+    x = tg.randn((8, 5), key=2)
+    y = tg.tensor(np.arange(8) % 3)
+    loss = tg.cross_entropy(model(x), y)
+    loss.backward()
+    before = np.asarray(params[0])
+    opt.step()
+    assert not np.allclose(np.asarray(params[0]), before)
+    del loss
+    stats = tg.graph_stats()
+    assert stats.nodes == len(params)
+    assert stats.leaves == len(params) and stats.live_nodes == len(params)
+    assert stats.hanging_nodes == 0 and stats.saved_bytes == 0
+    assert _leaf_ids() == leaves
+    assert all(p.requires_grad and p.is_leaf for p in params)
+    assert all(p.grad is not None and p.grad.requires_grad is False for p in params)
+
+
+def test_a_step_is_one_compiled_call_over_all_parameters() -> None:
+    calls: list[int] = []
+    inner = optax.sgd(0.1)
+
+    def update(updates: Any, state: Any, params: Any = None) -> Any:
+        calls.append(len(jax.tree.leaves(updates)))  # runs only while jax.jit traces
+        return inner.update(updates, state, params)
+
+    model = _model()
+    opt = optim.Optimizer(model.parameters(), optax.GradientTransformation(inner.init, update))
+    for seed in range(3):
+        opt.zero_grad()
+        _backward(model, seed)
+        opt.step()
+    assert calls == [4]  # traced once, with all four parameters together
+
+
+def test_parameters_without_grad_are_skipped_as_in_pytorch() -> None:
+    model = _model()
+    opt = optim.Adam(model.parameters(), lr=0.01)
+    state0 = opt.state
+    opt.step()  # no gradients at all: nothing happens, the state does not advance
+    assert opt.state is state0
+    # A first step with every gradient, so the moments are non-zero.
+    _backward(model, 1)
+    opt.step()
+    params = list(model.parameters())
+    mu_before = [np.asarray(m) for m in opt.state[0].mu]
+    nu_before = [np.asarray(v) for v in opt.state[0].nu]
+    frozen_value = np.asarray(params[1])
+    grads = list(_grads(model))
+    grads[1] = jnp.zeros_like(grads[1])
+    want_updates, _ = optax.adam(0.01).update(tuple(grads), opt.state, _values(model))
+    want = optax.apply_updates(_values(model), want_updates)
+    params[1].grad = None
+    opt.step()
+    np.testing.assert_array_equal(np.asarray(params[1]), frozen_value)
+    np.testing.assert_array_equal(np.asarray(opt.state[0].mu[1]), mu_before[1])
+    np.testing.assert_array_equal(np.asarray(opt.state[0].nu[1]), nu_before[1])
+    assert not np.allclose(np.asarray(opt.state[0].mu[0]), mu_before[0])
+    for i in (0, 2, 3):
+        np.testing.assert_allclose(np.asarray(params[i]), np.asarray(want[i]), rtol=1e-6)
+    assert int(opt.state[0].count) == 2
+
+
+def test_zero_grad_and_closure() -> None:
+    model = _model()
+    opt = optim.SGD(model.parameters(), lr=0.5)
+    _backward(model, 0)
+    opt.zero_grad(set_to_none=False)
+    assert all(p.grad is not None and not np.any(np.asarray(p.grad)) for p in model.parameters())
+    opt.zero_grad()
+    assert all(p.grad is None for p in model.parameters())
+
+    def closure() -> float:
+        opt.zero_grad()
+        x = tg.randn((8, 5), key=4)
+        loss = tg.cross_entropy(model(x), tg.tensor(np.arange(8) % 3))
+        loss.backward()
+        return loss.item()
+
+    first = opt.step(closure)
+    for _ in range(20):
+        last = opt.step(closure)
+    assert isinstance(first, float) and last < first
+
+
+def test_learning_rate_schedule() -> None:
+    model = _model()
+    schedule = optax.linear_schedule(0.1, 0.0, transition_steps=1)
+    opt = optim.SGD(model.parameters(), lr=schedule)
+    start = _values(model)
+    _backward(model, 0)
+    opt.step()  # lr 0.1
+    moved = _values(model)
+    assert not np.allclose(np.asarray(moved[0]), np.asarray(start[0]))
+    opt.step()  # lr 0.0: same gradients, no move
+    _assert_close(_values(model), moved)
+
+
+def test_bad_arguments_say_what_to_do() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        optim.SGD([], lr=0.1)
+    x = tg.ones(3).require_grad()
+    with pytest.raises(ValueError, match="leaf"):
+        optim.SGD([x * 2.0], lr=0.1)
+    with pytest.raises(ValueError, match="leaf"):
+        optim.SGD([tg.ones(3)], lr=0.1)
+    with pytest.raises(TypeError, match="not a tapegrad Tensor"):
+        optim.SGD([jnp.ones(3)], lr=0.1)  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="learning rate"):
+        optim.Adam([x], lr=-1.0)
+    with pytest.raises(ValueError, match="momentum"):
+        optim.SGD([x], lr=0.1, momentum=-0.5)
+    opt = optim.SGD([x, x], lr=0.1)
+    assert opt.params == (x,)
+    assert repr(opt) == "SGD(1 parameters)"
