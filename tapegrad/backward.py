@@ -41,7 +41,8 @@ def sum_to_shape(g: jax.Array, shape: tuple[int, ...]) -> jax.Array | None:
             axes.append(lead + i)
         elif s != gs:
             return None
-    return _sum_axes(g, tuple(axes), shape)
+    out: jax.Array = _sum_axes(g, tuple(axes), shape)
+    return out
 
 
 def _reduce(g: jax.Array, parent: Node, node: Node, index: int) -> jax.Array:
@@ -119,7 +120,8 @@ def _seed(t: Tensor, grad: Any) -> jax.Array:
                 f"backward() without `grad` needs a one-element tensor, this one has shape "
                 f"{t.shape}; reduce it (.sum(), .mean()) or pass grad= of shape {t.shape}."
             )
-        return filled(t._data.shape, 1, t._data.dtype)
+        ones: jax.Array = filled(t._data.shape, 1, t._data.dtype)
+        return ones
     data = grad._data if isinstance(grad, Tensor) else grad
     if not isinstance(data, (jax.Array, np.ndarray, float, int)):
         raise TypeError(f"grad must be a Tensor or an array, got {type(grad).__name__}.")
