@@ -19,6 +19,7 @@ from jax.numpy import (
     uint32,
 )
 
+from tapegrad import nn, optim
 from tapegrad.backward import grad
 from tapegrad.creation import (
     arange,
@@ -83,6 +84,8 @@ from tapegrad.tensor import Tensor
 __version__ = "0.1.0"
 
 __all__ = [
+    "nn",
+    "optim",
     "Tensor",
     "tensor",
     "zeros",
