@@ -1,0 +1,165 @@
+"""Command line: ``python -m diagnostics demo|run``; see ``--help``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+import traceback
+from collections.abc import Sequence
+
+from rich.console import Console
+
+import tapegrad as tg
+from diagnostics.render import render_cleanup
+from diagnostics.report import leak_report
+
+__all__ = ["main"]
+
+_DESCRIPTION = """\
+Show what the tapegrad tape holds that it should not: hanging nodes (freed by
+tg.graph_cleanup()), graphs kept alive by mistake (fix the code), where each node was created,
+and how many bytes it holds."""
+
+_EPILOG = """\
+subcommands:
+  demo [--epochs N] [--no-cleanup] [--fixed] [--seed S]
+      Train a small network on real data with a planted hanging-tensor mistake, printing the
+      leak report at each epoch end and cleaning up.
+        --epochs N     number of epochs
+        --no-cleanup   do not call graph_cleanup() at epoch ends (watch the tape grow)
+        --fixed        run the corrected training loop (no leak to report)
+        --seed S       random seed
+  run [--cleanup] SCRIPT [ARGS...]
+      Run SCRIPT as __main__ with ARGS as its sys.argv[1:], then print a leak report (also
+      when the script raises: its traceback is shown and its exit status kept).
+        --cleanup      after the report, call graph_cleanup() and print what it freed
+
+exit status of run: the script's (0, its SystemExit code, or 1 for an exception); 2 when
+SCRIPT is missing or unreadable.
+
+examples:
+  python -m diagnostics demo --epochs 3
+  python -m diagnostics run --cleanup train.py --lr 0.1"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m diagnostics",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="{demo,run}", required=True)
+    sub.add_parser(
+        "demo",
+        help="train a small network with a planted leak, reporting at each epoch end",
+        add_help=False,  # demo parses its own flags (see the epilog)
+    )
+    run = sub.add_parser(
+        "run",
+        help="run a script as __main__, then print a leak report",
+        description="Run SCRIPT as __main__ with ARGS, then print a leak report.",
+    )
+    run.add_argument("--cleanup", action="store_true", help="run graph_cleanup() after it")
+    run.add_argument("script", metavar="SCRIPT", help="path of the Python script")
+    run.add_argument("args", metavar="ARGS", nargs=argparse.REMAINDER, help="its arguments")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line.
+
+    Args:
+        argv: the arguments after ``python -m diagnostics`` (``sys.argv[1:]`` by default).
+
+    Returns:
+        The exit status.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "demo":
+        from diagnostics import demo  # lazy: it needs the demo extras (scikit-learn)
+
+        status = demo.main(args[1:])
+        return int(status) if isinstance(status, int) else 0
+    ns = _parser().parse_args(args)
+    return run_script(ns.script, ns.args, cleanup=ns.cleanup)
+
+
+def run_script(
+    script: str, args: Sequence[str], *, cleanup: bool = False, console: Console | None = None
+) -> int:
+    """Run ``script`` as ``__main__`` with ``args``, then print a leak report.
+
+    The report is taken while the script's globals still exist (so a global keeping a graph
+    alive is named), also when the script raises.
+
+    Args:
+        script: path of the script.
+        args: its ``sys.argv[1:]``.
+        cleanup: after the report, run ``tg.graph_cleanup()`` and print what it freed.
+        console: where the report goes (stdout by default).
+
+    Returns:
+        0; the ``SystemExit`` code; 1 when the script raised; 2 when it cannot be read (one
+        line on stderr).
+    """
+    try:
+        with open(script, "rb"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        print(f"python -m diagnostics run: cannot read {script!r}: {reason}", file=sys.stderr)
+        return 2
+    console = console if console is not None else Console()
+    saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
+    sys.argv = [script, *args]
+    if sys.path:
+        sys.path[0] = os.path.dirname(os.path.abspath(script))
+    status = 0
+    try:
+        namespace = runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        status = _exit_status(exc.code)
+        _report(console, cleanup)
+    except BaseException as exc:  # the script's error: show it, keep status 1, still report
+        _print_traceback(exc, script)
+        status = 1
+        _report(console, cleanup)
+    else:
+        _report(console, cleanup)  # ``namespace`` keeps the script's globals alive meanwhile
+        del namespace
+    finally:
+        sys.argv = saved_argv
+        if saved_path0 is not None:
+            sys.path[0] = saved_path0
+    return status
+
+
+def _print_traceback(exc: BaseException, script: str) -> None:
+    """Print the traceback as ``python SCRIPT`` would, from the script's frame on."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != script:
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
+
+
+def _exit_status(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)  # what the interpreter does with SystemExit("message")
+    return 1
+
+
+def _report(console: Console, cleanup: bool) -> None:
+    """Print the report; called inside the handlers, while the script's globals still exist."""
+    console.print(leak_report(explain=True))
+    if cleanup:
+        console.print(render_cleanup(tg.graph_cleanup()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

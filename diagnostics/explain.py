@@ -1,0 +1,171 @@
+"""Why an object is alive: the shortest chain of referrers from a user-visible name to it.
+
+A breadth-first search outward from the object through ``gc.get_referrers`` (bounded in depth
+and time) that stops at the first user-visible name: a module global (IPython's ``Out[n]`` is
+the global ``Out`` and then ``[n]``) or a local variable of a function on the current stack.
+On the way it names each hop: a list or tuple element (``[3]``), a dict item (``['key']``), an
+attribute (``.running``). Nothing is kept afterwards: every strong reference the search took
+is dropped before it returns, and it never calls ``gc.collect()``.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import time
+from types import CellType, FrameType
+from typing import Any
+
+__all__ = ["describe_tensor", "referrer_chain"]
+
+_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_CO_OPTIMIZED = 0x0001  # inspect.CO_OPTIMIZED: a function frame with fast locals
+_SNAPSHOT_LOCALS = sys.version_info < (3, 13)  # before PEP 667, f_locals is a cached copy
+
+
+def describe_tensor(tensor: Any, origin: str) -> str:
+    """Name a tensor briefly: ``Tensor(shape=(3, 2), origin=train.py:42)``."""
+    shape = getattr(tensor, "shape", None)
+    shape_text = repr(tuple(shape)) if shape is not None else "?"
+    return f"{type(tensor).__name__}(shape={shape_text}, origin={origin})"
+
+
+def referrer_chain(
+    target: object, *, max_depth: int = 8, time_limit: float = 0.5
+) -> tuple[str, ...]:
+    """Find how user code reaches ``target``.
+
+    Args:
+        target: the object to explain (a live tensor).
+        max_depth: most hops from a name to ``target``.
+        time_limit: seconds after which the search gives up (checked after every
+            ``gc.get_referrers`` call, which scans every tracked object).
+
+    Returns:
+        The steps from the name to ``target``, e.g. ``("global running",)``,
+        ``("global history", "[3]")`` or ``("local state in train()", ".hidden")``; empty
+        when no name was found within the bounds. Names that start with ``_`` (IPython's
+        ``_``, ``_3``) are used only when no other name is found one hop further.
+    """
+    deadline = time.perf_counter() + time_limit
+    local_names = _stack_locals()
+    held: dict[int, object] = {id(target): target}  # strong refs while searching
+    came_from: dict[int, tuple[int, str]] = {}  # container id -> (id it holds, step label)
+    own = {id(held), id(came_from), id(local_names)}
+    frontier = [id(target)]
+    fallback: tuple[str, ...] = ()
+    fallback_depth = max_depth
+    try:
+        for depth in range(max_depth):
+            if fallback and depth > fallback_depth:
+                break
+            next_frontier: list[int] = []
+            for oid in frontier:
+                if oid in local_names:
+                    return _path(local_names[oid], oid, came_from, id(target))
+                obj = held[oid]
+                refs = gc.get_referrers(obj)
+                own.add(id(refs))
+                for r in refs:
+                    rid = id(r)
+                    if rid in own or rid in held or isinstance(r, FrameType):
+                        continue
+                    if _is_namespace(r):
+                        name = _global_name(r, obj)
+                        if name is None:
+                            continue
+                        path = _path(name, oid, came_from, id(target))
+                        if not name.split(".")[-1].startswith("_"):
+                            return path
+                        if not fallback:
+                            fallback, fallback_depth = path, depth
+                        continue
+                    held[rid] = r
+                    came_from[rid] = (oid, _step(r, obj))
+                    next_frontier.append(rid)
+                del refs, obj
+                if time.perf_counter() > deadline:
+                    return fallback
+            frontier = next_frontier
+        return fallback
+    finally:
+        held.clear()
+        came_from.clear()
+
+
+def _stack_locals() -> dict[int, str]:
+    """Map ``id(value)`` to ``"local NAME in FUNC()"`` for the locals of user frames on the stack.
+
+    Only ids are kept. Before Python 3.13, reading ``f_locals`` of a function frame caches a
+    copy of its locals on the frame, which would keep their values alive after the function
+    rebinds them; the copy is emptied again here (this does not touch the real locals).
+    """
+    names: dict[int, str] = {}
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_flags & _CO_OPTIMIZED and not code.co_filename.startswith(_HERE):
+            scope = frame.f_locals
+            for key, value in scope.items():
+                names.setdefault(id(value), f"local {key} in {code.co_qualname}()")
+            if _SNAPSHOT_LOCALS:
+                scope.clear()
+            del scope
+        frame = frame.f_back
+    return names
+
+
+def _is_namespace(obj: object) -> bool:
+    """A module's globals (or a script's, or IPython's user namespace)."""
+    return type(obj) is dict and "__builtins__" in obj and isinstance(obj.get("__name__"), str)
+
+
+def _global_name(namespace: dict[str, Any], obj: object) -> str | None:
+    """``"global NAME"`` for a key of ``namespace`` bound to ``obj`` (public names first)."""
+    keys = sorted((k for k, v in namespace.items() if v is obj), key=lambda k: (k[:1] == "_", k))
+    if not keys:
+        return None
+    module = namespace["__name__"]
+    return f"global {keys[0]}" if module == "__main__" else f"global {module}.{keys[0]}"
+
+
+def _step(container: object, obj: object) -> str:
+    """How ``container`` holds ``obj``: ``[3]``, ``['key']``, ``.attr``, ``.__dict__``..."""
+    if isinstance(container, (list, tuple)):
+        for i, item in enumerate(container):
+            if item is obj:
+                return f"[{i}]"
+    elif isinstance(container, dict):
+        for key, value in container.items():
+            if value is obj:
+                return f"[{key!r}]"
+    elif isinstance(container, CellType):
+        return "(closure cell)"
+    else:
+        attrs = getattr(container, "__dict__", None)
+        if attrs is obj:
+            return ".__dict__"
+        if isinstance(attrs, dict):
+            for key, value in attrs.items():
+                if value is obj:
+                    return f".{key}"
+        for cls in type(container).__mro__:
+            for slot in cls.__dict__.get("__slots__", ()):
+                if isinstance(slot, str) and getattr(container, slot, None) is obj:
+                    return f".{slot}"
+    return f"(in a {type(container).__name__})"
+
+
+def _path(
+    root: str, oid: int, came_from: dict[int, tuple[int, str]], target: int
+) -> tuple[str, ...]:
+    """Steps from ``root`` (which holds the object ``oid``) down to ``target``."""
+    steps = [root]
+    while oid != target:
+        oid, label = came_from[oid]
+        if label.startswith("['") and steps[-1] == ".__dict__":  # obj.__dict__['x'] -> obj.x
+            steps[-1] = "." + label[2:-2]
+        else:
+            steps.append(label)
+    return tuple(steps)

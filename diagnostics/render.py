@@ -1,0 +1,188 @@
+"""Rich renderables for leak reports and cleanups, and their text and HTML (Jupyter) forms.
+
+Renderers return renderables and never print to a global console: the caller chooses the
+``Console`` (``epoch_end(console=...)``, ``Console(record=True)`` in tests).
+"""
+
+from __future__ import annotations
+
+from io import StringIO
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.filesize import decimal
+from rich.jupyter import JUPYTER_HTML_FORMAT
+from rich.padding import Padding
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+import tapegrad as tg
+from diagnostics.report import CONSEQUENCES, KINDS, LeakReport
+
+__all__ = [
+    "STYLES",
+    "human_bytes",
+    "plural",
+    "render_cleanup",
+    "render_html",
+    "render_report",
+    "render_text",
+]
+
+STYLES: dict[str, str] = {
+    "hanging": "bold red",
+    "kept-alive": "bold magenta",
+    "live": "green",
+    "consumed": "dim",
+}
+"""The colour of each class, in the summary and in the table."""
+
+MAX_ROWS = 30
+"""Rows shown in the table; the rest are summed up in one line (the report keeps them all)."""
+
+
+def human_bytes(n: int) -> str:
+    """Bytes in decimal units: ``0 bytes``, ``512 bytes``, ``1.2 kB``, ``3.4 MB``."""
+    return str(decimal(n))
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``"1 node"``, ``"3 nodes"``; ``words`` for an irregular plural (``"leaves"``)."""
+    return f"{n} {word}" if n == 1 else f"{n} {words or word + 's'}"
+
+
+def render_report(report: LeakReport, *, max_rows: int = MAX_ROWS) -> RenderableType:
+    """The summary panel, the origin table and the "why alive" lines of a report.
+
+    Args:
+        report: the report to draw.
+        max_rows: rows shown in the table; the others are summed up in a last line.
+    """
+    parts: list[RenderableType] = [_summary(report)]
+    if report.rows:
+        parts.append(_table(report, max_rows))
+    if report.explanations:
+        parts.append(_explanations(report))
+    return Group(*parts)
+
+
+def _summary(report: LeakReport) -> Panel:
+    figures = {
+        "hanging": f"{plural(report.hanging_nodes, 'node')} "
+        f"({plural(report.hanging_leaves, 'leaf', 'leaves')}), "
+        f"{plural(report.dead_graphs, 'dead graph')}, "
+        f"{human_bytes(report.bytes_held)} held",
+        "kept-alive": f"{plural(report.kept_alive_graphs, 'graph')}, "
+        f"{plural(report.count('kept-alive'), 'node')}",
+        "live": f"{plural(report.live_graphs, 'graph')} with a live tensor",
+        "consumed": plural(report.count("consumed"), "record"),
+    }
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    for kind in KINDS:
+        line = Text(figures[kind])
+        line.append(f" → {CONSEQUENCES[kind]}", style="dim" if kind in ("live", "consumed") else "")
+        grid.add_row(Text(kind, style=STYLES[kind]), line)
+    grid.add_row(
+        Text("total", style="bold"),
+        f"{plural(report.total_nodes, 'node')} in {plural(report.graphs, 'graph')}, "
+        f"{human_bytes(report.saved_bytes)} saved",
+    )
+    border = "red" if report.hanging_nodes else "magenta" if report.kept_alive_graphs else "green"
+    return Panel(
+        grid,
+        title=Text(report.title, style="bold"),
+        title_align="left",
+        border_style=border,
+        expand=False,
+    )
+
+
+def _table(report: LeakReport, max_rows: int) -> Table:
+    with_delta = any(row.delta is not None for row in report.rows)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=False)
+    table.add_column("kind", no_wrap=True)
+    table.add_column("origin", overflow="fold", min_width=12)
+    table.add_column("function", overflow="fold")
+    table.add_column("op", no_wrap=True)
+    table.add_column("count", justify="right", no_wrap=True)
+    table.add_column("bytes", justify="right", no_wrap=True)
+    if with_delta:
+        table.add_column("Δ", justify="right", no_wrap=True)
+    shown, rest = report.rows[:max_rows], report.rows[max_rows:]
+    for row in shown:
+        cells: list[RenderableType] = [
+            Text(row.kind, style=STYLES.get(row.kind, "")),
+            row.origin,
+            row.function,
+            row.op,
+            str(row.count),
+            human_bytes(row.bytes),
+        ]
+        if with_delta:
+            cells.append("" if row.delta is None else f"{row.delta:+d}" if row.delta else "0")
+        table.add_row(*cells, style="dim" if row.kind == "consumed" else None)
+    if rest:
+        cells = [
+            "",
+            Text(f"… {plural(len(rest), 'more row')}", style="italic"),
+            "",
+            "",
+            str(sum(r.count for r in rest)),
+            human_bytes(sum(r.bytes for r in rest)),
+        ]
+        table.add_row(*cells, *([""] if with_delta else []))
+    return table
+
+
+def _explanations(report: LeakReport) -> Group:
+    lines: list[RenderableType] = [Text("why alive", style="bold magenta")]
+    for e in report.explanations:
+        head = Text(f"graph {e.graph}", style="magenta")
+        head.append(f": {plural(e.nodes, 'node')}, {human_bytes(e.bytes)}; {e.reason}")
+        lines.append(head)
+        lines.append(Padding(Text(e.path), (0, 0, 0, 2)))
+    return Group(*lines)
+
+
+def render_cleanup(stats: tg.CleanupStats) -> Text:
+    """One line saying what a ``graph_cleanup()`` freed."""
+    leaves = plural(stats.leaves_removed, "leaf", "leaves")
+    text = Text("graph_cleanup() ", style="bold")
+    text.append(
+        f"freed {plural(stats.nodes_removed, 'node')} ({leaves}, "
+        f"{plural(stats.graphs_removed, 'graph')}), {human_bytes(stats.bytes_freed)} "
+        f"in {stats.seconds * 1e3:.1f} ms",
+        style="green" if stats.nodes_removed else "",
+    )
+    return text
+
+
+def _console(width: int, *, record: bool) -> Console:
+    return Console(
+        file=StringIO(),
+        width=width,
+        record=record,
+        color_system="truecolor" if record else None,
+        force_terminal=record,
+        force_jupyter=False,
+        soft_wrap=False,
+    )
+
+
+def render_text(item: LeakReport | RenderableType, *, width: int = 100) -> str:
+    """Plain text (no colour) of a report or renderable, ``width`` columns wide."""
+    console = _console(width, record=False)
+    console.print(render_report(item) if isinstance(item, LeakReport) else item)
+    out = console.file
+    assert isinstance(out, StringIO)
+    return out.getvalue()
+
+
+def render_html(item: LeakReport | RenderableType, *, width: int = 100) -> str:
+    """An HTML ``<pre>`` fragment of a report or renderable, coloured (for Jupyter)."""
+    console = _console(width, record=True)
+    console.print(render_report(item) if isinstance(item, LeakReport) else item)
+    return console.export_html(inline_styles=True, code_format=JUPYTER_HTML_FORMAT)
