@@ -371,14 +371,11 @@ class Linear(Module):
         self.in_features = int(in_features)
         self.out_features = int(out_features)
         k = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
-        kw, kb = jax.random.split(_key(key))
-        w = jax.random.uniform(kw, (in_features, out_features), dtype, minval=-k, maxval=k)
-        self.weight = Tensor(w).require_grad()
-        if bias:
-            b = jax.random.uniform(kb, (out_features,), dtype, minval=-k, maxval=k)
-            self.bias = Tensor(b).require_grad()
-        else:
-            self.bias = None
+        # One draw for weight and bias (one compiled sampler per layer shape, not two).
+        rows = in_features + (1 if bias else 0)
+        u = jax.random.uniform(_key(key), (rows, out_features), dtype, minval=-k, maxval=k)
+        self.weight = Tensor(u[:in_features]).require_grad()
+        self.bias = Tensor(u[in_features]).require_grad() if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
         """Apply the layer to ``x`` of shape ``(..., in_features)``."""
