@@ -173,8 +173,8 @@ def _train_step(
     else:
         # Planted mistake 1: the perturbation requires grad and the metric runs under grad
         # mode; no backward ever reaches this graph, so its nodes hang after the step.
-        delta = tg.tensor(noise, requires_grad=True)
-        jittered = tg.cross_entropy(model(x + JITTER * delta), y).item()
+        delta = tg.tensor(noise, requires_grad=True)  # planted mistake 1
+        jittered = tg.cross_entropy(model(x + JITTER * delta), y).item()  # planted mistake 1
     return loss.item(), jittered
 
 
@@ -225,7 +225,7 @@ def _evaluate(model: nn.Module, data: Data, fixed: bool) -> float:
     else:
         # Planted mistake 2: evaluation under grad mode. model.eval() does not stop recording;
         # each op's node and its saved activations stay on the tape after `logits` is dropped.
-        logits = model(x)
+        logits = model(x)  # planted mistake 2
     predicted = jnp.argmax(logits.data, axis=-1)
     return float(jnp.mean(predicted == data.y_test))
 

@@ -1,0 +1,131 @@
+"""``python -m diagnostics demo`` as a user runs it: a subprocess, its output piped."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import diagnostics.demo as demo
+
+RUNS = {
+    "planted": ["--epochs", "1"],
+    "fixed": ["--epochs", "1", "--fixed"],
+    "no-cleanup": ["--epochs", "2", "--no-cleanup"],
+}
+
+# A summary-table row: epoch, accuracy, nodes, saved, hanging, [freed nodes, freed,] after.
+_ROW = re.compile(
+    r"^\s*(?P<epoch>\d+)\s+(?P<acc>[\d.]+)%\s+(?P<nodes>[\d,]+)\s+(?P<saved>[\d.]+ \w+)\s+"
+    r"(?P<hanging>[\d,]+)\s+(?:(?P<freed>[\d,]+)\s+(?P<freed_bytes>[\d.]+ \w+)\s+)?"
+    r"(?P<after>[\d,]+)\s*$",
+    re.MULTILINE,
+)
+
+
+@pytest.fixture(scope="module")
+def outputs() -> dict[str, tuple[int, str]]:
+    """Run the three demos concurrently (each is a fresh process: compiles dominate)."""
+    env = dict(os.environ, COLUMNS="160", PYTHONIOENCODING="utf-8")
+    env.pop("FORCE_COLOR", None)
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", "diagnostics", "demo", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=Path(demo.__file__).parent.parent,
+        )
+        for name, args in RUNS.items()
+    }
+    out = {}
+    for name, proc in procs.items():
+        stdout, _ = proc.communicate(timeout=240)
+        out[name] = (proc.returncode, stdout.decode("utf-8"))
+    return out
+
+
+def _rows(text: str) -> list[dict[str, str]]:
+    return [m.groupdict() for m in _ROW.finditer(text.split("the tape at each epoch end")[-1])]
+
+
+def _int(s: str | None) -> int:
+    assert s is not None
+    return int(s.replace(",", ""))
+
+
+def _planted_lines(marker: str) -> set[str]:
+    source = Path(demo.__file__).read_text().splitlines()
+    return {f"diagnostics/demo.py:{i}" for i, line in enumerate(source, 1) if marker in line}
+
+
+def _report_rows(text: str, kind: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith(kind + " ")]
+
+
+def test_planted_mistakes_are_reported_and_cleanup_frees_them(
+    outputs: dict[str, tuple[int, str]],
+) -> None:
+    status, text = outputs["planted"]
+    assert status == 0, text
+    assert "tapegrad leak report" in text and "epoch 1" in text
+    hanging = "\n".join(_report_rows(text, "hanging"))
+    # Both mistakes are named by the lines that planted them (leaf and ops of mistake 1,
+    # the evaluation forward of mistake 2), and nothing else hangs.
+    for origin in _planted_lines("planted mistake 1") | _planted_lines("planted mistake 2"):
+        assert origin in hanging, f"{origin} missing from the report:\n{text}"
+    origins = set(re.findall(r"diagnostics/demo\.py:\d+", hanging))
+    assert origins == _planted_lines("planted mistake 1") | _planted_lines("planted mistake 2")
+    (row,) = _rows(text)
+    batches = 1347 // demo.BATCH_SIZE
+    # Per batch: the jitter leaf and its graph; at least one node of each kind per batch.
+    assert _int(row["hanging"]) > 2 * batches
+    # Cleanup freed exactly what hung; only the four parameters remain.
+    assert _int(row["freed"]) == _int(row["hanging"])
+    assert _int(row["after"]) == 4
+    assert _int(row["nodes"]) == _int(row["hanging"]) + 4
+    assert row["freed_bytes"] == row["saved"] != "0 bytes"
+    accuracy = re.search(r"final test accuracy: ([\d.]+)% after 1 epochs \([\d.]+ s\)", text)
+    assert accuracy is not None, text
+    assert float(accuracy.group(1)) == float(row["acc"]) >= 85.0
+
+
+def test_fixed_loop_leaves_nothing_hanging(outputs: dict[str, tuple[int, str]]) -> None:
+    status, text = outputs["fixed"]
+    assert status == 0, text
+    assert "tapegrad leak report" in text
+    assert _report_rows(text, "hanging") == []
+    (row,) = _rows(text)
+    assert _int(row["hanging"]) == 0 and _int(row["freed"]) == 0
+    assert _int(row["nodes"]) == _int(row["after"]) == 4
+    assert row["saved"] == "0 bytes"
+    assert re.search(r"final test accuracy: [\d.]+% after 1 epochs", text)
+
+
+def test_without_cleanup_the_tape_grows_each_epoch(outputs: dict[str, tuple[int, str]]) -> None:
+    status, text = outputs["no-cleanup"]
+    assert status == 0, text
+    first, second = _rows(text)
+    assert first["freed"] is None  # no cleanup columns
+    per_epoch = _int(first["nodes"]) - 4
+    assert per_epoch > 0
+    assert _int(second["nodes"]) == 4 + 2 * per_epoch
+    assert _int(second["hanging"]) == 2 * _int(first["hanging"])
+    assert f"holds {_int(second['nodes']):,} nodes" in text
+    assert f"(+{per_epoch:,} nodes since epoch 1)" in text
+
+
+def test_piped_output_has_no_control_characters(outputs: dict[str, tuple[int, str]]) -> None:
+    for status, text in outputs.values():
+        assert status == 0
+        controls = {c for c in text if ord(c) < 32 and c != "\n"}
+        assert controls == set(), f"control characters {controls!r} in piped output"
+
+
+def test_bad_epochs_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert demo.main(["--epochs", "0"]) == 2
+    assert "--epochs must be at least 1" in capsys.readouterr().err
