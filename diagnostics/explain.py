@@ -58,7 +58,7 @@ def referrer_chain(
     fallback_depth = max_depth
     try:
         for depth in range(max_depth):
-            if fallback and depth > fallback_depth:
+            if fallback and depth > fallback_depth + 1:
                 break
             next_frontier: list[int] = []
             for oid in frontier:
@@ -76,7 +76,7 @@ def referrer_chain(
                         if name is None:
                             continue
                         path = _path(name, oid, came_from, id(target))
-                        if not name.split(".")[-1].startswith("_"):
+                        if not name.rsplit(".", 1)[-1].removeprefix("global ").startswith("_"):
                             return path
                         if not fallback:
                             fallback, fallback_depth = path, depth
@@ -108,7 +108,8 @@ def _stack_locals() -> dict[int, str]:
         if code.co_flags & _CO_OPTIMIZED and not code.co_filename.startswith(_HERE):
             scope = frame.f_locals
             for key, value in scope.items():
-                names.setdefault(id(value), f"local {key} in {code.co_qualname}()")
+                if key.isidentifier():  # not ``.0`` or pytest's ``@py_assert1``
+                    names.setdefault(id(value), f"local {key} in {code.co_qualname}()")
             if _SNAPSHOT_LOCALS:
                 scope.clear()
             del scope

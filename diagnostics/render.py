@@ -102,10 +102,12 @@ def _summary(report: LeakReport) -> Panel:
 
 def _table(report: LeakReport, max_rows: int) -> Table:
     with_delta = any(row.delta is not None for row in report.rows)
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=False)
+    table = Table(
+        box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True, expand=True
+    )  # expand: the ratio columns then share exactly the width the fixed ones leave
     table.add_column("kind", no_wrap=True)
-    table.add_column("origin", overflow="fold", min_width=12)
-    table.add_column("function", overflow="fold")
+    table.add_column("origin", overflow="fold", ratio=3)
+    table.add_column("function", overflow="fold", ratio=2)
     table.add_column("op", no_wrap=True)
     table.add_column("count", justify="right", no_wrap=True)
     table.add_column("bytes", justify="right", no_wrap=True)
@@ -143,7 +145,7 @@ def _explanations(report: LeakReport) -> Group:
         head = Text(f"graph {e.graph}", style="magenta")
         head.append(f": {plural(e.nodes, 'node')}, {human_bytes(e.bytes)}; {e.reason}")
         lines.append(head)
-        lines.append(Padding(Text(e.path), (0, 0, 0, 2)))
+        lines.append(Padding(Text(e.path), (0, 0, 0, 2), expand=False))
     return Group(*lines)
 
 

@@ -1,0 +1,109 @@
+"""python -m diagnostics: run (normal, raising, exiting, missing script), --help, demo."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from diagnostics.__main__ import main
+
+SCRIPT = """\
+import sys
+import tapegrad as tg
+w = tg.ones(3).require_grad()
+running = 0.0
+for _ in range(2):
+    loss = (w * w).sum()
+    loss.backward()
+    running = running + loss
+tg.ones(2).require_grad()
+print("argv", sys.argv[1:])
+if "--raise" in sys.argv:
+    raise ValueError("boom")
+if "--exit" in sys.argv:
+    sys.exit(3)
+"""
+
+
+def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "train.py").write_text(SCRIPT)
+    env = {**os.environ, "COLUMNS": "100", "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "diagnostics", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+
+
+def test_run_reports_after_the_script_with_its_argv(tmp_path: Path) -> None:
+    done = run_cli(tmp_path, "run", "--cleanup", "train.py", "--lr", "0.1")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.startswith("argv ['--lr', '0.1']\n")
+    assert "tapegrad leak report" in out
+    assert "1 node (1 leaf), 1 dead graph" in out
+    assert "train.py:9" in out  # the dropped leaf's line
+    assert "global running → Tensor(shape=(), origin=train.py:8)" in out
+    assert "graph_cleanup() freed 1 node (1 leaf, 1 graph)" in out
+
+
+def test_run_reports_when_the_script_raises_and_keeps_its_status(tmp_path: Path) -> None:
+    done = run_cli(tmp_path, "run", "train.py", "--raise")
+    assert done.returncode == 1
+    assert done.stderr.startswith('Traceback (most recent call last):\n  File "train.py", line 12')
+    assert done.stderr.rstrip().endswith("ValueError: boom")
+    assert "global running → Tensor(shape=(), origin=train.py:8)" in done.stdout
+    assert "graph_cleanup() freed" not in done.stdout  # no --cleanup
+
+
+def test_run_keeps_a_system_exit_code(tmp_path: Path) -> None:
+    done = run_cli(tmp_path, "run", "train.py", "--exit")
+    assert done.returncode == 3
+    assert "tapegrad leak report" in done.stdout
+    assert done.stderr == ""
+
+
+def test_a_missing_script_is_one_line_and_status_2(tmp_path: Path) -> None:
+    done = run_cli(tmp_path, "run", "nope.py")
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr == (
+        "python -m diagnostics run: cannot read 'nope.py': No such file or directory\n"
+    )
+
+
+def test_help_explains_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    for text in (
+        "demo [--epochs N] [--no-cleanup] [--fixed] [--seed S]",
+        "--epochs N",
+        "--no-cleanup",
+        "--fixed",
+        "--seed S",
+        "run [--cleanup] SCRIPT [ARGS...]",
+        "--cleanup",
+        "exit status",
+    ):
+        assert text in out
+
+
+def test_demo_passes_its_flags_to_the_demo_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+    fake = types.ModuleType("diagnostics.demo")
+    fake.main = lambda argv: seen.append(list(argv)) or 5  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "diagnostics.demo", fake)
+    monkeypatch.delattr("diagnostics.demo", raising=False)
+    argv = ["demo", "--epochs", "2", "--no-cleanup", "--fixed", "--seed", "7"]
+    assert main(argv) == 5
+    assert seen == [argv[1:]]

@@ -1,0 +1,325 @@
+"""leak_report: the classes on small real tapes and synthetic snapshots, origins, bytes,
+deltas, the kept-alive rules, purity, and the JSON round trip."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import weakref
+
+import pytest
+
+import diagnostics
+import tapegrad as tg
+from diagnostics.report import REASON_GREW, LeakReport, LeakRow, build_report
+
+
+def at(tag: str) -> str:
+    """The origin (``path:line``, as tapegrad spells it) of the line of this file marked
+    ``# @tag``."""
+    rel = os.path.relpath(__file__)
+    path = __file__ if rel.startswith("..") else rel
+    with open(__file__) as f:
+        lines = [i for i, text in enumerate(f, 1) if text.rstrip().endswith(f"# @{tag}")]
+    assert len(lines) == 1, tag
+    return f"{path}:{lines[0]}"
+
+
+def mine(report: LeakReport) -> dict[tuple[str, str, str], LeakRow]:
+    """Rows created by this file, keyed by (origin, op, kind)."""
+    name = os.path.basename(__file__)
+    return {(r.origin, r.op, r.kind): r for r in report.rows if name in r.origin}
+
+
+# ----------------------------------------------------------------------------- real tapes
+
+
+def test_hanging_leaves_nodes_dead_graphs_and_bytes_by_origin() -> None:
+    for _ in range(3):
+        tg.ones(3).require_grad()  # the seed mistake: marked, dropped, never used  # @junk
+    w = tg.ones((256,)).require_grad()  # @w
+    w.exp()  # an op on a live parameter, dropped: hanging inside a live graph  # @exp
+    a = tg.ones((256,)).require_grad()  # @a
+    b = a * 2.0  # @mul
+    del a, b  # a whole graph with no useful node: dead
+    leaf_line, w_line, exp_line, a_line, mul_line = map(at, ("junk", "w", "exp", "a", "mul"))
+    report = diagnostics.leak_report()
+
+    rows = mine(report)
+    assert rows[(leaf_line, "leaf", "hanging")].count == 3
+    assert rows[(exp_line, "exp", "hanging")].count == 1
+    assert rows[(exp_line, "exp", "hanging")].bytes == 256 * 4  # exp saves its output
+    assert rows[(mul_line, "multiply", "hanging")].bytes == 256 * 4  # multiply saves a
+    assert rows[(a_line, "leaf", "hanging")].count == 1
+    assert rows[(w_line, "leaf", "live")].count == 1  # w itself
+    assert {r.function for r in rows.values()} == {
+        "test_hanging_leaves_nodes_dead_graphs_and_bytes_by_origin"
+    }
+    assert report.hanging_leaves == 4
+    assert report.hanging_nodes == 6
+    assert report.dead_graphs == 4  # three lone leaves and a * 2.0; w's graph is live
+    assert report.bytes_held == 2 * 256 * 4
+    assert all(r.delta is None for r in report.rows)
+    freed = tg.graph_cleanup()
+    assert freed.bytes_freed == report.bytes_held  # what it said cleanup frees, it frees
+    assert freed.nodes_removed == report.hanging_nodes
+    assert freed.graphs_removed == report.dead_graphs
+    del w
+
+
+def test_a_correct_loop_whose_last_loss_is_bound_is_not_kept_alive() -> None:
+    x = tg.ones((4, 3))
+    w = tg.randn((3, 2), key=0).require_grad()
+    history = []
+    for _ in range(3):
+        loss = ((x @ w).tanh() ** 2).sum()
+        loss.backward()
+        history.append(loss.item())
+        w.grad = None
+    first = diagnostics.leak_report()
+    for _ in range(3):
+        loss = ((x @ w).tanh() ** 2).sum()  # @loop-loss
+        loss.backward()
+        w.grad = None
+    second = diagnostics.leak_report(baseline=first)
+    for report in (first, second):
+        assert report.kept_alive_graphs == 0
+        assert report.hanging_nodes == 0
+        assert report.count("kept-alive") == 0
+    rows = mine(second)
+    assert rows[(at("loop-loss"), "sum", "consumed")].count == 1  # the bound loss: a marker
+    assert rows[(at("loop-loss"), "sum", "consumed")].delta == 1  # (a new line since first)
+    del loss, w
+
+
+def test_a_loss_total_kept_as_a_tensor_is_kept_alive_and_survives_cleanup() -> None:
+    x = tg.ones((4, 3))
+    w = tg.randn((3, 2), key=0).require_grad()
+    running = 0.0
+    for _ in range(3):
+        loss = ((x @ w) ** 2).mean()  # @mean
+        loss.backward()
+        running = running + loss  # the mistake (DESIGN.md worked example)  # @running
+    add_line, loss_line = at("running"), at("mean")
+    del loss
+    report = diagnostics.leak_report()
+    assert report.kept_alive_graphs == 1
+    assert report.hanging_nodes == 0
+    rows = mine(report)
+    assert rows[(add_line, "add", "kept-alive")].count == 3
+    assert rows[(loss_line, "mean", "consumed")].count == 3
+    assert report.explanations == ()  # only with explain=True
+    assert tg.graph_cleanup().nodes_removed == 0  # useful: cleanup must not touch it
+    assert diagnostics.leak_report().kept_alive_graphs == 1
+    del running, w
+
+
+def test_a_graph_that_grows_against_a_baseline_is_kept_alive() -> None:
+    w = tg.randn((3,), key=1).require_grad()
+    outputs = [(w * 2.0).sum()]  # outputs kept as tensors: the graph of w grows  # @out1
+    epoch1 = diagnostics.leak_report()
+    assert epoch1.kept_alive_graphs == 0  # nothing to compare with yet
+    outputs.append((w * 2.0).sum())  # @out2
+    fresh = (tg.ones(3).require_grad() * 3.0).sum()  # a new graph: not "already existed"  # @new
+    epoch2 = diagnostics.leak_report(baseline=epoch1)
+    assert epoch2.kept_alive_graphs == 1
+    assert diagnostics.leak_report().kept_alive_graphs == 0  # rule (b) needs the baseline
+    rows = mine(epoch2)
+    assert rows[(at("out1"), "multiply", "kept-alive")].count == 1
+    assert rows[(at("out1"), "multiply", "kept-alive")].delta == 1  # it was "live" in epoch 1
+    assert rows[(at("out2"), "sum", "kept-alive")].count == 1
+    assert rows[(at("new"), "multiply", "live")].count == 1  # fresh's graph: counted only
+    assert epoch2.live_graphs - epoch1.live_graphs == 1
+    explained = diagnostics.leak_report(baseline=epoch1, explain=True).explanations
+    assert [e.reason for e in explained] == [REASON_GREW]
+    del outputs, fresh, w
+
+
+def test_deltas_count_changes_against_the_baseline() -> None:
+    keep = [tg.ones(2).require_grad() for _ in range(2)]  # @two
+    before = diagnostics.leak_report()
+    for _ in range(3):
+        keep.append(tg.ones(2).require_grad())  # @three
+    after = diagnostics.leak_report(baseline=before)
+    rows = mine(after)
+    assert rows[(at("two"), "leaf", "live")].delta == 0
+    assert rows[(at("three"), "leaf", "live")].count == 3
+    assert rows[(at("three"), "leaf", "live")].delta == 3
+    assert mine(before)[(at("two"), "leaf", "live")].delta is None
+    del keep
+
+
+def test_taking_a_report_is_pure() -> None:
+    w = tg.ones(3).require_grad()
+    running = 0.0
+    for _ in range(2):
+        loss = (w * w).sum()
+        loss.backward()
+        running = running + loss
+    tg.ones(3).require_grad()
+    refs = [weakref.ref(t) for t in (w, running, loss)]
+    before = tg.graph_stats()
+    collected = []
+    real_collect = gc.collect
+    gc.collect = lambda *a: collected.append(a) or 0  # type: ignore[assignment,func-returns-value]
+    try:
+        reports = [diagnostics.leak_report(explain=True) for _ in range(2)]
+    finally:
+        gc.collect = real_collect
+    assert collected == []
+    assert tg.graph_stats() == before
+    assert reports[0] == reports[1]  # no hidden state
+    assert reports[0].explanations[0].chain == ("local running in test_taking_a_report_is_pure()",)
+    del w, running, loss
+    assert [r() for r in refs] == [None, None, None]  # the reports hold no tensor
+    assert tg.graph_stats().live_nodes == before.live_nodes - 3
+
+
+def test_to_dict_is_json_and_round_trips() -> None:
+    w = tg.ones(2).require_grad()
+    total = 0.0
+    for _ in range(2):
+        loss = (w * 3.0).sum()
+        loss.backward()
+        total = total + loss
+    tg.ones(2).require_grad()
+    base = diagnostics.leak_report()
+    report = diagnostics.leak_report(baseline=base, explain=True)
+    data = report.to_dict()
+    text = json.dumps(data)
+    assert json.loads(text) == data
+    assert LeakReport.from_dict(json.loads(text)) == report
+    assert data["title"] == "tapegrad leak report"
+    assert data["explanations"][0]["chain"] == [
+        "local total in test_to_dict_is_json_and_round_trips()"
+    ]
+    del w, total, loss
+
+
+# ----------------------------------------------------------------------------- synthetic
+
+
+def rec(
+    nid: int,
+    graph: int,
+    *,
+    kind: str = "op",
+    op: str = "add",
+    live: bool = False,
+    useful: bool = True,
+    consumed: bool = False,
+    parents: tuple[int, ...] = (),
+    saved: int = 0,
+    origin: str = "train.py:1",
+) -> tg.NodeRecord:
+    return tg.NodeRecord(
+        id=nid,
+        kind=kind,
+        op="leaf" if kind == "leaf" else op,
+        graph=graph,
+        live=live,
+        useful=useful,
+        consumed=consumed,
+        origin=origin,
+        function="train",
+        saved_bytes=saved,
+        parents=parents,
+        tensor=None,
+    )
+
+
+def snap(*records: tg.NodeRecord, saved_bytes: int = 10**9) -> tg.Snapshot:
+    return tg.Snapshot(records, tg.GraphStats(nodes=len(records), saved_bytes=saved_bytes))
+
+
+def test_kept_alive_needs_an_unconsumed_op_between_live_tensor_and_consumed_record() -> None:
+    marker_alone = snap(rec(0, 0, op="sum", live=True, consumed=True))
+    assert build_report(marker_alone).kept_alive_graphs == 0
+    # w (leaf, live) <- matmul (consumed, no parent links) ; total = add(marker) live
+    total = snap(
+        rec(0, 0, kind="leaf", live=True),
+        rec(1, 1, op="sum", consumed=True),
+        rec(2, 1, live=True, parents=(1,), origin="train.py:42"),
+    )
+    report = build_report(total)
+    assert report.kept_alive_graphs == 1
+    assert [(r.origin, r.kind, r.count) for r in report.rows if r.kind == "kept-alive"] == [
+        ("train.py:42", "kept-alive", 1)
+    ]
+    # the unconsumed op may sit deeper: live add -> mul (unconsumed, not live) -> marker
+    deeper = snap(
+        rec(0, 0, op="sum", consumed=True),
+        rec(1, 0, op="multiply", parents=(0,)),
+        rec(2, 0, live=True, parents=(1,)),
+    )
+    assert build_report(deeper).kept_alive_graphs == 1
+    assert build_report(deeper).count("kept-alive") == 2
+    # hanging ops above a consumed record are hanging, not kept-alive
+    hanging = snap(
+        rec(0, 0, op="sum", live=True, consumed=True),
+        rec(1, 0, useful=False, parents=(0,)),
+    )
+    assert (build_report(hanging).kept_alive_graphs, build_report(hanging).hanging_nodes) == (0, 1)
+
+
+def test_graph_identity_across_reports_uses_the_smallest_node_id() -> None:
+    base = build_report(snap(rec(0, 0, kind="leaf", live=True), rec(1, 1, kind="leaf", live=True)))
+    assert base.last_node_id == 1
+    # graph 0 merged with graph 1 and gained op 5; graph 6 is new; graph 1 gained nothing new
+    now = snap(
+        rec(0, 0, kind="leaf", live=True),
+        rec(1, 0, kind="leaf", live=True),
+        rec(5, 0, live=True, parents=(0, 1)),
+        rec(6, 6, kind="leaf", live=True),
+        rec(7, 6, live=True, parents=(6,)),
+    )
+    report = build_report(now, baseline=base)
+    assert report.kept_alive_graphs == 1
+    assert {(r.op, r.kind) for r in report.rows} == {
+        ("add", "kept-alive"),
+        ("leaf", "live"),
+        ("add", "live"),
+    }
+
+
+def test_rows_sort_by_bytes_then_count_and_totals_cap_bytes() -> None:
+    report = build_report(
+        snap(
+            rec(0, 0, useful=False, origin="a.py:1", saved=10),
+            rec(1, 1, useful=False, origin="b.py:1", saved=30),
+            rec(2, 2, useful=False, origin="c.py:1"),
+            rec(3, 3, useful=False, origin="c.py:1"),
+            rec(4, 4, useful=False, origin="d.py:1"),
+            saved_bytes=25,
+        )
+    )
+    assert [(r.origin, r.count, r.bytes) for r in report.rows] == [
+        ("b.py:1", 1, 30),
+        ("a.py:1", 1, 10),
+        ("c.py:1", 2, 0),
+        ("d.py:1", 1, 0),
+    ]
+    assert report.bytes_held == 25  # 40 per node, capped at what the tape holds
+    assert (report.dead_graphs, report.graphs, report.total_nodes) == (5, 5, 5)
+
+
+def test_since_counts_only_newer_nodes_but_classifies_the_whole_tape() -> None:
+    tape = snap(
+        rec(0, 0, op="sum", live=True, consumed=True),
+        rec(1, 0, live=True, parents=(0,)),
+        rec(2, 2, kind="leaf", useful=False),
+        rec(3, 0, live=True, parents=(1,)),
+        rec(4, 4, kind="leaf", useful=False),
+    )
+    assert build_report(tape).hanging_leaves == 2
+    newer = build_report(tape, since=2)
+    assert (newer.hanging_leaves, newer.kept_alive_graphs, newer.total_nodes) == (1, 1, 2)
+    assert build_report(tape, since=3).kept_alive_graphs == 0
+
+
+@pytest.mark.parametrize("explain", [False, True])
+def test_an_empty_tape_gives_a_clean_report(explain: bool) -> None:
+    report = build_report(snap(saved_bytes=0), explain=explain)
+    assert report == LeakReport(last_node_id=-1)
+    assert report.clean
