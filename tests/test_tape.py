@@ -1,0 +1,352 @@
+"""tapegrad/tape.py: what is recorded, liveness and usefulness, graphs (components), stats and
+snapshot records, origins; reading changes nothing and holds nothing (DESIGN.md "Graph
+lifetime", API.md "Graph memory")."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import inspect
+import os
+import weakref
+
+import jax
+import numpy as np
+import pytest
+from _recount import check_tape, checked_cleanup, delta, plain, recount
+
+import tapegrad as tg
+
+GS = tg.GraphStats
+
+
+@pytest.fixture
+def base() -> tg.GraphStats:
+    """The stats at the start of the test (after the guard's cleanup)."""
+    return tg.graph_stats()
+
+
+@pytest.fixture
+def start() -> int:
+    """The largest node id on the tape at the start of the test: the test's nodes are above."""
+    return max((r.id for r in tg.snapshot().nodes), default=-1)
+
+
+def mine(start: int) -> list[tg.NodeRecord]:
+    """The records of the nodes this test created, in id order."""
+    return sorted((r for r in tg.snapshot().nodes if r.id > start), key=lambda r: r.id)
+
+
+def here() -> int:
+    """The caller's line number."""
+    frame = inspect.currentframe()
+    assert frame is not None and frame.f_back is not None
+    return frame.f_back.f_lineno
+
+
+def this_file() -> str:
+    """This file as origins spell it: relative to the cwd when under it, else absolute."""
+    rel = os.path.relpath(__file__)
+    return __file__ if rel.startswith("..") else rel
+
+
+# ----------------------------------------------------------------------------- the public types
+
+
+def test_stats_types_are_frozen_dataclasses() -> None:
+    for cls in (tg.GraphStats, tg.CleanupStats, tg.NodeRecord, tg.Snapshot):
+        assert dataclasses.is_dataclass(cls)
+    assert [f.name for f in dataclasses.fields(tg.GraphStats)] == [
+        "graphs",
+        "nodes",
+        "leaves",
+        "live_nodes",
+        "hanging_nodes",
+        "hanging_leaves",
+        "dead_graphs",
+        "saved_bytes",
+    ]
+    assert [f.name for f in dataclasses.fields(tg.CleanupStats)] == [
+        "nodes_removed",
+        "leaves_removed",
+        "graphs_removed",
+        "bytes_freed",
+        "seconds",
+    ]
+    stats = tg.graph_stats()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        stats.nodes = 3  # type: ignore[misc]
+    cleanup = tg.graph_cleanup()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cleanup.nodes_removed = 3  # type: ignore[misc]
+    snap = tg.snapshot()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        snap.stats = stats  # type: ignore[misc]
+
+
+# ----------------------------------------------------------------------------- recording
+
+
+def test_ops_without_grad_record_nothing(base: tg.GraphStats) -> None:
+    x = tg.randn((3, 2), key=0)
+    y = (x * 2.0 + 1.0).tanh().sum()
+    assert not y.requires_grad
+    w = tg.randn((2,), key=1).require_grad()
+    with tg.no_grad():
+        z = (x @ w).exp().sum()
+    assert not z.requires_grad
+    assert (w > 0).requires_grad is False  # comparisons record nothing
+    assert delta(base) == GS(graphs=1, nodes=1, leaves=1, live_nodes=1)
+
+
+def test_each_op_records_one_node_with_its_parents(base: tg.GraphStats, start: int) -> None:
+    x = tg.ones((4, 3))
+    w = tg.randn((3, 2), key=2).require_grad()
+    b = tg.zeros(2, requires_grad=True)
+    out = ((x @ w + b).tanh() ** 2).sum()
+    recs = mine(start)
+    assert [(r.kind, r.op) for r in recs] == [
+        ("leaf", "leaf"),
+        ("leaf", "leaf"),
+        ("op", "matmul"),
+        ("op", "add"),
+        ("op", "tanh"),
+        ("op", "power"),
+        ("op", "sum"),
+    ]
+    ids = [r.id for r in recs]
+    # parents are the inputs' nodes that require grad (x does not)
+    assert [r.parents for r in recs] == [
+        (),
+        (),
+        (ids[0],),
+        (ids[2], ids[1]),
+        (ids[3],),
+        (ids[4],),
+        (ids[5],),
+    ]
+    assert [r.live for r in recs] == [True, True, False, False, False, False, True]
+    assert all(r.useful and not r.consumed for r in recs)
+    assert {r.graph for r in recs} == {ids[0]}  # one graph, named by its smallest id
+    check_tape()
+    del out, w, b
+    checked_cleanup()
+    assert delta(base) == GS()
+
+
+def test_origin_is_the_first_frame_outside_tapegrad(start: int) -> None:
+    w = tg.zeros(2).require_grad()
+    line_w = here() - 1
+    y = (w * 3.0).sum()
+    line_y = here() - 1
+
+    def helper(t: tg.Tensor) -> tg.Tensor:
+        return t.exp()
+
+    z = helper(w)
+    line_z = here() - 3
+    origins = [(r.op, r.origin, r.function) for r in mine(start)]
+    fn = "test_origin_is_the_first_frame_outside_tapegrad"
+    assert origins == [
+        ("leaf", f"{this_file()}:{line_w}", fn),
+        ("multiply", f"{this_file()}:{line_y}", fn),
+        ("sum", f"{this_file()}:{line_y}", fn),
+        ("exp", f"{this_file()}:{line_z}", f"{fn}.<locals>.helper"),
+    ]
+    del w, y, z
+
+
+def _traced_op_on(w: tg.Tensor) -> None:
+    def traced(x: jax.Array) -> jax.Array:
+        return (w * x).data
+
+    jax.jit(traced)(jax.numpy.ones(3))
+
+
+def test_no_tracer_reaches_the_tape(base: tg.GraphStats) -> None:
+    # rule 9: an op that would be recorded on a tracer raises instead of recording
+    w = tg.randn((3,), key=14).require_grad()
+    with pytest.raises(RuntimeError, match="tracer"):
+        _traced_op_on(w)
+    assert delta(base) == GS(graphs=1, nodes=1, leaves=1, live_nodes=1)
+    check_tape()
+
+    def untracked(x: jax.Array) -> jax.Array:  # tensors that do not require grad work
+        return (tg.tensor(x) * 2.0).tanh().data
+
+    np.testing.assert_allclose(jax.jit(untracked)(jax.numpy.ones(3)), np.tanh(2.0) * np.ones(3))
+    assert delta(base) == GS(graphs=1, nodes=1, leaves=1, live_nodes=1)
+    del w
+
+
+# ----------------------------------------------------------------------------- liveness
+
+
+def test_live_follows_the_tensor_and_snapshot_holds_it_weakly(start: int) -> None:
+    w = tg.randn((3,), key=3).require_grad()
+    y = w.sin()
+    recs = mine(start)
+    assert [r.live for r in recs] == [True, True]
+    assert recs[0].tensor is not None and recs[0].tensor() is w
+    assert recs[1].tensor is not None and recs[1].tensor() is y
+    gc.disable()
+    try:
+        snap = tg.snapshot()
+        ref_y, ref_value = weakref.ref(y), weakref.ref(y.data)
+        del y
+        assert ref_y() is None and ref_value() is None  # the snapshot kept neither alive
+        assert [r.tensor() for r in snap.nodes if r.id > start and r.tensor][1:] == [None]
+        after = mine(start)
+        assert [r.live for r in after] == [True, False]
+        assert after[1].tensor is None and not after[1].useful
+    finally:
+        gc.enable()
+    del w
+    checked_cleanup()
+
+
+def test_snapshot_holds_no_strong_reference_to_residuals(base: tg.GraphStats) -> None:
+    shape = (9, 4)
+    before = {id(a): a for a in jax.live_arrays() if a.shape == shape}
+    w = tg.randn(shape, key=4).require_grad()
+    (w.tanh() * w).exp()  # hanging nodes holding residuals of this shape
+    snap = tg.snapshot()
+    residuals = [
+        weakref.ref(a)
+        for a in jax.live_arrays()
+        if a.shape == shape and id(a) not in before and a is not w.data
+    ]
+    assert residuals and sum(r.saved_bytes for r in snap.nodes) > 0
+    gc.disable()
+    try:
+        checked_cleanup()
+        assert [r() for r in residuals] == [None] * len(residuals)
+    finally:
+        gc.enable()
+    assert len(snap.nodes) == base.nodes + 4  # the old snapshot still describes that moment
+    del w
+
+
+def test_requires_grad_false_on_a_leaf(base: tg.GraphStats, start: int) -> None:
+    w = tg.randn((3,), key=5).require_grad()
+    assert w.requires_grad_(False) is w
+    assert not w.requires_grad and w.is_leaf and w.grad is None
+    # its node lost its tensor: a hanging leaf until a sweep
+    assert delta(base) == GS(graphs=1, nodes=1, leaves=1, hanging_nodes=1, hanging_leaves=1,
+                             dead_graphs=1)  # fmt: skip
+    check_tape()
+    y = w * 2.0
+    assert not y.requires_grad and delta(base).nodes == 1  # records nothing now
+    assert checked_cleanup().leaves_removed == 1
+    np.testing.assert_allclose(y.numpy(), 2.0 * w.numpy())
+
+    v = tg.randn((3,), key=6).require_grad()
+    out = (v * 2.0).sum()
+    v.requires_grad_(False)  # still reachable from `out`: useful, but no longer v's
+    recs = mine(start)
+    assert [(r.op, r.live, r.useful) for r in recs[-3:]] == [
+        ("leaf", False, True),
+        ("multiply", False, True),
+        ("sum", True, True),
+    ]
+    out.backward()
+    assert v.grad is None  # the node is not v's any more (as in PyTorch)
+    del out
+    assert delta(base) == GS()  # reached by the backward: freed when not useful (rule 4)
+    v.requires_grad_(True)
+    assert v.requires_grad and delta(base) == GS(graphs=1, nodes=1, leaves=1, live_nodes=1)
+    del v
+
+
+# ----------------------------------------------------------------------------- graphs
+
+
+def test_graphs_merge_on_mixing_ops_and_split_on_sweeps(base: tg.GraphStats, start: int) -> None:
+    a = tg.randn((3,), key=7).require_grad()
+    b = tg.randn((3,), key=8).require_grad()
+    assert delta(base).graphs == 2
+    c = a * b  # mixing merges
+    assert delta(base).graphs == 1
+    del c  # the hanging node still joins them
+    assert delta(base) == GS(graphs=1, nodes=3, leaves=2, live_nodes=2, hanging_nodes=1,
+                             saved_bytes=delta(base).saved_bytes)  # fmt: skip
+    stats = checked_cleanup()
+    assert (stats.nodes_removed, stats.graphs_removed) == (1, 0)
+    assert delta(base).graphs == 2  # split: removing the joining node
+    recs = mine(start)
+    assert [r.graph for r in recs] == [r.id for r in recs]  # each named by its own id
+
+    s = (a * b).sum()
+    s.backward()  # consuming drops links: a, b and the marker are three graphs
+    assert delta(base) == GS(graphs=3, nodes=3, leaves=2, live_nodes=3)
+    del s
+    assert delta(base).graphs == 2
+    del a, b
+    assert delta(base) == GS()
+
+
+def test_graph_ids_are_smallest_ids_of_components(start: int) -> None:
+    p = tg.randn((2,), key=9).require_grad()
+    q = tg.randn((2,), key=10).require_grad()
+    r = tg.randn((2,), key=11).require_grad()
+    pq = p + q
+    qr = q * r  # q joins both: one component
+    lone = tg.ones(2).require_grad()
+    snap, expected = check_tape()
+    recs = mine(start)
+    ids = [rec.id for rec in recs]
+    assert [rec.graph for rec in recs] == [ids[0]] * 5 + [ids[5]]
+    assert expected.graph_of == {rec.id: rec.graph for rec in snap.nodes}
+    del p, q, r, pq, qr, lone
+    checked_cleanup()
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def test_reading_stats_changes_nothing(base: tg.GraphStats) -> None:
+    w = tg.randn((3,), key=12).require_grad()
+    total = (w * 2.0).sum()
+    total.backward()  # a live consumed marker
+    (w.exp() * 3.0).sum()  # hanging op nodes in w's graph
+    tg.zeros(4).require_grad()  # a hanging leaf
+    first = tg.snapshot()
+    for _ in range(5):
+        assert tg.graph_stats() == first.stats
+        assert plain(tg.snapshot().nodes) == plain(first.nodes)
+    assert recount(first).stats == first.stats
+    assert delta(base, first.stats) == GS(
+        graphs=3,
+        nodes=6,
+        leaves=2,
+        live_nodes=2,
+        hanging_nodes=4,
+        hanging_leaves=1,
+        dead_graphs=1,
+        saved_bytes=delta(base, first.stats).saved_bytes,
+    )
+    del total, w
+    checked_cleanup()
+
+
+def test_snapshot_stats_are_of_the_same_moment(base: tg.GraphStats) -> None:
+    w = tg.randn((3,), key=13).require_grad()
+    snap = tg.snapshot()
+    y = w * 2.0
+    assert recount(snap, saved_bytes=snap.stats.saved_bytes).stats == snap.stats
+    assert tg.graph_stats().nodes == snap.stats.nodes + 1
+    del y, w
+    checked_cleanup()
+
+
+def test_cleanup_on_an_empty_tape_removes_nothing(base: tg.GraphStats) -> None:
+    stats = tg.graph_cleanup()
+    assert isinstance(stats, tg.CleanupStats)
+    assert (stats.nodes_removed, stats.leaves_removed, stats.graphs_removed, stats.bytes_freed) == (
+        0,
+        0,
+        0,
+        0,
+    )
+    assert stats.seconds >= 0.0
+    assert tg.graph_stats() == base
