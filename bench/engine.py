@@ -1,0 +1,191 @@
+"""Issue 2's speed targets: the cost of a tracked op and of backward, against raw JAX.
+
+``python -m bench.engine [--quick] [--repeats N] [--json PATH]``
+
+- A tracked elementwise op on (2, 2) float32 (both inputs require grad) against the same
+  ``jnp`` op on the raw arrays: target <= 1.4x.
+- Backward through a chain ``y = y * 1.0001`` of 1,000 ops, per node, against the raw ``jnp``
+  multiply ``y = y * 1.0001`` per op: target <= 2.5x.
+
+Each pair runs alternately in one process. The tracked op's outputs are dropped, so under the
+default ``"manual"`` policy their nodes hang; an untimed ``graph_cleanup()`` before every batch
+keeps the tape small. The chain is built untimed before each timed backward.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from bench._timing import (
+    Report,
+    Stat,
+    alternate,
+    block,
+    calibrate,
+    finish_args,
+    fmt_ratio,
+    fmt_time,
+    make_parser,
+    ratio,
+    ratio_target,
+    time_batch,
+)
+
+__all__ = ["main"]
+
+CHAIN = 1000
+"""Ops in the chain of the backward benchmark."""
+
+
+def _batch(step: Callable[[], Any], number: int, before: Callable[[], Any]) -> Callable[[], float]:
+    def run() -> float:
+        before()
+        return time_batch(step, number)
+
+    return run
+
+
+def main(argv: Sequence[str] | None = None) -> Report:
+    """Run the engine benchmark, print its tables and targets, and return the report."""
+    p = make_parser(__doc__.splitlines()[0])
+    args = finish_args(p, argv, default=15)
+    quick: bool = args.quick
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import tapegrad as tg
+
+    report = Report("bench.engine (issue 2)", quick, args.repeats)
+    report.meta["jax"] = jax.__version__
+    report.meta["tapegrad"] = tg.__version__
+    seconds = 0.002 if quick else 0.05
+    chain = 20 if quick else CHAIN
+    chains_per_batch = 1 if quick else 3
+
+    rng = np.random.default_rng(0)
+    a = jnp.asarray(rng.standard_normal((2, 2)), jnp.float32)
+    b = jnp.asarray(rng.standard_normal((2, 2)), jnp.float32)
+    ta, tb = tg.tensor(a).require_grad(), tg.tensor(b).require_grad()
+    ua, ub = tg.tensor(a), tg.tensor(b)
+
+    def nothing() -> None:
+        return None
+
+    # ---------------------------------------------------------------- elementwise (2, 2) ops
+    steps: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
+        "raw jnp a * b": (lambda: a * b, nothing),
+        "tapegrad tracked a * b": (lambda: ta * tb, tg.graph_cleanup),
+        "raw jnp a + b": (lambda: a + b, nothing),
+        "tapegrad tracked a + b": (lambda: ta + tb, tg.graph_cleanup),
+        "tapegrad untracked a * b": (lambda: ua * ub, nothing),
+    }
+    batches = {}
+    for name, (step, before) in steps.items():
+        before()
+        number = calibrate(step, seconds)
+        batches[name] = _batch(step, number, before)
+    times = alternate(batches, args.repeats)
+    tg.graph_cleanup()
+    raw = {"*": times["raw jnp a * b"], "+": times["raw jnp a + b"]}
+    rows = []
+    for name, ts in times.items():
+        base = raw["+" if "+" in name else "*"]
+        r = ratio(ts, base)
+        rows.append([name, Stat.of(ts).fmt(fmt_time), r.fmt(fmt_ratio)])
+    report.add(
+        "Elementwise op on (2, 2) float32, per call",
+        ["case", "time per op", "ratio to raw jnp"],
+        rows,
+        note="Tracked: both inputs require grad, a node is recorded and hangs when the output "
+        "is dropped (manual policy; an untimed cleanup runs before each batch).",
+        data={k: v for k, v in times.items()},
+    )
+    mul_ratio = ratio(times["tapegrad tracked a * b"], raw["*"])
+    report.target(ratio_target("issue 2: tracked (2,2) op / raw jnp op", mul_ratio, 1.4))
+
+    # ---------------------------------------------------------------- backward through a chain
+    leaf = tg.tensor(a).require_grad()
+    seed = jnp.ones((2, 2), jnp.float32)
+
+    def build() -> Any:
+        y = leaf
+        for _ in range(chain):
+            y = y * 1.0001
+        return y
+
+    def backward_batch() -> float:
+        total = 0.0
+        for _ in range(chains_per_batch):
+            y = build()
+            block(y)
+            start = time.perf_counter()
+            y.backward(seed)
+            block(leaf.grad)
+            total += time.perf_counter() - start
+            leaf.grad = None
+            del y
+        return total / (chains_per_batch * chain)
+
+    def forward_batch() -> float:
+        total = 0.0
+        for _ in range(chains_per_batch):
+            start = time.perf_counter()
+            y = build()
+            block(y)
+            total += time.perf_counter() - start
+            del y
+            tg.graph_cleanup()
+        return total / (chains_per_batch * chain)
+
+    def raw_chain_batch() -> float:
+        total = 0.0
+        for _ in range(chains_per_batch):
+            start = time.perf_counter()
+            y = a
+            for _ in range(chain):
+                y = y * 1.0001
+            block(y)
+            total += time.perf_counter() - start
+        return total / (chains_per_batch * chain)
+
+    backward_batch(), forward_batch(), raw_chain_batch()  # warm up (compiles)
+    times = alternate(
+        {
+            "raw jnp y * 1.0001": raw_chain_batch,
+            "tapegrad backward": backward_batch,
+            "tapegrad forward (tracked)": forward_batch,
+        },
+        args.repeats,
+    )
+    rawc = times["raw jnp y * 1.0001"]
+    rows = [
+        [name, Stat.of(ts).fmt(fmt_time), ratio(ts, rawc).fmt(fmt_ratio)]
+        for name, ts in times.items()
+    ]
+    report.add(
+        f"Chain y = y * 1.0001 of {chain} ops on (2, 2) float32, per node",
+        ["case", "time per node", "ratio to raw jnp multiply"],
+        rows,
+        note="Backward: y.backward(ones) from the chain's end (built untimed), blocked on the "
+        "leaf's gradient; it includes collecting the ancestors and consuming the graph.",
+        data={k: v for k, v in times.items()},
+    )
+    report.target(
+        ratio_target(
+            f"issue 2: backward per node, {chain}-op chain / raw jnp multiply",
+            ratio(times["tapegrad backward"], rawc),
+            2.5,
+        )
+    )
+    leaf.grad = None
+    tg.graph_cleanup()
+    report.finish(args.json)
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,216 @@
+"""The tapegrad system of the peers suite (and the raw-JAX baselines measured beside it).
+
+The MLP uses ``tapegrad.nn`` and ``tapegrad.optim.SGD`` when they exist, else plain ops
+(``@``, ``relu``, ``cross_entropy``) with the SGD update written under ``tg.no_grad()``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import tapegrad as tg
+from bench import _data
+from bench._peer import Case, curve, mlp_case, seed_growth, tensor_memory
+
+__all__ = ["SYSTEM", "VARIANTS", "version", "case", "probe"]
+
+SYSTEM = "tapegrad"
+
+MANUAL = "tapegrad, manual, no cleanup"
+PERIODIC = f"tapegrad, manual + cleanup every {_data.SEED_PERIOD:,}"
+AUTO = "tapegrad, auto policy"
+RAW = "raw JAX (jnp.zeros / jax.Array)"
+
+VARIANTS: dict[str, tuple[str, ...]] = {
+    "perop": ("tapegrad",),
+    "mlp": ("tapegrad",),
+    "chain": ("tapegrad",),
+    "seed": (RAW, MANUAL, PERIODIC, AUTO),
+    "seed_growth": (RAW, MANUAL, PERIODIC, AUTO),
+    "live_memory": (RAW, "tapegrad"),
+    "hanging_memory": (MANUAL, AUTO),
+    "curve": ("tapegrad",),
+}
+
+HAS_NN = (
+    importlib.util.find_spec("tapegrad.nn") is not None
+    and importlib.util.find_spec("tapegrad.optim") is not None
+)
+
+
+def version() -> str:
+    """tapegrad's and JAX's versions, and how the MLP is written."""
+    how = "nn + optim.SGD" if HAS_NN else "ops + manual SGD under no_grad"
+    return f"tapegrad {tg.__version__} (jax {jax.__version__}; MLP: {how})"
+
+
+class _Trainer:
+    """The MLP in tapegrad (see ``bench._peer.Trainer``)."""
+
+    def __init__(self) -> None:
+        init = [jnp.asarray(p) for p in _data.mlp_init()]
+        self.opt: Any = None
+        if HAS_NN:
+            from tapegrad import nn, optim
+
+            linears = [
+                nn.Linear(i, o, key=k)
+                for k, (i, o) in enumerate(zip(_data.SIZES[:-1], _data.SIZES[1:], strict=True))
+            ]
+            for lin, w, b in zip(linears, init[0::2], init[1::2], strict=True):
+                lin.weight.data = w
+                lin.bias.data = b
+            self.model: Any = nn.Sequential(
+                linears[0], nn.ReLU(), linears[1], nn.ReLU(), linears[2]
+            )
+            self.params = [p for lin in linears for p in (lin.weight, lin.bias)]
+            self.opt = optim.SGD(self.model.parameters(), lr=_data.LR)
+        else:
+            self.params = [tg.tensor(p).require_grad() for p in init]
+
+    def forward(self, x: tg.Tensor) -> tg.Tensor:
+        if self.opt is not None:
+            out: tg.Tensor = self.model(x)
+            return out
+        w1, b1, w2, b2, w3, b3 = self.params
+        h = tg.relu(x @ w1 + b1)
+        h = tg.relu(h @ w2 + b2)
+        return h @ w3 + b3
+
+    def convert(self, x: np.ndarray, y: np.ndarray) -> tuple[tg.Tensor, jax.Array]:
+        return tg.tensor(jnp.asarray(x)), jnp.asarray(y, jnp.int32)
+
+    def step(self, batch: tuple[tg.Tensor, jax.Array]) -> tuple[jax.Array, ...]:
+        x, y = batch
+        loss = tg.cross_entropy(self.forward(x), y)
+        loss.backward()
+        if self.opt is not None:
+            self.opt.step()
+            self.opt.zero_grad()
+        else:
+            with tg.no_grad():
+                for p in self.params:
+                    p -= _data.LR * p.grad
+                    p.grad = None
+        return (loss.data, *(p.data for p in self.params))
+
+    def loss(self, out: tuple[jax.Array, ...]) -> float:
+        return float(out[0])
+
+    def evaluate(self, batch: tuple[tg.Tensor, jax.Array]) -> tuple[float, float]:
+        x, y = batch
+        with tg.no_grad():
+            logits = self.forward(x)
+            loss = tg.cross_entropy(logits, y)
+        acc = float(jnp.mean(jnp.argmax(logits.data, axis=1) == y))
+        return float(loss.item()), acc
+
+
+def _new_leaf() -> tg.Tensor:
+    return tg.zeros((2, 2)).require_grad()
+
+
+def _raw_zeros() -> jax.Array:
+    return jnp.zeros((2, 2))
+
+
+def _manual() -> None:
+    tg.set_cleanup_policy("manual")
+
+
+def _auto() -> None:
+    tg.set_cleanup_policy("auto")
+
+
+def _clean() -> None:
+    tg.set_cleanup_policy("manual")
+    tg.graph_cleanup()
+
+
+def case(workload: str, variant: str, **kw: Any) -> Case:
+    """The timed ``workload`` (see ``bench.peers``) for ``variant``."""
+    if workload == "perop":
+        a0, b0 = _data.operands(tuple(kw["shape"]))
+        a, b = tg.tensor(jnp.asarray(a0)).require_grad(), tg.tensor(jnp.asarray(b0)).require_grad()
+
+        def perop() -> Any:
+            y = (a * b + a).sum()
+            y.backward()
+            grads = (a.grad, b.grad)
+            a.grad = b.grad = None
+            return grads
+
+        return Case(perop)
+    if workload == "mlp":
+        return mlp_case(_Trainer(), kw["batch"])
+    if workload == "chain":
+        leaf = tg.tensor(jnp.asarray(_data.operands((2, 2))[0])).require_grad()
+        n = kw["n"]
+
+        def chain() -> Any:
+            y = leaf
+            for _ in range(n):
+                y = y * _data.FACTOR
+            y.sum().backward()
+            g = leaf.grad
+            leaf.grad = None
+            return g
+
+        return Case(chain)
+    if workload == "seed":
+        if variant == RAW:
+            return Case(_raw_zeros)
+        if variant == MANUAL:
+            return Case(_new_leaf, before=_manual)
+        if variant == AUTO:
+            return Case(_new_leaf, before=_auto, after=_manual)
+        if variant == PERIODIC:
+            state = {"i": 0}
+
+            def periodic() -> Any:
+                _new_leaf()
+                state["i"] += 1
+                if state["i"] % _data.SEED_PERIOD == 0:
+                    tg.graph_cleanup()
+
+            return Case(periodic, before=_clean)
+    raise ValueError(f"tapegrad has no case {workload!r} / {variant!r}")
+
+
+def probe(workload: str, variant: str, **kw: Any) -> dict[str, Any]:
+    """The one-shot measurement ``workload`` (see ``bench.peers``) for ``variant``."""
+    _clean()
+    try:
+        if workload == "curve":
+            return curve(_Trainer(), kw.get("steps", _data.CURVE_STEPS), kw.get("rows", 0))
+        if workload == "seed_growth":
+            n = kw["iterations"]
+
+            def count() -> int:
+                return tg.graph_stats().nodes
+
+            if variant == RAW:
+                return seed_growth(_raw_zeros, n)
+            if variant == MANUAL:
+                return seed_growth(_new_leaf, n, count=count)
+            if variant == PERIODIC:
+                return seed_growth(
+                    _new_leaf, n, every=tg.graph_cleanup, period=_data.SEED_PERIOD, count=count
+                )
+            if variant == AUTO:
+                _auto()
+                return seed_growth(_new_leaf, n, count=count)
+        if workload == "live_memory":
+            return tensor_memory(_raw_zeros if variant == RAW else _new_leaf, kw["n"], keep=True)
+        if workload == "hanging_memory":
+            if variant == AUTO:
+                _auto()
+            return tensor_memory(_new_leaf, kw["n"], keep=False, reset=tg.graph_cleanup)
+    finally:
+        _clean()
+    raise ValueError(f"tapegrad has no probe {workload!r} / {variant!r}")

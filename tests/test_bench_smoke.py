@@ -1,0 +1,109 @@
+"""Smoke test of the benchmarks: each bench command runs once with ``--quick`` (no timing checks).
+
+Each runs as its user runs it, ``python -m bench.X --quick --json PATH`` from the repository
+root, in a subprocess (so the bench's JAX state and tape never touch this process). The JSON
+is checked for its tables and targets; the peers run also checks that a missing peer is
+reported as skipped, and counts the nodes the seed loop leaves under each policy.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+VERDICTS = {"PASS", "MISS", "SKIP"}
+
+
+def _run(module: str, tmp_path: Path, *extra: str) -> dict[str, Any]:
+    out = tmp_path / f"{module}.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", module, "--quick", "--json", str(out), *extra],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "### Targets" in proc.stdout
+    report: dict[str, Any] = json.loads(out.read_text())
+    assert report["quick"] is True
+    for target in report["targets"]:
+        assert target["verdict"] in VERDICTS, target
+    return report
+
+
+def _titles(report: dict[str, Any]) -> list[str]:
+    return [s["title"] for s in report["sections"]]
+
+
+def test_engine_quick(tmp_path: Path) -> None:
+    report = _run("bench.engine", tmp_path)
+    assert len(report["sections"]) == 2
+    names = [t["name"] for t in report["targets"]]
+    assert names == [
+        "issue 2: tracked (2,2) op / raw jnp op",
+        "issue 2: backward per node, 20-op chain / raw jnp multiply",
+    ]
+    for t in report["targets"]:
+        assert t["verdict"] in {"PASS", "MISS"}
+        assert t["value"] > 0
+
+
+def test_tape_quick(tmp_path: Path) -> None:
+    report = _run("bench.tape", tmp_path)
+    assert len(report["targets"]) == 8
+    assert all(t["verdict"] in {"PASS", "MISS"} for t in report["targets"])
+    memory = report["sections"][-1]["data"]
+    # the leaf-memory pass saw every dropped leaf hanging; auto policy left nothing behind
+    assert memory["leaf"]["hanging_leaves"] == memory["leaf"]["n"] == 500
+    assert memory["auto"]["nodes_at_end"] == 0
+    cleanup = report["sections"][1]["data"]
+    assert cleanup["removed"] == [3000]
+
+
+def test_peers_quick(tmp_path: Path) -> None:
+    # The MLP workloads are left out here: their first run compiles for seconds (too slow for
+    # a smoke test); the full run's learning-curve table checks that every system agrees.
+    workloads = "perop,seed,chain,memory"
+    report = _run("bench.peers", tmp_path, "--systems", "tapegrad,mygrad", "--workloads", workloads)
+    systems = report["meta"]["systems"]
+    assert systems.startswith("tapegrad ")
+    assert len(report["sections"]) == 5
+    seed = next(s for s in report["sections"] if s["title"].startswith("3. Seed loop"))["data"]
+    growth = seed["growth"]
+    # 500 iterations after a warm-up of 100: manual keeps every leaf, auto none
+    assert growth["tapegrad, manual, no cleanup"]["nodes_at_end"] == 600
+    assert growth["tapegrad, auto policy"]["nodes_at_end"] == 0
+    assert set(seed["times"]) >= {"raw JAX (jnp.zeros / jax.Array)", "tapegrad, auto policy"}
+    targets = {t["name"]: t for t in report["targets"]}
+    chain = targets["issue 6: 20-op chain forward+backward, tapegrad / torch"]
+    assert chain["verdict"] == "SKIP"
+    assert "torch not run" in chain["detail"]
+    if importlib.util.find_spec("mygrad") is not None:
+        assert "MyGrad" in seed["times"]
+    else:
+        assert "mygrad skipped: not installed" in systems
+
+
+def test_missing_peer_is_skipped() -> None:
+    from_root = [sys.executable, "-c", _ASK_MISSING]
+    proc = subprocess.run(from_root, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    reply = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert reply["skipped"].startswith("not installed")
+
+
+_ASK_MISSING = """
+import json
+from bench.peers import Worker
+w = Worker("no_such_system")
+try:
+    print(json.dumps(w.ask(op="info")))
+finally:
+    w.close()
+"""
