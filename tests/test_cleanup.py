@@ -255,20 +255,32 @@ def test_graphs_split_when_a_sweep_removes_the_nodes_joining_them(base: tg.Graph
     del params
 
 
+@tg.jax_op
+def _scaled(x: jax.Array) -> jax.Array:
+    """2x; as a ``jax_op`` its node saves its input array itself (no copy)."""
+    return x * 2.0
+
+
 def test_bytes_freed_counts_arrays_no_remaining_node_holds(base: tg.GraphStats) -> None:
+    start = max((r.id for r in tg.snapshot().nodes), default=-1)
     w = tg.randn((64, 32), key=1).require_grad()
-    h = w.tanh()  # saves its output (8 KiB)
-    kept = h * 2.0  # saves h's value and the scalar
-    dropped = h * 3.0  # saves h's value too
-    del dropped
-    held = delta(base).saved_bytes
+    nbytes = int(w.data.nbytes)  # 8 KiB
+    first, second = _scaled(w), _scaled(w)  # both nodes save w's array: the same object
     snap, _ = check_tape()
-    by_op = {r.id: r.saved_bytes for r in snap.nodes}
-    assert sum(by_op.values()) >= held > 0
-    stats = checked_cleanup()  # bytes_freed recounted by array identity (rule 7)
-    assert stats.nodes_removed == 1
-    assert stats.bytes_freed == held - delta(base).saved_bytes
-    del kept, h, w
+    mine = [r for r in snap.nodes if r.id > start]
+    assert [r.saved_bytes for r in mine if r.op == "_scaled"] == [nbytes, nbytes]
+    held = delta(base).saved_bytes
+    # rule 7: the shared array counts once on the tape, once in each record
+    assert sum(r.saved_bytes for r in mine) == held + nbytes
+    del second
+    stats = checked_cleanup()  # the array is still held by `first`'s node
+    assert (stats.nodes_removed, stats.bytes_freed) == (1, 0)
+    assert delta(base).saved_bytes == held
+    del first
+    stats = checked_cleanup()  # now no remaining node holds it (the tensor w still does)
+    assert (stats.nodes_removed, stats.bytes_freed) == (1, nbytes)
+    assert delta(base).saved_bytes == held - nbytes == 0
+    del w
     checked_cleanup()
     assert delta(base) == GS()
 

@@ -4,6 +4,8 @@ scenarios of issue 3 with exact values, rule 4 in every policy, and freeing by r
 from __future__ import annotations
 
 import gc
+import inspect
+import os
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -202,6 +204,7 @@ def test_scenario_2_running_total_kept_as_a_tensor(base: tg.GraphStats) -> None:
     steps = 30
     for _ in range(steps):
         loss = ((x @ w) ** 2).mean()
+        line = inspect.currentframe().f_lineno - 1  # type: ignore[union-attr]
         loss.backward()
         assert w.grad is not None
         np.testing.assert_allclose(w.grad.numpy(), reference(w.data), rtol=1e-5, atol=1e-6)
@@ -218,7 +221,11 @@ def test_scenario_2_running_total_kept_as_a_tensor(base: tg.GraphStats) -> None:
     with pytest.raises(RuntimeError, match="retain_graph") as info:
         running.backward()
     assert isinstance(info.value, tg.GraphConsumedError)
-    assert "'mean'" in str(info.value)  # names the consumed op
+    message = str(info.value)
+    rel = os.path.relpath(__file__)
+    where = __file__ if rel.startswith("..") else rel
+    assert "'mean'" in message and f"{where}:{line}" in message  # the op and its origin
+    assert ".item()" in message and ".detach()" in message  # the fixes (rule 1)
     np.testing.assert_array_equal(w.grad.numpy(), np.ones((3, 2), np.float32))  # untouched
     del info  # its traceback holds the frame that holds `running`
     expect(base, graphs=2, nodes=1 + 2 * steps, leaves=1, live_nodes=2, saved_bytes=0)
@@ -429,6 +436,30 @@ def test_a_vjp_that_raises_leaves_a_consistent_tape(base: tg.GraphStats) -> None
 
 
 # ----------------------------------------------------------------------------- no cycles
+
+
+def test_a_user_cycle_keeps_a_tensor_live_until_the_collector_runs(base: tg.GraphStats) -> None:
+    with gc_off():
+        box: list[object] = [tg.zeros(2).require_grad()]
+        box.append(box)  # the user's cycle
+        del box
+        for _ in range(2):
+            stats = tg.graph_cleanup()  # tapegrad never calls gc.collect() on its own
+            assert stats.nodes_removed == 0
+        expect(base, graphs=1, nodes=1, leaves=1, live_nodes=1, saved_bytes=0)
+        gc.collect()  # the user's (or Python's) collection: now the leaf hangs
+        expect(
+            base,
+            graphs=1,
+            nodes=1,
+            leaves=1,
+            hanging_nodes=1,
+            hanging_leaves=1,
+            dead_graphs=1,
+            saved_bytes=0,
+        )
+        assert checked_cleanup().leaves_removed == 1
+    expect(base)
 
 
 def test_dropping_tensors_frees_arrays_by_refcount_alone(base: tg.GraphStats) -> None:

@@ -113,6 +113,23 @@ def test_auto_frees_each_node_the_moment_it_becomes_hanging(
     assert delta(base) == tg.GraphStats()
 
 
+def test_auto_keeps_an_ops_temporary_inputs_until_its_node_is_registered(
+    base: tg.GraphStats, manual_after: None
+) -> None:
+    # rule 10: the temporary leaf dies only after the op linked it, so it stays useful
+    tg.set_cleanup_policy("auto")
+    y = tg.ones(3).require_grad() * 2.0
+    snap, _ = check_tape()
+    leaf, op = [r for r in snap.nodes if r.id not in {n.id for n in snap.nodes if n.live}] + [
+        r for r in snap.nodes if r.tensor is not None and r.tensor() is y
+    ]
+    assert (leaf.kind, leaf.live, leaf.useful) == ("leaf", False, True)
+    assert op.parents == (leaf.id,)
+    y.backward(tg.ones(3))
+    del y
+    assert delta(base) == tg.GraphStats()
+
+
 # ----------------------------------------------------------------------------- threshold
 
 

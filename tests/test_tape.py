@@ -179,6 +179,21 @@ def test_no_tracer_reaches_the_tape(base: tg.GraphStats) -> None:
     del w
 
 
+def test_a_failed_op_records_nothing(base: tg.GraphStats) -> None:
+    w = tg.randn((3,), key=15).require_grad()
+    with pytest.raises(ValueError):
+        w + tg.ones(4)  # shapes do not broadcast
+    with pytest.raises(ValueError):
+        w.reshape(2, 2)
+    assert delta(base) == GS(graphs=1, nodes=1, leaves=1, live_nodes=1)
+    check_tape()
+    loss = (w * 2.0).sum()  # the tape still works
+    loss.backward()
+    assert w.grad is not None
+    np.testing.assert_array_equal(w.grad.numpy(), np.full(3, 2.0, np.float32))
+    del loss, w
+
+
 # ----------------------------------------------------------------------------- liveness
 
 

@@ -170,6 +170,36 @@ def test_stress_concurrent_backward_cleanup_and_merging(base: tg.GraphStats) -> 
     assert delta(base) == GS()
 
 
+def test_vjps_run_outside_the_tape_lock(base: tg.GraphStats) -> None:
+    # rule 10: while a VJP runs, another thread can read and clean the tape
+    finished: list[str] = []
+
+    def other_thread() -> None:
+        tg.graph_stats()
+        tg.graph_cleanup()
+        tg.snapshot()
+        finished.append("done")
+
+    def forward(x: jax.Array) -> tuple[jax.Array, tuple[()]]:
+        return x * 1.0, ()
+
+    def vjp(res: tuple[()], g: jax.Array) -> tuple[jax.Array]:
+        thread = threading.Thread(target=other_thread, daemon=True)
+        thread.start()
+        thread.join(timeout=30)  # would time out if this thread held the tape's lock
+        return (g,)
+
+    probe = tg.Op(forward, name="lock_probe")
+    probe.defvjp(vjp)
+    w = tg.randn((3,), key=8).require_grad()
+    probe(w).sum().backward()
+    assert finished == ["done"]
+    assert w.grad is not None
+    np.testing.assert_array_equal(w.grad.numpy(), np.ones(3, np.float32))
+    del w
+    assert delta(base) == GS()
+
+
 # ----------------------------------------------------------------------------- a known race
 
 
