@@ -39,7 +39,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import tapegrad as tg
-from diagnostics.epoch import epoch_end
+from diagnostics import epoch_end
 from tapegrad import nn, optim
 
 __all__ = ["main", "build_parser", "Data", "load_data", "make_model", "EpochRecord"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 import jax
 import jax.numpy as jnp
@@ -236,7 +236,7 @@ class Module:
 
     def state_dict(self) -> dict[str, Tensor]:
         """A snapshot of every parameter and buffer by dotted name, as tensors that do not
-        require grad.
+        require grad: parameters first, then buffers; a shared tensor under its first name.
 
         JAX arrays are immutable and an optimizer step replaces a parameter's array rather
         than writing into it, so the snapshot keeps the values of this moment (no copy is
@@ -415,8 +415,17 @@ class Sequential(Module):
     def __iter__(self) -> Iterator[Module]:
         return iter(list(self._modules.values()))
 
-    def __getitem__(self, index: int) -> Module:
+    @overload
+    def __getitem__(self, index: int) -> Module: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequential: ...
+
+    def __getitem__(self, index: int | slice) -> Module:
+        """The layer at ``index``, or a ``Sequential`` of a slice (sharing the layers)."""
         mods = list(self._modules.values())
+        if isinstance(index, slice):
+            return Sequential(*mods[index])
         return mods[index]
 
 

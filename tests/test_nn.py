@@ -230,6 +230,8 @@ def test_sequential_indexing_and_errors() -> None:
     seq = nn.Sequential(nn.Linear(2, 3, key=0), nn.ReLU(), nn.Tanh())
     assert len(seq) == 3
     assert isinstance(seq[1], nn.ReLU) and isinstance(seq[-1], nn.Tanh)
+    head = seq[:2]
+    assert isinstance(head, nn.Sequential) and len(head) == 2 and head[0] is seq[0]
     assert [type(m).__name__ for m in seq] == ["Linear", "ReLU", "Tanh"]
     out = seq(tg.tensor([[1.0, -2.0]]))
     layer = seq[0]
