@@ -71,7 +71,7 @@ def _run(
     Consumption (rules 2-4) is reported to the tape in ``finally``: on an exception the nodes
     whose VJP ran stay consumed and no leaf counts as reached.
     """
-    order = TAPE.ancestors(roots)  # raises GraphConsumedError before any VJP runs
+    steps = TAPE.ancestors(roots, claim=not retain_graph)  # raises before any VJP runs
     cots: dict[int, Any] = {}
     for node, seed in zip(roots, seeds, strict=True):
         prev = cots.get(node.id)
@@ -81,9 +81,8 @@ def _run(
     leaves: list[Node] = []
     ok = False
     try:
-        for node in order:
+        for node, op, parents, saved, params in steps:
             g = cots.pop(node.id, None)
-            op = node.op
             if op is None:
                 leaves.append(node)
                 if g is not None:
@@ -92,9 +91,8 @@ def _run(
             if g is not None:
                 if node.retain or node.id in wanted:
                     out[node.id] = (node, g)
-                parents = node.parents
                 needs = tuple(p is not None for p in parents)
-                cts = op.call_vjp(node.saved, g, needs, node.params or {})
+                cts = op.call_vjp(saved, g, needs, params or {})
                 if len(cts) != len(parents):
                     raise VJPShapeError(
                         f"VJP of {node.name!r} returned {len(cts)} cotangents for "
@@ -109,7 +107,8 @@ def _run(
             done.append(node)
         ok = True
     finally:
-        TAPE.consume(done, leaves if ok else (), retain_graph)
+        undone = [] if ok else [s.node for s in steps[len(done) + len(leaves) :]]
+        TAPE.consume(done, [n for n in undone if n.op is not None], leaves if ok else (), retain_graph)
     return out
 
 

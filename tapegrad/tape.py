@@ -30,7 +30,7 @@ import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import CodeType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import jax
 
@@ -144,6 +144,16 @@ class Snapshot:
     stats: GraphStats
 
 
+class Step(NamedTuple):
+    """What a backward needs of one node, read under the lock (``Tape.ancestors``)."""
+
+    node: Node
+    op: Op | None
+    parents: tuple[Node | None, ...]
+    saved: Any
+    params: dict[str, Any] | None
+
+
 class Node:
     """One record on the tape: a leaf (``op is None``) or an op node.
 
@@ -169,6 +179,7 @@ class Node:
         "reached",
         "retain",
         "on_tape",
+        "claimed",
     )
 
     def __init__(
@@ -200,6 +211,7 @@ class Node:
         self.reached = False  # a leaf a backward reached (freed when no longer useful)
         self.retain = False  # retain_grad() was called on its tensor
         self.on_tape = True
+        self.claimed = False  # a backward without retain_graph is running its VJPs
 
     @property
     def name(self) -> str:
@@ -429,11 +441,16 @@ class Tape:
 
     # ------------------------------------------------------------------ backward support
 
-    def ancestors(self, roots: Sequence[Node]) -> list[Node]:
-        """Return ``roots`` and their ancestors in descending id (DESIGN.md rule 1).
+    def ancestors(self, roots: Sequence[Node], claim: bool) -> list[Step]:
+        """Return the steps of a backward from ``roots``, in descending node id (rule 1).
+
+        Each step holds the node with its op, parents, residuals and parameters as they are
+        now, so the pass never reads a node another thread changes. With ``claim`` (a pass
+        without ``retain_graph``) the op nodes are claimed: another pass that meets them
+        before this one has finished raises, as it would after it finished.
 
         Raises:
-            GraphConsumedError: the walk met a consumed node; nothing was changed.
+            GraphConsumedError: the walk met a consumed (or claimed) node; nothing changed.
         """
         with self._lock:
             if self._dead:
@@ -446,17 +463,29 @@ class Tape:
                     stack.append(root)
             while stack:
                 node = stack.pop()
-                if node.consumed:
+                if node.consumed or node.claimed:
                     raise GraphConsumedError(_consumed_message(node))
                 for p in node.parents:
                     if p is not None and p.id not in seen:
                         seen[p.id] = p
                         stack.append(p)
-            return sorted(seen.values(), key=_node_id, reverse=True)
+            steps = []
+            for node in sorted(seen.values(), key=_node_id, reverse=True):
+                if claim and node.op is not None:
+                    node.claimed = True
+                steps.append(Step(node, node.op, node.parents, node.saved, node.params))
+            return steps
 
-    def consume(self, visited: Sequence[Node], leaves: Sequence[Node], retain_graph: bool) -> None:
-        """Mark what a backward visited (rules 3-4): op nodes consumed unless ``retain_graph``,
-        leaves reached; free at once whatever that leaves without use."""
+    def consume(
+        self,
+        done: Sequence[Node],
+        undone: Sequence[Node],
+        leaves: Sequence[Node],
+        retain_graph: bool,
+    ) -> None:
+        """Mark what a backward visited (rules 3-4): the op nodes whose VJP ran are consumed
+        unless ``retain_graph`` (``undone`` ones, left by a VJP that raised, are released
+        again), leaves reached; free at once whatever that leaves without use."""
         with self._lock:
             if self._dead:
                 self._drain()
@@ -466,10 +495,13 @@ class Tape:
                     self._free_hanging(leaf)
             if retain_graph:
                 return
-            for node in visited:
+            for node in undone:
+                node.claimed = False
+            for node in done:
                 node.consumed = True
+                node.claimed = False
                 node.saved = None
-            for node in visited:
+            for node in done:
                 if not node.on_tape:
                     continue
                 parents, node.parents = node.parents, ()
@@ -571,7 +603,8 @@ class Tape:
             self._threshold = threshold or 0
             if policy == "auto":
                 self._sweep()
-            self._set_survivors()
+            # survivors stay what the last sweep kept (rule 5); only the limit moves
+            self._limit = self._survivors + max(self._threshold, self._survivors)
 
     @property
     def policy(self) -> Policy:
@@ -702,10 +735,15 @@ def _dead_components(hanging: dict[int, Node]) -> int:
 
 
 def _consumed_message(node: Node) -> str:
+    when = (
+        "is being consumed right now by a backward() on another thread"
+        if node.claimed
+        else "was consumed by an earlier backward()"
+    )
     return (
         f"Trying to backward through a graph a second time: op {node.name!r} "
-        f"(created at {node.origin} in {_function(node.code)}) was consumed by an earlier "
-        "backward() that did not keep the graph, so its saved arrays are gone. Fixes: pass "
+        f"(created at {node.origin} in {_function(node.code)}) {when} that did not keep "
+        "the graph, so its saved arrays are (being) released. Fixes: pass "
         "retain_graph=True to the earlier backward() if you need to backward through this "
         "graph again; keep running totals as numbers with loss.item() (or loss.detach()) "
         "instead of adding loss tensors; call .detach() on state carried between steps "

@@ -503,7 +503,15 @@ class Tensor:
                 f"shape {self.shape}; in-place results cannot broadcast the target."
             )
         data = result._data
-        self._data = data if data.dtype == self._data.dtype else data.astype(self._data.dtype)
+        if data.dtype != self._data.dtype:
+            if not np.can_cast(data.dtype, self._data.dtype, casting="same_kind"):
+                raise TypeError(
+                    f"In-place {symbol}: the result is {data.dtype}, which cannot be stored in "
+                    f"this {self._data.dtype} tensor without losing its kind; write "
+                    f"`x = x {symbol[0]} y` for a new tensor, or cast y first."
+                )
+            data = data.astype(self._data.dtype)
+        self._data = data
         return self
 
 

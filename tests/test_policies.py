@@ -211,11 +211,6 @@ def test_threshold_frees_consumed_nodes_at_once(base: tg.GraphStats, manual_afte
     assert delta(base) == tg.GraphStats()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: set_cleanup_policy('threshold') takes the node count at the switch "
-    "(hanging nodes included) as the survivors, not what the last sweep kept",
-)
 def test_threshold_survivors_are_what_the_last_sweep_kept(manual_after: None) -> None:
     tg.graph_cleanup()  # the last sweep: it keeps what others hold live
     survivors = tg.graph_stats().nodes

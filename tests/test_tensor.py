@@ -597,11 +597,6 @@ def test_relu_subgradient_at_zero_follows_jax() -> None:
     check(lambda t: t.relu(), jax.nn.relu, jnp.array([-1.0, 0.0, 2.0]))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: abs's VJP uses sign(x), 0 at x = 0, but JAX's convention (API.md: "
-    "subgradients follow JAX) is d|x|/dx = 1 at 0 (select(x >= 0, g, -g))",
-)
 def test_abs_subgradient_at_zero_follows_jax() -> None:
     check(lambda t: t.abs(), jnp.abs, jnp.array([-1.0, 0.0, -0.0, 2.0]))
 
@@ -668,12 +663,6 @@ def test_index_errors() -> None:
     assert "integer arrays" in str(err)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: an eager out-of-range integer index is clamped (JAX's gather mode) "
-    "instead of raising IndexError as NumPy and PyTorch do; the gradient then lands on the "
-    "wrong row",
-)
 def test_out_of_range_integer_index_raises_index_error() -> None:
     t = tg.tensor([[1.0, 2.0], [3.0, 4.0]])
     with pytest.raises(IndexError):
@@ -969,11 +958,6 @@ def test_in_place_on_tensor_not_requiring_grad_works_under_grad_mode() -> None:
     assert t.requires_grad is False
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: in-place on an integer tensor silently truncates a float result "
-    "(NumPy and PyTorch raise a casting error)",
-)
 def test_in_place_float_into_integer_tensor_raises() -> None:
     t = tg.tensor([1, 2, 3])
     with pytest.raises(TypeError):

@@ -266,12 +266,6 @@ def _two_passes_through_a_shared_node() -> dict[str, Any]:
     return out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: a backward that collected its ancestors before another backward "
-    "consumed a shared node runs that node's VJP on released residuals (TypeError) instead "
-    "of raising GraphConsumedError before any VJP runs",
-)
 def test_concurrent_backward_through_a_shared_node_raises_graph_consumed() -> None:
     out = _two_passes_through_a_shared_node()
     assert out["alive"] is False

@@ -54,14 +54,35 @@ def normalize_index(index: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def _check_bounds(shape: tuple[int, ...], index: tuple[Any, ...]) -> None:
+    """Raise ``IndexError`` as NumPy does for an out-of-range integer (JAX would clamp).
+
+    Indexes a zero-stride view of ``shape`` (no allocation of the indexed array); skipped
+    when an index is a tracer (the bounds are unknown until run time).
+    """
+    if any(isinstance(i, jax.core.Tracer) for i in index):
+        return
+    view = np.lib.stride_tricks.as_strided(np.zeros(1, np.bool_), shape, (0,) * len(shape))
+    host = tuple(np.asarray(i) if isinstance(i, jax.Array) else i for i in index)
+    try:
+        view[host]
+    except IndexError as err:
+        raise IndexError(f"{err} (tensor of shape {shape}); JAX would clamp it silently.") from None
+
+
 @defop
 def getitem(x: jax.Array, *, index: tuple[Any, ...]) -> tuple[jax.Array, tuple[Any, ...]]:
-    """``x[index]`` with ``index`` from ``normalize_index`` (a parameter, not a tensor input)."""
-    return x[index], (x.shape, x.dtype)
+    """``x[index]`` with ``index`` from ``normalize_index`` (a parameter, not a tensor input).
+
+    Raises:
+        IndexError: an integer index is out of range (checked on concrete indices).
+    """
+    _check_bounds(x.shape, index)
+    return x[index], (x.shape,)
 
 
 @getitem.defvjp
 def _getitem_vjp(res: tuple[Any, ...], g: jax.Array, *, index: tuple[Any, ...]) -> tuple[jax.Array]:
     """Scatter-add g into zeros of the input shape (repeated indices accumulate)."""
-    shape, dtype = res
+    (shape,) = res
     return (jnp.zeros(shape, g.dtype).at[index].add(g),)

@@ -150,9 +150,9 @@ def abs(x: jax.Array) -> tuple[jax.Array, Res]:  # noqa: A001 - jnp's name
 @abs.defvjp
 @jax.jit
 def _abs_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
-    """d/dx |x| = sign(x) (0 at x = 0, as JAX): gx = g * sign(x)."""
+    """d/dx |x| = sign(x), taken as +1 at x = 0 like JAX's rule select(x >= 0, g, -g)."""
     (x,) = res
-    return (g * jnp.sign(x),)
+    return (jnp.where(x >= 0, g, -g),)
 
 
 _sin = jax.jit(jnp.sin)
