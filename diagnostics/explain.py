@@ -97,12 +97,17 @@ def referrer_chain(
 def _stack_locals() -> dict[int, str]:
     """Map ``id(value)`` to ``"local NAME in FUNC()"`` for the locals of user frames on the stack.
 
-    Only ids are kept. Before Python 3.13, reading ``f_locals`` of a function frame caches a
-    copy of its locals on the frame, which would keep their values alive after the function
-    rebinds them; the copy is emptied again here (this does not touch the real locals).
+    Only ids are kept. Before Python 3.13, reading ``f_locals`` of a function frame refreshes
+    a copy of its locals cached on the frame (what ``locals()`` returns), which would keep
+    their values alive after the function rebinds them. So the copy is emptied again after
+    reading (this does not touch the real locals), except under a trace function (a debugger
+    such as pdb writes the copy back into the frame after its callback, which would delete
+    the locals) or when something else holds it (a ``locals()`` result the function kept:
+    that dict is then refreshed, as a second ``locals()`` call would refresh it).
     """
     names: dict[int, str] = {}
     frame: FrameType | None = sys._getframe(1)
+    may_clear = _SNAPSHOT_LOCALS and sys.gettrace() is None
     while frame is not None:
         code = frame.f_code
         if code.co_flags & _CO_OPTIMIZED and not code.co_filename.startswith(_HERE):
@@ -110,7 +115,8 @@ def _stack_locals() -> dict[int, str]:
             for key, value in scope.items():
                 if key.isidentifier():  # not ``.0`` or pytest's ``@py_assert1``
                     names.setdefault(id(value), f"local {key} in {code.co_qualname}()")
-            if _SNAPSHOT_LOCALS:
+            # References to ``scope``: the frame's, ours and getrefcount's argument.
+            if may_clear and sys.getrefcount(scope) <= 3:
                 scope.clear()
             del scope
         frame = frame.f_back

@@ -1,9 +1,9 @@
 """pytest plugin (entry point ``tapegrad_leaks``): the ``no_leaks`` fixture and marker.
 
 Registered through ``[project.entry-points.pytest11]``, so it loads in every pytest run of an
-environment where tapegrad is installed. It stays inert unless a test asks for it: importing
-it imports neither tapegrad nor JAX, it adds no autouse fixture, and its hook only looks at
-the test's fixture names and markers.
+environment where tapegrad is installed (importing the ``diagnostics`` package, hence
+tapegrad and JAX). It stays inert unless a test asks for it: it adds no autouse fixture, and
+its hook only looks at the test's fixture names and markers.
 
 Usage::
 
@@ -52,7 +52,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     marker = item.get_closest_marker("no_leaks")
     if marker is None and "no_leaks" not in getattr(item, "fixturenames", ()):
         return (yield)
-    from diagnostics.guard import no_leaks as guard  # lazy: keep the plugin free to load
+    from diagnostics.guard import no_leaks as guard
 
     with guard(**(marker.kwargs if marker is not None else {})):
         return (yield)

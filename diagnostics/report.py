@@ -145,7 +145,8 @@ class LeakReport:
         bytes_held: saved-array bytes held by hanging nodes: the sum of their per-node
             ``saved_bytes``, capped at the tape's total (an array saved by two nodes counts
             twice below the cap, as the snapshot does not say which arrays nodes share).
-        rows: one per (origin, function, op, class), largest bytes then count first.
+        rows: one per origin and op (``LeakRow``), split by class when nodes of one line
+            fall in several (say 99 hanging and 1 live), largest bytes then count first.
         explanations: with ``explain=True``, why the largest kept-alive graphs are alive.
         graphs: graphs on the tape.
         saved_bytes: saved-array bytes held by the whole tape (distinct arrays).
@@ -285,7 +286,12 @@ class LeakReport:
         """Jupyter display: the rendered report as HTML, and as plain text."""
         from diagnostics.render import render_html, render_text
 
-        return {"text/plain": render_text(self), "text/html": render_html(self)}
+        bundle = {"text/plain": render_text(self), "text/html": render_html(self)}
+        if include:
+            bundle = {k: v for k, v in bundle.items() if k in include}
+        if exclude:
+            bundle = {k: v for k, v in bundle.items() if k not in exclude}
+        return bundle
 
     def _repr_html_(self) -> str:
         """The rendered report as HTML (for front ends that ask only for HTML)."""

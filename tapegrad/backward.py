@@ -107,8 +107,9 @@ def _run(
             done.append(node)
         ok = True
     finally:
-        undone = [] if ok else [s.node for s in steps[len(done) + len(leaves) :]]
-        TAPE.consume(done, [n for n in undone if n.op is not None], leaves if ok else (), retain_graph)
+        rest = () if ok else steps[len(done) + len(leaves) :]
+        undone = [s.node for s in rest if s.op is not None]
+        TAPE.consume(done, undone, leaves if ok else (), retain_graph)
     return out
 
 

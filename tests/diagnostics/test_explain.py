@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import gc
+import sys
 import time
 import weakref
 from typing import Any
@@ -118,3 +119,49 @@ def test_a_tensor_only_in_a_garbage_cycle_has_no_name() -> None:
     gc.collect()  # the test may collect; the report must not
     assert diagnostics.leak_report().kept_alive_graphs == 0
     del w, loss
+
+
+def test_a_locals_dict_the_function_holds_is_not_emptied() -> None:
+    w = tg.ones(2).require_grad()
+    carried = 0.0
+    for _ in range(2):
+        loss = (w * 2.0).sum()
+        loss.backward()
+        carried = carried + loss
+    seen = locals()
+    (explanation,) = diagnostics.leak_report(explain=True).explanations
+    assert explanation.chain[0].startswith("local carried in ")
+    assert seen["carried"] is carried and seen["w"] is w
+    seen.clear()  # (it holds itself since the refresh, as after a second locals() call)
+    del seen, w, carried, loss
+
+
+def test_under_a_debugger_the_paused_frame_keeps_its_locals() -> None:
+    explained = []
+
+    def victim() -> float:
+        w = tg.ones(2).require_grad()
+        running = 0.0
+        for _ in range(2):
+            loss = (w * w).sum()
+            loss.backward()
+            running = running + loss
+        pause = True  # a debugger stops here and the user asks for a report
+        return float(running) + float(w.sum()) + float(loss) + pause
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code is victim.__code__ and event == "line" and "pause" in frame.f_locals:
+            if not explained:
+                explained.append(diagnostics.leak_report(explain=True).explanations)
+        return tracer
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        total = victim()  # pdb writes f_locals back after each callback: nothing may be lost
+    finally:
+        sys.settrace(previous)
+    assert total == 2 * 4.0 + 2.0 + 4.0 + 1
+    assert explained[0][0].chain == (
+        "local running in test_under_a_debugger_the_paused_frame_keeps_its_locals.<locals>.victim()",
+    )

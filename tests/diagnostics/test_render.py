@@ -123,6 +123,8 @@ def test_rich_print_and_jupyter_display() -> None:
     assert "tapegrad leak report — epoch 2" in bundle["text/html"]
     assert "global running → Tensor(shape=(), origin=train.py:42)" in bundle["text/html"]
     assert SMALL._repr_html_() == render_html(SMALL)
+    assert set(SMALL._repr_mimebundle_(include=["text/html"])) == {"text/html"}
+    assert set(SMALL._repr_mimebundle_(exclude=["text/html"])) == {"text/plain"}
 
 
 def test_cleanup_line_and_human_bytes() -> None:
