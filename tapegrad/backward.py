@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tapegrad.creation import filled
+from tapegrad._arrays import filled
 from tapegrad.errors import NoGradError, NonScalarBackwardError, ShapeError, VJPShapeError
 from tapegrad.tape import TAPE, Node
 from tapegrad.tensor import Tensor

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tapegrad._arrays import prng_key
 from tapegrad.errors import ShapeError
 from tapegrad.tensor import Tensor
 
@@ -317,17 +318,6 @@ class Module:
         return head + "\n" + "\n".join(lines) + "\n)"
 
 
-def _key(key: Any) -> jax.Array:
-    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        return jax.random.PRNGKey(int(key))
-    if isinstance(key, jax.Array):
-        return key
-    raise TypeError(
-        f"key must be an int seed or a jax.random key, got {type(key).__name__}; "
-        "e.g. Linear(64, 10, key=0)."
-    )
-
-
 class Linear(Module):
     """``y = x @ weight + bias``: x (..., in_features) -> y (..., out_features).
 
@@ -373,7 +363,7 @@ class Linear(Module):
         k = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
         # One draw for weight and bias (one compiled sampler per layer shape, not two).
         rows = in_features + (1 if bias else 0)
-        u = jax.random.uniform(_key(key), (rows, out_features), dtype, minval=-k, maxval=k)
+        u = jax.random.uniform(prng_key(key), (rows, out_features), dtype, minval=-k, maxval=k)
         self.weight = Tensor(u[:in_features]).require_grad()
         self.bias = Tensor(u[in_features]).require_grad() if bias else None
 

@@ -1,0 +1,37 @@
+"""Array helpers shared by constructors and the engine: compiled fills and PRNG keys."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["filled", "prng_key"]
+
+
+@partial(jax.jit, static_argnums=(0, 2))
+def filled(shape: tuple[int, ...], value: Any, dtype: Any) -> jax.Array:
+    """An array of ``shape`` and ``dtype`` filled with ``value``.
+
+    One compiled constructor per (shape, dtype): ~5 us a call instead of ``jnp.zeros``' ~50.
+    It caches code, never values, so it is safe under a trace (DESIGN.md rule 9).
+    """
+    return jnp.full(shape, value, dtype)
+
+
+def prng_key(key: Any) -> jax.Array:
+    """A ``jax.random`` key from an int seed (or the key itself).
+
+    Raises:
+        TypeError: ``key`` is neither an int nor a JAX array.
+    """
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        return jax.random.PRNGKey(int(key))
+    if isinstance(key, jax.Array):
+        return key
+    raise TypeError(
+        f"key must be an int seed or a jax.random key, got {type(key).__name__}; e.g. key=0."
+    )
