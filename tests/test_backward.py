@@ -1,0 +1,607 @@
+"""The reverse pass (DESIGN.md rules 1-3, API.md "Gradients"): graph shapes, broadcast
+reduction, ``grad=``, ``.grad`` writing and accumulation, ``retain_grad``/``retain_graph``,
+rejected backwards, ``tg.grad``, deep chains, raising VJPs and node origins."""
+
+from __future__ import annotations
+
+import os
+import sys
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.op import Op
+
+X = np.array([0.5, -1.0, 2.0], np.float32)
+M = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]], np.float32)
+
+
+def error_of(exc_type: type[BaseException], fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    """Call ``fn``; return the ``exc_type`` it raised with tracebacks cleared (so no frame
+    cycle keeps a test's tensors alive past the test)."""
+    try:
+        fn(*args, **kw)
+    except exc_type as err:
+        e: BaseException | None = err
+        while e is not None:
+            e.__traceback__ = None
+            e = e.__context__
+        return err
+    pytest.fail(f"{fn} did not raise {exc_type.__name__}")
+
+
+def without_frames(body: Callable[[], None]) -> None:
+    """Run ``body``; turn any failure into a bare AssertionError that holds no frame of it, so an
+    expected failure (xfail) keeps none of its tensors alive after the test."""
+    try:
+        body()
+    except Exception as err:  # noqa: BLE001 - any failure is reported, by type and message
+        msg = f"{type(err).__name__}: {err}"
+    else:
+        return
+    raise AssertionError(msg)
+
+
+def origin_here(offset: int = 0) -> str:
+    """The ``"path:line"`` of the caller's line (plus ``offset``), as tapegrad formats it."""
+    frame = sys._getframe(1)
+    path = frame.f_code.co_filename
+    rel = os.path.relpath(path)
+    return f"{path if rel.startswith('..') else rel}:{frame.f_lineno + offset}"
+
+
+def grad_of(t: tg.Tensor) -> np.ndarray:
+    assert t.grad is not None
+    return t.grad.numpy()
+
+
+def close(a: Any, b: Any, rtol: float = 1e-6) -> None:
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- graph shapes
+
+
+def test_diamond_graph_matches_jax_grad() -> None:
+    x = tg.tensor(X).require_grad()
+    a = x * 2.0
+    b = x.exp()
+    y = (a * b).sum()
+    y.backward()
+    close(grad_of(x), jax.grad(lambda v: jnp.sum((v * 2.0) * jnp.exp(v)))(X))
+
+
+def test_fan_out_accumulates_every_branch() -> None:
+    x = tg.tensor(X).require_grad()
+    y = (x * x).sum() + (x * 3.0).sum() + x.sin().sum() + x.sum()
+    y.backward()
+    ref = jax.grad(lambda v: jnp.sum(v * v) + jnp.sum(v * 3.0) + jnp.sum(jnp.sin(v)) + v.sum())
+    close(grad_of(x), ref(X))
+
+
+def test_shared_intermediate_used_twice() -> None:
+    x = tg.tensor(X).require_grad()
+    h = x.tanh()
+    y = (h * h + h).sum()
+    y.backward()
+    close(grad_of(x), jax.grad(lambda v: jnp.sum(jnp.tanh(v) ** 2 + jnp.tanh(v)))(X))
+
+
+def test_broadcast_operands_receive_gradients_summed_to_their_shape() -> None:
+    w = tg.tensor(X.reshape(1, 3)).require_grad()  # (1, 3) against (2, 3)
+    b = tg.tensor(np.float32(0.5)).require_grad()  # () against (2, 3)
+    c = tg.tensor(np.array([[1.0], [2.0]], np.float32)).require_grad()  # (2, 1)
+    y = ((tg.tensor(M) * w + b) * c).sum()
+    y.backward()
+
+    def f(w: Any, b: Any, c: Any) -> Any:
+        return jnp.sum((M * w + b) * c)
+
+    gw, gb, gc = jax.grad(f, argnums=(0, 1, 2))(w.data, b.data, c.data)
+    assert grad_of(w).shape == (1, 3) and grad_of(b).shape == () and grad_of(c).shape == (2, 1)
+    close(grad_of(w), gw)
+    close(grad_of(b), gb)
+    close(grad_of(c), gc)
+
+
+def test_vjps_run_in_descending_node_id() -> None:
+    calls: list[str] = []
+
+    def spy(name: str) -> Op:
+        op = Op(lambda a: (a * 1.0, ()), name=name)
+        op.defvjp(lambda res, g: (calls.append(name), g)[1:])
+        return op
+
+    first, second, third = spy("first"), spy("second"), spy("third")
+    x = tg.tensor(X).require_grad()
+    a = first(x)  # lower id
+    b = second(x)
+    c = third(a + b)  # highest id
+    c.sum().backward()
+    assert calls == ["third", "second", "first"]
+
+
+def test_a_cotangent_is_dropped_once_its_vjp_ran() -> None:
+    seen: dict[str, Any] = {}
+
+    def middle_vjp(res: Any, g: jax.Array) -> tuple[jax.Array]:
+        seen["middle"] = weakref.ref(g)  # not the seed: the caller holds that one
+        return (g * 2.0,)
+
+    def lower_vjp(res: Any, g: jax.Array) -> tuple[jax.Array]:
+        seen["alive_in_lower"] = seen["middle"]() is not None
+        return (g * 3.0,)
+
+    lower = Op(lambda a: (a + 0.0, ()), name="lower")
+    lower.defvjp(lower_vjp)
+    middle = Op(lambda a: (a + 0.0, ()), name="middle")
+    middle.defvjp(middle_vjp)
+    x = tg.tensor(X).require_grad()
+    (middle(lower(x)) * 5.0).backward(np.ones(3, np.float32))
+    assert seen["alive_in_lower"] is False
+    close(grad_of(x), np.full(3, 30.0))
+
+
+# ----------------------------------------------------------------------------- roots and grad=
+
+
+def test_leaf_as_root() -> None:
+    w = tg.tensor(X).require_grad()
+    w.backward(np.array([1.0, 2.0, 3.0], np.float32))
+    assert grad_of(w).tolist() == [1.0, 2.0, 3.0]
+    s = tg.tensor([4.0]).require_grad()
+    s.backward()
+    assert grad_of(s).tolist() == [1.0]
+
+
+@pytest.mark.parametrize(
+    "make", [tg.tensor, np.asarray, jnp.asarray], ids=["tensor", "numpy", "jax"]
+)
+def test_grad_argument_for_non_scalar_output(make: Callable[[Any], Any]) -> None:
+    x = tg.tensor(M).require_grad()
+    y = x.sin() * 2.0
+    cot = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y.backward(make(cot))
+    _, pullback = jax.vjp(lambda v: jnp.sin(v) * 2.0, M)
+    close(grad_of(x), pullback(cot)[0])
+
+
+def test_grad_shape_mismatch_is_value_error_and_changes_nothing() -> None:
+    x = tg.tensor(X).require_grad()
+    y = x * 2.0
+    stats = tg.graph_stats()
+    err = error_of(ValueError, y.backward, np.ones(4, np.float32))
+    assert "(4,)" in str(err) and "(3,)" in str(err)
+    assert x.grad is None
+    assert tg.graph_stats() == stats
+    y.backward(np.ones(3, np.float32))  # the graph was not consumed
+    assert grad_of(x).tolist() == [2.0, 2.0, 2.0]
+
+
+def test_missing_grad_on_multi_element_output_is_runtime_error_and_changes_nothing() -> None:
+    x = tg.tensor(X).require_grad()
+    y = x * 2.0
+    stats = tg.graph_stats()
+    err = error_of(RuntimeError, y.backward)
+    assert "grad=" in str(err) and ".sum()" in str(err)
+    assert x.grad is None and tg.graph_stats() == stats
+    y.sum().backward()
+    assert grad_of(x).tolist() == [2.0, 2.0, 2.0]
+
+
+def test_one_element_non_scalar_output_needs_no_grad() -> None:
+    x = tg.tensor(X).require_grad()
+    (x * x).sum(keepdims=True).backward()  # shape (1,)
+    close(grad_of(x), 2 * X)
+
+
+# ----------------------------------------------------------------------------- .grad
+
+
+def test_grad_is_written_in_the_leaf_shape_and_dtype_without_a_node() -> None:
+    w16 = tg.tensor(X.reshape(1, 3), dtype=tg.float16).require_grad()
+    y = (w16.astype(tg.float32) * tg.tensor(M)).sum()
+    y.backward()
+    g = w16.grad
+    assert g is not None
+    assert g.shape == (1, 3) and g.dtype == np.float16
+    assert g.requires_grad is False and g.is_leaf
+    close(g.numpy(), M.sum(0, keepdims=True).astype(np.float16), rtol=1e-3)
+    nodes = tg.graph_stats().nodes
+    _ = g * 2  # using a gradient records nothing
+    assert tg.graph_stats().nodes == nodes
+
+
+def test_grad_accumulates_across_backward_calls() -> None:
+    w = tg.tensor(X).require_grad()
+    (w * 2.0).sum().backward()
+    first = w.grad
+    (w * w).sum().backward()
+    close(grad_of(w), 2.0 + 2 * X)
+    assert first is not None and first.tolist() == [2.0, 2.0, 2.0]  # a new tensor, not mutated
+    w.grad = None
+    (w * 5.0).sum().backward()
+    assert grad_of(w).tolist() == [5.0, 5.0, 5.0]
+
+
+def test_grad_is_written_once_at_the_end_of_the_pass() -> None:
+    written: list[Any] = []
+
+    def watch(res: Any, g: jax.Array) -> tuple[jax.Array]:
+        written.append(w.grad)  # the leaf's cotangent is complete, but .grad is not written yet
+        return (g,)
+
+    op = Op(lambda a: (a + 0.0, ()), name="watch")
+    op.defvjp(watch)
+    w = tg.tensor(X).require_grad()
+    v = tg.tensor(X).require_grad()
+    y = (op(v) + w * 3.0).sum()  # w's branch runs first (higher id); watch runs after
+    y.backward()
+    assert written == [None]
+    assert grad_of(w).tolist() == [3.0, 3.0, 3.0]
+
+
+def test_non_leaves_get_no_grad_unless_retained() -> None:
+    w = tg.tensor(X).require_grad()
+    h = w * 3.0
+    k = h.exp()
+    h.retain_grad()
+    y = k.sum()
+    y.retain_grad()
+    y.backward()
+    close(grad_of(h), np.exp(3.0 * X), rtol=1e-5)
+    assert grad_of(y).tolist() == 1.0
+    assert k.grad is None
+    close(grad_of(w), 3.0 * np.exp(3.0 * X), rtol=1e-5)
+    err = error_of(RuntimeError, tg.ones(2).retain_grad)
+    assert "require_grad" in str(err)
+
+
+def test_retain_grad_accumulates_too() -> None:
+    w = tg.tensor(X).require_grad()
+    h = w * 2.0
+    h.retain_grad()
+    y = (h * h).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    close(grad_of(h), 2 * (2 * 2 * X))
+
+
+def test_dropped_leaf_gets_nothing_and_the_pass_succeeds() -> None:
+    w = tg.tensor(X).require_grad()
+    v = tg.tensor(X).require_grad()
+    y = (w * v).sum()
+    del w
+    y.backward()
+    close(grad_of(v), X)
+
+
+# ----------------------------------------------------------------------------- retain_graph
+
+
+def test_retain_graph_twice_then_a_third_backward_raises() -> None:
+    w = tg.tensor(X).require_grad()
+    y = (w * w).sum()
+    line = origin_here(-1)
+    y.backward(retain_graph=True)
+    y.backward()
+    close(grad_of(w), 2 * (2 * X))
+    err = error_of(RuntimeError, y.backward)
+    assert isinstance(err, tg.GraphConsumedError)
+    msg = str(err)
+    assert "retain_graph" in msg
+    assert "'sum'" in msg
+    assert line in msg
+    assert "test_retain_graph_twice_then_a_third_backward_raises" in msg
+    assert ".item()" in msg and ".detach()" in msg
+    close(grad_of(w), 2 * (2 * X))  # unchanged by the rejected call
+
+
+def test_consumed_ancestor_names_the_first_consumed_op_and_its_origin() -> None:
+    w = tg.tensor(X).require_grad()
+    h = w.tanh()
+    line = origin_here(-1)
+    h.sum().backward()
+    z = h * 2.0
+    err = error_of(tg.GraphConsumedError, z.sum().backward)
+    assert "'tanh'" in str(err)
+    assert line in str(err)
+
+
+def test_retain_graph_consumes_nothing_and_default_consumes_every_visited_op() -> None:
+    w = tg.tensor(X).require_grad()
+    y = (w * 2.0).exp().sum()
+    y.backward(retain_graph=True)
+    ops = [r for r in tg.snapshot().nodes if r.kind == "op"]
+    assert {r.op for r in ops} == {"multiply", "exp", "sum"}
+    assert not any(r.consumed for r in ops)
+    y.backward()
+    records = {r.op: r for r in tg.snapshot().nodes}
+    assert records["sum"].consumed
+    assert not records["leaf"].consumed  # leaves are never consumed
+    close(grad_of(w), 2 * 2.0 * np.exp(2.0 * X), rtol=1e-5)
+
+
+def test_rejected_backward_changes_nothing_and_a_fresh_branch_still_works() -> None:
+    w = tg.tensor(X).require_grad()
+    spent = (w * 2.0).sum()
+    spent.backward()
+    before_grad = grad_of(w).copy()
+    fresh = (w * w).sum()
+    both = spent + fresh
+    stats = tg.graph_stats()
+    consumed = {r.id: r.consumed for r in tg.snapshot().nodes}
+    err = error_of(RuntimeError, both.backward)
+    assert "retain_graph" in str(err)
+    assert tg.graph_stats() == stats
+    assert {r.id: r.consumed for r in tg.snapshot().nodes} == consumed
+    np.testing.assert_array_equal(grad_of(w), before_grad)
+    fresh.backward()
+    close(grad_of(w), before_grad + 2 * X)
+
+
+def test_two_losses_sharing_only_a_parameter_add_up() -> None:
+    w = tg.tensor(X).require_grad()
+    loss1 = (w * 3.0).sum()
+    loss2 = (w * w).sum()
+    loss1.backward()
+    loss2.backward()
+    close(grad_of(w), 3.0 + 2 * X)
+
+
+def test_create_graph_is_not_implemented_and_consumes_nothing() -> None:
+    w = tg.tensor(X).require_grad()
+    y = (w * w).sum()
+    err = error_of(NotImplementedError, y.backward, create_graph=True)
+    assert "create_graph" in str(err)
+    y.backward()
+    close(grad_of(w), 2 * X)
+
+
+# ----------------------------------------------------------------------------- tg.grad
+
+
+def test_grad_returns_a_tuple_and_leaves_dot_grad_alone() -> None:
+    x = tg.tensor(X).require_grad()
+    u = tg.tensor([3.0]).require_grad()
+    out = (x * x).sum()
+    gx, gu = tg.grad(out, [x, u])
+    close(gx.numpy(), 2 * X)
+    assert gu.tolist() == [0.0] and gu.dtype == np.float32  # unrelated input: zeros
+    assert gx.requires_grad is False and gu.requires_grad is False
+    assert x.grad is None and u.grad is None
+    single = tg.grad((x * 4.0).sum(), x)
+    assert isinstance(single, tuple) and len(single) == 1
+    assert single[0].tolist() == [4.0, 4.0, 4.0]
+
+
+def test_grad_with_respect_to_non_leaves() -> None:
+    x = tg.tensor(X).require_grad()
+    h = x * 2.0
+    out = (h * h).sum()
+    (gh,) = tg.grad(out, h)
+    close(gh.numpy(), 2 * (2 * X))
+    assert h.grad is None and x.grad is None
+    k = x.exp()
+    out2 = (k * 3.0).sum()
+    gk, gx = tg.grad(out2, [k, x])
+    assert gk.tolist() == [3.0, 3.0, 3.0]
+    close(gx.numpy(), 3.0 * np.exp(X), rtol=1e-5)
+
+
+def test_grad_with_several_outputs_and_grad_outputs() -> None:
+    x = tg.tensor(X).require_grad()
+    y1, y2 = x * 2.0, x.sin()
+    cot1, cot2 = np.array([1.0, 2.0, 3.0], np.float32), np.array([-1.0, 0.5, 2.0], np.float32)
+    (gx,) = tg.grad([y1, y2], [x], [cot1, tg.tensor(cot2)])
+    close(gx.numpy(), 2.0 * cot1 + np.cos(X) * cot2, rtol=1e-5)
+    err = error_of(ValueError, tg.grad, [x * 1.0, x * 2.0], x, [cot1])
+    assert "one per output" in str(err)
+
+
+def test_grad_consumes_unless_retain_graph() -> None:
+    x = tg.tensor(X).require_grad()
+    y = (x * x).sum()
+    (g1,) = tg.grad(y, x, retain_graph=True)
+    (g2,) = tg.grad(y, x)
+    close(g1.numpy(), g2.numpy())
+    err = error_of(RuntimeError, tg.grad, y, x)
+    assert "retain_graph" in str(err)
+
+
+def test_grad_input_not_requiring_grad_is_type_error() -> None:
+    x = tg.tensor(X).require_grad()
+    y = (x * 2.0).sum()
+    err = error_of(TypeError, tg.grad, y, [x, tg.ones(3)])
+    assert "input 1" in str(err) and "require_grad" in str(err)
+    error_of(TypeError, tg.grad, y, X)
+    (g,) = tg.grad(y, x)  # nothing was consumed by the rejected calls
+    assert g.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_grad_output_not_requiring_grad_is_runtime_error() -> None:
+    x = tg.tensor(X).require_grad()
+    err = error_of(RuntimeError, tg.grad, tg.ones(3).sum(), x)
+    assert "require" in str(err)
+    with tg.no_grad():
+        y = (x * 2.0).sum()
+    error_of(RuntimeError, tg.grad, y, x)
+
+
+def test_backward_on_tensor_not_requiring_grad_is_runtime_error() -> None:
+    err = error_of(RuntimeError, tg.ones(3).sum().backward)
+    assert "require_grad" in str(err) and "no_grad" in str(err)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine bug: tg.grad(y, x, 2.0) with a scalar grad_outputs for one output fails "
+    "with \"'float' object is not iterable\" (a NumPy scalar also fails in backward())",
+)
+def test_scalar_cotangents_are_accepted() -> None:
+    def body() -> None:
+        x = tg.tensor(X).require_grad()
+        y = (x * 3.0).sum()
+        (g,) = tg.grad(y, x, 2.0, retain_graph=True)
+        assert g.tolist() == [6.0, 6.0, 6.0]
+        y.backward(np.float32(2.0))
+        assert grad_of(x).tolist() == [6.0, 6.0, 6.0]
+
+    without_frames(body)
+
+
+# ----------------------------------------------------------------------------- deep chains
+
+
+def test_deep_chain_backwards_without_recursion() -> None:
+    n = 100_000
+    v = tg.tensor(1.0).require_grad()
+    y = v
+    for _ in range(n):
+        y = y * 1.0001
+    limit = sys.getrecursionlimit()
+    assert n > 50 * limit  # any recursive walk would fail here
+    y.backward()
+    # JAX's float32 derivative of the same n multiplications, compiled as one loop
+    ref = jax.grad(lambda s: jax.lax.fori_loop(0, n, lambda i, t: t * 1.0001, s))(1.0)
+    assert grad_of(v) == pytest.approx(float(ref), rel=1e-5)
+    assert y.item() == pytest.approx(float(ref), rel=1e-5)
+
+
+# ----------------------------------------------------------------------------- raising VJPs
+
+
+class VJPBoom(Exception):
+    """Raised by a test's VJP."""
+
+
+def boom_op(err: BaseException) -> Op:
+    """An unregistered op (identity) whose VJP raises ``err``."""
+
+    def vjp(res: Any, g: jax.Array) -> tuple[jax.Array]:
+        raise err
+
+    op = Op(lambda a: (a * 1.0, ()), name="boom")
+    op.defvjp(vjp)
+    return op
+
+
+def test_raising_vjp_propagates_unchanged_and_writes_no_grad() -> None:
+    err = VJPBoom("inside the VJP")
+    boom = boom_op(err)
+    v = tg.tensor(X).require_grad()
+    low = boom(v)  # lower id than w's branch: its VJP runs after w's cotangent is complete
+    w = tg.tensor(X).require_grad()
+    m = w * 2.0
+    s = low + m
+    y = s.sum()
+    got = error_of(VJPBoom, y.backward)
+    assert got is err
+    assert w.grad is None and v.grad is None
+    # nodes whose VJP ran stay consumed (rule 2): sum, add and multiply; boom's did not finish
+    consumed = {r.op: r.consumed for r in tg.snapshot().nodes if r.kind == "op"}
+    assert consumed == {"sum": True, "add": True, "multiply": True, "boom": False}
+    error_of(tg.GraphConsumedError, y.backward)
+    del low, m, s, y
+    # the tape stays usable: stats, cleanup and a fresh backward
+    tg.graph_stats()
+    tg.graph_cleanup()
+    (w * v).sum().backward()
+    close(grad_of(w), X)
+    close(grad_of(v), X)
+
+
+def test_raising_jax_op_vjp_propagates_unchanged() -> None:
+    err = VJPBoom("custom_vjp backward")
+
+    @jax.custom_vjp
+    def ident(a: jax.Array) -> jax.Array:
+        return a * 1.0
+
+    def fwd(a: jax.Array) -> tuple[jax.Array, None]:
+        return a * 1.0, None
+
+    def bwd(res: None, g: jax.Array) -> tuple[jax.Array]:
+        raise err
+
+    ident.defvjp(fwd, bwd)
+    op = tg.jax_op(ident)
+    w = tg.tensor(X).require_grad()
+    y = op(w).sum()
+    assert error_of(VJPBoom, y.backward) is err
+    assert w.grad is None
+    (w * 2.0).sum().backward()
+    assert grad_of(w).tolist() == [2.0, 2.0, 2.0]
+
+
+@pytest.mark.parametrize(
+    ("bad", "fragment"),
+    [
+        (lambda res, g: (jnp.ones(7),), "returned shape (7,)"),
+        (lambda res, g: (g, g), "returned 2 cotangents for 1 inputs"),
+    ],
+)
+def test_malformed_vjp_results_raise_vjp_shape_error(bad: Any, fragment: str) -> None:
+    op = Op(lambda a: (a * 1.0, ()), name="malformed")
+    op.defvjp(bad)
+    w = tg.tensor(X).require_grad()
+    y = op(w).sum()
+    err = error_of(RuntimeError, y.backward)
+    assert isinstance(err, tg.VJPShapeError)
+    assert fragment in str(err) and "'malformed'" in str(err)
+    assert w.grad is None
+
+
+# ----------------------------------------------------------------------------- origins
+
+
+def make_in_helper() -> tuple[tg.Tensor, tg.Tensor, str, str]:
+    w = tg.tensor(X).require_grad()
+    leaf_line = origin_here(-1)
+    y = w.exp()
+    op_line = origin_here(-1)
+    return w, y, leaf_line, op_line
+
+
+def test_nodes_record_the_first_frame_outside_tapegrad() -> None:
+    w, y, leaf_line, op_line = make_in_helper()
+    z = tg.maximum(y, w)  # a module-level function
+    z_line = origin_here(-1)
+    s = z.sum()  # a method
+    s_line = origin_here(-1)
+    p = tg.tensor(X, requires_grad=True)  # a constructor argument
+    p_line = origin_here(-1)
+    q = 2.0 * p  # a reflected dunder
+    q_line = origin_here(-1)
+    records = {r.id: r for r in tg.snapshot().nodes}
+    expected = [
+        (w, leaf_line, "make_in_helper"),
+        (y, op_line, "make_in_helper"),
+        (z, z_line, "test_nodes_record_the_first_frame_outside_tapegrad"),
+        (s, s_line, "test_nodes_record_the_first_frame_outside_tapegrad"),
+        (p, p_line, "test_nodes_record_the_first_frame_outside_tapegrad"),
+        (q, q_line, "test_nodes_record_the_first_frame_outside_tapegrad"),
+    ]
+    for t, line, function in expected:
+        assert t._node is not None
+        r = records[t._node.id]
+        assert (r.origin, r.function) == (line, function)
+        assert not r.origin.startswith("/")  # relative to the working directory under it
+        assert "tapegrad" + os.sep not in r.origin
+
+
+def test_origin_of_a_nested_function_uses_its_qualified_name() -> None:
+    def inner() -> tg.Tensor:
+        return tg.tensor(X).require_grad() * 2.0
+
+    t = inner()
+    assert t._node is not None
+    record = next(r for r in tg.snapshot().nodes if r.id == t._node.id)
+    qual = "test_origin_of_a_nested_function_uses_its_qualified_name.<locals>.inner"
+    assert record.function == qual
