@@ -269,7 +269,76 @@ def _two_passes_through_a_shared_node() -> dict[str, Any]:
 def test_concurrent_backward_through_a_shared_node_raises_graph_consumed() -> None:
     out = _two_passes_through_a_shared_node()
     assert out["alive"] is False
+    assert not isinstance(out["a"], str), out["a"]
     np.testing.assert_allclose(out["a"], out["expected_a"], rtol=1e-5, atol=1e-7)
     # DESIGN.md rule 1: the walk meets a node consumed by the other pass: RuntimeError
     # naming retain_graph, before any VJP runs (API.md "Errors")
     assert out["b"] == "GraphConsumedError"
+
+
+def _second_pass_while_the_first_is_inside_its_vjps(
+    first_retains: bool, second_retains: bool
+) -> dict[str, Any]:
+    """A first pass (on a thread) through a shared node ``h`` is held inside a VJP that runs
+    before ``h``'s; a second pass through ``h`` runs to its end meanwhile; then the first
+    resumes. Return plain results only."""
+    inside, may_go = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        inside.set()
+        may_go.wait(10)
+
+    gate = _gate("gate_first", hold)
+    w = tg.randn((3,), key=9).require_grad()
+    h = (w * 2.0).tanh()
+    held = {"first": gate(h).sum(), "w": w}
+    second = (h * 3.0).sum()
+    del h
+    out: dict[str, Any] = {}
+
+    def run_first() -> None:
+        try:
+            (g,) = tg.grad(held["first"], [held["w"]], retain_graph=first_retains)
+            out["first"] = g.numpy()
+        except Exception as err:
+            out["first"] = type(err).__name__
+
+    thread = threading.Thread(target=run_first, daemon=True)
+    thread.start()
+    assert inside.wait(10)
+    try:
+        (g,) = tg.grad(second, [w], retain_graph=second_retains)
+        out["second"] = g.numpy()
+    except Exception as err:
+        out["second"] = type(err).__name__
+    may_go.set()
+    thread.join(10)
+    out["alive"] = thread.is_alive()
+    dh = 1 - jnp.tanh(2.0 * w.data) ** 2
+    out["expected_first"] = np.asarray(2.0 * dh)
+    out["expected_second"] = np.asarray(6.0 * dh)
+    held.clear()
+    del second, w
+    tg.graph_cleanup()
+    return out
+
+
+def test_a_retaining_pass_completes_while_another_pass_consumes_its_nodes() -> None:
+    # the first pass collected h before the second consumed it: it runs on what it collected
+    out = _second_pass_while_the_first_is_inside_its_vjps(True, False)
+    assert out["alive"] is False
+    assert not isinstance(out["second"], str), out["second"]
+    assert not isinstance(out["first"], str), out["first"]  # not an exception's name
+    np.testing.assert_allclose(out["second"], out["expected_second"], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(out["first"], out["expected_first"], rtol=1e-5, atol=1e-7)
+
+
+def test_a_pass_meeting_nodes_another_pass_is_consuming_raises() -> None:
+    # the first pass (no retain_graph) claimed h: the second meets it as consumed, before any
+    # VJP runs, whether or not it retains the graph itself
+    for second_retains in (False, True):
+        out = _second_pass_while_the_first_is_inside_its_vjps(False, second_retains)
+        assert out["alive"] is False
+        assert out["second"] == "GraphConsumedError"
+        assert not isinstance(out["first"], str), out["first"]
+        np.testing.assert_allclose(out["first"], out["expected_first"], rtol=1e-5, atol=1e-7)
