@@ -1,0 +1,158 @@
+"""Dependencies point one way (DESIGN.md "Layout"): ``import tapegrad`` loads neither rich
+nor diagnostics, the engine imports only jax and NumPy, ``tape.py`` imports no tapegrad
+module but ``errors``, and each tapegrad module imports only modules below it. Imports are
+read with ``ast`` (function-level ones too; ``if TYPE_CHECKING:`` blocks never run)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tapegrad
+
+PACKAGE = Path(tapegrad.__file__).parent
+
+# Rank of every tapegrad module: a module may import only modules of a lower rank.
+RANK = {
+    "tapegrad.errors": 0,
+    "tapegrad.grad_mode": 0,
+    "tapegrad._arrays": 0,
+    "tapegrad.tape": 1,
+    "tapegrad.tensor": 2,
+    "tapegrad.op": 3,
+    "tapegrad.backward": 3,
+    "tapegrad.creation": 3,
+    "tapegrad.ops.binary": 4,
+    "tapegrad.ops.indexing": 4,
+    "tapegrad.ops.linalg": 4,
+    "tapegrad.ops.nn": 4,
+    "tapegrad.ops.nondiff": 4,
+    "tapegrad.ops.reduce": 4,
+    "tapegrad.ops.shape": 4,
+    "tapegrad.ops.unary": 4,
+    "tapegrad.jax_op": 4,
+    "tapegrad.ops": 5,
+    "tapegrad.nn": 6,
+    "tapegrad.optim": 6,
+    "tapegrad.testing": 6,
+    "tapegrad": 7,
+}
+ENGINE = {name for name, rank in RANK.items() if rank <= 5}
+# Tensor's methods delegate to ops and backward, which build on Tensor: tensor.py imports
+# them last, after the class is defined (the one documented cycle).
+LATE = {("tapegrad.tensor", "tapegrad.backward"), ("tapegrad.tensor", "tapegrad.op")}
+LATE |= {("tapegrad.tensor", "tapegrad.ops")}
+THIRD_PARTY = {"jax", "jaxlib", "numpy"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def runtime_imports(path: Path) -> list[tuple[str, int]]:
+    """(imported module, line) for every import that runs (skips ``if TYPE_CHECKING:``)."""
+    tree = ast.parse(path.read_text(), str(path))
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "__future__":
+                continue
+            for alias in node.names:  # `from tapegrad import op` imports tapegrad.op
+                sub = f"{node.module}.{alias.name}"
+                found.append((sub if sub in RANK else node.module, node.lineno))
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            pytest.fail(f"{path}:{node.lineno}: relative import; use absolute imports")
+    return found
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_module_has_a_rank() -> None:
+    names = {module_name(p) for p in MODULES}
+    assert names == set(RANK), "new or removed tapegrad module: give it a rank in RANK"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: module_name(p))
+def test_imports_point_down(path: Path) -> None:
+    me = module_name(path)
+    stdlib = sys.stdlib_module_names
+    for imported, line in runtime_imports(path):
+        top = imported.split(".")[0]
+        where = f"{path.name}:{line} imports {imported}"
+        assert top not in ("rich", "diagnostics"), f"{where}: tapegrad never imports it"
+        if top == "tapegrad":
+            target = imported if imported in RANK else imported.rsplit(".", 1)[0]
+            assert target in RANK, where
+            if (me, target) in LATE:
+                continue
+            assert RANK[target] < RANK[me], f"{where}: a module above it (or beside it)"
+            if me in ENGINE:
+                assert target in ENGINE, f"{where}: the engine imports only engine modules"
+        elif top not in stdlib:
+            allowed = THIRD_PARTY | ({"optax"} if me == "tapegrad.optim" else set())
+            assert top in allowed, f"{where}: the engine imports only jax and NumPy"
+
+
+def test_tape_imports_no_tapegrad_module_but_errors() -> None:
+    imported = {m for m, _ in runtime_imports(PACKAGE / "tape.py") if m.startswith("tapegrad")}
+    assert imported == {"tapegrad.errors"}
+    for leaf in ("errors.py", "grad_mode.py"):
+        assert not [m for m, _ in runtime_imports(PACKAGE / leaf) if m.startswith("tapegrad")]
+
+
+def test_tensor_late_imports_come_after_the_class() -> None:
+    path = PACKAGE / "tensor.py"
+    tree = ast.parse(path.read_text())
+    class_end = next(
+        n.end_lineno for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Tensor"
+    )
+    assert class_end is not None
+    late = [line for m, line in runtime_imports(path) if ("tapegrad.tensor", m) in LATE]
+    assert late and all(line > class_end for line in late)
+
+
+def test_import_tapegrad_loads_neither_rich_nor_diagnostics() -> None:
+    code = (
+        "import json, sys; import tapegrad; "
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    loaded = set(json.loads(out.stdout))
+    assert "tapegrad" in loaded and "jax" in loaded
+    assert not loaded & {"rich", "diagnostics", "matplotlib", "sklearn", "torch", "IPython"}
+
+
+def test_the_import_reader_sees_function_level_imports_and_skips_type_checking(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "probe.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    import rich\n"
+        "def late():\n"
+        "    import diagnostics\n"
+        "    from tapegrad import op\n"
+    )
+    assert runtime_imports(source) == [
+        ("typing", 1),
+        ("diagnostics", 5),
+        ("tapegrad.op", 6),
+    ]
