@@ -123,7 +123,7 @@ def _seed(t: Tensor, grad: Any) -> jax.Array:
         ones: jax.Array = filled(t._data.shape, 1, t._data.dtype)
         return ones
     data = grad._data if isinstance(grad, Tensor) else grad
-    if not isinstance(data, (jax.Array, np.ndarray, float, int)):
+    if not isinstance(data, (jax.Array, np.ndarray, np.generic, float, int)):
         raise TypeError(f"grad must be a Tensor or an array, got {type(grad).__name__}.")
     data = jnp.asarray(data, dtype=t._data.dtype)
     if data.shape != t._data.shape:
@@ -215,7 +215,7 @@ def grad(
         in_nodes.append(x._node)
     if grad_outputs is None:
         gouts: list[Any] = [None] * len(outs)
-    elif isinstance(grad_outputs, (Tensor, jax.Array, np.ndarray)):
+    elif isinstance(grad_outputs, (Tensor, jax.Array, np.ndarray, np.generic, float, int)):
         gouts = [grad_outputs]
     else:
         gouts = list(grad_outputs)

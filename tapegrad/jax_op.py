@@ -46,6 +46,15 @@ def jax_op(fn: Callable[..., Any]) -> Callable[..., Tensor]:
     """
 
     def forward(*xs: jax.Array, **params: Any) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+        for name, value in params.items():
+            try:
+                hash(value)
+            except TypeError:
+                raise TypeError(
+                    f"{op.name}: keyword parameter {name}={type(value).__name__} is not "
+                    "hashable; keyword arguments of a jax_op are static (compiled into its "
+                    "VJP). Pass arrays positionally as inputs instead."
+                ) from None
         return fn(*xs, **params), xs
 
     def vjp(saved: tuple[jax.Array, ...], g: jax.Array, **params: Any) -> tuple[jax.Array, ...]:

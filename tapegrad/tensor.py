@@ -412,37 +412,37 @@ class Tensor:
     # ------------------------------------------------------------------ operators
 
     def __add__(self, other: Any) -> Tensor:
-        return _binary(_ops.add, self, other)
+        return _binary(_ops.add, self, other, "__radd__")
 
     def __radd__(self, other: Any) -> Tensor:
         return _binary(_ops.add, other, self)
 
     def __sub__(self, other: Any) -> Tensor:
-        return _binary(_ops.subtract, self, other)
+        return _binary(_ops.subtract, self, other, "__rsub__")
 
     def __rsub__(self, other: Any) -> Tensor:
         return _binary(_ops.subtract, other, self)
 
     def __mul__(self, other: Any) -> Tensor:
-        return _binary(_ops.multiply, self, other)
+        return _binary(_ops.multiply, self, other, "__rmul__")
 
     def __rmul__(self, other: Any) -> Tensor:
         return _binary(_ops.multiply, other, self)
 
     def __truediv__(self, other: Any) -> Tensor:
-        return _binary(_ops.divide, self, other)
+        return _binary(_ops.divide, self, other, "__rtruediv__")
 
     def __rtruediv__(self, other: Any) -> Tensor:
         return _binary(_ops.divide, other, self)
 
     def __pow__(self, other: Any) -> Tensor:
-        return _binary(_ops.power, self, other)
+        return _binary(_ops.power, self, other, "__rpow__")
 
     def __rpow__(self, other: Any) -> Tensor:
         return _binary(_ops.power, other, self)
 
     def __matmul__(self, other: Any) -> Tensor:
-        return _binary(_ops.matmul, self, other)
+        return _binary(_ops.matmul, self, other, "__rmatmul__")
 
     def __rmatmul__(self, other: Any) -> Tensor:
         return _binary(_ops.matmul, other, self)
@@ -454,22 +454,22 @@ class Tensor:
         return self
 
     def __lt__(self, other: Any) -> Tensor:
-        return _binary(_ops.less, self, other)
+        return _binary(_ops.less, self, other, "__gt__")
 
     def __le__(self, other: Any) -> Tensor:
-        return _binary(_ops.less_equal, self, other)
+        return _binary(_ops.less_equal, self, other, "__ge__")
 
     def __gt__(self, other: Any) -> Tensor:
-        return _binary(_ops.greater, self, other)
+        return _binary(_ops.greater, self, other, "__lt__")
 
     def __ge__(self, other: Any) -> Tensor:
-        return _binary(_ops.greater_equal, self, other)
+        return _binary(_ops.greater_equal, self, other, "__le__")
 
     def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
-        return _binary(_ops.equal, self, other)
+        return _binary(_ops.equal, self, other, "__eq__")
 
     def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
-        return _binary(_ops.not_equal, self, other)
+        return _binary(_ops.not_equal, self, other, "__ne__")
 
     def __iadd__(self, other: Any) -> Tensor:
         return self._inplace(_ops.add, other, "+=")
@@ -521,11 +521,16 @@ def _axis(axis: int | Sequence[int] | None) -> int | tuple[int, ...] | None:
     return tuple(int(a) for a in axis)
 
 
-def _binary(op: Any, a: Any, b: Any) -> Tensor:
+def _binary(op: Any, a: Any, b: Any, reflected: str | None = None) -> Tensor:
+    """Apply a binary op for an operator; for an operand it cannot use, defer to the other
+    operand's ``reflected`` method when it has one (Python's protocol), else raise the op's
+    own ``TypeError``, which says what to pass instead."""
     try:
         out: Tensor = op(a, b)
     except _op.OperandTypeError:
-        return NotImplemented  # type: ignore[no-any-return]  # Python's binary-op protocol
+        if reflected is not None and hasattr(type(b), reflected):
+            return NotImplemented  # type: ignore[no-any-return]
+        raise
     return out
 
 

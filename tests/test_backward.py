@@ -439,11 +439,6 @@ def test_backward_on_tensor_not_requiring_grad_is_runtime_error() -> None:
     assert "require_grad" in str(err) and "no_grad" in str(err)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: tg.grad(y, x, 2.0) with a scalar grad_outputs for one output fails "
-    "with \"'float' object is not iterable\" (a NumPy scalar also fails in backward())",
-)
 def test_scalar_cotangents_are_accepted() -> None:
     def body() -> None:
         x = tg.tensor(X).require_grad()

@@ -185,12 +185,6 @@ def test_project_exceptions_subclass_the_promised_built_ins() -> None:
         assert issubclass(cls, base), cls
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: unsupported operands fall back to Python's generic 'unsupported "
-    "operand type(s)' message, which does not say what to do (API.md: every error's message "
-    "says what to do); op.OperandTypeError's own message does, but Tensor's dunders swallow it",
-)
 @pytest.mark.parametrize(
     "trigger",
     [lambda t: t + "a", lambda t: t + [1, 2], lambda t: t * None],

@@ -220,12 +220,6 @@ def scaled(a: jax.Array, *, k: Any) -> jax.Array:
     return a * k
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: an unhashable keyword parameter (a jax.Array) is accepted by the "
-    "forward and recorded, then fails in backward() with a bare 'unhashable type' from the "
-    "VJP cache, after the nodes above it were consumed; it should be a TypeError at call time",
-)
 def test_unhashable_keyword_parameter_is_rejected_at_call_time() -> None:
     def body() -> None:
         op = tg.jax_op(scaled)
