@@ -1,5 +1,8 @@
 """MyGrad as a peer: a pure-Python tape over NumPy arrays, the same math."""
 
+# mygrad re-exports its API implicitly and types .grad as optional: checked at run time here.
+# mypy: disable-error-code="attr-defined,operator,arg-type"
+
 from __future__ import annotations
 
 from typing import Any

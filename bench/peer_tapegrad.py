@@ -62,13 +62,18 @@ class _Trainer:
                 nn.Linear(i, o, key=k)
                 for k, (i, o) in enumerate(zip(_data.SIZES[:-1], _data.SIZES[1:], strict=True))
             ]
+            biases: list[tg.Tensor] = []
             for lin, w, b in zip(linears, init[0::2], init[1::2], strict=True):
+                assert lin.bias is not None
                 lin.weight.data = w
                 lin.bias.data = b
+                biases.append(lin.bias)
             self.model: Any = nn.Sequential(
                 linears[0], nn.ReLU(), linears[1], nn.ReLU(), linears[2]
             )
-            self.params = [p for lin in linears for p in (lin.weight, lin.bias)]
+            self.params: list[tg.Tensor] = [
+                p for lin, b in zip(linears, biases, strict=True) for p in (lin.weight, b)
+            ]
             self.opt = optim.SGD(self.model.parameters(), lr=_data.LR)
         else:
             self.params = [tg.tensor(p).require_grad() for p in init]
@@ -95,6 +100,7 @@ class _Trainer:
         else:
             with tg.no_grad():
                 for p in self.params:
+                    assert p.grad is not None
                     p -= _data.LR * p.grad
                     p.grad = None
         return (loss.data, *(p.data for p in self.params))

@@ -1,5 +1,8 @@
 """PyTorch's eager autograd (CPU) as a peer: the same math, plain tensors and ``.backward()``."""
 
+# torch.Tensor.backward is untyped in torch 2.13's stubs.
+# mypy: disable-error-code="no-untyped-call"
+
 from __future__ import annotations
 
 from typing import Any

@@ -307,16 +307,16 @@ def main(argv: Sequence[str] | None = None) -> Report:
     tg.graph_cleanup()
     rows = []
     for name, ts in sweeps.items():
-        rows.append([name, Stat.of(ts).fmt(fmt_time)])
-        st = Stat.of(ts)
+        sweep = Stat.of(ts)
+        rows.append([name, sweep.fmt(fmt_time)])
         report.target(
             Target(
                 f"issue 3: sweep with nothing to free, {name}",
-                st.median,
+                sweep.median,
                 0.050,
                 "max",
                 fmt_time,
-                "" if st.n == 1 else f"({fmt_time(st.lo)}-{fmt_time(st.hi)})",
+                "" if sweep.n == 1 else f"({fmt_time(sweep.lo)}-{fmt_time(sweep.hi)})",
             )
         )
     report.add(
