@@ -119,9 +119,9 @@ class Worker:
     def version(self) -> str:
         """The system's version line, or why it was skipped."""
         if "skipped" in self.info:
-            return f"skipped: {self.info['skipped']}"
+            return f"{self.system} skipped: {self.info['skipped']}"
         if "error" in self.info:
-            return f"error: {self.info['error']}"
+            return f"{self.system} error: {self.info['error']}"
         return str(self.info.get("version", "?"))
 
     def variants(self, workload: str) -> list[str]:
@@ -178,9 +178,7 @@ class Suite:
         self.quick = quick
         self.seconds = 0.001 if quick else 0.15
         self.keys = 0
-        self.skipped = {
-            w.system: f"{w.system} {w.version}" for w in workers if "version" not in w.info
-        }
+        self.skipped = {w.system: w.version for w in workers if "version" not in w.info}
 
     def entries(self, workload: str) -> list[tuple[Worker, str]]:
         return [(w, v) for w in self.workers for v in w.variants(workload)]

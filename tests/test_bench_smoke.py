@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VERDICTS = {"PASS", "MISS", "SKIP"}
 
 
-def _run(module: str, tmp_path: Path, *extra: str) -> dict[str, Any]:
+def _run(module: str, tmp_path: Path, *extra: str, env: dict[str, str] | None = None) -> Any:
     out = tmp_path / f"{module}.json"
     proc = subprocess.run(
         [sys.executable, "-m", module, "--quick", "--json", str(out), *extra],
@@ -27,6 +28,7 @@ def _run(module: str, tmp_path: Path, *extra: str) -> dict[str, Any]:
         capture_output=True,
         text=True,
         timeout=300,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "### Targets" in proc.stdout
@@ -67,12 +69,26 @@ def test_tape_quick(tmp_path: Path) -> None:
 
 
 def test_peers_quick(tmp_path: Path) -> None:
-    # The MLP workloads are left out here: their first run compiles for seconds (too slow for
-    # a smoke test); the full run's learning-curve table checks that every system agrees.
+    # torch is hidden behind a module that fails to import, so the skip path runs whatever is
+    # installed. The MLP workloads are left out: their first run compiles for seconds (too slow
+    # for a smoke test); the full run's learning-curve table checks that every system agrees.
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "torch.py").write_text("raise ImportError('hidden by the test', name='torch')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake), str(ROOT)])}
     workloads = "perop,seed,chain,memory"
-    report = _run("bench.peers", tmp_path, "--systems", "tapegrad,mygrad", "--workloads", workloads)
+    report = _run(
+        "bench.peers",
+        tmp_path,
+        "--systems",
+        "tapegrad,torch,mygrad",
+        "--workloads",
+        workloads,
+        env=env,
+    )
     systems = report["meta"]["systems"]
     assert systems.startswith("tapegrad ")
+    assert "torch skipped: not installed (torch)" in systems
     assert len(report["sections"]) == 5
     seed = next(s for s in report["sections"] if s["title"].startswith("3. Seed loop"))["data"]
     growth = seed["growth"]
@@ -80,10 +96,11 @@ def test_peers_quick(tmp_path: Path) -> None:
     assert growth["tapegrad, manual, no cleanup"]["nodes_at_end"] == 600
     assert growth["tapegrad, auto policy"]["nodes_at_end"] == 0
     assert set(seed["times"]) >= {"raw JAX (jnp.zeros / jax.Array)", "tapegrad, auto policy"}
+    assert "torch eager" not in seed["times"]
     targets = {t["name"]: t for t in report["targets"]}
     chain = targets["issue 6: 20-op chain forward+backward, tapegrad / torch"]
     assert chain["verdict"] == "SKIP"
-    assert "torch not run" in chain["detail"]
+    assert "torch skipped: not installed" in chain["detail"]
     if importlib.util.find_spec("mygrad") is not None:
         assert "MyGrad" in seed["times"]
     else:
