@@ -214,3 +214,37 @@ def test_decorated_function_on_several_threads_at_once() -> None:
         t.join(10)
     assert sorted(seen) == [False] * 4 + [True] * 4
     assert tg.is_grad_enabled() is True
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine bug: a context-manager instance keeps its saved modes in one list shared "
+    "by all threads, so one `NO_GRAD = tg.no_grad()` entered on two threads restores each "
+    "thread to the other's mode (rule 10: grad mode is per thread)",
+)
+def test_one_instance_shared_by_two_threads_restores_each_threads_mode() -> None:
+    shared = tg.no_grad()
+    a_inside, b_inside, a_left = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, bool] = {}
+
+    def a() -> None:  # grad mode on before entering
+        with shared:
+            a_inside.set()
+            b_inside.wait(10)
+        seen["a"] = tg.is_grad_enabled()
+        a_left.set()
+
+    def b() -> None:  # grad mode off before entering
+        tg.set_grad_enabled(False)
+        a_inside.wait(10)
+        with shared:
+            b_inside.set()
+            a_left.wait(10)
+        seen["b"] = tg.is_grad_enabled()
+
+    threads = [threading.Thread(target=a), threading.Thread(target=b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert seen == {"a": True, "b": False}

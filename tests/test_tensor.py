@@ -949,6 +949,26 @@ def test_in_place_shape_change_raises_value_error() -> None:
     error_of(ValueError, t.__imul__, np.ones((2, 3), np.float32))
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine bug: when `other` requires grad, Tensor._inplace returns the tracked result "
+    "before its shape and dtype-kind checks, so `t += w` silently rebinds t to a broadcast "
+    "(2, 3) tensor instead of raising ValueError",
+)
+def test_in_place_shape_change_raises_even_when_other_requires_grad() -> None:
+    def attempt() -> str:  # returns plain text: a failure keeps no tensor alive
+        t = tg.ones(3)
+        w = tg.ones((2, 3)).require_grad()
+        try:
+            t += w
+        except ValueError as err:
+            return f"ValueError: {err}"
+        return f"no error, t rebound to shape {t.shape}"
+
+    outcome = attempt()
+    assert outcome.startswith("ValueError") and "In-place +=" in outcome, outcome
+
+
 def test_in_place_on_tensor_not_requiring_grad_works_under_grad_mode() -> None:
     t = tg.tensor([1.0, 2.0])
     before = t
