@@ -8,6 +8,9 @@ Conventions every bench module follows (issue 6):
 - Systems that are compared run their batches alternately (A B A B ...), ``repeats`` times;
   a figure is the median over repeats with the min-max range, and a ratio is the median of the
   per-repeat ratios (each pair measured back to back), again with its range.
+- Every batch is timed on two clocks: wall time (what a user waits; targets are judged on it)
+  and this process's CPU time over all threads (shown beside it: on a shared machine it does
+  not count the time a process spends descheduled, so its ratios are the steadier ones).
 - Targets print PASS or MISS (SKIP when a peer is not installed).
 
 This module imports neither JAX nor any peer: worker processes of other systems use it too.
@@ -29,7 +32,7 @@ import tracemalloc
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 __all__ = [
     "MIN_REPEATS",
@@ -38,6 +41,13 @@ __all__ = [
     "Report",
     "block",
     "time_batch",
+    "Timing",
+    "measure",
+    "alternate_timings",
+    "walls",
+    "cpus",
+    "timing_row",
+    "timing_target",
     "calibrate",
     "alternate",
     "ratio",
@@ -139,20 +149,38 @@ def block(value: Any) -> None:
         jax.block_until_ready(value)
 
 
-def time_batch(step: Callable[[], Any], number: int, sync: Callable[[Any], None] = block) -> float:
-    """Call ``step`` ``number`` times; return seconds per call.
+class Timing(NamedTuple):
+    """Seconds per step on two clocks.
 
-    The last call's result is passed to ``sync`` (blocked on) before the clock stops.
+    Attributes:
+        wall: wall-clock seconds (``time.perf_counter``): what a user waits.
+        cpu: CPU seconds of this process, all threads (``time.process_time``): what the
+            step costs, unaffected by time spent descheduled on a loaded machine.
+    """
+
+    wall: float
+    cpu: float
+
+
+def measure(step: Callable[[], Any], number: int, sync: Callable[[Any], None] = block) -> Timing:
+    """Call ``step`` ``number`` times; return seconds per call on both clocks.
+
+    The last call's result is passed to ``sync`` (blocked on) before the clocks stop.
     """
     out: Any = None
-    perf = time.perf_counter
-    start = perf()
+    perf, cpu = time.perf_counter, time.process_time
+    c0, w0 = cpu(), perf()
     for _ in range(number):
         out = step()
     sync(out)
-    elapsed = perf() - start
+    w1, c1 = perf(), cpu()
     del out
-    return elapsed / number
+    return Timing((w1 - w0) / number, (c1 - c0) / number)
+
+
+def time_batch(step: Callable[[], Any], number: int, sync: Callable[[Any], None] = block) -> float:
+    """Call ``step`` ``number`` times; return wall seconds per call (see ``measure``)."""
+    return measure(step, number, sync).wall
 
 
 def calibrate(
@@ -194,9 +222,52 @@ def alternate(batches: Mapping[str, Callable[[], float]], repeats: int) -> dict[
     return out
 
 
+def alternate_timings(
+    batches: Mapping[str, Callable[[], Timing]], repeats: int
+) -> dict[str, list[Timing]]:
+    """``alternate`` for batches that return a ``Timing`` (both clocks)."""
+    out: dict[str, list[Timing]] = {name: [] for name in batches}
+    for _ in range(repeats):
+        for name, run in batches.items():
+            out[name].append(run())
+    return out
+
+
 def ratio(a: Sequence[float], b: Sequence[float]) -> Stat:
     """Median and range of the per-repeat ratios ``a[i] / b[i]`` (pairs timed back to back)."""
     return Stat.of([x / y for x, y in zip(a, b, strict=True)])
+
+
+def walls(ts: Sequence[Timing]) -> list[float]:
+    """The wall-clock figures of ``ts``."""
+    return [t.wall for t in ts]
+
+
+def cpus(ts: Sequence[Timing]) -> list[float]:
+    """The CPU-time figures of ``ts``."""
+    return [t.cpu for t in ts]
+
+
+def timing_row(name: str, ts: Sequence[Timing], base: Sequence[Timing]) -> list[str]:
+    """Cells: name, wall time per step, wall ratio to ``base``, CPU-time ratio to ``base``."""
+    return [
+        name,
+        Stat.of(walls(ts)).fmt(fmt_time),
+        ratio(walls(ts), walls(base)).fmt(fmt_ratio),
+        ratio(cpus(ts), cpus(base)).fmt(fmt_ratio),
+    ]
+
+
+def timing_target(name: str, ts: Sequence[Timing], base: Sequence[Timing], limit: float) -> Target:
+    """A ``<= limit`` target on the wall-clock ratio ``ts / base``; the CPU-time ratio and the
+    range are shown beside it."""
+    wall = ratio(walls(ts), walls(base))
+    cpu = ratio(cpus(ts), cpus(base))
+    detail = f"CPU time {fmt_ratio(cpu.median)}"
+    if wall.n > 1:
+        detail = f"{fmt_ratio(wall.lo)}-{fmt_ratio(wall.hi)}; {detail}"
+    detail = f"({detail})"
+    return Target(name, wall.median, limit, "max", fmt_ratio, detail)
 
 
 # ----------------------------------------------------------------------------- memory

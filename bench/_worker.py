@@ -7,7 +7,8 @@ replies, one JSON object a line:
 - ``{"op": "info"}`` -> ``{"system", "version", "variants"}`` or ``{"skipped": reason}``
 - ``{"op": "prepare", "key", "workload", "variant", "kwargs", "seconds"}`` -> ``{"number"}``:
   builds the case, warms it up and picks the steps per batch that fill about ``seconds``.
-- ``{"op": "run", "key"}`` -> ``{"seconds"}``: one batch, seconds per step.
+- ``{"op": "run", "key"}`` -> ``{"seconds", "cpu"}``: one batch, wall and CPU seconds per
+  step (CPU: this worker process, all threads).
 - ``{"op": "probe", "workload", "variant", "kwargs"}`` -> the probe's dict.
 - ``{"op": "exit"}``.
 
@@ -24,7 +25,7 @@ import traceback
 from typing import Any
 
 from bench._peer import Case
-from bench._timing import calibrate, time_batch
+from bench._timing import calibrate, measure
 
 __all__ = ["serve"]
 
@@ -69,7 +70,8 @@ def serve(system: str) -> None:
                 case, number = cases[req["key"]]
                 case.before()
                 try:
-                    reply = {"seconds": time_batch(case.step, number, case.sync)}
+                    m = measure(case.step, number, case.sync)
+                    reply = {"seconds": m.wall, "cpu": m.cpu}
                 finally:
                     case.after()
             elif op == "drop":

@@ -20,17 +20,15 @@ from typing import Any
 
 from bench._timing import (
     Report,
-    Stat,
-    alternate,
+    Timing,
+    alternate_timings,
     block,
     calibrate,
     finish_args,
-    fmt_ratio,
-    fmt_time,
     make_parser,
-    ratio,
-    ratio_target,
-    time_batch,
+    measure,
+    timing_row,
+    timing_target,
 )
 
 __all__ = ["main"]
@@ -39,17 +37,37 @@ CHAIN = 1000
 """Ops in the chain of the backward benchmark."""
 
 
+HEADERS = ["case", "time per call (wall)", "ratio to raw jnp (wall)", "ratio (CPU time)"]
+
+
 def _batch(
     step: Callable[[], Any], number: int, before: Callable[[], Any], after: Callable[[], Any]
-) -> Callable[[], float]:
-    def run() -> float:
+) -> Callable[[], Timing]:
+    def run() -> Timing:
         before()
         try:
-            return time_batch(step, number)
+            return measure(step, number)
         finally:
             after()
 
     return run
+
+
+class _Clock:
+    """Accumulates both clocks over the timed sections of one batch."""
+
+    def __init__(self) -> None:
+        self.wall = self.cpu = 0.0
+
+    def start(self) -> None:
+        self._w, self._c = time.perf_counter(), time.process_time()
+
+    def stop(self) -> None:
+        self.wall += time.perf_counter() - self._w
+        self.cpu += time.process_time() - self._c
+
+    def per(self, n: int) -> Timing:
+        return Timing(self.wall / n, self.cpu / n)
 
 
 def main(argv: Sequence[str] | None = None) -> Report:
@@ -114,25 +132,28 @@ def main(argv: Sequence[str] | None = None) -> Report:
         number = calibrate(step, seconds)
         after()
         batches[name] = _batch(step, number, before, after)
-    times = alternate(batches, args.repeats)
+    times = alternate_timings(batches, args.repeats)
     tg.graph_cleanup()
-    rows = []
-    for name, ts in times.items():
-        r = ratio(ts, times[steps[name][3]])
-        rows.append([name, Stat.of(ts).fmt(fmt_time), r.fmt(fmt_ratio)])
+    rows = [timing_row(name, ts, times[steps[name][3]]) for name, ts in times.items()]
     report.add(
         "Elementwise op on (2, 2) float32, per call",
-        ["case", "time per op", "ratio to the raw jnp op"],
+        HEADERS,
         rows,
         note="Tracked: both inputs require grad, a node is recorded and, when the output is "
         "dropped, hangs (manual policy; an untimed cleanup runs before each batch). (diag) "
         "rows split the cost: outputs kept (no drop handling), auto policy (dropped nodes "
-        "freed at once), untracked tensors (no recording).",
-        data={k: v for k, v in times.items()},
+        "freed at once), untracked tensors (no recording). CPU time: this process's, all "
+        "threads; unlike wall time it does not count time descheduled on a busy machine.",
+        data={k: [t._asdict() for t in v] for k, v in times.items()},
     )
-    raw = {"*": times["raw jnp a * b"]}
-    mul_ratio = ratio(times["tapegrad tracked a * b"], raw["*"])
-    report.target(ratio_target("issue 2: tracked (2,2) op / raw jnp op", mul_ratio, 1.4))
+    report.target(
+        timing_target(
+            "issue 2: tracked (2,2) op / raw jnp op",
+            times["tapegrad tracked a * b"],
+            times["raw jnp a * b"],
+            1.4,
+        )
+    )
 
     # ---------------------------------------------------------------- backward through a chain
     leaf = tg.tensor(a).require_grad()
@@ -144,43 +165,43 @@ def main(argv: Sequence[str] | None = None) -> Report:
             y = y * 1.0001
         return y
 
-    def backward_batch() -> float:
-        total = 0.0
+    def backward_batch() -> Timing:
+        clock = _Clock()
         for _ in range(chains_per_batch):
             y = build()
             block(y)
-            start = time.perf_counter()
+            clock.start()
             y.backward(seed)
             block(leaf.grad)
-            total += time.perf_counter() - start
+            clock.stop()
             leaf.grad = None
             del y
-        return total / (chains_per_batch * chain)
+        return clock.per(chains_per_batch * chain)
 
-    def forward_batch() -> float:
-        total = 0.0
+    def forward_batch() -> Timing:
+        clock = _Clock()
         for _ in range(chains_per_batch):
-            start = time.perf_counter()
+            clock.start()
             y = build()
             block(y)
-            total += time.perf_counter() - start
+            clock.stop()
             del y
             tg.graph_cleanup()
-        return total / (chains_per_batch * chain)
+        return clock.per(chains_per_batch * chain)
 
-    def raw_chain_batch() -> float:
-        total = 0.0
+    def raw_chain_batch() -> Timing:
+        clock = _Clock()
         for _ in range(chains_per_batch):
-            start = time.perf_counter()
+            clock.start()
             y = a
             for _ in range(chain):
                 y = y * 1.0001
             block(y)
-            total += time.perf_counter() - start
-        return total / (chains_per_batch * chain)
+            clock.stop()
+        return clock.per(chains_per_batch * chain)
 
     backward_batch(), forward_batch(), raw_chain_batch()  # warm up (compiles)
-    times = alternate(
+    chain_times = alternate_timings(
         {
             "raw jnp y * 1.0001": raw_chain_batch,
             "tapegrad backward": backward_batch,
@@ -188,23 +209,21 @@ def main(argv: Sequence[str] | None = None) -> Report:
         },
         args.repeats,
     )
-    rawc = times["raw jnp y * 1.0001"]
-    rows = [
-        [name, Stat.of(ts).fmt(fmt_time), ratio(ts, rawc).fmt(fmt_ratio)]
-        for name, ts in times.items()
-    ]
+    rawc = chain_times["raw jnp y * 1.0001"]
+    rows = [timing_row(name, ts, rawc) for name, ts in chain_times.items()]
     report.add(
         f"Chain y = y * 1.0001 of {chain} ops on (2, 2) float32, per node",
-        ["case", "time per node", "ratio to raw jnp multiply"],
+        ["case", "time per node (wall)", "ratio to raw jnp multiply (wall)", "ratio (CPU time)"],
         rows,
         note="Backward: y.backward(ones) from the chain's end (built untimed), blocked on the "
         "leaf's gradient; it includes collecting the ancestors and consuming the graph.",
-        data={k: v for k, v in times.items()},
+        data={k: [t._asdict() for t in v] for k, v in chain_times.items()},
     )
     report.target(
-        ratio_target(
+        timing_target(
             f"issue 2: backward per node, {chain}-op chain / raw jnp multiply",
-            ratio(times["tapegrad backward"], rawc),
+            chain_times["tapegrad backward"],
+            rawc,
             2.5,
         )
     )

@@ -35,6 +35,8 @@ from bench._timing import (
     Report,
     Stat,
     Target,
+    Timing,
+    cpus,
     finish_args,
     fmt_bytes,
     fmt_ratio,
@@ -42,6 +44,8 @@ from bench._timing import (
     make_parser,
     ratio,
     ratio_target,
+    timing_target,
+    walls,
 )
 
 __all__ = ["main", "SYSTEMS", "WORKLOADS"]
@@ -146,19 +150,35 @@ class Worker:
 class Timed:
     """The interleaved timings of one workload: seconds per step by variant, or an error."""
 
-    times: dict[str, list[float]] = field(default_factory=dict)
+    times: dict[str, list[Timing]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     systems: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
 
     def stat(self, variant: str) -> Stat | None:
+        """Wall seconds per step of ``variant`` (``None`` without figures)."""
         ts = self.times.get(variant)
-        return Stat.of(ts) if ts else None
+        return Stat.of(walls(ts)) if ts else None
 
-    def ratio(self, a: str, b: str) -> Stat | None:
+    def ratio(self, a: str, b: str, clock: str = "wall") -> Stat | None:
+        """Per-repeat ratios ``a / b`` on ``clock`` (``"wall"`` or ``"cpu"``)."""
         if self.times.get(a) and self.times.get(b):
-            return ratio(self.times[a], self.times[b])
+            get = walls if clock == "wall" else cpus
+            return ratio(get(self.times[a]), get(self.times[b]))
         return None
+
+    def target(self, name: str, a: str, b: str, limit: float) -> Target:
+        """``a / b <= limit`` on wall time (CPU time beside it), or SKIP saying why."""
+        if self.times.get(a) and self.times.get(b):
+            return timing_target(name, self.times[a], self.times[b], limit)
+        return ratio_target(name, None, limit, self.why(a) if a not in self.times else self.why(b))
+
+    def data(self) -> dict[str, Any]:
+        """JSON-ready figures."""
+        return {
+            "times": {k: [t._asdict() for t in v] for k, v in self.times.items()},
+            "errors": self.errors,
+        }
 
     def why(self, variant: str) -> str:
         """Why ``variant`` has no figure: its error, or its system's state."""
@@ -211,7 +231,7 @@ class Suite:
                     continue
                 reply = w.ask(op="run", key=key)
                 if "seconds" in reply:
-                    out.times[v].append(float(reply["seconds"]))
+                    out.times[v].append(Timing(float(reply["seconds"]), float(reply["cpu"])))
                 else:
                     out.errors[v] = str(reply.get("error", reply))
                     out.times.pop(v, None)
@@ -242,20 +262,26 @@ class Suite:
         return out
 
 
-def _time_rows(t: Timed, base: str, base_label: str) -> list[list[str]]:
+def _time_rows(t: Timed, base: str) -> list[list[str]]:
     rows = []
     for v in [*t.times, *t.errors]:
         if v in t.errors:
-            rows.append([v, f"error: {t.errors[v][:80]}", "-"])
+            rows.append([v, f"error: {t.errors[v][:80]}", "-", "-"])
             continue
-        st = t.stat(v)
-        r = t.ratio(base, v)
-        rows.append([v, st.fmt(fmt_time) if st else "-", r.fmt(fmt_ratio) if r else "-"])
+        st, r, c = t.stat(v), t.ratio(base, v), t.ratio(base, v, "cpu")
+        rows.append(
+            [
+                v,
+                st.fmt(fmt_time) if st else "-",
+                r.fmt(fmt_ratio) if r else "-",
+                c.fmt(fmt_ratio) if c else "-",
+            ]
+        )
     return rows
 
 
 def _headers(what: str, base: str) -> list[str]:
-    return ["system", what, f"{base} / system"]
+    return ["system", f"{what} (wall)", f"{base} / system (wall)", "(CPU time)"]
 
 
 def main(argv: Sequence[str] | None = None) -> Report:
@@ -301,8 +327,8 @@ def _run_perop(suite: Suite, report: Report) -> None:
         report.add(
             f"1. Per-op: y = (a*b + a).sum(), forward + backward, {shape} float32",
             _headers("time per step", TG),
-            _time_rows(t, TG, TG),
-            data={"times": t.times, "errors": t.errors},
+            _time_rows(t, TG),
+            data=t.data(),
         )
 
 
@@ -313,21 +339,16 @@ def _run_mlp(suite: Suite, report: Report) -> None:
         report.add(
             f"2. MLP 64-128-128-10 on digits, one SGD step, {label}",
             _headers("time per step", TG),
-            _time_rows(t, TG, TG),
+            _time_rows(t, TG),
             note="jax.jit compiles the whole step (value_and_grad and the SGD update).",
-            data={"times": t.times, "errors": t.errors},
+            data=t.data(),
         )
         limits = [(TORCH, 1.5)]
         if batch == _data.BATCH:
             limits = [(JAX_EAGER, 0.2), (HIPS, 1.0), (TORCH, 1.5)]
         for peer, limit in limits:
             report.target(
-                ratio_target(
-                    f"issue 6: MLP step {label}, tapegrad / {peer}",
-                    t.ratio(TG, peer),
-                    limit,
-                    t.why(TG) if TG not in t.times else t.why(peer),
-                )
+                t.target(f"issue 6: MLP step {label}, tapegrad / {peer}", TG, peer, limit)
             )
 
 
@@ -367,12 +388,13 @@ def _run_seed(suite: Suite, report: Report) -> None:
     for v in [*t.times, *t.errors]:
         g = growth.get(v, {})
         st = t.stat(v)
-        r = t.ratio(v, RAW)
+        r, c = t.ratio(v, RAW), t.ratio(v, RAW, "cpu")
         rows.append(
             [
                 v,
                 st.fmt(fmt_time) if st else f"error: {t.errors.get(v, '')[:60]}",
                 r.fmt(fmt_ratio) if r else "-",
+                c.fmt(fmt_ratio) if c else "-",
                 fmt_bytes(g["rss_growth"]) if "rss_growth" in g else g.get("error", "-")[:60],
                 "-" if g.get("nodes_at_end") is None else f"{g['nodes_at_end']:,}",
             ]
@@ -381,8 +403,9 @@ def _run_seed(suite: Suite, report: Report) -> None:
         f"3. Seed loop: create a (2,2) tensor, require grad, drop (x {n:,} for memory)",
         [
             "system",
-            "time per iteration",
-            "system / raw jnp.zeros",
+            "time per iteration (wall)",
+            "system / raw jnp.zeros (wall)",
+            "(CPU time)",
             f"RSS growth over {n:,}",
             "tape nodes left",
         ],
@@ -390,7 +413,7 @@ def _run_seed(suite: Suite, report: Report) -> None:
         note="Time: interleaved batches (the tapegrad variants share one process, so other "
         "variants' batches sweep the manual tape in between). Growth: one run of the full loop "
         "after a warm-up, gc.collect() before each RSS reading.",
-        data={"times": t.times, "errors": t.errors, "growth": growth},
+        data={**t.data(), "growth": growth},
     )
     auto = growth.get(TG_AUTO, {})
     report.target(
@@ -403,14 +426,7 @@ def _run_seed(suite: Suite, report: Report) -> None:
             "" if "rss_growth" in auto else f"({auto.get('error', 'not run')})",
         )
     )
-    report.target(
-        ratio_target(
-            "issue 6: seed loop, auto policy / raw jnp.zeros",
-            t.ratio(TG_AUTO, RAW),
-            1.1,
-            t.why(TG_AUTO) if TG_AUTO not in t.times else t.why(RAW),
-        )
-    )
+    report.target(t.target("issue 6: seed loop, auto policy / raw jnp.zeros", TG_AUTO, RAW, 1.1))
 
 
 def _run_chain(suite: Suite, report: Report) -> None:
@@ -419,16 +435,11 @@ def _run_chain(suite: Suite, report: Report) -> None:
     report.add(
         f"4. Chain y = y * {_data.FACTOR} of {n:,} ops on (2, 2), forward + backward",
         _headers("time per chain", TG),
-        _time_rows(t, TG, TG),
-        data={"times": t.times, "errors": t.errors},
+        _time_rows(t, TG),
+        data=t.data(),
     )
     report.target(
-        ratio_target(
-            f"issue 6: {n:,}-op chain forward+backward, tapegrad / torch",
-            t.ratio(TG, TORCH),
-            3.0,
-            t.why(TG) if TG not in t.times else t.why(TORCH),
-        )
+        t.target(f"issue 6: {n:,}-op chain forward+backward, tapegrad / torch", TG, TORCH, 3.0)
     )
 
 

@@ -27,7 +27,8 @@ from bench._timing import (
     Report,
     Stat,
     Target,
-    alternate,
+    Timing,
+    alternate_timings,
     calibrate,
     emit_child,
     finish_args,
@@ -35,14 +36,16 @@ from bench._timing import (
     fmt_ratio,
     fmt_time,
     make_parser,
+    measure,
     ratio,
-    ratio_target,
     rss_bytes,
     run_child,
     settle,
-    time_batch,
+    timing_row,
+    timing_target,
     traced_bytes,
     tracing,
+    walls,
 )
 
 __all__ = ["main", "child"]
@@ -189,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> Report:
         "(ref) tg.zeros((2,2)), untracked": (lambda: tg.zeros((2, 2)), manual),
         "(ref) raw jax.jit(zeros)()": (zeros_c, nothing),
     }
-    batches: dict[str, Callable[[], float]] = {}
+    batches: dict[str, Callable[[], Timing]] = {}
     try:
         for name, (step, before) in cases.items():
             before()
@@ -199,40 +202,42 @@ def main(argv: Sequence[str] | None = None) -> Report:
                 step: Callable[[], Any] = step,
                 before: Callable[[], None] = before,
                 number: int = number,
-            ) -> float:
+            ) -> Timing:
                 before()
-                return time_batch(step, number)
+                return measure(step, number)
 
             batches[name] = run
-        times = alternate(batches, repeats)
+        times = alternate_timings(batches, repeats)
     finally:
         tg.set_cleanup_policy("manual")
         tg.graph_cleanup()
     base = times["raw jnp.zeros((2,2))"]
     untracked = times["(ref) tg.zeros((2,2)), untracked"]
     rows = [
-        [
-            name,
-            Stat.of(ts).fmt(fmt_time),
-            ratio(ts, base).fmt(fmt_ratio),
-            ratio(ts, untracked).fmt(fmt_ratio),
-        ]
+        [*timing_row(name, ts, base), ratio(walls(ts), walls(untracked)).fmt(fmt_ratio)]
         for name, ts in times.items()
     ]
     report.add(
         "Seed loop: create a (2,2) tensor, require grad, drop; per iteration",
-        ["case", "time per iteration", "ratio to raw jnp.zeros", "ratio to untracked tg.zeros"],
+        [
+            "case",
+            "time per iteration (wall)",
+            "ratio to raw jnp.zeros (wall)",
+            "ratio (CPU time)",
+            "ratio to untracked tg.zeros (wall)",
+        ],
         rows,
         note="Manual policy: the hanging leaves are swept by an untimed cleanup before each "
         "batch. jnp.zeros dispatches op by op (slow); tg.zeros uses a compiled constructor, "
         "so the last column is the tracking overhead itself.",
-        data=times,
+        data={k: [t._asdict() for t in v] for k, v in times.items()},
     )
     for pol in ("manual", "auto"):
         report.target(
-            ratio_target(
+            timing_target(
                 f"issue 3: seed loop ({pol}) / raw jnp.zeros loop",
-                ratio(times[f"tapegrad seed, {pol} policy"], base),
+                times[f"tapegrad seed, {pol} policy"],
+                base,
                 1.1,
             )
         )
