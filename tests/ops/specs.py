@@ -1,0 +1,395 @@
+"""The op spec table: one row per built-in op (its cases, reference, tolerances).
+
+A row names the op, how to build its inputs (shapes from the fixed pools in
+``tests/strategies.py`` and a value domain), the grid of static parameters to try, a
+*reference* twin written with jnp/jax.nn/optax (for value parity, independent of our
+forward), and tolerances. ``test_spec_coverage.py`` fails when an op in ``tg.registry()`` has
+no row; ``test_grads.py`` runs ``check_vjp`` over every (row, case).
+
+Adding an op: add one ``OpSpec`` below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from hypothesis import strategies as st
+from strategies import (
+    BROADCAST_PAIRS,
+    BROADCAST_TRIPLES,
+    NONZERO,
+    POSITIVE,
+    REALS,
+    SAME_PAIRS,
+    SHAPES,
+    Arrays,
+    Domain,
+    Shape,
+    arrays,
+    arrays_in,
+    inputs,
+    labels,
+    masks,
+    pairs,
+)
+
+import tapegrad as tg
+from tapegrad.op import Op
+from tapegrad.ops.indexing import normalize_index
+
+Params = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One point of an op's parameter grid, with the inputs that fit it.
+
+    Attributes:
+        id: a short test id (``"axis=-1,keepdims"``).
+        inputs: draws the op's tensor inputs as NumPy arrays, in order.
+        params: the op's static keyword parameters.
+    """
+
+    id: str
+    inputs: st.SearchStrategy[Arrays]
+    params: Params = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """A row of the table.
+
+    Attributes:
+        op: the built-in op.
+        cases: its parameter grid, each point with an input builder.
+        reference: ``(*arrays, **params) -> array``, an independent twin for value parity.
+        differentiable: ``False`` for ops never recorded (comparisons).
+        rtol: relative tolerance for ``check_vjp`` (float32).
+        atol: absolute tolerance for ``check_vjp`` (float32).
+    """
+
+    op: Op
+    cases: tuple[Case, ...]
+    reference: Callable[..., Any]
+    differentiable: bool = True
+    rtol: float = 1e-5
+    atol: float = 1e-5
+
+    @property
+    def name(self) -> str:
+        """The registry name of the op."""
+        return self.op.name
+
+    @property
+    def arity(self) -> int | None:
+        """Tensor inputs taken (``None``: variadic)."""
+        return self.op.arity
+
+
+_R = tg.registry()
+
+
+def _jnp(name: str) -> Callable[..., Any]:
+    fn: Callable[..., Any] = getattr(jnp, name)
+    return fn
+
+
+def _id(params: Params) -> str:
+    if not params:
+        return "default"
+    return ",".join(f"{k}={v}" for k, v in params.items())
+
+
+# ----------------------------------------------------------------------------- case builders
+
+
+def unary(domain: Domain = REALS, shapes: Sequence[Shape] = SHAPES) -> tuple[Case, ...]:
+    """One case: an array from ``shapes`` in ``domain``."""
+    return (Case("shapes", arrays_in(shapes, domain).map(lambda x: (x,))),)
+
+
+def binary(a: Domain = REALS, b: Domain = REALS) -> tuple[Case, ...]:
+    """Equal shapes, and mutually broadcast shapes."""
+    return (
+        Case("same-shape", pairs(SAME_PAIRS, a, b)),
+        Case("broadcast", pairs(BROADCAST_PAIRS, a, b)),
+    )
+
+
+REDUCTION_GRID: tuple[tuple[int | tuple[int, ...] | None, bool, tuple[Shape, ...]], ...] = (
+    (None, False, ((), (2, 3))),
+    (None, True, ((2, 3),)),
+    (1, False, ((2, 3, 4),)),
+    (-1, True, ((2, 3, 4),)),
+    ((0, -1), False, ((2, 3, 4),)),
+    ((0, -1), True, ((2, 3),)),
+)
+"""(axis, keepdims, shapes): every kind of axis (None, int, negative, tuple with a negative)
+with and without keepdims, each on one or two shapes (a compile per shape and parameter)."""
+
+
+def reduction() -> tuple[Case, ...]:
+    """One case per row of ``REDUCTION_GRID``."""
+    cases = []
+    for axis, keepdims, shapes in REDUCTION_GRID:
+        params = {"axis": axis, "keepdims": keepdims}
+        cases.append(Case(_id(params), arrays_in(shapes).map(lambda x: (x,)), params))
+    return tuple(cases)
+
+
+def along_axis() -> tuple[Case, ...]:
+    """softmax-like ops: the default axis on 1-D and 2-D, and axes 0, 1, -1."""
+    return (
+        Case("default", arrays_in(((3,), (2, 3))).map(lambda x: (x,))),
+        fixed((2, 3), {"axis": 0}),
+        fixed((2, 3, 4), {"axis": 1}),
+        fixed((2, 3, 4), {"axis": -1}),
+    )
+
+
+def fixed(shape: Shape, params: Params, domain: Domain = REALS) -> Case:
+    """One array of one shape with the given parameters."""
+    return Case(f"{shape}-{_id(params)}", arrays(shape, domain).map(lambda x: (x,)), params)
+
+
+def joined(shapes: Sequence[Shape], axis: int) -> Case:
+    """Several arrays (for concatenate/stack) with ``axis``."""
+    return Case(
+        f"{len(shapes)}x{shapes[0]}-axis={axis}",
+        inputs(shapes, [REALS] * len(shapes)),
+        {"axis": axis},
+    )
+
+
+MATMUL_PAIRS: tuple[tuple[str, Shape, Shape], ...] = (
+    ("vec@vec", (3,), (3,)),
+    ("vec@mat", (3,), (3, 2)),
+    ("mat@vec", (2, 3), (3,)),
+    ("mat@mat", (2, 3), (3, 4)),
+    ("mat@batch", (2, 3), (2, 3, 4)),
+    ("vec@batch", (3,), (2, 3, 4)),
+    ("batch-broadcast", (2, 1, 2, 3), (3, 3, 4)),
+)
+
+
+def matmul_cases() -> tuple[Case, ...]:
+    """1-D operands, batches on either side, and broadcast batch dimensions."""
+    return tuple(Case(name, inputs((a, b), (REALS, REALS))) for name, a, b in MATMUL_PAIRS)
+
+
+def where_cases() -> tuple[Case, ...]:
+    """A boolean condition and two float branches, mutually broadcast."""
+
+    def build(shapes: tuple[Shape, Shape, Shape]) -> st.SearchStrategy[Arrays]:
+        c, a, b = shapes
+        return st.tuples(masks(c), arrays(a), arrays(b))
+
+    return (Case("broadcast", st.sampled_from(BROADCAST_TRIPLES).flatmap(build)),)
+
+
+def cross_entropy_cases() -> tuple[Case, ...]:
+    """Logits (..., C) with integer labels (...) in [0, C)."""
+
+    def build(shape: Shape) -> st.SearchStrategy[Arrays]:
+        return st.tuples(arrays(shape), labels(shape[:-1], shape[-1]))
+
+    return tuple(Case(f"logits{s}", build(s)) for s in ((4, 3), (2, 2, 3), (3,)))
+
+
+GETITEM_SHAPE: Shape = (3, 4)
+GETITEM_INDICES: tuple[tuple[str, Any], ...] = (
+    ("int", 0),
+    ("negative-int-slice", (-1, slice(1, None))),
+    ("reverse", slice(None, None, -1)),
+    ("ellipsis-newaxis-slice", (Ellipsis, None, slice(0, 2))),
+    ("int-array-repeats", np.array([0, 2, 0, 0])),
+    ("two-int-arrays", (np.array([0, 2, 2]), np.array([1, 1, 3]))),
+    ("slice-int-array", (slice(None), np.array([3, 3, 0]))),
+    ("mask", np.array([[True, False, True, False]] * 2 + [[False] * 4])),
+)
+
+
+def getitem_cases() -> tuple[Case, ...]:
+    """Basic slices, integer arrays (repeats accumulate) and a boolean mask (lists, tensors and
+    row masks normalize to the same forms: test_indexing.py)."""
+    return tuple(
+        Case(name, arrays(GETITEM_SHAPE).map(lambda x: (x,)), {"index": normalize_index(index)})
+        for name, index in GETITEM_INDICES
+    )
+
+
+def _astype_ref(x: jax.Array, *, dtype: Any) -> jax.Array:
+    return jnp.astype(x, dtype)
+
+
+def _getitem_ref(x: jax.Array, *, index: tuple[Any, ...]) -> jax.Array:
+    return x[index]
+
+
+def _concatenate_ref(*xs: jax.Array, axis: int = 0) -> jax.Array:
+    return jnp.concatenate(xs, axis=axis)
+
+
+def _stack_ref(*xs: jax.Array, axis: int = 0) -> jax.Array:
+    return jnp.stack(xs, axis=axis)
+
+
+@jax.jit
+def _cross_entropy_ref(logits: jax.Array, labels: jax.Array) -> jax.Array:
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+
+@jax.jit
+def _mse_ref(a: jax.Array, b: jax.Array) -> jax.Array:
+    return jnp.mean(jnp.square(a - b))
+
+
+def _unary_spec(name: str, domain: Domain = REALS, **kw: Any) -> OpSpec:
+    return OpSpec(_R[name], unary(domain), _jnp(name), **kw)
+
+
+def _binary_spec(name: str, a: Domain = REALS, b: Domain = REALS, **kw: Any) -> OpSpec:
+    return OpSpec(_R[name], binary(a, b), _jnp(name), **kw)
+
+
+COMPARISONS = ("less", "less_equal", "greater", "greater_equal", "equal", "not_equal")
+
+SPECS: tuple[OpSpec, ...] = (
+    # unary
+    _unary_spec("exp"),
+    _unary_spec("log", POSITIVE),
+    _unary_spec("tanh"),
+    OpSpec(_R["relu"], unary(NONZERO), jax.nn.relu),  # 0 itself: test_unary.py
+    OpSpec(_R["sigmoid"], unary(), jax.nn.sigmoid),
+    _unary_spec("sqrt", POSITIVE),
+    _unary_spec("abs", NONZERO),  # 0 itself: test_unary.py
+    _unary_spec("sin"),
+    _unary_spec("cos"),
+    _unary_spec("negative"),
+    _unary_spec("copy"),
+    OpSpec(
+        _R["astype"],
+        tuple(
+            fixed((2, 3), {"dtype": np.dtype(d)})
+            for d in ("float32", "float16", jnp.bfloat16, "int32", "bool")
+        ),
+        _astype_ref,
+        rtol=1e-2,  # float16/bfloat16 outputs are compared at their own precision
+        atol=1e-2,
+    ),
+    OpSpec(
+        _R["clip"],
+        tuple(
+            Case(_id(p), arrays_in(SHAPES).map(lambda x: (x,)), p)
+            for p in (
+                {"min": -0.5, "max": 0.5},
+                {"min": None, "max": 0.5},
+                {"min": -0.5, "max": None},
+                {"min": -1, "max": 1},
+            )
+        ),
+        jnp.clip,
+    ),
+    # binary
+    _binary_spec("add"),
+    _binary_spec("subtract"),
+    _binary_spec("multiply"),
+    _binary_spec("divide", REALS, NONZERO),
+    _binary_spec("power", POSITIVE, Domain(-2.0, 2.0), rtol=2e-5),
+    _binary_spec("maximum"),
+    _binary_spec("minimum"),
+    OpSpec(_R["where"], where_cases(), jnp.where),
+    *(
+        OpSpec(_R[name], binary()[1:], _jnp(name), differentiable=False)  # broadcast case
+        for name in COMPARISONS
+    ),
+    # reductions
+    *(OpSpec(_R[name], reduction(), _jnp(name)) for name in ("sum", "mean", "max", "min")),
+    # linear algebra
+    OpSpec(_R["matmul"], matmul_cases(), jnp.matmul),
+    # shape
+    OpSpec(
+        _R["reshape"],
+        (
+            fixed((2, 3), {"shape": (6,)}),
+            fixed((2, 3), {"shape": (3, 2)}),
+            fixed((2, 3), {"shape": (-1,)}),
+            fixed((2, 3), {"shape": (1, 6, 1)}),
+            fixed((2, 3, 4), {"shape": (4, -1)}),
+            fixed((), {"shape": (1, 1)}),
+            fixed((1,), {"shape": ()}),
+        ),
+        jnp.reshape,
+    ),
+    OpSpec(
+        _R["transpose"],
+        (
+            fixed((2, 3), {"axes": None}),
+            fixed((2, 3, 4), {"axes": None}),
+            fixed((2, 3), {"axes": (1, 0)}),
+            fixed((2, 3, 4), {"axes": (2, 0, 1)}),
+            fixed((2, 3, 4), {"axes": (-1, 0, 1)}),
+        ),
+        jnp.transpose,
+    ),
+    OpSpec(
+        _R["squeeze"],
+        (
+            fixed((1, 3, 1), {"axis": None}),
+            fixed((1, 3, 1), {"axis": 0}),
+            fixed((1, 3, 1), {"axis": -1}),
+            fixed((1, 3, 1), {"axis": (0, 2)}),
+            fixed((2, 1, 3), {"axis": 1}),
+            fixed((1,), {"axis": 0}),
+        ),
+        jnp.squeeze,
+    ),
+    OpSpec(
+        _R["expand_dims"],
+        (
+            fixed((), {"axis": 0}),
+            fixed((3,), {"axis": 0}),
+            fixed((3,), {"axis": -1}),
+            fixed((2, 3), {"axis": 1}),
+            fixed((2, 3), {"axis": (0, -1)}),
+        ),
+        jnp.expand_dims,
+    ),
+    OpSpec(
+        _R["concatenate"],
+        (
+            joined(((2, 3),), 0),
+            joined(((2, 3), (1, 3)), 0),
+            joined(((2, 3), (2, 1), (2, 2)), 1),
+            joined(((2, 3), (2, 3)), -1),
+            joined(((3,), (2,)), 0),
+        ),
+        _concatenate_ref,
+    ),
+    OpSpec(
+        _R["stack"],
+        (
+            joined(((),), 0),
+            joined(((2, 3), (2, 3)), 0),
+            joined(((2, 3), (2, 3)), 1),
+            joined(((2, 3), (2, 3)), -1),
+            joined(((3,), (3,), (3,)), 0),
+        ),
+        _stack_ref,
+    ),
+    # indexing
+    OpSpec(_R["getitem"], getitem_cases(), _getitem_ref),
+    # neural-network composites
+    OpSpec(_R["softmax"], along_axis(), jax.nn.softmax),
+    OpSpec(_R["log_softmax"], along_axis(), jax.nn.log_softmax),
+    OpSpec(_R["cross_entropy"], cross_entropy_cases(), _cross_entropy_ref),
+    OpSpec(_R["mse_loss"], binary(), _mse_ref),
+)
+
+BY_NAME: dict[str, OpSpec] = {spec.name: spec for spec in SPECS}

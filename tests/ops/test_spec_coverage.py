@@ -1,0 +1,72 @@
+"""Every built-in op has a spec row, and op names are jnp's (or jax.nn's) names."""
+
+from __future__ import annotations
+
+import operator
+
+import jax
+import jax.numpy as jnp
+
+import tapegrad as tg
+
+from .specs import SPECS
+
+# Ops whose names are not in jnp: the neural-network losses (no jnp twin exists) and
+# indexing, which is Python's ``operator.getitem`` (``t[index]``).
+NOT_JNP = {"cross_entropy", "mse_loss", "getitem", "relu", "sigmoid", "softmax", "log_softmax"}
+
+
+def test_every_registered_op_has_exactly_one_spec_row() -> None:
+    names = [spec.name for spec in SPECS]
+    assert len(names) == len(set(names)), "an op has two rows"
+    assert set(tg.registry()) == set(names)
+
+
+def test_spec_rows_agree_with_the_ops() -> None:
+    for spec in SPECS:
+        assert spec.op is tg.registry()[spec.name]
+        assert spec.differentiable == spec.op.differentiable, spec.name
+        assert spec.cases, spec.name
+        assert spec.op.vjp is not None or not spec.op.differentiable, spec.name
+
+
+def test_op_names_are_jnp_names() -> None:
+    for name in tg.registry():
+        if name in {"relu", "sigmoid", "softmax", "log_softmax"}:
+            assert hasattr(jax.nn, name), name
+        elif name == "getitem":
+            assert hasattr(operator, name)
+        elif name not in NOT_JNP:
+            assert hasattr(jnp, name), f"op {name!r} is not named after a jnp function"
+
+
+def test_public_functions_are_the_registered_ops() -> None:
+    """tg.exp is the op itself; the sequence-taking wrappers build the same op's nodes."""
+    for name in (
+        "exp",
+        "log",
+        "tanh",
+        "relu",
+        "sigmoid",
+        "sqrt",
+        "abs",
+        "sin",
+        "cos",
+        "matmul",
+        "maximum",
+        "minimum",
+        "where",
+        "softmax",
+        "log_softmax",
+        "cross_entropy",
+        "mse_loss",
+    ):
+        assert getattr(tg, name) is tg.registry()[name], name
+    a = tg.ones((2,), requires_grad=True)
+    for name, out in (
+        ("concatenate", tg.concatenate([a, a])),
+        ("stack", tg.stack([a, a])),
+        ("expand_dims", tg.expand_dims(a, 0)),
+    ):
+        (record,) = [r for r in tg.snapshot().nodes if r.tensor is not None and r.tensor() is out]
+        assert record.op == name
