@@ -1,0 +1,128 @@
+"""Binary op edge cases: ties in maximum/minimum, broadcasting, scalars, power at 0, where."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.testing import check_program, check_vjp
+
+R = tg.registry()
+F32 = np.float32
+
+
+def _grads(fn: object, *values: object) -> list[np.ndarray]:
+    """d sum(fn(*xs)) / dxs through tapegrad."""
+    xs = [tg.tensor(np.asarray(v, F32), requires_grad=True) for v in values]
+    out = fn(*xs)  # type: ignore[operator]
+    return [np.asarray(g.data) for g in tg.grad(out.sum(), xs)]
+
+
+@pytest.mark.parametrize(("op", "ref"), [(tg.maximum, jnp.maximum), (tg.minimum, jnp.minimum)])
+def test_ties_split_the_gradient_equally(op: object, ref: object) -> None:
+    """JAX's convention: at a == b each side receives g / 2."""
+    a = np.array([1.0, 2.0, 3.0], F32)
+    b = np.array([1.0, 0.0, 5.0], F32)
+    ga, gb = _grads(op, a, b)
+    winner_a = [0.5, 1.0, 0.0] if op is tg.maximum else [0.5, 0.0, 1.0]
+    np.testing.assert_array_equal(ga, winner_a)
+    np.testing.assert_array_equal(gb, 1.0 - np.array(winner_a))
+    check_program(op, ref, a, b)  # type: ignore[arg-type]
+
+
+def test_tie_with_a_broadcast_scalar_accumulates_halves() -> None:
+    a = np.array([[2.0, 2.0], [1.0, 2.0]], F32)
+    ga, gb = _grads(tg.maximum, a, np.array(2.0, F32))
+    np.testing.assert_array_equal(ga, [[0.5, 0.5], [0.0, 0.5]])
+    np.testing.assert_array_equal(gb, 0.5 * 3 + 1.0)
+    check_vjp(R["maximum"], a, np.array(2.0, F32))
+
+
+def test_broadcast_gradients_are_summed_to_each_input_shape() -> None:
+    a = np.arange(6, dtype=F32).reshape(2, 3)
+    b = np.array([[1.0], [2.0]], F32)
+    ga, gb = _grads(lambda x, y: x * y, a, b)
+    assert ga.shape == (2, 3) and gb.shape == (2, 1)
+    np.testing.assert_array_equal(ga, np.broadcast_to(b, (2, 3)))
+    np.testing.assert_array_equal(gb, a.sum(axis=1, keepdims=True))
+
+
+def test_python_numpy_and_jax_scalars_on_either_side_are_constants() -> None:
+    x = np.array([1.0, 2.0], F32)
+    cases = [
+        (lambda t: 3.0 / t, lambda a: 3.0 / a),
+        (lambda t: 2.0 - t, lambda a: 2.0 - a),
+        (lambda t: np.float32(2.0) * t, lambda a: 2.0 * a),
+        (lambda t: jnp.array([2.0, 3.0]) * t, lambda a: jnp.array([2.0, 3.0]) * a),
+        (lambda t: np.array([2.0, 3.0], F32) + t, lambda a: jnp.array([2.0, 3.0]) + a),
+        (lambda t: 2.0**t, lambda a: 2.0**a),
+        (lambda t: t**3, lambda a: a**3),
+    ]
+    for tg_fn, jnp_fn in cases:
+        out = tg_fn(tg.tensor(x, requires_grad=True))
+        assert isinstance(out, tg.Tensor) and out.requires_grad
+        assert out.dtype == jnp.float32  # Python scalars never upcast (weak types)
+        check_program(tg_fn, jnp_fn, x)
+
+
+def test_power_with_integer_exponent_at_zero_base() -> None:
+    """x ** 2 and x ** 0 at x == 0 have gradient 0, as jax.grad gives."""
+    x = np.array([0.0, 1.5], F32)
+    np.testing.assert_array_equal(_grads(lambda t: t**2, x)[0], [0.0, 3.0])
+    np.testing.assert_array_equal(_grads(lambda t: t**0, x)[0], [0.0, 0.0])
+    check_program(lambda t: t**2, lambda a: a**2, x)
+    check_program(lambda t: t**0, lambda a: a**0, x)
+
+
+def test_power_with_float_zero_exponent_at_zero_base_is_zero_not_nan() -> None:
+    """d/da a**b at a == b == 0: tapegrad gives 0 (the limit along a; JAX's float-exponent rule
+    b * a**(b-1) gives 0 * inf = NaN there), and d/db uses log(a) read as 0 at a == 0."""
+    ga, gb = _grads(lambda x, y: x**y, np.zeros(2, F32), np.array([0.0, 1.0], F32))
+    np.testing.assert_array_equal(ga, [0.0, 1.0])
+    np.testing.assert_array_equal(gb, [0.0, 0.0])
+    assert np.isnan(jax.grad(lambda a: jnp.power(a, 0.0))(0.0))  # the divergence, documented
+
+
+def test_power_gradient_wrt_exponent() -> None:
+    a = np.array([0.5, 2.0, 3.0], F32)
+    b = np.array([1.5, -1.0, 2.0], F32)
+    check_vjp(R["power"], a, b)
+    np.testing.assert_allclose(_grads(lambda x, y: x**y, a, b)[1], a**b * np.log(a), rtol=1e-6)
+
+
+def test_divide_gradients() -> None:
+    a = np.array([1.0, -2.0], F32)
+    b = np.array([4.0, 0.5], F32)
+    ga, gb = _grads(lambda x, y: x / y, a, b)
+    np.testing.assert_allclose(ga, 1 / b)
+    np.testing.assert_allclose(gb, -a / b**2)
+
+
+def test_where_routes_the_gradient_and_never_differentiates_the_condition() -> None:
+    cond = np.array([[True, False, True]])
+    a = np.array([1.0, 2.0, 3.0], F32)
+    b = np.array([[10.0], [20.0]], F32)
+    ta, tb = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)
+    out = tg.where(cond, ta, tb)
+    assert out.shape == (2, 3)
+    ga, gb = tg.grad(out.sum(), [ta, tb])
+    np.testing.assert_array_equal(np.asarray(ga.data), [2.0, 0.0, 2.0])
+    np.testing.assert_array_equal(np.asarray(gb.data), [[1.0], [1.0]])
+    check_vjp(R["where"], cond, a, b)
+
+
+def test_where_with_a_comparison_tensor_as_condition() -> None:
+    x = np.array([-1.0, 0.5, 2.0], F32)
+    check_program(lambda t: tg.where(t > 0, t * t, -t), lambda a: jnp.where(a > 0, a * a, -a), x)
+
+
+@pytest.mark.parametrize("op", ["add", "multiply", "maximum", "where"])
+def test_incompatible_shapes_raise_value_error(op: str) -> None:
+    a = tg.ones((2, 3), requires_grad=True)
+    b = tg.ones((4,))
+    args = (np.array(True), a, b) if op == "where" else (a, b)
+    with pytest.raises(ValueError, match="broadcast"):
+        R[op](*args)

@@ -1,0 +1,114 @@
+"""Indexing edge cases: basic slices, integer arrays with repeats (accumulate), lists, masks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.testing import check_program
+
+X = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+
+def _index_grad(index: Any) -> np.ndarray:
+    t = tg.tensor(X, requires_grad=True)
+    (g,) = tg.grad(t[index].sum(), t)
+    return np.asarray(g.data)
+
+
+def _jax_index_grad(index: Any) -> np.ndarray:
+    return np.asarray(jax.grad(lambda a: a[index].sum())(jnp.asarray(X)))
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        1,
+        -1,
+        (1, 2),
+        (slice(1, None), slice(None, None, 2)),
+        (slice(None, None, -1), 0),
+        (Ellipsis, 1),
+        (None, slice(0, 2)),
+        (slice(5, 9),),  # empty
+    ],
+    ids=["int", "negative", "two-ints", "slices", "reverse", "ellipsis", "newaxis", "empty"],
+)
+def test_basic_indexing_matches_numpy_and_jax(index: Any) -> None:
+    t = tg.tensor(X)
+    np.testing.assert_array_equal(np.asarray(t[index].data), X[index])
+    np.testing.assert_array_equal(_index_grad(index), _jax_index_grad(index))
+
+
+def test_repeated_integer_indices_accumulate() -> None:
+    g = _index_grad(np.array([0, 2, 0, 0]))
+    np.testing.assert_array_equal(g[:, 0], [3.0, 0.0, 1.0])
+    np.testing.assert_array_equal(g, _jax_index_grad(np.array([0, 2, 0, 0])))
+
+
+def test_pairs_of_integer_arrays_with_repeats() -> None:
+    rows, cols = np.array([0, 2, 2, 0]), np.array([1, 3, 3, 1])
+    g = _index_grad((rows, cols))
+    want = np.zeros_like(X)
+    want[0, 1], want[2, 3] = 2.0, 2.0
+    np.testing.assert_array_equal(g, want)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [list, np.array, jnp.array, lambda v: tg.tensor(np.array(v, np.int32))],
+    ids=["list", "numpy", "jax", "tensor"],
+)
+def test_integer_index_containers_agree(make: Any) -> None:
+    index = make([2, -1, 2])
+    t = tg.tensor(X, requires_grad=True)
+    np.testing.assert_array_equal(np.asarray(t[index].data), X[[2, -1, 2]])
+    (g,) = tg.grad(t[index].sum(), t)
+    np.testing.assert_array_equal(np.asarray(g.data), _jax_index_grad(np.array([2, -1, 2])))
+
+
+def test_integer_array_with_slices_matches_jax() -> None:
+    index = (slice(None), np.array([3, 3, 0]))
+    np.testing.assert_array_equal(_index_grad(index), _jax_index_grad(index))
+
+
+def test_boolean_masks() -> None:
+    mask = X % 3 == 0
+    t = tg.tensor(X, requires_grad=True)
+    np.testing.assert_array_equal(np.asarray(t[mask].data), X[mask])
+    np.testing.assert_array_equal(_index_grad(mask), mask.astype(np.float32))
+    row_mask = np.array([True, False, True])
+    np.testing.assert_array_equal(np.asarray(t[row_mask].data), X[row_mask])
+    np.testing.assert_array_equal(_index_grad(row_mask), np.repeat(row_mask[:, None], 4, 1))
+
+
+def test_mask_from_a_comparison_tensor() -> None:
+    x = np.array([-1.0, 2.0, -3.0, 4.0], np.float32)
+    mask = x > 0  # jnp needs the mask concretely (a traced one has no static size)
+    check_program(lambda t: t[t > 0] * 3.0, lambda a: a[mask] * 3.0, x)
+
+
+def test_all_false_mask_gives_an_empty_result_and_zero_gradient() -> None:
+    np.testing.assert_array_equal(_index_grad(np.zeros(3, bool)), np.zeros_like(X))
+
+
+def test_float_index_arrays_are_rejected() -> None:
+    t = tg.tensor(X, requires_grad=True)
+    with pytest.raises(TypeError, match="integer or boolean"):
+        t[np.array([0.0, 1.0])]
+
+
+def test_iteration_and_gather_in_a_program() -> None:
+    def tg_fn(t: tg.Tensor) -> tg.Tensor:
+        rows = list(t)
+        return rows[0] * rows[2] + t[[1, 1]].sum(axis=0)
+
+    def jnp_fn(a: jax.Array) -> jax.Array:
+        return a[0] * a[2] + a[jnp.array([1, 1])].sum(axis=0)
+
+    check_program(tg_fn, jnp_fn, X)

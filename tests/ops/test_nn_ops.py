@@ -1,0 +1,99 @@
+"""Neural-network op edge cases: cross_entropy labels, softmax stability, mse broadcasting."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import tapegrad as tg
+from tapegrad.testing import check_vjp
+
+R = tg.registry()
+LOGITS = np.array(
+    [[2.0, -1.0, 0.5], [0.0, 0.0, 0.0], [1.0, 3.0, -2.0], [-1.0, 0.5, 0.5]], np.float32
+)
+LABELS = np.array([0, 2, 1, 1], np.int32)
+
+
+def test_cross_entropy_gradient_is_softmax_minus_onehot_over_n() -> None:
+    t = tg.tensor(LOGITS, requires_grad=True)
+    loss = tg.cross_entropy(t, LABELS)
+    want = optax.softmax_cross_entropy_with_integer_labels(LOGITS, LABELS).mean()
+    np.testing.assert_allclose(float(loss), float(want), rtol=1e-6)
+    loss.backward()
+    onehot = np.eye(3, dtype=np.float32)[LABELS]
+    np.testing.assert_allclose(
+        np.asarray(t.grad.data),  # type: ignore[union-attr]
+        (np.asarray(jax.nn.softmax(LOGITS)) - onehot) / 4,
+        rtol=1e-5,
+        atol=1e-7,
+    )
+
+
+@pytest.mark.parametrize(
+    "make",
+    [np.array, jnp.array, lambda v: tg.tensor(np.array(v, np.int32))],
+    ids=["numpy", "jax", "tensor"],
+)
+def test_cross_entropy_label_containers(make: object) -> None:
+    labels = make([0, 2, 1, 1])  # type: ignore[operator]
+    loss = tg.cross_entropy(tg.tensor(LOGITS, requires_grad=True), labels)
+    want = optax.softmax_cross_entropy_with_integer_labels(LOGITS, LABELS).mean()
+    np.testing.assert_allclose(float(loss), float(want), rtol=1e-6)
+
+
+def test_cross_entropy_with_extreme_logits_is_finite() -> None:
+    logits = np.array([[1000.0, -1000.0], [-1000.0, 1000.0]], np.float32)
+    check_vjp(R["cross_entropy"], logits, np.array([1, 1], np.int32))
+    t = tg.tensor(logits, requires_grad=True)
+    loss = tg.cross_entropy(t, np.array([1, 1], np.int32))
+    np.testing.assert_allclose(float(loss), 1000.0)
+    (g,) = tg.grad(loss, t)
+    assert np.isfinite(np.asarray(g.data)).all()
+
+
+def test_cross_entropy_rejects_float_labels() -> None:
+    with pytest.raises(TypeError, match="integer"):
+        tg.cross_entropy(tg.tensor(LOGITS, requires_grad=True), LABELS.astype(np.float32))
+
+
+@pytest.mark.parametrize("labels", [np.array([0, 1], np.int32), np.zeros((4, 1), np.int32)])
+def test_cross_entropy_rejects_wrong_label_shapes(labels: np.ndarray) -> None:
+    with pytest.raises(ValueError, match="labels of shape"):
+        tg.cross_entropy(tg.tensor(LOGITS, requires_grad=True), labels)
+
+
+@pytest.mark.parametrize("bad", [3, -1])
+def test_cross_entropy_rejects_labels_out_of_range(bad: int) -> None:
+    labels = LABELS.copy()
+    labels[2] = bad
+    with pytest.raises(ValueError, match="outside"):
+        tg.cross_entropy(tg.tensor(LOGITS, requires_grad=True), labels)
+
+
+def test_softmax_is_stable_and_sums_to_one() -> None:
+    x = np.array([[1000.0, 1000.0, -1000.0]], np.float32)
+    y = tg.softmax(tg.tensor(x, requires_grad=True))
+    np.testing.assert_allclose(np.asarray(y.data), [[0.5, 0.5, 0.0]])
+    check_vjp(R["softmax"], x, axis=-1)
+    check_vjp(R["log_softmax"], x, axis=-1)
+
+
+def test_softmax_gradient_of_the_sum_is_zero() -> None:
+    t = tg.tensor(LOGITS, requires_grad=True)
+    (g,) = tg.grad(tg.softmax(t, axis=0).sum(), t)
+    np.testing.assert_allclose(np.asarray(g.data), np.zeros_like(LOGITS), atol=1e-6)
+
+
+def test_mse_loss_broadcasts_and_matches_jnp() -> None:
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.array([1.0, 0.0, -1.0], np.float32)
+    ta, tb = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)
+    loss = tg.mse_loss(ta, tb)
+    np.testing.assert_allclose(float(loss), float(jnp.mean((a - b) ** 2)), rtol=1e-6)
+    ga, gb = tg.grad(loss, [ta, tb])
+    np.testing.assert_allclose(np.asarray(ga.data), 2 * (a - b) / 6, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(gb.data), -(2 * (a - b) / 6).sum(axis=0), rtol=1e-6)

@@ -1,0 +1,86 @@
+"""Reduction edge cases: ties in max/min, keepdims, negative and tuple axes, bad axes."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.testing import check_program, check_vjp
+
+R = tg.registry()
+F32 = np.float32
+X = np.arange(24, dtype=F32).reshape(2, 3, 4) / 10
+
+
+def _grad(fn: object, x: np.ndarray) -> np.ndarray:
+    t = tg.tensor(x, requires_grad=True)
+    out = fn(t)  # type: ignore[operator]
+    (g,) = tg.grad(out.sum() if out.ndim else out, t)
+    return np.asarray(g.data)
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_ties_share_the_gradient_equally(name: str) -> None:
+    """JAX's reduce_max/reduce_min rule: g is split evenly among the tied extrema."""
+    x = np.array([3.0, 1.0, 3.0, 3.0] if name == "max" else [1.0, 3.0, 1.0, 2.0], F32)
+    want = [1 / 3, 0, 1 / 3, 1 / 3] if name == "max" else [0.5, 0, 0.5, 0]
+    np.testing.assert_allclose(_grad(lambda t: getattr(t, name)(), x), want, rtol=1e-6)
+    check_vjp(R[name], x)
+
+
+def test_ties_per_row_with_an_axis_and_keepdims() -> None:
+    x = np.array([[2.0, 2.0, 1.0], [0.0, 5.0, 5.0]], F32)
+    np.testing.assert_array_equal(
+        _grad(lambda t: t.max(axis=1, keepdims=True), x), [[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]]
+    )
+    check_vjp(R["max"], x, axis=1, keepdims=True)
+    check_vjp(R["min"], x, axis=0)
+
+
+def test_all_equal_spreads_over_every_element() -> None:
+    x = np.full((2, 3), 7.0, F32)
+    np.testing.assert_allclose(_grad(lambda t: t.max(), x), np.full((2, 3), 1 / 6), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize(("axis", "keepdims"), [(-3, False), ((-2,), True), ((2, 0), False)])
+def test_negative_and_tuple_axes_match_jnp(name: str, axis: object, keepdims: bool) -> None:
+    t = tg.tensor(X)
+    out = getattr(t, name)(axis=axis, keepdims=keepdims)
+    want = getattr(jnp, name)(X, axis=axis, keepdims=keepdims)
+    assert out.shape == want.shape
+    np.testing.assert_allclose(np.asarray(out.data), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean"])
+def test_keepdims_gradients_match_jax(name: str) -> None:
+    check_program(
+        lambda t: getattr(t, name)(axis=(0, -1), keepdims=True) * t,
+        lambda a: getattr(jnp, name)(a, axis=(0, -1), keepdims=True) * a,
+        X,
+    )
+
+
+def test_mean_gradient_is_one_over_count() -> None:
+    np.testing.assert_allclose(_grad(lambda t: t.mean(axis=(0, 2)), X), np.full(X.shape, 1 / 8))
+
+
+def test_sum_of_a_scalar_and_empty_axis_tuple() -> None:
+    s = tg.tensor(np.float32(2.0), requires_grad=True)
+    (g,) = tg.grad(s.sum(), s)
+    assert g.shape == () and float(g) == 1.0
+    x = tg.tensor(X, requires_grad=True)
+    y = x.sum(axis=())
+    assert y.shape == X.shape
+    (g,) = tg.grad(y, x, grad_outputs=jnp.ones(X.shape))
+    np.testing.assert_array_equal(np.asarray(g.data), np.ones(X.shape))
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("axis", [3, -4, (0, 0), (1, -2)])
+def test_bad_axes_raise_value_error(name: str, axis: object) -> None:
+    t = tg.tensor(X, requires_grad=True)
+    with pytest.raises(ValueError, match="axis"):
+        getattr(t, name)(axis=axis)

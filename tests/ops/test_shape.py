@@ -1,0 +1,95 @@
+"""Shape op edge cases: reshape with -1, transpose, squeeze, expand_dims, concatenate, stack."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.testing import check_program
+
+F32 = np.float32
+X = np.arange(6, dtype=F32).reshape(2, 3)
+
+
+def test_reshape_forms_and_minus_one() -> None:
+    t = tg.tensor(X, requires_grad=True)
+    assert t.reshape(3, 2).shape == (3, 2)
+    assert t.reshape((3, 2)).shape == (3, 2)
+    assert t.reshape(-1).shape == (6,)
+    assert t.reshape(1, -1, 2).shape == (1, 3, 2)
+    weights = np.arange(6, dtype=F32).reshape(3, 2)
+    check_program(lambda a: a.reshape(3, -1) * weights, lambda a: a.reshape(3, -1) * weights, X)
+
+
+@pytest.mark.parametrize("shape", [(4,), (2, -1, 4), (-1, -1)])
+def test_reshape_with_a_wrong_size_raises_value_error(shape: tuple[int, ...]) -> None:
+    t = tg.tensor(X, requires_grad=True)
+    with pytest.raises(ValueError, match="reshape"):
+        t.reshape(shape)
+
+
+def test_transpose_forms() -> None:
+    x3 = np.arange(24, dtype=F32).reshape(2, 3, 4)
+    t = tg.tensor(x3, requires_grad=True)
+    assert t.T.shape == (4, 3, 2)
+    assert t.transpose(1, 2, 0).shape == (3, 4, 2)
+    assert t.transpose((2, 0, 1)).shape == (4, 2, 3)
+    check_program(lambda a: a.transpose(-1, 0, 1), lambda a: jnp.transpose(a, (-1, 0, 1)), x3)
+    with pytest.raises(ValueError, match="permutation"):
+        t.transpose(0, 0, 1)
+
+
+def test_squeeze_and_expand_dims_round_trip() -> None:
+    x = np.ones((1, 3, 1), F32)
+    t = tg.tensor(x, requires_grad=True)
+    assert t.squeeze().shape == (3,)
+    assert t.squeeze(0).shape == (3, 1)
+    assert t.squeeze((0, -1)).shape == (3,)
+    assert tg.expand_dims(t.squeeze(), (0, -1)).shape == (1, 3, 1)
+    with pytest.raises(ValueError, match="length one"):
+        t.squeeze(1)
+    check_program(
+        lambda a: tg.expand_dims(a.squeeze(), 0) * a.squeeze(-1),
+        lambda a: jnp.expand_dims(a.squeeze(), 0) * a.squeeze(-1),
+        x,
+    )
+
+
+def test_concatenate_splits_the_gradient_back() -> None:
+    a = tg.tensor(np.ones((2, 3), F32), requires_grad=True)
+    b = tg.tensor(np.ones((1, 3), F32), requires_grad=True)
+    y = tg.concatenate([a, b], axis=0)
+    assert y.shape == (3, 3)
+    ga, gb = tg.grad(y, [a, b], grad_outputs=jnp.arange(9.0).reshape(3, 3))
+    np.testing.assert_array_equal(np.asarray(ga.data), np.arange(6.0).reshape(2, 3))
+    np.testing.assert_array_equal(np.asarray(gb.data), [[6.0, 7.0, 8.0]])
+
+
+def test_concatenate_with_constants_and_negative_axis() -> None:
+    c = np.full((2, 1), 5.0, F32)
+    check_program(
+        lambda a: tg.concatenate([a, c, a], axis=-1) ** 2,
+        lambda a: jnp.concatenate([a, c, a], axis=-1) ** 2,
+        X,
+    )
+
+
+def test_stack_routes_slices_to_inputs() -> None:
+    check_program(
+        lambda a, b: tg.stack([a, b * 2.0, a], axis=1).sum(axis=-1),
+        lambda a, b: jnp.stack([a, b * 2.0, a], axis=1).sum(axis=-1),
+        X,
+        X + 1,
+    )
+
+
+def test_join_errors_are_value_errors() -> None:
+    a = tg.ones((2, 3), requires_grad=True)
+    with pytest.raises(ValueError, match="concatenate"):
+        tg.concatenate([a, tg.ones((2, 2))], axis=0)
+    with pytest.raises(ValueError, match="stack"):
+        tg.stack([a, tg.ones((3, 2))])
+    with pytest.raises(ValueError):
+        tg.concatenate([])
