@@ -1,0 +1,67 @@
+"""Gradients in float64, in a subprocess with ``jax_enable_x64`` (x64 is process-wide)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jax.numpy as jnp
+
+SCRIPT = textwrap.dedent(
+    """
+    import jax
+    jax.config.update("jax_enable_x64", True)
+
+    import jax.numpy as jnp
+    import numpy as np
+
+    import tapegrad as tg
+    from tapegrad.testing import check_program, check_vjp
+
+    R = tg.registry()
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0.5, 2.0, (2, 3))
+    y = rng.uniform(-1.0, 1.0, (3,))
+    tight = dict(rtol=1e-10, atol=1e-12)
+
+    assert tg.tensor([1.0]).dtype == jnp.float64
+    for name in ("log", "tanh", "sigmoid"):
+        check_vjp(R[name], x, **tight)
+    for name in ("divide", "power"):
+        check_vjp(R[name], x, y, **tight)
+    check_vjp(R["matmul"], x, x.T, **tight)
+    check_vjp(R["max"], np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 0.5]]), axis=1, **tight)
+    check_vjp(R["sum"], x, axis=(0, -1), keepdims=True, **tight)
+    check_vjp(R["log_softmax"], x, axis=-1, **tight)
+    check_vjp(R["cross_entropy"], x, np.array([2, 0]), **tight)
+    check_vjp(R["getitem"], x, index=tg.ops.normalize_index(np.array([1, 1, 0])), **tight)
+    check_program(
+        lambda a, b: tg.mse_loss((a @ b).tanh(), 0.5),
+        lambda a, b: jnp.mean((jnp.tanh(a @ b) - 0.5) ** 2),
+        x, x.T, **tight,
+    )
+    t = tg.tensor(x, requires_grad=True)
+    (g,) = tg.grad((t * t).sum(), t)
+    assert g.dtype == jnp.float64
+    print("x64 ok")
+    """
+)
+
+
+def test_float64_gradients_match_jax_tightly() -> None:
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout.strip().endswith("x64 ok")
+
+
+def test_this_process_stays_in_float32() -> None:
+    assert jnp.zeros(1).dtype == jnp.float32
