@@ -329,12 +329,15 @@ def test_retain_graph_consumes_nothing_and_default_consumes_every_visited_op() -
 
 
 def test_rejected_backward_changes_nothing_and_a_fresh_branch_still_works() -> None:
+    ran: list[str] = []
+    spy = Op(lambda a: (a * 1.0, ()), name="spy")
+    spy.defvjp(lambda res, g: (ran.append("spy"), g)[1:])
     w = tg.tensor(X).require_grad()
     spent = (w * 2.0).sum()
     spent.backward()
     before_grad = grad_of(w).copy()
-    fresh = (w * w).sum()
-    both = spent + fresh
+    fresh = (spy(w) * w).sum()
+    both = fresh + spent  # the fresh branch has the higher ids: its VJPs would run first
     stats = tg.graph_stats()
     consumed = {r.id: r.consumed for r in tg.snapshot().nodes}
     err = error_of(RuntimeError, both.backward)
@@ -342,7 +345,9 @@ def test_rejected_backward_changes_nothing_and_a_fresh_branch_still_works() -> N
     assert tg.graph_stats() == stats
     assert {r.id: r.consumed for r in tg.snapshot().nodes} == consumed
     np.testing.assert_array_equal(grad_of(w), before_grad)
+    assert ran == []  # rule 1: raised before any VJP ran
     fresh.backward()
+    assert ran == ["spy"]
     close(grad_of(w), before_grad + 2 * X)
 
 
