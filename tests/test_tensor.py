@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -736,6 +737,25 @@ def test_identity_hash_weakref_dict_and_set() -> None:
     assert r() is w
     params = {w: 0}
     assert params[w] == 0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine bug: copy.deepcopy of a leaf copies its Node (same id, off the tape, weak "
+    "reference still to the original), so the copy reports requires_grad but a backward "
+    "through it writes no gradient at all (silently); copy.copy shares the node",
+)
+def test_deepcopy_of_a_leaf_is_a_new_leaf_that_receives_gradients() -> None:
+    def attempt() -> tuple[Any, ...]:  # plain values: a failure keeps no tensor alive
+        w = tg.tensor([1.0, 2.0]).require_grad()
+        leaves = tg.graph_stats().leaves
+        w2 = copy.deepcopy(w)
+        (w2 * 3.0).sum().backward()
+        g = None if w2.grad is None else w2.grad.tolist()
+        return (w2._node is w._node, tg.graph_stats().leaves - leaves, g, w.grad)
+
+    shared, new_leaves, g, original = attempt()
+    assert (shared, new_leaves, g, original) == (False, 1, [3.0, 3.0], None)
 
 
 def test_weakref_dies_with_the_tensor() -> None:
