@@ -103,7 +103,7 @@ class GraphStats:
     saved_bytes: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeRecord:
     """A plain description of one node; holds no strong reference to a tensor, node or array.
 
@@ -250,19 +250,23 @@ def user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
     return None, 0
 
 
-def format_origin(code: CodeType | None, lineno: int) -> str:
-    """Format an origin as ``"path:line"``, relative to the current directory when under it."""
-    if code is None:
-        return "<unknown>:0"
-    path = code.co_filename
+def display_path(path: str) -> str:
+    """``path`` relative to the current directory when it lies under it, else unchanged."""
     if os.path.isabs(path):
         try:
             rel = os.path.relpath(path)
         except ValueError:  # another drive on Windows
-            rel = path
+            return path
         if not rel.startswith(".."):
-            path = rel
-    return f"{path}:{lineno}"
+            return rel
+    return path
+
+
+def format_origin(code: CodeType | None, lineno: int) -> str:
+    """Format an origin as ``"path:line"``, relative to the current directory when under it."""
+    if code is None:
+        return "<unknown>:0"
+    return f"{display_path(code.co_filename)}:{lineno}"
 
 
 def _function(code: CodeType | None) -> str:
@@ -639,14 +643,34 @@ class Tape:
         self._cache = (self._version, result)
         return result
 
-    def _stats(self) -> GraphStats:
+    def _saved_bytes(self) -> tuple[dict[int, int], int]:
+        """Per node, the bytes of its distinct saved arrays; and the tape's distinct total."""
+        sizes: dict[int, int] = {}  # id(array) -> nbytes, each array read once
+        per_node: dict[int, int] = {}
+        for nid, node in self._nodes.items():
+            if node.saved is None:
+                continue
+            mine: set[int] = set()
+            total = 0
+            for a in _saved_arrays(node.saved):
+                key = id(a)
+                if key in mine:
+                    continue
+                mine.add(key)
+                n = sizes.get(key)
+                if n is None:
+                    n = sizes[key] = int(a.size) * a.dtype.itemsize
+                total += n
+            if total:
+                per_node[nid] = total
+        return per_node, sum(sizes.values())
+
+    def _stats(self, saved_bytes: int | None = None) -> GraphStats:
         graphs = self._graphs()
         useful_graphs = {graphs[nid] for nid, n in self._nodes.items() if n.useful}
         roots = set(graphs.values())
-        held: dict[int, int] = {}
-        for node in self._nodes.values():
-            if node.saved is not None:
-                held.update(_nbytes(node.saved))
+        if saved_bytes is None:
+            saved_bytes = self._saved_bytes()[1]
         return GraphStats(
             graphs=len(roots),
             nodes=len(self._nodes),
@@ -655,7 +679,7 @@ class Tape:
             hanging_nodes=len(self._hanging),
             hanging_leaves=self._hanging_leaves,
             dead_graphs=len(roots - useful_graphs),
-            saved_bytes=sum(held.values()),
+            saved_bytes=saved_bytes,
         )
 
     def stats(self) -> GraphStats:
@@ -671,27 +695,38 @@ class Tape:
             if self._dead:
                 self._drain()
             graphs = self._graphs()
+            per_node, total = self._saved_bytes()
+            paths: dict[str, str] = {}  # co_filename -> displayed path, one relpath per file
             records = []
             for nid, node in self._nodes.items():
                 tensor = node.ref() if node.ref is not None else None
+                code = node.code
+                if code is None:
+                    origin, function = "<unknown>:0", "<unknown>"
+                else:
+                    path = paths.get(code.co_filename)
+                    if path is None:
+                        path = paths[code.co_filename] = display_path(code.co_filename)
+                    origin, function = f"{path}:{node.lineno}", code.co_qualname
+                op = node.op
                 records.append(
                     NodeRecord(
-                        id=nid,
-                        kind="leaf" if node.op is None else "op",
-                        op=node.name,
-                        graph=graphs[nid],
-                        live=node.live,
-                        useful=node.useful,
-                        consumed=node.consumed,
-                        origin=node.origin,
-                        function=_function(node.code),
-                        saved_bytes=sum(_nbytes(node.saved).values()) if node.saved else 0,
-                        parents=tuple(p.id for p in node.parents if p is not None and p.on_tape),
-                        tensor=None if tensor is None else weakref.ref(tensor),
+                        nid,
+                        "leaf" if op is None else "op",
+                        "leaf" if op is None else op.name,
+                        graphs[nid],
+                        node.live,
+                        node.useful,
+                        node.consumed,
+                        origin,
+                        function,
+                        per_node.get(nid, 0),
+                        tuple(p.id for p in node.parents if p is not None and p.on_tape),
+                        None if tensor is None else weakref.ref(tensor),
                     )
                 )
                 del tensor
-            return Snapshot(tuple(records), self._stats())
+            return Snapshot(tuple(records), self._stats(total))
 
 
 def _node_id(node: Node) -> int:
