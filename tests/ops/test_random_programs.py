@@ -269,7 +269,8 @@ class Step:
 
 @dataclass(frozen=True)
 class Program:
-    """Inputs (shapes and a value seed) and the steps; the output is the last value."""
+    """Inputs (shapes and a value seed) and the steps; the output is the last value plus the
+    means of the other unused step values."""
 
     shapes: tuple[Shape, ...]
     seed: int
@@ -288,15 +289,28 @@ class Program:
             for step in self.steps:
                 impl = getattr(BY_NAME[step.kind], use)
                 values.append(impl(*(values[i] for i in step.args), **dict(step.params)))
-            return values[-1]
+            out = values[-1]
+            for i in self.sinks():
+                out = out + values[i].mean()
+            return out
 
         fn.__name__ = f"program_{use}"
         return fn
+
+    def sinks(self) -> list[int]:
+        """Steps other than the last whose values no later step uses; the output adds their
+        means, so every step contributes to the gradient."""
+        used = {i for step in self.steps for i in step.args}
+        n = len(self.shapes)
+        return [n + k for k in range(len(self.steps) - 1) if n + k not in used]
 
     def __repr__(self) -> str:
         lines = [f"inputs {self.shapes} seed {self.seed}"]
         n = len(self.shapes)
         lines += [f"v{n + i} = {step!r}" for i, step in enumerate(self.steps)]
+        lines.append(
+            f"out = v{n + len(self.steps) - 1}" + "".join(f" + mean(v{i})" for i in self.sinks())
+        )
         return "\n".join(lines)
 
 
