@@ -102,8 +102,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("sin", 1, ANY, ONE, tg.sin, jnp.sin),
     Kind("cos", 1, ANY, ONE, tg.cos, jnp.cos),
     Kind("relu", 1, ANY, SAME, tg.relu, jax.nn.relu),
-    # abs is left out until its VJP at 0 follows JAX (xfail in test_unary.py): relu and
-    # subtract make exact zeros.
+    Kind("abs", 1, ANY, SAME, tg.abs, jnp.abs),
     Kind("exp", 1, ANY, lambda a, b, s, t: float(np.exp(min(a, 50.0))), lambda x: x.exp(), jnp.exp),
     Kind(
         "log1p_sq",
