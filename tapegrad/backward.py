@@ -46,6 +46,11 @@ def sum_to_shape(g: jax.Array, shape: tuple[int, ...]) -> jax.Array | None:
 
 
 def _reduce(g: jax.Array, parent: Node, node: Node, index: int) -> jax.Array:
+    if not isinstance(g, jax.Array):
+        raise VJPShapeError(
+            f"VJP of {node.name!r} returned a {type(g).__name__} for input {index}; return a "
+            "jax.Array cotangent (or None) for each tensor input."
+        )
     if g.shape != parent.shape:
         reduced = sum_to_shape(g, parent.shape)
         if reduced is None:

@@ -31,14 +31,22 @@ class _GradModeContext(ContextDecorator):
     _target: bool
 
     def __init__(self) -> None:
-        self._prev: list[bool] = []
+        self._local = threading.local()
+
+    @property
+    def _prev(self) -> list[bool]:
+        """The modes this thread saved on entry (one instance may be entered on several)."""
+        prev: list[bool] | None = getattr(self._local, "prev", None)
+        if prev is None:
+            prev = self._local.prev = []
+        return prev
 
     def _recreate_cm(self) -> _GradModeContext:
         # A decorated function may run on several threads at once: one context per call.
         return type(self).__new__(type(self)).__init_from(self)
 
     def __init_from(self, other: _GradModeContext) -> _GradModeContext:
-        self._prev = []
+        self._local = threading.local()
         self._target = other._target
         return self
 

@@ -319,6 +319,38 @@ class Tensor:
 
     __hash__ = object.__hash__
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
+        """The same value; a leaf copies as a new leaf with a copy of its ``.grad`` (PyTorch).
+
+        Raises:
+            RuntimeError: the tensor is the output of a recorded op (only leaves copy).
+        """
+        node = self._node
+        if node is not None and node.op is not None:
+            raise RuntimeError(
+                f"Only leaves support copying; this tensor is the output of op {node.name!r}. "
+                "Copy .detach() (a value), or the leaf it was computed from."
+            )
+        out = Tensor._wrap(self._data)
+        memo[id(self)] = out
+        if node is not None:
+            out._make_leaf()
+        if self._grad is not None:
+            out._grad = Tensor._wrap(self._grad._data)
+        return out
+
+    def __copy__(self) -> Tensor:
+        return self.__deepcopy__({})
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Pickles the value and whether it is a leaf requiring grad; never the graph.
+        if self._node is not None and self._node.op is not None:
+            raise RuntimeError(
+                "Only leaves and tensors that do not require grad can be pickled; pickle "
+                ".detach() instead."
+            )
+        return (_rebuild, (np.asarray(self._data), self._node is not None))
+
     # ------------------------------------------------------------------ methods
 
     def clone(self) -> Tensor:
@@ -495,8 +527,6 @@ class Tensor:
             result: Tensor = op(self, other)
         except _op.OperandTypeError:
             return NotImplemented  # type: ignore[no-any-return]  # Python's binary-op protocol
-        if result._node is not None:
-            return result  # ``other`` requires grad: the name is rebound to a tracked tensor
         if result.shape != self.shape:
             raise ShapeError(
                 f"In-place {symbol}: the result has shape {result.shape}, but the tensor has "
@@ -511,6 +541,8 @@ class Tensor:
                     f"`x = x {symbol[0]} y` for a new tensor, or cast y first."
                 )
             data = data.astype(self._data.dtype)
+        if result._node is not None:
+            return result  # ``other`` requires grad: the name is rebound to a tracked tensor
         self._data = data
         return self
 
@@ -532,6 +564,13 @@ def _binary(op: Any, a: Any, b: Any, reflected: str | None = None) -> Tensor:
             return NotImplemented  # type: ignore[no-any-return]
         raise
     return out
+
+
+def _rebuild(value: np.ndarray, requires_grad: bool) -> Tensor:
+    t = Tensor._wrap(jax.numpy.asarray(value))
+    if requires_grad:
+        t._make_leaf()
+    return t
 
 
 def _flatten(t: Tensor) -> tuple[tuple[jax.Array], None]:

@@ -216,12 +216,6 @@ def test_decorated_function_on_several_threads_at_once() -> None:
     assert tg.is_grad_enabled() is True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: a context-manager instance keeps its saved modes in one list shared "
-    "by all threads, so one `NO_GRAD = tg.no_grad()` entered on two threads restores each "
-    "thread to the other's mode (rule 10: grad mode is per thread)",
-)
 def test_one_instance_shared_by_two_threads_restores_each_threads_mode() -> None:
     shared = tg.no_grad()
     a_inside, b_inside, a_left = threading.Event(), threading.Event(), threading.Event()

@@ -183,12 +183,6 @@ def test_ops_convert_python_scalars_and_arrays_to_constants() -> None:
         op(w, "2")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: a VJP returning a non-array cotangent (a Python float) fails in "
-    "backward._reduce with a bare AttributeError ('float' object has no attribute 'shape') "
-    "instead of a VJPShapeError naming the op and what to return",
-)
 def test_vjp_returning_a_non_array_cotangent_raises_vjp_shape_error() -> None:
     op = Op(lambda a: (a * 1.0, ()), name="floaty")
     op.defvjp(lambda res, g: (1.0,))
