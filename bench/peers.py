@@ -1,12 +1,17 @@
 """Issue 6: tapegrad side by side with PyTorch, JAX, HIPS autograd and MyGrad, same work.
 
-``python -m bench.peers [--quick] [--repeats N] [--json PATH] [--systems a,b] [--workloads a,b]``
+``python -m bench.peers [--quick] [--repeats N] [--json PATH] [--systems a,b] [--workloads a,b]
+[--threads N]``
 
 Peers come from the optional extra ``bench`` (``pip install -e ".[bench]"``: torch 2.13.0 CPU,
 autograd, mygrad); this command installs nothing, and a peer that is not installed is reported
 as skipped. Every system runs in its own worker process (``bench._worker``), started once;
 the workers' batches are interleaved (A B C A B C ...), each figure is the median of the
-repeats with its min-max range, and ratios are tapegrad over the peer, per repeat.
+repeats with its min-max range, and ratios are tapegrad over the peer, per repeat, on wall
+time (targets) and on each worker's CPU time (steadier on a shared machine). Every system gets
+``--threads`` compute threads (default 1: torch, BLAS and XLA pools otherwise spin-wait and
+slow each other down on a small shared machine; the issue's figures are dispatch-bound).
+Memory figures come from a fresh worker process per variant.
 
 Workloads (identical math and data everywhere, see ``bench._data``):
 
