@@ -1,4 +1,5 @@
-"""Shared fixtures: a seeded key, and a guard that every test leaves the tape as it found it."""
+"""Shared fixtures: a seeded key, the tape's state at a test's start, and a guard that every test
+leaves the tape as it found it."""
 
 from __future__ import annotations
 
@@ -31,6 +32,19 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 def key() -> jax.Array:
     """A fixed PRNG key, so every test draws the same numbers."""
     return jax.random.PRNGKey(0)
+
+
+@pytest.fixture
+def base(tape_guard: None) -> tg.GraphStats:
+    """The stats at the start of the test (after the guard's cleanup): what other modules keep
+    live. A test's own counts are ``_recount.delta(base)``."""
+    return tg.graph_stats()
+
+
+@pytest.fixture
+def start(tape_guard: None) -> int:
+    """The largest node id on the tape at the start of the test: the test's nodes are above."""
+    return max((r.id for r in tg.snapshot().nodes), default=-1)
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from _recount import check_tape, checked_cleanup, delta
 from hypothesis import given
 from hypothesis import strategies as st
@@ -31,12 +30,6 @@ BINARY = {
     "sub": lambda a, b: a - b,
     "mul": lambda a, b: a * b,
 }
-
-
-@pytest.fixture
-def base() -> tg.GraphStats:
-    """The stats at the start of the test (after the guard's cleanup)."""
-    return tg.graph_stats()
 
 
 @functools.cache

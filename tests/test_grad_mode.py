@@ -9,10 +9,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _support import X
 
 import tapegrad as tg
-
-X = np.array([0.5, -1.0, 2.0], np.float32)
 
 
 def test_grad_mode_is_on_by_default() -> None:

@@ -12,36 +12,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _support import error_of, without_frames
 
 import tapegrad as tg
 
 A = np.array([0.5, -1.0, 2.0], np.float32)
 B = np.array([1.5, 0.25, 3.0], np.float32)
-
-
-def error_of(exc_type: type[BaseException], fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
-    """Call ``fn``; return the ``exc_type`` it raised with tracebacks cleared (no frame cycles)."""
-    try:
-        fn(*args, **kw)
-    except exc_type as err:
-        e: BaseException | None = err
-        while e is not None:
-            e.__traceback__ = None
-            e = e.__context__
-        return err
-    pytest.fail(f"{fn} did not raise {exc_type.__name__}")
-
-
-def without_frames(body: Callable[[], None]) -> None:
-    """Run ``body``; turn any failure into a bare AssertionError that holds no frame of it (an
-    expected failure keeps none of its tensors alive)."""
-    try:
-        body()
-    except (Exception, pytest.fail.Exception) as err:  # any failure, by type and message
-        msg = f"{type(err).__name__}: {err}"
-    else:
-        return
-    raise AssertionError(msg)
 
 
 def grads(op: Callable[..., tg.Tensor], *arrays: np.ndarray, **params: Any) -> list[np.ndarray]:

@@ -4,8 +4,6 @@ scenarios of issue 3 with exact values, rule 4 in every policy, and freeing by r
 from __future__ import annotations
 
 import gc
-import inspect
-import os
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,22 +13,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from _recount import check_tape, checked_cleanup, delta
+from _support import gc_off, origin_here
 
 import tapegrad as tg
 
 GS = tg.GraphStats
-
-
-@pytest.fixture
-def base() -> tg.GraphStats:
-    """The stats at the start of the test (after the guard's cleanup): what others keep live."""
-    return tg.graph_stats()
-
-
-@pytest.fixture
-def start() -> int:
-    """The largest node id on the tape at the start of the test: the test's nodes are above."""
-    return max((r.id for r in tg.snapshot().nodes), default=-1)
 
 
 def expect(base: tg.GraphStats, **fields: int) -> None:
@@ -57,16 +44,6 @@ def policy(name: str) -> Iterator[None]:
         yield
     finally:
         tg.set_cleanup_policy("manual")
-
-
-@contextmanager
-def gc_off() -> Iterator[None]:
-    """Disable the cycle collector, so whatever is freed inside is freed by refcount alone."""
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def new_arrays(shape: tuple[int, ...], before: dict[int, jax.Array]) -> list[jax.Array]:
@@ -204,7 +181,7 @@ def test_scenario_2_running_total_kept_as_a_tensor(base: tg.GraphStats) -> None:
     steps = 30
     for _ in range(steps):
         loss = ((x @ w) ** 2).mean()
-        line = inspect.currentframe().f_lineno - 1  # type: ignore[union-attr]
+        where = origin_here(-1)
         loss.backward()
         assert w.grad is not None
         np.testing.assert_allclose(w.grad.numpy(), reference(w.data), rtol=1e-5, atol=1e-6)
@@ -222,9 +199,7 @@ def test_scenario_2_running_total_kept_as_a_tensor(base: tg.GraphStats) -> None:
         running.backward()
     assert isinstance(info.value, tg.GraphConsumedError)
     message = str(info.value)
-    rel = os.path.relpath(__file__)
-    where = __file__ if rel.startswith("..") else rel
-    assert "'mean'" in message and f"{where}:{line}" in message  # the op and its origin
+    assert "'mean'" in message and where in message  # the op and its origin
     assert ".item()" in message and ".detach()" in message  # the fixes (rule 1)
     np.testing.assert_array_equal(w.grad.numpy(), np.ones((3, 2), np.float32))  # untouched
     del info  # its traceback holds the frame that holds `running`

@@ -13,11 +13,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _support import X
 
 import tapegrad as tg
 from tapegrad.op import Op, defop, registry
-
-X = np.array([0.5, -1.0, 2.0], np.float32)
 
 
 def scale(a: jax.Array, b: jax.Array, *, k: float = 1.0) -> tuple[jax.Array, tuple[Any, ...]]:

@@ -14,12 +14,6 @@ import tapegrad as tg
 
 
 @pytest.fixture
-def base() -> tg.GraphStats:
-    """The stats at the start of the test (after the guard's cleanup)."""
-    return tg.graph_stats()
-
-
-@pytest.fixture
 def manual_after() -> Iterator[None]:
     """Restore the default policy whatever the test did."""
     try:

@@ -11,25 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _support import M, X, error_of
 
 import tapegrad as tg
-
-X = np.array([0.5, -1.0, 2.0], np.float32)
-M = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]], np.float32)
-
-
-def error_of(exc_type: type[BaseException], fn: Callable[..., Any], *args: Any) -> Any:
-    """Call ``fn``; return the ``exc_type`` it raised with tracebacks cleared (no frame cycles)."""
-    try:
-        fn(*args)
-    except exc_type as err:
-        e: BaseException | None = err
-        while e is not None:
-            e.__traceback__ = None
-            e = e.__context__
-        return err
-    pytest.fail(f"{fn} did not raise {exc_type.__name__}")
-
 
 # ----------------------------------------------------------------------------- the pytree
 

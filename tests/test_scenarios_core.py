@@ -3,40 +3,19 @@ exact values: each either gives JAX's gradient or fails loudly, naming the fix."
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _support import error_of, origin_here
 
 import tapegrad as tg
 
 XS = np.array([[0.5, -1.0], [1.5, 0.25], [-0.75, 2.0], [1.0, 1.0]], np.float32)
 YS = np.array([1.0, -0.5, 0.25, 2.0], np.float32)
 W0 = np.array([0.3, -0.2], np.float32)
-
-
-def error_of(exc_type: type[BaseException], fn: Callable[..., Any], *args: Any) -> Any:
-    """Call ``fn``; return the ``exc_type`` it raised with tracebacks cleared (no frame cycles)."""
-    try:
-        fn(*args)
-    except exc_type as err:
-        e: BaseException | None = err
-        while e is not None:
-            e.__traceback__ = None
-            e = e.__context__
-        return err
-    pytest.fail(f"{fn} did not raise {exc_type.__name__}")
-
-
-def origin_path() -> str:
-    """This file's path as tapegrad reports origins: relative to the cwd when under it."""
-    rel = os.path.relpath(__file__)
-    return os.path.abspath(__file__) if rel.startswith("..") else rel
 
 
 def loss_tg(w: tg.Tensor, b: tg.Tensor) -> tg.Tensor:
@@ -206,7 +185,7 @@ def test_dropped_require_grad_tensors_are_hanging_leaves_that_cleanup_removes() 
     backward left a node behind forever. Here it is counted, located and removed."""
     w = tg.tensor(W0).require_grad()
     before = tg.graph_stats()
-    line = sys._getframe().f_lineno + 2
+    where = origin_here(2)
     for i in range(50):
         junk = tg.tensor(XS[i % 4]).require_grad()
         del junk
@@ -216,7 +195,7 @@ def test_dropped_require_grad_tensors_are_hanging_leaves_that_cleanup_removes() 
     assert len(records) == 50
     assert {(r.origin, r.function) for r in records} == {
         (
-            f"{origin_path()}:{line}",
+            where,
             "test_dropped_require_grad_tensors_are_hanging_leaves_that_cleanup_removes",
         )
     }

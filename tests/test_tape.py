@@ -5,49 +5,22 @@ lifetime", API.md "Graph memory")."""
 from __future__ import annotations
 
 import dataclasses
-import gc
-import inspect
-import os
 import weakref
 
 import jax
 import numpy as np
 import pytest
 from _recount import check_tape, checked_cleanup, delta, plain, recount
+from _support import gc_off, origin_here
 
 import tapegrad as tg
 
 GS = tg.GraphStats
 
 
-@pytest.fixture
-def base() -> tg.GraphStats:
-    """The stats at the start of the test (after the guard's cleanup)."""
-    return tg.graph_stats()
-
-
-@pytest.fixture
-def start() -> int:
-    """The largest node id on the tape at the start of the test: the test's nodes are above."""
-    return max((r.id for r in tg.snapshot().nodes), default=-1)
-
-
 def mine(start: int) -> list[tg.NodeRecord]:
     """The records of the nodes this test created, in id order."""
     return sorted((r for r in tg.snapshot().nodes if r.id > start), key=lambda r: r.id)
-
-
-def here() -> int:
-    """The caller's line number."""
-    frame = inspect.currentframe()
-    assert frame is not None and frame.f_back is not None
-    return frame.f_back.f_lineno
-
-
-def this_file() -> str:
-    """This file as origins spell it: relative to the cwd when under it, else absolute."""
-    rel = os.path.relpath(__file__)
-    return __file__ if rel.startswith("..") else rel
 
 
 # ----------------------------------------------------------------------------- the public types
@@ -136,22 +109,22 @@ def test_each_op_records_one_node_with_its_parents(base: tg.GraphStats, start: i
 
 def test_origin_is_the_first_frame_outside_tapegrad(start: int) -> None:
     w = tg.zeros(2).require_grad()
-    line_w = here() - 1
+    at_w = origin_here(-1)
     y = (w * 3.0).sum()
-    line_y = here() - 1
+    at_y = origin_here(-1)
 
     def helper(t: tg.Tensor) -> tg.Tensor:
         return t.exp()
 
     z = helper(w)
-    line_z = here() - 3
+    at_z = origin_here(-3)
     origins = [(r.op, r.origin, r.function) for r in mine(start)]
     fn = "test_origin_is_the_first_frame_outside_tapegrad"
     assert origins == [
-        ("leaf", f"{this_file()}:{line_w}", fn),
-        ("multiply", f"{this_file()}:{line_y}", fn),
-        ("sum", f"{this_file()}:{line_y}", fn),
-        ("exp", f"{this_file()}:{line_z}", f"{fn}.<locals>.helper"),
+        ("leaf", at_w, fn),
+        ("multiply", at_y, fn),
+        ("sum", at_y, fn),
+        ("exp", at_z, f"{fn}.<locals>.helper"),
     ]
     del w, y, z
 
@@ -204,8 +177,7 @@ def test_live_follows_the_tensor_and_snapshot_holds_it_weakly(start: int) -> Non
     assert [r.live for r in recs] == [True, True]
     assert recs[0].tensor is not None and recs[0].tensor() is w
     assert recs[1].tensor is not None and recs[1].tensor() is y
-    gc.disable()
-    try:
+    with gc_off():
         snap = tg.snapshot()
         ref_y, ref_value = weakref.ref(y), weakref.ref(y.data)
         del y
@@ -214,8 +186,6 @@ def test_live_follows_the_tensor_and_snapshot_holds_it_weakly(start: int) -> Non
         after = mine(start)
         assert [r.live for r in after] == [True, False]
         assert after[1].tensor is None and not after[1].useful
-    finally:
-        gc.enable()
     del w
     checked_cleanup()
 
@@ -232,12 +202,9 @@ def test_snapshot_holds_no_strong_reference_to_residuals(base: tg.GraphStats) ->
         if a.shape == shape and id(a) not in before and a is not w.data
     ]
     assert residuals and sum(r.saved_bytes for r in snap.nodes) > 0
-    gc.disable()
-    try:
+    with gc_off():
         checked_cleanup()
         assert [r() for r in residuals] == [None] * len(residuals)
-    finally:
-        gc.enable()
     assert len(snap.nodes) == base.nodes + 4  # the old snapshot still describes that moment
     del w
 

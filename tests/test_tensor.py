@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _support import assert_close, error_of
 
 import tapegrad as tg
 
@@ -26,10 +27,6 @@ def arr(shape: tuple[int, ...], seed: int = 0, positive: bool = False) -> jax.Ar
     """A deterministic float32 array (drawn with NumPy: no compile); positive when asked."""
     x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
     return jnp.asarray(np.abs(x) + 0.5 if positive else x)
-
-
-def assert_close(actual: Any, expected: Any, rtol: float = 1e-6, atol: float = 1e-6) -> None:
-    np.testing.assert_allclose(np.asarray(actual), np.asarray(expected), rtol=rtol, atol=atol)
 
 
 def cotangent(shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
@@ -93,20 +90,6 @@ def check(
 ) -> None:
     """One case of ``check_all``."""
     check_all([(tg_fn, jnp_fn, arrays)], rtol, atol)
-
-
-def error_of(exc_type: type[BaseException], fn: Callable[..., Any], *args: Any) -> BaseException:
-    """Call ``fn``; return the ``exc_type`` it raised with tracebacks cleared (no frame cycles
-    keeping tensors alive past the test)."""
-    try:
-        fn(*args)
-    except exc_type as err:
-        e: BaseException | None = err
-        while e is not None:
-            e.__traceback__ = None
-            e = e.__context__
-        return err
-    pytest.fail(f"{fn} did not raise {exc_type.__name__}")
 
 
 # ----------------------------------------------------------------------------- construction

@@ -12,12 +12,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _support import X
 
 import tapegrad as tg
 from tapegrad.op import Op
 from tapegrad.testing import check_program, check_vjp, default_tolerances
 
-X = np.array([0.5, -1.0, 2.0], np.float32)
 Y = np.array([[1.5], [-0.5]], np.float32)
 
 

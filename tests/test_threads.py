@@ -11,7 +11,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from _recount import check_tape, checked_cleanup, delta
 
 import tapegrad as tg
@@ -97,12 +96,6 @@ def test_scenario_6_training_threads_beside_a_cleaning_thread(base: tg.GraphStat
     check_tape()
     checked_cleanup()
     assert delta(base) == GS()
-
-
-@pytest.fixture
-def base() -> tg.GraphStats:
-    """The stats at the start of the test (after the guard's cleanup)."""
-    return tg.graph_stats()
 
 
 def test_stress_concurrent_backward_cleanup_and_merging(base: tg.GraphStats) -> None:

@@ -9,6 +9,7 @@ import os
 import weakref
 
 import pytest
+from _support import origin_path
 
 import diagnostics
 import tapegrad as tg
@@ -18,12 +19,10 @@ from diagnostics.report import REASON_GREW, LeakReport, LeakRow, build_report
 def at(tag: str) -> str:
     """The origin (``path:line``, as tapegrad spells it) of the line of this file marked
     ``# @tag``."""
-    rel = os.path.relpath(__file__)
-    path = __file__ if rel.startswith("..") else rel
     with open(__file__) as f:
         lines = [i for i, text in enumerate(f, 1) if text.rstrip().endswith(f"# @{tag}")]
     assert len(lines) == 1, tag
-    return f"{path}:{lines[0]}"
+    return f"{origin_path(__file__)}:{lines[0]}"
 
 
 def mine(report: LeakReport) -> dict[tuple[str, str, str], LeakRow]:
