@@ -23,6 +23,7 @@ VJPRule = Callable[..., tuple[Any, ...]]
 ShapeCheck = Callable[[str, list[Any], dict[str, Any]], None]
 
 _REGISTRY: dict[str, Op] = {}
+_new_tensor = object.__new__
 _MODE = grad_mode._MODE
 _Tracer = jax.core.Tracer
 
@@ -203,7 +204,9 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any]) -> Tensor:
         if op.check is not None and not isinstance(err, ShapeError):
             op.check(op.name, arrays, params)
         raise
-    out = Tensor._wrap(y)
+    out = _new_tensor(Tensor)  # Tensor._wrap, inlined: this is every op's hot path
+    out._data = y
+    out._node = out._grad = None
     if tracked and op.differentiable and _MODE.enabled and y.dtype in INEXACT:
         if isinstance(y, _Tracer):
             raise TracerError(

@@ -184,7 +184,6 @@ class Node:
 
     def __init__(
         self,
-        nid: int,
         op: Op | None,
         parents: tuple[Node | None, ...],
         saved: Any,
@@ -194,7 +193,7 @@ class Node:
         code: CodeType | None,
         lineno: int,
     ) -> None:
-        self.id = nid
+        self.id = -1  # set by the tape when it registers the node
         self.op = op
         self.parents = parents
         self.saved = saved
@@ -315,6 +314,7 @@ class Tape:
         self._threshold = 0
         self._survivors = 0
         self._limit = 0
+        self._sweep_at = 0
         self._version = 0
         self._cache: tuple[int, dict[int, int]] | None = None  # (version, node -> graph)
 
@@ -326,12 +326,12 @@ class Tape:
         dead = self._dead
         by_ref = self._by_ref
         while dead:
-            node = by_ref.get(id(dead.pop()))
-            if node is not None and node.live:
-                self._unlink_tensor(node)
+            node = by_ref.pop(id(dead.pop()), None)
+            if node is not None:
+                self._unlinked(node)
 
-    def _unlink_tensor(self, node: Node) -> None:
-        del self._by_ref[id(node.ref)]
+    def _unlinked(self, node: Node) -> None:
+        """``node``'s tensor is gone (or no longer requires grad); ``_by_ref`` forgot it."""
         node.live = False
         node.ref = None
         self._live -= 1
@@ -370,70 +370,43 @@ class Tape:
 
     # ------------------------------------------------------------------ recording
 
-    def leaf(self, tensor: Tensor, code: CodeType | None, lineno: int) -> Node:
-        """Record ``tensor`` as a leaf (it requires grad from now on) and return its node."""
-        data = tensor._data
-        with self._lock:
-            if self._dead:
-                self._drain()
-            node = self._new(None, (), None, None, tensor, data.shape, data.dtype, code, lineno)
-            self._leaves += 1
-            self._after_record()
-        return node
-
     def record(
-        self,
-        op: Op,
-        parents: tuple[Node | None, ...],
-        saved: Any,
-        params: dict[str, Any],
-        tensor: Tensor,
-        code: CodeType | None,
-        lineno: int,
-    ) -> Node:
-        """Record an op node for ``tensor`` (its output), linking it to ``parents``.
-
-        The caller keeps the input tensors alive until this returns, so every parent is live
-        or useful here and cannot be swept concurrently (DESIGN.md rule 10).
-        """
-        data = tensor._data
-        with self._lock:
-            if self._dead:
-                self._drain()
-            node = self._new(
-                op, parents, saved, params, tensor, data.shape, data.dtype, code, lineno
-            )
-            for p in parents:
-                if p is not None:
-                    p.uc += 1
-            self._after_record()
-        return node
-
-    def _new(
         self,
         op: Op | None,
         parents: tuple[Node | None, ...],
         saved: Any,
         params: dict[str, Any] | None,
         tensor: Tensor,
-        shape: tuple[int, ...],
-        dtype: Any,
         code: CodeType | None,
         lineno: int,
     ) -> Node:
-        nid = self._next_id
-        self._next_id = nid + 1
-        node = Node(nid, op, parents, saved, params, shape, dtype, code, lineno)
-        node.ref = ref = weakref.ref(tensor, self._enqueue)
-        self._by_ref[id(ref)] = node
-        self._nodes[nid] = node
-        self._live += 1
-        self._version += 1
-        return node
+        """Record a node for ``tensor``: a leaf (``op is None``) or the output of ``op``,
+        linked to ``parents``.
 
-    def _after_record(self) -> None:
-        if self._policy == "threshold" and len(self._nodes) >= self._limit:
-            self._sweep()
+        The caller keeps the input tensors alive until this returns, so every parent is live
+        or useful here and cannot be swept concurrently (DESIGN.md rule 10). This is the hot
+        path of every tracked op: one lock, no calls but the node and its weak reference.
+        """
+        data = tensor._data
+        node = Node(op, parents, saved, params, data.shape, data.dtype, code, lineno)
+        ref = node.ref = weakref.ref(tensor, self._enqueue)
+        with self._lock:
+            if self._dead:
+                self._drain()
+            nid = node.id = self._next_id
+            self._next_id = nid + 1
+            self._by_ref[id(ref)] = node
+            self._nodes[nid] = node
+            self._live += 1
+            self._version += 1
+            if op is None:
+                self._leaves += 1
+            for p in parents:
+                if p is not None:
+                    p.uc += 1
+            if self._sweep_at and len(self._nodes) >= self._sweep_at:
+                self._sweep()
+        return node
 
     def release(self, node: Node) -> None:
         """The tensor of ``node`` stopped requiring grad (``requires_grad_(False)``)."""
@@ -441,7 +414,8 @@ class Tape:
             if self._dead:
                 self._drain()
             if node.on_tape and node.live:
-                self._unlink_tensor(node)
+                del self._by_ref[id(node.ref)]
+                self._unlinked(node)
 
     # ------------------------------------------------------------------ backward support
 
@@ -580,7 +554,13 @@ class Tape:
 
     def _set_survivors(self) -> None:
         self._survivors = len(self._nodes)
+        self._set_limit()
+
+    def _set_limit(self) -> None:
+        """Rule 5: under "threshold", sweep when the count reaches survivors + max(threshold,
+        survivors); ``_sweep_at`` is 0 under the other policies (never)."""
         self._limit = self._survivors + max(self._threshold, self._survivors)
+        self._sweep_at = self._limit if self._policy == "threshold" else 0
 
     # ------------------------------------------------------------------ policy
 
@@ -607,8 +587,7 @@ class Tape:
             self._threshold = threshold or 0
             if policy == "auto":
                 self._sweep()
-            # survivors stay what the last sweep kept (rule 5); only the limit moves
-            self._limit = self._survivors + max(self._threshold, self._survivors)
+            self._set_limit()  # survivors stay what the last sweep kept (rule 5)
 
     @property
     def policy(self) -> Policy:

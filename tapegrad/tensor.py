@@ -204,7 +204,7 @@ class Tensor:
                 "tapegrad records only concrete arrays. Make leaves outside the transformation."
             )
         code, lineno = user_frame(2)
-        self._node = TAPE.leaf(self, code, lineno)
+        self._node = TAPE.record(None, (), None, None, self, code, lineno)
 
     def retain_grad(self) -> None:
         """Keep this non-leaf tensor's gradient in ``.grad`` after backward (as in PyTorch).
