@@ -67,7 +67,7 @@ CATALOGUE: list[tuple[str, Trigger, type[BaseException], tuple[str, ...]]] = [
     ("ce-labels-shape", lambda w, m: tg.cross_entropy(m, tg.tensor([0])), ValueError, ("labels",)),
     (
         "ce-labels-range",
-        lambda w, m: tg.cross_entropy(m, tg.tensor([0, 3])),
+        lambda w, m: tg.cross_entropy(m, [0, 3]),
         ValueError,
         ("[0, 3)",),
     ),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -11,6 +11,9 @@ import numpy as np
 
 from tapegrad.errors import ShapeError
 from tapegrad.op import broadcast_check, defop
+
+if TYPE_CHECKING:
+    from tapegrad.tensor import Tensor
 
 __all__ = ["softmax", "log_softmax", "cross_entropy", "mse_loss"]
 
@@ -63,57 +66,88 @@ def _check_labels(logits: jax.Array, labels: jax.Array) -> None:
 
 
 @jax.jit
-def _cross_entropy(logits: jax.Array, labels: jax.Array) -> tuple[jax.Array, ...]:
-    """Loss, log-probabilities and the count of out-of-range labels, in one dispatch."""
+def _cross_entropy(logits: jax.Array, labels: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The loss and the log-probabilities, in one dispatch; a label outside [0, C) picks NaN."""
     logp = jax.nn.log_softmax(logits, axis=-1)
-    picked = jnp.take_along_axis(logp, labels[..., None], axis=-1, mode="clip")
-    bad = jnp.sum((labels < 0) | (labels >= logits.shape[-1]))
-    return -jnp.mean(picked), logp, bad
+    classes = logits.shape[-1]
+    safe = jnp.clip(labels, 0, classes - 1)[..., None]
+    picked = jnp.take_along_axis(logp, safe, axis=-1)[..., 0]
+    valid = (labels >= 0) & (labels < classes)
+    return -jnp.mean(jnp.where(valid, picked, jnp.nan)), logp
 
 
-@defop
-def cross_entropy(logits: jax.Array, labels: jax.Array) -> tuple[jax.Array, tuple[Any, ...]]:
-    """Mean over the batch of -log softmax(logits)[label]; logits (..., C), labels (...) int.
+@defop(name="cross_entropy")
+def _cross_entropy_op(
+    logits: jax.Array, labels: jax.Array
+) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    """Mean over the batch of -log softmax(logits)[label]; logits (..., C), labels (...) int."""
+    _check_labels(logits, labels)
+    loss, logp = _cross_entropy(logits, labels)
+    return loss, (logp, labels)
+
+
+@_cross_entropy_op.defvjp
+@partial(jax.jit, static_argnames=("needs",))
+def _cross_entropy_vjp(
+    res: tuple[jax.Array, jax.Array], g: jax.Array, needs: tuple[bool, ...]
+) -> tuple[jax.Array | None, None]:
+    """g_logits = g * (softmax(logits) - onehot(labels)) / N (one fused rule); NaN on the
+    rows whose label is out of range, as their loss term."""
+    logp, labels = res
+    classes = logp.shape[-1]
+    onehot = jax.nn.one_hot(labels, classes, dtype=logp.dtype)
+    gx = (jnp.exp(logp) - onehot) * (g / labels.size)
+    valid = (labels >= 0) & (labels < classes)
+    return (jnp.where(valid[..., None], gx, jnp.nan), None)
+
+
+def cross_entropy(logits: Any, labels: Any) -> Tensor:
+    """Mean over the batch of -log softmax(logits)[label] (one fused op and VJP).
+
+    Args:
+        logits: a float tensor of shape (..., C).
+        labels: integer class indices of shape (...), as a tensor, JAX or NumPy array or list.
 
     Raises:
         TypeError: labels are not integers.
         ShapeError: labels do not have the shape ``logits.shape[:-1]``.
-        ValueError: a label is outside ``[0, C)`` (checked on concrete arrays).
+        ValueError: host labels (a NumPy array or a list) outside ``[0, C)``. Labels already
+            on the device are not read back (that would stall JAX's asynchronous dispatch
+            every step): an out-of-range one gives a NaN loss and NaN gradients for its row,
+            JAX's out-of-bounds convention.
     """
-    _check_labels(logits, labels)
-    loss, logp, bad = _cross_entropy(logits, labels)
-    if not isinstance(bad, jax.core.Tracer) and int(bad):
-        raise ValueError(
-            f"cross_entropy: {int(bad)} labels are outside [0, {logits.shape[-1]}); labels "
-            f"index the last axis of logits (shape {tuple(logits.shape)})."
-        )
-    return loss, (logp, labels)
+    if isinstance(labels, (list, tuple, np.ndarray)):
+        labels = np.asarray(labels)
+        classes = np.shape(logits)[-1] if np.ndim(logits) else 0
+        if np.issubdtype(labels.dtype, np.integer) and labels.size:
+            bad = int(np.count_nonzero((labels < 0) | (labels >= classes)))
+            if bad:
+                raise ValueError(
+                    f"cross_entropy: {bad} labels are outside [0, {classes}); labels index "
+                    f"the last axis of logits (shape {tuple(np.shape(logits))})."
+                )
+    return _cross_entropy_op(logits, labels)
 
 
-@cross_entropy.defvjp
-@partial(jax.jit, static_argnames=("needs",))
-def _cross_entropy_vjp(
-    res: tuple[Any, ...], g: jax.Array, needs: tuple[bool, ...]
-) -> tuple[jax.Array | None, None]:
-    """g_logits = g * (softmax(logits) - onehot(labels)) / N (one fused rule)."""
-    logp, labels = res
-    n = labels.size
-    onehot = jax.nn.one_hot(labels, logp.shape[-1], dtype=logp.dtype)
-    return ((jnp.exp(logp) - onehot) * (g / n), None)
+@jax.jit
+def _mse(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
+    d = a - b
+    return jnp.mean(d * d), d
 
 
 @defop(check=broadcast_check)
-def mse_loss(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[jax.Array, int]]:
+def mse_loss(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[jax.Array]]:
     """Mean of (a - b)**2 over all elements (broadcasting a against b)."""
-    d = a - b
-    return jnp.mean(d * d), (d, d.size)
+    y, d = _mse(a, b)
+    return y, (d,)
 
 
 @mse_loss.defvjp
+@partial(jax.jit, static_argnames=("needs",))
 def _mse_loss_vjp(
-    res: tuple[jax.Array, int], g: jax.Array, needs: tuple[bool, ...]
+    res: tuple[jax.Array], g: jax.Array, needs: tuple[bool, ...]
 ) -> tuple[jax.Array | None, ...]:
     """ga = 2 (a - b) g / N, gb = -ga."""
-    d, n = res
-    ga = d * (2 * g / n)
+    (d,) = res
+    ga = d * (2 * g / d.size)
     return (ga if needs[0] else None, -ga if needs[1] else None)

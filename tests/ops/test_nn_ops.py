@@ -74,6 +74,20 @@ def test_cross_entropy_rejects_labels_out_of_range(bad: int) -> None:
         tg.cross_entropy(tg.tensor(LOGITS, requires_grad=True), labels)
 
 
+@pytest.mark.parametrize("bad", [3, -1])
+def test_device_labels_out_of_range_give_nan_rows_not_a_host_sync(bad: int) -> None:
+    """Labels already on the device are not read back; a bad one poisons its row with NaN
+    (JAX's out-of-bounds fill), so the mistake shows in the loss instead of passing silently."""
+    labels = LABELS.copy()
+    labels[2] = bad
+    t = tg.tensor(LOGITS, requires_grad=True)
+    loss = tg.cross_entropy(t, jnp.asarray(labels))
+    assert np.isnan(float(loss))
+    (g,) = tg.grad(loss, t)
+    rows = np.isnan(np.asarray(g.data)).all(axis=1)
+    assert rows.tolist() == [False, False, True, False]
+
+
 def test_softmax_is_stable_and_sums_to_one() -> None:
     x = np.array([[1000.0, 1000.0, -1000.0]], np.float32)
     y = tg.softmax(tg.tensor(x, requires_grad=True))
