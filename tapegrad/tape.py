@@ -22,6 +22,7 @@ Only this module mutates the tape (DESIGN.md, "Graph lifetime"). Terms used belo
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -540,17 +541,20 @@ class Tape:
         return stats
 
     def _bytes_freed(self, hanging: dict[int, Node]) -> int:
-        released: dict[int, int] = {}
+        # Collect the distinct arrays first and size each once: ``jax.Array.nbytes`` is a
+        # Python property (several us), and hanging nodes often share residuals.
+        released: dict[int, jax.Array] = {}
         for node in hanging.values():
             if node.saved is not None:
-                released.update(_nbytes(node.saved))
+                for a in _saved_arrays(node.saved):
+                    released[id(a)] = a
         if not released:
             return 0
         for nid, node in self._nodes.items():
             if node.saved is not None and nid not in hanging:
                 for a in _saved_arrays(node.saved):
                     released.pop(id(a), None)
-        return sum(released.values())
+        return sum(a.dtype.itemsize * math.prod(a.shape) for a in released.values())
 
     def _set_survivors(self) -> None:
         self._survivors = len(self._nodes)

@@ -558,7 +558,8 @@ def _binary(op: Any, a: Any, b: Any, reflected: str | None = None) -> Tensor:
     operand's ``reflected`` method when it has one (Python's protocol), else raise the op's
     own ``TypeError``, which says what to pass instead."""
     try:
-        out: Tensor = op(a, b)
+        # depth 4: user_frame, apply, _binary, the operator method, then the user's frame
+        out: Tensor = _op.apply(op, (a, b), {}, 4)
     except _op.OperandTypeError:
         if reflected is not None and hasattr(type(b), reflected):
             return NotImplemented  # type: ignore[no-any-return]

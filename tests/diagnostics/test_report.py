@@ -49,7 +49,8 @@ def test_hanging_leaves_nodes_dead_graphs_and_bytes_by_origin() -> None:
     assert rows[(leaf_line, "leaf", "hanging")].count == 3
     assert rows[(exp_line, "exp", "hanging")].count == 1
     assert rows[(exp_line, "exp", "hanging")].bytes == 256 * 4  # exp saves its output
-    assert rows[(mul_line, "multiply", "hanging")].bytes == 256 * 4  # multiply saves a
+    # multiply saves a, and the constant 2.0 as a 0-d float32 array (tapegrad caches scalars)
+    assert rows[(mul_line, "multiply", "hanging")].bytes == 256 * 4 + 4
     assert rows[(a_line, "leaf", "hanging")].count == 1
     assert rows[(w_line, "leaf", "live")].count == 1  # w itself
     assert {r.function for r in rows.values()} == {
@@ -58,7 +59,7 @@ def test_hanging_leaves_nodes_dead_graphs_and_bytes_by_origin() -> None:
     assert report.hanging_leaves == 4
     assert report.hanging_nodes == 6
     assert report.dead_graphs == 4  # three lone leaves and a * 2.0; w's graph is live
-    assert report.bytes_held == 2 * 256 * 4
+    assert report.bytes_held == 2 * 256 * 4 + 4  # exp's output, a, the constant 2.0
     assert all(r.delta is None for r in report.rows)
     freed = tg.graph_cleanup()
     assert freed.bytes_freed == report.bytes_held  # what it said cleanup frees, it frees
