@@ -68,11 +68,8 @@ from tapegrad.ops import (
     tanh,
     where,
 )
+from tapegrad.records import CleanupStats, GraphStats, NodeRecord, Snapshot
 from tapegrad.tape import (
-    CleanupStats,
-    GraphStats,
-    NodeRecord,
-    Snapshot,
     get_cleanup_policy,
     graph_cleanup,
     graph_stats,

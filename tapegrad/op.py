@@ -13,7 +13,8 @@ import numpy as np
 
 from tapegrad import grad_mode
 from tapegrad.errors import DuplicateOpError, MissingVJPError, ShapeError, TracerError
-from tapegrad.tape import TAPE, user_frame
+from tapegrad.origin import user_frame
+from tapegrad.tape import TAPE
 from tapegrad.tensor import Tensor
 
 __all__ = ["Op", "defop", "registry", "apply", "OperandTypeError", "INEXACT"]

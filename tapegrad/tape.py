@@ -23,19 +23,18 @@ Only this module mutates the tape (DESIGN.md, "Graph lifetime"). Terms used belo
 from __future__ import annotations
 
 import math
-import os
-import sys
 import threading
 import time
 import weakref
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from types import CodeType
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import jax
 
 from tapegrad.errors import GraphConsumedError
+from tapegrad.origin import display_path, format_origin, function_name
+from tapegrad.records import CleanupStats, GraphStats, NodeRecord, Snapshot
 
 if TYPE_CHECKING:
     from tapegrad.op import Op
@@ -44,105 +43,15 @@ if TYPE_CHECKING:
 __all__ = [
     "Node",
     "Tape",
-    "CleanupStats",
-    "GraphStats",
-    "NodeRecord",
-    "Snapshot",
     "TAPE",
     "graph_cleanup",
     "graph_stats",
     "set_cleanup_policy",
     "get_cleanup_policy",
     "snapshot",
-    "user_frame",
 ]
 
 Policy = Literal["manual", "auto", "threshold"]
-
-
-@dataclass(frozen=True)
-class CleanupStats:
-    """What one ``graph_cleanup()`` freed.
-
-    Attributes:
-        nodes_removed: nodes removed from the tape, leaves included.
-        leaves_removed: leaves among ``nodes_removed``.
-        graphs_removed: graphs (connected components) removed entirely.
-        bytes_freed: bytes of saved arrays released that no remaining node holds.
-        seconds: wall time of the call, in seconds.
-    """
-
-    nodes_removed: int = 0
-    leaves_removed: int = 0
-    graphs_removed: int = 0
-    bytes_freed: int = 0
-    seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class GraphStats:
-    """Counts over the tape at one moment (DESIGN.md rules 7-8). Reading them changes nothing.
-
-    Attributes:
-        graphs: connected components of the nodes on the tape.
-        nodes: every record on the tape, consumed ones included.
-        leaves: leaf nodes (tensors the user made require grad).
-        live_nodes: nodes whose tensor still exists.
-        hanging_nodes: nodes that are not useful (leaves included).
-        hanging_leaves: leaves that are not useful.
-        dead_graphs: graphs with no useful node.
-        saved_bytes: bytes of the distinct saved arrays (residuals) the tape holds.
-    """
-
-    graphs: int = 0
-    nodes: int = 0
-    leaves: int = 0
-    live_nodes: int = 0
-    hanging_nodes: int = 0
-    hanging_leaves: int = 0
-    dead_graphs: int = 0
-    saved_bytes: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class NodeRecord:
-    """A plain description of one node; holds no strong reference to a tensor, node or array.
-
-    Attributes:
-        id: the node id (creation order).
-        kind: ``"leaf"`` or ``"op"``.
-        op: the op name (``"leaf"`` for leaves).
-        graph: the id of the node's graph (the smallest node id in its component).
-        live: its tensor still exists.
-        useful: live, or reachable from a live node (DESIGN.md).
-        consumed: its VJP ran in a backward without ``retain_graph``.
-        origin: ``"path:line"`` of the first frame outside tapegrad that created it.
-        function: the qualified name of that frame's function.
-        saved_bytes: bytes of the distinct arrays it saves for its VJP.
-        parents: ids of its parents on the tape.
-        tensor: a weak reference to its live tensor, or ``None``.
-    """
-
-    id: int
-    kind: str
-    op: str
-    graph: int
-    live: bool
-    useful: bool
-    consumed: bool
-    origin: str
-    function: str
-    saved_bytes: int
-    parents: tuple[int, ...]
-    tensor: weakref.ref[Tensor] | None
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """Every node on the tape as a ``NodeRecord``, with the ``GraphStats`` of the same moment."""
-
-    nodes: tuple[NodeRecord, ...]
-    stats: GraphStats
 
 
 class Step(NamedTuple):
@@ -222,55 +131,6 @@ class Node:
     def origin(self) -> str:
         """``"path:line"`` where the node was created (path relative to the cwd when under it)."""
         return format_origin(self.code, self.lineno)
-
-
-# ----------------------------------------------------------------------------- origins
-
-_PKG_PREFIX = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_INTERNAL: dict[str, bool] = {}
-
-
-def user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
-    """Return the code object and line of the first caller frame outside the tapegrad package.
-
-    Args:
-        depth: frames to skip before looking (the caller's own frames).
-    """
-    f = sys._getframe(depth)
-    internal = _INTERNAL
-    while f is not None:
-        code = f.f_code
-        fn = code.co_filename
-        inside = internal.get(fn)
-        if inside is None:
-            inside = internal[fn] = os.path.abspath(fn).startswith(_PKG_PREFIX)
-        if not inside:
-            return code, f.f_lineno or 0
-        f = f.f_back  # type: ignore[assignment]
-    return None, 0
-
-
-def display_path(path: str) -> str:
-    """``path`` relative to the current directory when it lies under it, else unchanged."""
-    if os.path.isabs(path):
-        try:
-            rel = os.path.relpath(path)
-        except ValueError:  # another drive on Windows
-            return path
-        if not rel.startswith(".."):
-            return rel
-    return path
-
-
-def format_origin(code: CodeType | None, lineno: int) -> str:
-    """Format an origin as ``"path:line"``, relative to the current directory when under it."""
-    if code is None:
-        return "<unknown>:0"
-    return f"{display_path(code.co_filename)}:{lineno}"
-
-
-def _function(code: CodeType | None) -> str:
-    return "<unknown>" if code is None else code.co_qualname
 
 
 # ----------------------------------------------------------------------------- saved bytes
@@ -760,7 +620,7 @@ def _consumed_message(node: Node) -> str:
     )
     return (
         f"Trying to backward through a graph a second time: op {node.name!r} "
-        f"(created at {node.origin} in {_function(node.code)}) {when} that did not keep "
+        f"(created at {node.origin} in {function_name(node.code)}) {when} that did not keep "
         "the graph, so its saved arrays are (being) released. Fixes: pass "
         "retain_graph=True to the earlier backward() if you need to backward through this "
         "graph again; keep running totals as numbers with loss.item() (or loss.detach()) "

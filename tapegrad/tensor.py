@@ -10,7 +10,8 @@ import numpy as np
 
 from tapegrad import grad_mode
 from tapegrad.errors import InPlaceError, ShapeError, TracerError
-from tapegrad.tape import TAPE, Node, user_frame
+from tapegrad.origin import user_frame
+from tapegrad.tape import TAPE, Node
 
 __all__ = ["Tensor"]
 

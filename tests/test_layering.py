@@ -1,7 +1,8 @@
 """Dependencies point one way (DESIGN.md "Layout"): ``import tapegrad`` loads neither rich
 nor diagnostics, the engine imports only jax and NumPy, ``tape.py`` imports no tapegrad
-module but ``errors``, and each tapegrad module imports only modules below it. Imports are
-read with ``ast`` (function-level ones too; ``if TYPE_CHECKING:`` blocks never run)."""
+module but ``errors``, ``origin`` and ``records`` (leaf modules), and each tapegrad module
+imports only modules below it. Imports are read with ``ast`` (function-level ones too;
+``if TYPE_CHECKING:`` blocks never run)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ RANK = {
     "tapegrad.errors": 0,
     "tapegrad.grad_mode": 0,
     "tapegrad._arrays": 0,
+    "tapegrad.origin": 0,
+    "tapegrad.records": 0,
     "tapegrad.tape": 1,
     "tapegrad.tensor": 2,
     "tapegrad.op": 3,
@@ -108,10 +111,10 @@ def test_imports_point_down(path: Path) -> None:
             assert top in allowed, f"{where}: the engine imports only jax and NumPy"
 
 
-def test_tape_imports_no_tapegrad_module_but_errors() -> None:
+def test_tape_imports_no_tapegrad_module_but_its_leaves() -> None:
     imported = {m for m, _ in runtime_imports(PACKAGE / "tape.py") if m.startswith("tapegrad")}
-    assert imported == {"tapegrad.errors"}
-    for leaf in ("errors.py", "grad_mode.py"):
+    assert imported == {"tapegrad.errors", "tapegrad.origin", "tapegrad.records"}
+    for leaf in ("errors.py", "grad_mode.py", "origin.py", "records.py"):
         assert not [m for m, _ in runtime_imports(PACKAGE / leaf) if m.startswith("tapegrad")]
 
 

@@ -1,0 +1,97 @@
+"""Plain records of the tape's state: GraphStats, CleanupStats, NodeRecord, Snapshot."""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tapegrad.tensor import Tensor
+
+__all__ = ["CleanupStats", "GraphStats", "NodeRecord", "Snapshot"]
+
+
+@dataclass(frozen=True)
+class CleanupStats:
+    """What one ``graph_cleanup()`` freed.
+
+    Attributes:
+        nodes_removed: nodes removed from the tape, leaves included.
+        leaves_removed: leaves among ``nodes_removed``.
+        graphs_removed: graphs (connected components) removed entirely.
+        bytes_freed: bytes of saved arrays released that no remaining node holds.
+        seconds: wall time of the call, in seconds.
+    """
+
+    nodes_removed: int = 0
+    leaves_removed: int = 0
+    graphs_removed: int = 0
+    bytes_freed: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class GraphStats:
+    """Counts over the tape at one moment (DESIGN.md rules 7-8). Reading them changes nothing.
+
+    Attributes:
+        graphs: connected components of the nodes on the tape.
+        nodes: every record on the tape, consumed ones included.
+        leaves: leaf nodes (tensors the user made require grad).
+        live_nodes: nodes whose tensor still exists.
+        hanging_nodes: nodes that are not useful (leaves included).
+        hanging_leaves: leaves that are not useful.
+        dead_graphs: graphs with no useful node.
+        saved_bytes: bytes of the distinct saved arrays (residuals) the tape holds.
+    """
+
+    graphs: int = 0
+    nodes: int = 0
+    leaves: int = 0
+    live_nodes: int = 0
+    hanging_nodes: int = 0
+    hanging_leaves: int = 0
+    dead_graphs: int = 0
+    saved_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """A plain description of one node; holds no strong reference to a tensor, node or array.
+
+    Attributes:
+        id: the node id (creation order).
+        kind: ``"leaf"`` or ``"op"``.
+        op: the op name (``"leaf"`` for leaves).
+        graph: the id of the node's graph (the smallest node id in its component).
+        live: its tensor still exists.
+        useful: live, or reachable from a live node (DESIGN.md).
+        consumed: its VJP ran in a backward without ``retain_graph``.
+        origin: ``"path:line"`` of the first frame outside tapegrad that created it.
+        function: the qualified name of that frame's function.
+        saved_bytes: bytes of the distinct arrays it saves for its VJP.
+        parents: ids of its parents on the tape.
+        tensor: a weak reference to its live tensor, or ``None``.
+    """
+
+    id: int
+    kind: str
+    op: str
+    graph: int
+    live: bool
+    useful: bool
+    consumed: bool
+    origin: str
+    function: str
+    saved_bytes: int
+    parents: tuple[int, ...]
+    tensor: weakref.ref[Tensor] | None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Every node on the tape as a ``NodeRecord``, with the ``GraphStats`` of the same moment."""
+
+    nodes: tuple[NodeRecord, ...]
+    stats: GraphStats
