@@ -100,14 +100,22 @@ def _summary(report: LeakReport) -> Panel:
     )
 
 
+ORIGIN_WIDTH = 30
+"""Origins up to this many characters are never folded (the table squeezes other columns)."""
+
+
 def _table(report: LeakReport, max_rows: int) -> Table:
     with_delta = any(row.delta is not None for row in report.rows)
     table = Table(
         box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True, expand=True
     )  # expand: the ratio columns then share exactly the width the fixed ones leave
+    # An origin is the one cell a reader copies (file:line): it gets its full width first, up
+    # to ORIGIN_WIDTH, and folds only beyond that; the function column takes what is left.
+    longest = max((len(row.origin) for row in report.rows[:max_rows]), default=6)
+    named = max((len(row.function) for row in report.rows[:max_rows]), default=8)
     table.add_column("kind", no_wrap=True)
-    table.add_column("origin", overflow="fold", ratio=3)
-    table.add_column("function", overflow="fold", ratio=2)
+    table.add_column("origin", overflow="fold", ratio=2, min_width=min(longest, ORIGIN_WIDTH))
+    table.add_column("function", overflow="fold", ratio=1, min_width=min(named, 12))
     table.add_column("op", no_wrap=True)
     table.add_column("count", justify="right", no_wrap=True)
     table.add_column("bytes", justify="right", no_wrap=True)

@@ -47,12 +47,12 @@ SMALL_TEXT = """\
 │ consumed    3 records → backward markers, freed with their tensors                 │
 │ total       9 nodes in 3 graphs, 2.0 kB saved                                      │
 ╰────────────────────────────────────────────────────────────────────────────────────╯
-kind        origin                               function                 op      count    bytes   Δ
+kind        origin                                   function             op      count    bytes   Δ
 ────────────────────────────────────────────────────────────────────────────────────────────────────
-hanging     train.py:17                          step                     matmul      2   1.5 kB  +2
-kept-alive  train.py:42                          train                    add         3  0 bytes  +1
-hanging     train.py:16                          step                     leaf        1  0 bytes   0
-consumed    train.py:40                          train                    sum         3  0 bytes  +1
+hanging     train.py:17                              step                 matmul      2   1.5 kB  +2
+kept-alive  train.py:42                              train                add         3  0 bytes  +1
+hanging     train.py:16                              step                 leaf        1  0 bytes   0
+consumed    train.py:40                              train                sum         3  0 bytes  +1
 why alive
 graph 8: 3 nodes, 0 bytes; a live tensor reaches a consumed record through unconsumed ops
   global running → Tensor(shape=(), origin=train.py:42)
