@@ -17,6 +17,8 @@ from tapegrad.tensor import Tensor
 
 __all__ = ["backward", "grad", "sum_to_shape"]
 
+_NO_PARAMS: dict[str, Any] = {}  # read-only: unpacked into VJP rules, never mutated
+
 
 @partial(jax.jit, static_argnames=("axes", "shape"))
 def _sum_axes(g: jax.Array, axes: tuple[int, ...], shape: tuple[int, ...]) -> jax.Array:
@@ -97,7 +99,7 @@ def _run(
                 if node.retain or node.id in wanted:
                     out[node.id] = (node, g)
                 needs = tuple(p is not None for p in parents)
-                cts = op.call_vjp(saved, g, needs, params or {})
+                cts = op.call_vjp(saved, g, needs, params or _NO_PARAMS)
                 if len(cts) != len(parents):
                     raise VJPShapeError(
                         f"VJP of {node.name!r} returned {len(cts)} cotangents for "
@@ -106,14 +108,15 @@ def _run(
                 for i, (p, ct) in enumerate(zip(parents, cts, strict=True)):
                     if p is None or ct is None:
                         continue
-                    ct = _reduce(ct, p, node, i)
+                    if not isinstance(ct, jax.Array) or ct.shape != p.shape or ct.dtype != p.dtype:
+                        ct = _reduce(ct, p, node, i)  # sum down, cast, or raise VJPShapeError
                     prev = cots.get(p.id)
                     cots[p.id] = ct if prev is None else prev + ct
             done.append(node)
         ok = True
     finally:
         rest = () if ok else steps[len(done) + len(leaves) :]
-        undone = [s.node for s in rest if s.op is not None]
+        undone = [step[0] for step in rest if step[1] is not None]
         TAPE.consume(done, undone, leaves if ok else (), retain_graph)
     return out
 

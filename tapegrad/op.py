@@ -242,7 +242,8 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
                 f"@{op.name}.defvjp, or declare the op with differentiable=False."
             )
         code, lineno = user_frame(depth)
-        out._node = TAPE.record(op, tuple(parents), saved, params, out, code, lineno)
+        # an empty params dict is not kept: one GC-tracked object less per node
+        out._node = TAPE.record(op, tuple(parents), saved, params or None, out, code, lineno)
     return out
 
 

@@ -28,7 +28,7 @@ import time
 import weakref
 from collections.abc import Iterable, Sequence
 from types import CodeType
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal
 
 import jax
 
@@ -54,14 +54,9 @@ __all__ = [
 Policy = Literal["manual", "auto", "threshold"]
 
 
-class Step(NamedTuple):
-    """What a backward needs of one node, read under the lock (``Tape.ancestors``)."""
-
-    node: Node
-    op: Op | None
-    parents: tuple[Node | None, ...]
-    saved: Any
-    params: dict[str, Any] | None
+Step = tuple["Node", "Op | None", tuple["Node | None", ...], Any, "dict[str, Any] | None"]
+"""What a backward needs of one node, read under the lock (``Tape.ancestors``): the node, its
+op, parents, residuals and parameters (a plain tuple: one is built per node per pass)."""
 
 
 class Node:
@@ -312,7 +307,7 @@ class Tape:
             for node in sorted(seen.values(), key=_node_id, reverse=True):
                 if claim and node.op is not None:
                     node.claimed = True
-                steps.append(Step(node, node.op, node.parents, node.saved, node.params))
+                steps.append((node, node.op, node.parents, node.saved, node.params))
             return steps
 
     def consume(
