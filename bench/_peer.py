@@ -178,3 +178,23 @@ def tensor_memory(
         del held
         reset()
     return {"n": n, "rss_per": (rss1 - rss0) / n, "traced_per": (t1 - t0) / n}
+
+
+PEER_WORKLOADS = (
+    "perop",
+    "mlp",
+    "chain",
+    "seed",
+    "seed_growth",
+    "live_memory",
+    "hanging_memory",
+    "curve",
+)
+"""Every workload a peer with one variant per workload can run."""
+
+
+def one_variant(
+    name: str, workloads: tuple[str, ...] = PEER_WORKLOADS
+) -> dict[str, tuple[str, ...]]:
+    """``VARIANTS`` for a peer that runs each of ``workloads`` one way, shown as ``name``."""
+    return {workload: (name,) for workload in workloads}

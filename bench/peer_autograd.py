@@ -15,19 +15,14 @@ from autograd import value_and_grad
 from autograd.scipy.special import logsumexp
 
 from bench import _data
-from bench._peer import Case, curve, mlp_case
+from bench._peer import Case, curve, mlp_case, one_variant
 
 __all__ = ["SYSTEM", "VARIANTS", "version", "case", "probe"]
 
 SYSTEM = "autograd"
 NAME = "HIPS autograd"
 
-VARIANTS: dict[str, tuple[str, ...]] = {
-    "perop": (NAME,),
-    "mlp": (NAME,),
-    "chain": (NAME,),
-    "curve": (NAME,),
-}
+VARIANTS: dict[str, tuple[str, ...]] = one_variant(NAME, ("perop", "mlp", "chain", "curve"))
 
 
 def version() -> str:

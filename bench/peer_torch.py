@@ -12,23 +12,14 @@ import torch
 import torch.nn.functional as F
 
 from bench import _data
-from bench._peer import Case, curve, mlp_case, nothing, seed_growth, tensor_memory
+from bench._peer import Case, curve, mlp_case, nothing, one_variant, seed_growth, tensor_memory
 
 __all__ = ["SYSTEM", "VARIANTS", "version", "case", "probe"]
 
 SYSTEM = "torch"
 NAME = "torch eager"
 
-VARIANTS: dict[str, tuple[str, ...]] = {
-    "perop": (NAME,),
-    "mlp": (NAME,),
-    "chain": (NAME,),
-    "seed": (NAME,),
-    "seed_growth": (NAME,),
-    "live_memory": (NAME,),
-    "hanging_memory": (NAME,),
-    "curve": (NAME,),
-}
+VARIANTS: dict[str, tuple[str, ...]] = one_variant(NAME)
 
 
 def version() -> str:
