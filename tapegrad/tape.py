@@ -22,7 +22,6 @@ Only this module mutates the tape (DESIGN.md, "Graph lifetime"). Terms used belo
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 import weakref
@@ -144,9 +143,9 @@ def _saved_arrays(saved: Any) -> Iterable[jax.Array]:
             stack.extend(item.values())
 
 
-def _nbytes(saved: Any) -> dict[int, int]:
-    """Map ``id(array) -> nbytes`` for the distinct arrays in a residual pytree."""
-    return {id(a): int(a.nbytes) for a in _saved_arrays(saved)}
+def _array_bytes(a: jax.Array) -> int:
+    """``a.nbytes`` without its Python property (several us): elements times item size."""
+    return int(a.size) * a.dtype.itemsize
 
 
 # ----------------------------------------------------------------------------- the tape
@@ -409,7 +408,7 @@ class Tape:
             if node.saved is not None and nid not in hanging:
                 for a in _saved_arrays(node.saved):
                     released.pop(id(a), None)
-        return sum(a.dtype.itemsize * math.prod(a.shape) for a in released.values())
+        return sum(_array_bytes(a) for a in released.values())
 
     def _set_survivors(self) -> None:
         self._survivors = len(self._nodes)
@@ -497,7 +496,7 @@ class Tape:
                 mine.add(key)
                 n = sizes.get(key)
                 if n is None:
-                    n = sizes[key] = int(a.size) * a.dtype.itemsize
+                    n = sizes[key] = _array_bytes(a)
                 total += n
             if total:
                 per_node[nid] = total
