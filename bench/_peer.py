@@ -198,3 +198,24 @@ def one_variant(
 ) -> dict[str, tuple[str, ...]]:
     """``VARIANTS`` for a peer that runs each of ``workloads`` one way, shown as ``name``."""
     return {workload: (name,) for workload in workloads}
+
+
+def leaf_probe(
+    system: str, trainer: Callable[[], Trainer], new_leaf: Callable[[], Any]
+) -> Callable[..., dict[str, Any]]:
+    """``probe`` for a peer whose one-shot measurements need only a trainer and a way to
+    make one leaf that requires grad: the curve, seed growth and memory per tensor."""
+
+    def probe(workload: str, variant: str, **kw: Any) -> dict[str, Any]:
+        """The one-shot measurement ``workload``."""
+        if workload == "curve":
+            return curve(trainer(), kw.get("steps", _data.CURVE_STEPS), kw.get("rows", 0))
+        if workload == "seed_growth":
+            return seed_growth(new_leaf, kw["iterations"])
+        if workload == "live_memory":
+            return tensor_memory(new_leaf, kw["n"], keep=True)
+        if workload == "hanging_memory":
+            return tensor_memory(new_leaf, kw["n"], keep=False, reset=nothing)
+        raise ValueError(f"{system} has no probe {workload!r} / {variant!r}")
+
+    return probe

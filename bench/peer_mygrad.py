@@ -12,7 +12,12 @@ import numpy as np
 from mygrad.nnet import relu, softmax_crossentropy
 
 from bench import _data
-from bench._peer import Case, curve, mlp_case, nothing, one_variant, seed_growth, tensor_memory
+from bench._peer import (
+    Case,
+    leaf_probe,
+    mlp_case,
+    one_variant,
+)
 
 __all__ = ["SYSTEM", "VARIANTS", "version", "case", "probe"]
 
@@ -101,14 +106,4 @@ def case(workload: str, variant: str, **kw: Any) -> Case:
     raise ValueError(f"mygrad has no case {workload!r} / {variant!r}")
 
 
-def probe(workload: str, variant: str, **kw: Any) -> dict[str, Any]:
-    """The one-shot measurement ``workload``."""
-    if workload == "curve":
-        return curve(_Trainer(), kw.get("steps", _data.CURVE_STEPS), kw.get("rows", 0))
-    if workload == "seed_growth":
-        return seed_growth(_new_leaf, kw["iterations"])
-    if workload == "live_memory":
-        return tensor_memory(_new_leaf, kw["n"], keep=True)
-    if workload == "hanging_memory":
-        return tensor_memory(_new_leaf, kw["n"], keep=False, reset=nothing)
-    raise ValueError(f"mygrad has no probe {workload!r} / {variant!r}")
+probe = leaf_probe(SYSTEM, _Trainer, _new_leaf)
