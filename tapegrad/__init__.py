@@ -20,6 +20,7 @@ from jax.numpy import (
 )
 
 from tapegrad import nn, optim
+from tapegrad._tensor import Tensor
 from tapegrad.backward import grad
 from tapegrad.creation import (
     arange,
@@ -76,7 +77,6 @@ from tapegrad.tape import (
     set_cleanup_policy,
     snapshot,
 )
-from tapegrad.tensor import Tensor
 
 __version__ = "0.1.0"
 

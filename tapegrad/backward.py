@@ -11,9 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from tapegrad._arrays import filled
+from tapegrad._tensor import Tensor
 from tapegrad.errors import NoGradError, NonScalarBackwardError, ShapeError, VJPShapeError
-from tapegrad.tape import TAPE, Node
-from tapegrad.tensor import Tensor
+from tapegrad.node import Node
+from tapegrad.tape import TAPE
 
 __all__ = ["backward", "grad", "sum_to_shape"]
 

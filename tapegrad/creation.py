@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tapegrad._arrays import filled, prng_key
-from tapegrad.tensor import Tensor
+from tapegrad._tensor import Tensor
 
 __all__ = [
     "tensor",

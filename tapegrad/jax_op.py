@@ -8,8 +8,8 @@ from typing import Any
 
 import jax
 
+from tapegrad._tensor import Tensor
 from tapegrad.op import Op
-from tapegrad.tensor import Tensor
 
 __all__ = ["jax_op"]
 

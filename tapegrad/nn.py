@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from tapegrad._arrays import prng_key
+from tapegrad._tensor import Tensor
 from tapegrad.errors import ShapeError
-from tapegrad.tensor import Tensor
 
 __all__ = ["Module", "Linear", "Sequential", "ReLU", "Tanh", "LoadResult"]
 

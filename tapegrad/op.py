@@ -12,10 +12,10 @@ import jax
 import numpy as np
 
 from tapegrad import grad_mode
+from tapegrad._tensor import Tensor
 from tapegrad.errors import DuplicateOpError, MissingVJPError, ShapeError, TracerError
 from tapegrad.origin import user_frame
 from tapegrad.tape import TAPE
-from tapegrad.tensor import Tensor
 
 __all__ = ["Op", "defop", "registry", "apply", "OperandTypeError", "INEXACT"]
 

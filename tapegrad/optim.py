@@ -23,8 +23,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from tapegrad._tensor import Tensor
 from tapegrad.grad_mode import enable_grad
-from tapegrad.tensor import Tensor
 
 __all__ = ["Optimizer", "SGD", "Adam"]
 

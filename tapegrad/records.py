@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tapegrad.tensor import Tensor
+    from tapegrad._tensor import Tensor
 
 __all__ = ["CleanupStats", "GraphStats", "NodeRecord", "Snapshot"]
 

@@ -1,6 +1,7 @@
-"""The graph state: nodes, liveness, usefulness, consumption, cleanup, policies, stats, snapshot.
+"""The graph state: nodes, liveness, usefulness, consumption, cleanup, policies, the lock.
 
-Only this module mutates the tape (DESIGN.md, "Graph lifetime"). Terms used below:
+Only this module mutates the tape; ``census`` counts what it holds and ``sweep`` what a sweep
+removes (DESIGN.md, "Graph lifetime"). Terms used below:
 
 - A node is **live** while its tensor exists (a weak reference resolves). The weak
   reference's callback only appends the reference to ``_dead``; every entry point drains that
@@ -16,8 +17,8 @@ Only this module mutates the tape (DESIGN.md, "Graph lifetime"). Terms used belo
   ``_hanging`` for ``graph_cleanup()`` (rule 5). So a sweep is the removal of ``_hanging``:
   linear in what it frees, and O(1) when there is nothing to free.
 - **Graphs** are connected components over parent links between nodes on the tape. They are
-  computed on demand (union-find, cached until the tape changes), because removing nodes can
-  split a component and union-find cannot split.
+  computed on demand (``census.components``, cached until the tape changes), because
+  removing nodes can split a component and union-find cannot split.
 """
 
 from __future__ import annotations
@@ -25,22 +26,23 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from types import CodeType
 from typing import TYPE_CHECKING, Any, Literal
 
-import jax
-
+from tapegrad.census import components, node_records
+from tapegrad.census import saved_bytes as census_saved_bytes
 from tapegrad.errors import GraphConsumedError
-from tapegrad.origin import display_path, format_origin, function_name
-from tapegrad.records import CleanupStats, GraphStats, NodeRecord, Snapshot
+from tapegrad.node import Node, Step
+from tapegrad.origin import function_name
+from tapegrad.records import CleanupStats, GraphStats, Snapshot
+from tapegrad.sweep import bytes_freed, dead_components
 
 if TYPE_CHECKING:
+    from tapegrad._tensor import Tensor
     from tapegrad.op import Op
-    from tapegrad.tensor import Tensor
 
 __all__ = [
-    "Node",
     "Tape",
     "TAPE",
     "graph_cleanup",
@@ -51,101 +53,6 @@ __all__ = [
 ]
 
 Policy = Literal["manual", "auto", "threshold"]
-
-
-Step = tuple["Node", "Op | None", tuple["Node | None", ...], Any, "dict[str, Any] | None"]
-"""What a backward needs of one node, read under the lock (``Tape.ancestors``): the node, its
-op, parents, residuals and parameters (a plain tuple: one is built per node per pass)."""
-
-
-class Node:
-    """One record on the tape: a leaf (``op is None``) or an op node.
-
-    ``parents`` has one entry per tensor input of the op (``None`` where that input does not
-    require grad). The node holds its tensor only weakly, and never holds a ``Tensor``.
-    """
-
-    __slots__ = (
-        "id",
-        "op",
-        "parents",
-        "saved",
-        "params",
-        "shape",
-        "dtype",
-        "code",
-        "lineno",
-        "ref",
-        "live",
-        "uc",
-        "useful",
-        "consumed",
-        "reached",
-        "retain",
-        "on_tape",
-        "claimed",
-    )
-
-    def __init__(
-        self,
-        op: Op | None,
-        parents: tuple[Node | None, ...],
-        saved: Any,
-        params: dict[str, Any] | None,
-        shape: tuple[int, ...],
-        dtype: Any,
-        code: CodeType | None,
-        lineno: int,
-    ) -> None:
-        self.id = -1  # set by the tape when it registers the node
-        self.op = op
-        self.parents = parents
-        self.saved = saved
-        self.params = params
-        self.shape = shape
-        self.dtype = dtype
-        self.code = code
-        self.lineno = lineno
-        self.ref: weakref.ref[Tensor] | None = None
-        self.live = True
-        self.uc = 0  # useful children linking to this node, counted per link
-        self.useful = True
-        self.consumed = False
-        self.reached = False  # a leaf a backward reached (freed when no longer useful)
-        self.retain = False  # retain_grad() was called on its tensor
-        self.on_tape = True
-        self.claimed = False  # a backward without retain_graph is running its VJPs
-
-    @property
-    def name(self) -> str:
-        """The op name, or ``"leaf"``."""
-        return "leaf" if self.op is None else self.op.name
-
-    @property
-    def origin(self) -> str:
-        """``"path:line"`` where the node was created (path relative to the cwd when under it)."""
-        return format_origin(self.code, self.lineno)
-
-
-# ----------------------------------------------------------------------------- saved bytes
-
-
-def _saved_arrays(saved: Any) -> Iterable[jax.Array]:
-    """Yield the arrays in a residual pytree (tuples, lists, dicts of arrays and statics)."""
-    stack = [saved]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, jax.Array):
-            yield item
-        elif isinstance(item, (tuple, list)):
-            stack.extend(item)
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-
-
-def _array_bytes(a: jax.Array) -> int:
-    """``a.nbytes`` without its Python property (several us): elements times item size."""
-    return int(a.size) * a.dtype.itemsize
 
 
 # ----------------------------------------------------------------------------- the tape
@@ -376,8 +283,8 @@ class Tape:
         if not hanging:
             self._set_survivors()
             return CleanupStats()
-        graphs = _dead_components(hanging)
-        freed = self._bytes_freed(hanging)
+        graphs = dead_components(hanging)
+        freed = bytes_freed(hanging, self._nodes)
         nodes = self._nodes
         for nid, node in hanging.items():
             del nodes[nid]
@@ -393,22 +300,6 @@ class Tape:
         self._version += 1
         self._set_survivors()
         return stats
-
-    def _bytes_freed(self, hanging: dict[int, Node]) -> int:
-        # Collect the distinct arrays first and size each once: ``jax.Array.nbytes`` is a
-        # Python property (several us), and hanging nodes often share residuals.
-        released: dict[int, jax.Array] = {}
-        for node in hanging.values():
-            if node.saved is not None:
-                for a in _saved_arrays(node.saved):
-                    released[id(a)] = a
-        if not released:
-            return 0
-        for nid, node in self._nodes.items():
-            if node.saved is not None and nid not in hanging:
-                for a in _saved_arrays(node.saved):
-                    released.pop(id(a), None)
-        return sum(_array_bytes(a) for a in released.values())
 
     def _set_survivors(self) -> None:
         self._survivors = len(self._nodes)
@@ -459,55 +350,16 @@ class Tape:
         cache = self._cache
         if cache is not None and cache[0] == self._version:
             return cache[1]
-        up: dict[int, int] = {}
-
-        def find(x: int) -> int:
-            root = x
-            while (nxt := up.get(root, root)) != root:
-                root = nxt
-            while (nxt := up.get(x, x)) != root:  # path compression
-                up[x] = root
-                x = nxt
-            return root
-
-        for nid, node in self._nodes.items():
-            for p in node.parents:
-                if p is not None and p.on_tape:
-                    a, b = find(nid), find(p.id)
-                    if a != b:
-                        up[max(a, b)] = min(a, b)
-        result = {nid: find(nid) for nid in self._nodes}
+        result = components(self._nodes)
         self._cache = (self._version, result)
         return result
-
-    def _saved_bytes(self) -> tuple[dict[int, int], int]:
-        """Per node, the bytes of its distinct saved arrays; and the tape's distinct total."""
-        sizes: dict[int, int] = {}  # id(array) -> nbytes, each array read once
-        per_node: dict[int, int] = {}
-        for nid, node in self._nodes.items():
-            if node.saved is None:
-                continue
-            mine: set[int] = set()
-            total = 0
-            for a in _saved_arrays(node.saved):
-                key = id(a)
-                if key in mine:
-                    continue
-                mine.add(key)
-                n = sizes.get(key)
-                if n is None:
-                    n = sizes[key] = _array_bytes(a)
-                total += n
-            if total:
-                per_node[nid] = total
-        return per_node, sum(sizes.values())
 
     def _stats(self, saved_bytes: int | None = None) -> GraphStats:
         graphs = self._graphs()
         useful_graphs = {graphs[nid] for nid, n in self._nodes.items() if n.useful}
         roots = set(graphs.values())
         if saved_bytes is None:
-            saved_bytes = self._saved_bytes()[1]
+            saved_bytes = census_saved_bytes(self._nodes)[1]
         return GraphStats(
             graphs=len(roots),
             nodes=len(self._nodes),
@@ -532,78 +384,13 @@ class Tape:
             if self._dead:
                 self._drain()
             graphs = self._graphs()
-            per_node, total = self._saved_bytes()
-            paths: dict[str, str] = {}  # co_filename -> displayed path, one relpath per file
-            records = []
-            for nid, node in self._nodes.items():
-                tensor = node.ref() if node.ref is not None else None
-                code = node.code
-                if code is None:
-                    origin, function = "<unknown>:0", "<unknown>"
-                else:
-                    path = paths.get(code.co_filename)
-                    if path is None:
-                        path = paths[code.co_filename] = display_path(code.co_filename)
-                    origin, function = f"{path}:{node.lineno}", code.co_qualname
-                op = node.op
-                records.append(
-                    NodeRecord(
-                        nid,
-                        "leaf" if op is None else "op",
-                        "leaf" if op is None else op.name,
-                        graphs[nid],
-                        node.live,
-                        node.useful,
-                        node.consumed,
-                        origin,
-                        function,
-                        per_node.get(nid, 0),
-                        tuple(p.id for p in node.parents if p is not None and p.on_tape),
-                        None if tensor is None else weakref.ref(tensor),
-                    )
-                )
-                del tensor
-            return Snapshot(tuple(records), self._stats(total))
+            per_node, total = census_saved_bytes(self._nodes)
+            records = node_records(self._nodes, graphs, per_node)
+            return Snapshot(records, self._stats(total))
 
 
 def _node_id(node: Node) -> int:
     return node.id
-
-
-def _dead_components(hanging: dict[int, Node]) -> int:
-    """Count the components made only of hanging nodes (graphs a sweep removes entirely).
-
-    A useful node never links to a hanging parent, so a component is entirely hanging unless
-    one of its hanging nodes links to a useful parent. Linear in ``len(hanging)``.
-    """
-    up: dict[int, int] = {}
-    attached: set[int] = set()
-
-    def find(x: int) -> int:
-        root = x
-        while (nxt := up.get(root, root)) != root:
-            root = nxt
-        while (nxt := up.get(x, x)) != root:
-            up[x] = root
-            x = nxt
-        return root
-
-    components = len(hanging)
-    touching: list[int] = []
-    for nid, node in hanging.items():
-        for p in node.parents:
-            if p is None or not p.on_tape:
-                continue
-            if p.useful:
-                touching.append(nid)
-            else:
-                a, b = find(nid), find(p.id)
-                if a != b:
-                    up[a] = b
-                    components -= 1
-    for nid in touching:
-        attached.add(find(nid))
-    return components - len(attached)
 
 
 def _consumed_message(node: Node) -> str:

@@ -1,6 +1,6 @@
 """Dependencies point one way (DESIGN.md "Layout"): ``import tapegrad`` loads neither rich
 nor diagnostics, the engine imports only jax and NumPy, ``tape.py`` imports no tapegrad
-module but ``errors``, ``origin`` and ``records`` (leaf modules), and each tapegrad module
+module but its parts (``node``, ``census``, ``sweep``) and leaf modules, and each tapegrad module
 imports only modules below it. Imports are read with ``ast`` (function-level ones too;
 ``if TYPE_CHECKING:`` blocks never run)."""
 
@@ -25,31 +25,34 @@ RANK = {
     "tapegrad._arrays": 0,
     "tapegrad.origin": 0,
     "tapegrad.records": 0,
-    "tapegrad.tape": 1,
-    "tapegrad.tensor": 2,
-    "tapegrad.op": 3,
-    "tapegrad.backward": 3,
-    "tapegrad.creation": 3,
-    "tapegrad.ops.binary": 4,
-    "tapegrad.ops.indexing": 4,
-    "tapegrad.ops.linalg": 4,
-    "tapegrad.ops.nn": 4,
-    "tapegrad.ops.nondiff": 4,
-    "tapegrad.ops.reduce": 4,
-    "tapegrad.ops.shape": 4,
-    "tapegrad.ops.unary": 4,
-    "tapegrad.jax_op": 4,
-    "tapegrad.ops": 5,
-    "tapegrad.nn": 6,
-    "tapegrad.optim": 6,
-    "tapegrad.testing": 6,
-    "tapegrad": 7,
+    "tapegrad.node": 1,
+    "tapegrad.census": 2,
+    "tapegrad.sweep": 3,
+    "tapegrad.tape": 4,
+    "tapegrad._tensor": 5,
+    "tapegrad.op": 6,
+    "tapegrad.backward": 6,
+    "tapegrad.creation": 6,
+    "tapegrad.ops.binary": 7,
+    "tapegrad.ops.indexing": 7,
+    "tapegrad.ops.linalg": 7,
+    "tapegrad.ops.nn": 7,
+    "tapegrad.ops.nondiff": 7,
+    "tapegrad.ops.reduce": 7,
+    "tapegrad.ops.shape": 7,
+    "tapegrad.ops.unary": 7,
+    "tapegrad.jax_op": 7,
+    "tapegrad.ops": 8,
+    "tapegrad.nn": 9,
+    "tapegrad.optim": 9,
+    "tapegrad.testing": 9,
+    "tapegrad": 10,
 }
-ENGINE = {name for name, rank in RANK.items() if rank <= 5}
-# Tensor's methods delegate to ops and backward, which build on Tensor: tensor.py imports
+ENGINE = {name for name, rank in RANK.items() if rank <= 8}
+# Tensor's methods delegate to ops and backward, which build on Tensor: _tensor.py imports
 # them last, after the class is defined (the one documented cycle).
-LATE = {("tapegrad.tensor", "tapegrad.backward"), ("tapegrad.tensor", "tapegrad.op")}
-LATE |= {("tapegrad.tensor", "tapegrad.ops")}
+LATE = {("tapegrad._tensor", "tapegrad.backward"), ("tapegrad._tensor", "tapegrad.op")}
+LATE |= {("tapegrad._tensor", "tapegrad.ops")}
 THIRD_PARTY = {"jax", "jaxlib", "numpy"}
 
 
@@ -111,21 +114,22 @@ def test_imports_point_down(path: Path) -> None:
             assert top in allowed, f"{where}: the engine imports only jax and NumPy"
 
 
-def test_tape_imports_no_tapegrad_module_but_its_leaves() -> None:
+def test_tape_imports_no_tapegrad_module_but_its_parts_and_leaves() -> None:
     imported = {m for m, _ in runtime_imports(PACKAGE / "tape.py") if m.startswith("tapegrad")}
-    assert imported == {"tapegrad.errors", "tapegrad.origin", "tapegrad.records"}
+    parts = {"tapegrad.node", "tapegrad.census", "tapegrad.sweep"}
+    assert imported == {"tapegrad.errors", "tapegrad.origin", "tapegrad.records"} | parts
     for leaf in ("errors.py", "grad_mode.py", "origin.py", "records.py"):
         assert not [m for m, _ in runtime_imports(PACKAGE / leaf) if m.startswith("tapegrad")]
 
 
 def test_tensor_late_imports_come_after_the_class() -> None:
-    path = PACKAGE / "tensor.py"
+    path = PACKAGE / "_tensor.py"
     tree = ast.parse(path.read_text())
     class_end = next(
         n.end_lineno for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Tensor"
     )
     assert class_end is not None
-    late = [line for m, line in runtime_imports(path) if ("tapegrad.tensor", m) in LATE]
+    late = [line for m, line in runtime_imports(path) if ("tapegrad._tensor", m) in LATE]
     assert late and all(line > class_end for line in late)
 
 
@@ -159,3 +163,10 @@ def test_the_import_reader_sees_function_level_imports_and_skips_type_checking(
         ("diagnostics", 5),
         ("tapegrad.op", 6),
     ]
+
+
+def test_the_function_tg_tensor_is_not_shadowed_by_a_module() -> None:
+    import importlib.util
+
+    assert importlib.util.find_spec("tapegrad.tensor") is None
+    assert callable(tapegrad.tensor) and tapegrad.tensor.__module__ == "tapegrad.creation"

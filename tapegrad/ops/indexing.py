@@ -22,7 +22,7 @@ def normalize_index(index: Any) -> tuple[Any, ...]:
     Raises:
         TypeError: an index element of an unsupported type.
     """
-    from tapegrad.tensor import Tensor
+    from tapegrad._tensor import Tensor
 
     items = index if isinstance(index, tuple) else (index,)
     out: list[Any] = []

@@ -13,7 +13,7 @@ from tapegrad.errors import ShapeError
 from tapegrad.op import broadcast_check, defop
 
 if TYPE_CHECKING:
-    from tapegrad.tensor import Tensor
+    from tapegrad._tensor import Tensor
 
 __all__ = ["softmax", "log_softmax", "cross_entropy", "mse_loss"]
 

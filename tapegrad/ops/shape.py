@@ -15,7 +15,7 @@ from tapegrad.errors import ShapeError
 from tapegrad.op import defop
 
 if TYPE_CHECKING:
-    from tapegrad.tensor import Tensor
+    from tapegrad._tensor import Tensor
 
 __all__ = ["reshape", "transpose", "squeeze", "expand_dims", "concatenate", "stack"]
 

@@ -10,8 +10,9 @@ import numpy as np
 
 from tapegrad import grad_mode
 from tapegrad.errors import InPlaceError, ShapeError, TracerError
+from tapegrad.node import Node
 from tapegrad.origin import user_frame
-from tapegrad.tape import TAPE, Node
+from tapegrad.tape import TAPE
 
 __all__ = ["Tensor"]
 
