@@ -33,6 +33,15 @@ from tapegrad.creation import (
     zeros,
     zeros_like,
 )
+from tapegrad.current import (
+    current_tape,
+    get_cleanup_policy,
+    graph_cleanup,
+    graph_stats,
+    set_cleanup_policy,
+    snapshot,
+    use_tape,
+)
 from tapegrad.errors import (
     DuplicateOpError,
     GraphConsumedError,
@@ -41,6 +50,7 @@ from tapegrad.errors import (
     NoGradError,
     NonScalarBackwardError,
     ShapeError,
+    TapeMismatchError,
     TracerError,
     VJPShapeError,
 )
@@ -70,13 +80,7 @@ from tapegrad.ops import (
     where,
 )
 from tapegrad.records import CleanupStats, GraphStats, NodeRecord, Snapshot
-from tapegrad.tape import (
-    get_cleanup_policy,
-    graph_cleanup,
-    graph_stats,
-    set_cleanup_policy,
-    snapshot,
-)
+from tapegrad.tape import Tape
 
 __version__ = "0.1.0"
 
@@ -140,6 +144,10 @@ __all__ = [
     "set_cleanup_policy",
     "get_cleanup_policy",
     "snapshot",
+    "Tape",
+    "current_tape",
+    "use_tape",
+    "TapeMismatchError",
     "CleanupStats",
     "GraphStats",
     "NodeRecord",

@@ -8,15 +8,13 @@ from typing import Any
 import jax
 import numpy as np
 
-from tapegrad import grad_mode
-from tapegrad.errors import InPlaceError, ShapeError, TracerError
+from tapegrad.current import current_tape
+from tapegrad.errors import InPlaceError, ShapeError
+from tapegrad.grad_mode import grad_enabled
 from tapegrad.node import Node
 from tapegrad.origin import user_frame
-from tapegrad.tape import TAPE
 
 __all__ = ["Tensor"]
-
-_MODE = grad_mode._MODE
 
 
 def _float_dtype(dtype: Any) -> bool:
@@ -64,6 +62,8 @@ class Tensor:
         Raises:
             ShapeError: the new array's shape differs.
             TypeError: the new array's dtype differs, or it is not an array.
+            TracerError: a JAX tracer for a tensor that requires grad, on a tape that does
+                not allow tracers.
         """
         return self._data
 
@@ -88,11 +88,9 @@ class Tensor:
                 f"Tensor.data: new dtype {value.dtype} differs from {self._data.dtype}; "
                 f"cast first with .astype({self._data.dtype})."
             )
-        if self._node is not None and isinstance(value, jax.core.Tracer):
-            raise TracerError(
-                "Tensor.data: a JAX tracer cannot become the value of a tensor that requires "
-                "grad; set it outside the transformation or on a detached tensor."
-            )
+        node = self._node
+        if node is not None and node.tape is not None:
+            node.tape.check_value(value, "Tensor.data")
         self._data = value
 
     @property
@@ -168,7 +166,7 @@ class Tensor:
 
         Raises:
             TypeError: the dtype is not floating point.
-            TracerError: the value is a JAX tracer.
+            TracerError: the value is a JAX tracer and the current tape does not allow them.
         """
         if self._node is None:
             self._make_leaf()
@@ -190,7 +188,8 @@ class Tensor:
                     f"op {node.name!r}. Use .detach() to get a tensor that does not require grad."
                 )
             self._node = None
-            TAPE.release(node)
+            if node.tape is not None:
+                node.tape.release(node)
         return self
 
     def _make_leaf(self) -> None:
@@ -200,13 +199,8 @@ class Tensor:
                 f"Only floating-point tensors can require grad; this one is {data.dtype}. "
                 "Cast first, e.g. t.astype(tg.float32).require_grad()."
             )
-        if isinstance(data, jax.core.Tracer):
-            raise TracerError(
-                "require_grad(): the tensor holds a JAX tracer (inside jax.jit, vmap, ...); "
-                "tapegrad records only concrete arrays. Make leaves outside the transformation."
-            )
         code, lineno = user_frame(2)
-        self._node = TAPE.record(None, (), None, None, self, code, lineno)
+        self._node = current_tape().record(None, (), None, None, self, code, lineno)
 
     def retain_grad(self) -> None:
         """Keep this non-leaf tensor's gradient in ``.grad`` after backward (as in PyTorch).
@@ -219,7 +213,9 @@ class Tensor:
                 "retain_grad() on a tensor that does not require grad; call require_grad() "
                 "on the inputs it is computed from."
             )
-        self._node.retain = True
+        tape = self._node.tape
+        if tape is not None:
+            tape.retain_grad(self._node)
 
     def detach(self) -> Tensor:
         """A tensor sharing this value that does not require grad."""
@@ -519,7 +515,7 @@ class Tensor:
 
     def _inplace(self, op: Any, other: Any, symbol: str) -> Tensor:
         """Replace the value in place (keeping the node); see API.md on in-place operators."""
-        if self._node is not None and _MODE.enabled:
+        if self._node is not None and grad_enabled():
             raise InPlaceError(
                 f"In-place {symbol} on a tensor that requires grad under grad mode would "
                 "overwrite a value the graph may need. For a parameter update, wrap it in "

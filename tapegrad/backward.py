@@ -12,9 +12,15 @@ import numpy as np
 
 from tapegrad._arrays import filled
 from tapegrad._tensor import Tensor
-from tapegrad.errors import NoGradError, NonScalarBackwardError, ShapeError, VJPShapeError
+from tapegrad.errors import (
+    NoGradError,
+    NonScalarBackwardError,
+    ShapeError,
+    TapeMismatchError,
+    VJPShapeError,
+)
 from tapegrad.node import Node
-from tapegrad.tape import TAPE
+from tapegrad.tape import Tape
 
 __all__ = ["backward", "grad", "sum_to_shape"]
 
@@ -74,12 +80,14 @@ def _run(
     retain_graph: bool,
     wanted: frozenset[int] = frozenset(),
 ) -> dict[int, tuple[Node, jax.Array]]:
-    """Run VJPs from ``roots``; return the cotangents of leaves, retained and wanted nodes.
+    """Run VJPs from ``roots`` on their tape; return the cotangents of leaves, retained and
+    wanted nodes.
 
     Consumption (rules 2-4) is reported to the tape in ``finally``: on an exception the nodes
     whose VJP ran stay consumed and no leaf counts as reached.
     """
-    steps = TAPE.ancestors(roots, claim=not retain_graph)  # raises before any VJP runs
+    tape = _tape_of(roots)
+    steps = tape.ancestors(roots, claim=not retain_graph)  # raises before any VJP runs
     cots: dict[int, Any] = {}
     for node, seed in zip(roots, seeds, strict=True):
         prev = cots.get(node.id)
@@ -118,8 +126,25 @@ def _run(
     finally:
         rest = () if ok else steps[len(done) + len(leaves) :]
         undone = [step[0] for step in rest if step[1] is not None]
-        TAPE.consume(done, undone, leaves if ok else (), retain_graph)
+        tape.consume(done, undone, leaves if ok else (), retain_graph)
     return out
+
+
+def _tape_of(nodes: Sequence[Node]) -> Tape:
+    """The one tape of live ``nodes`` (a backward runs on its roots' tape, DESIGN.md).
+
+    Raises:
+        TapeMismatchError: the nodes belong to different tapes.
+    """
+    tapes = {id(n.tape): n.tape for n in nodes if n.tape is not None}
+    if len(tapes) != 1:
+        names = ", ".join(repr(t.name) for t in tapes.values())
+        raise TapeMismatchError(
+            f"The outputs and inputs of one backward belong to different tapes ({names}); a "
+            "backward runs on one tape. Differentiate each tape's outputs separately."
+        )
+    (tape,) = tapes.values()
+    return tape
 
 
 def _seed(t: Tensor, grad: Any) -> jax.Array:
@@ -234,6 +259,7 @@ def grad(
         )
     roots = [_root(o, f"tg.grad output {i}") for i, o in enumerate(outs)]
     seeds = [_seed(o, g) for o, g in zip(outs, gouts, strict=True)]
+    _tape_of(roots + in_nodes)
     results = _run(roots, seeds, retain_graph, frozenset(n.id for n in in_nodes))
     grads = []
     for x, node in zip(ins, in_nodes, strict=True):

@@ -13,6 +13,7 @@ __all__ = [
     "VJPShapeError",
     "DuplicateOpError",
     "MissingVJPError",
+    "TapeMismatchError",
 ]
 
 
@@ -54,3 +55,7 @@ class DuplicateOpError(ValueError):
 
 class MissingVJPError(NotImplementedError):
     """A differentiable op was recorded but has no VJP rule."""
+
+
+class TapeMismatchError(RuntimeError):
+    """An op or a backward mixed tensors recorded on different tapes."""

@@ -1,28 +1,32 @@
-"""Grad mode: whether ops record nodes, per thread (no_grad / enable_grad / set_grad_enabled)."""
+"""Grad mode: whether ops record nodes, per context (no_grad / enable_grad / set_grad_enabled).
+
+Grad mode is a ``contextvars`` variable, like the current tape (``tapegrad.current``): each
+thread starts with it on, and a copied context carries it.
+"""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
 from contextlib import ContextDecorator
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Any, TypeVar
 
-__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled"]
+__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "grad_enabled"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
+_ENABLED: ContextVar[bool] = ContextVar("tapegrad_grad_enabled", default=True)
+_set = _ENABLED.set
 
-class _Mode(threading.local):
-    enabled: bool = True
-
-
-_MODE = _Mode()
+grad_enabled = _ENABLED.get
+"""``is_grad_enabled`` without a Python frame, for the engine's hot path."""
 
 
 def is_grad_enabled() -> bool:
-    """Return whether ops on this thread record nodes for tensors that require grad."""
-    return _MODE.enabled
+    """Return whether ops in this context (thread) record nodes for tensors that require grad."""
+    return _ENABLED.get()
 
 
 class _GradModeContext(ContextDecorator):
@@ -51,8 +55,8 @@ class _GradModeContext(ContextDecorator):
         return self
 
     def __enter__(self) -> None:
-        self._prev.append(_MODE.enabled)
-        _MODE.enabled = self._target
+        self._prev.append(_ENABLED.get())
+        _set(self._target)
 
     def __exit__(
         self,
@@ -60,7 +64,7 @@ class _GradModeContext(ContextDecorator):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        _MODE.enabled = self._prev.pop()
+        _set(self._prev.pop())
 
 
 class no_grad(_GradModeContext):  # noqa: N801 - PyTorch's name, used as a context manager
@@ -90,14 +94,14 @@ class set_grad_enabled(_GradModeContext):  # noqa: N801 - PyTorch's name
             raise TypeError(f"set_grad_enabled expects a bool, got {type(mode).__name__}.")
         super().__init__()
         self._target = mode
-        self._prev.append(_MODE.enabled)
-        _MODE.enabled = mode
+        self._prev.append(_ENABLED.get())
+        _set(mode)
         self._entered_by_init = True
 
     def __call__(self, func: _F) -> _F:
         # Used as a decorator: undo the switch __init__ made; each call sets the mode itself.
         if getattr(self, "_entered_by_init", False):
-            _MODE.enabled = self._prev.pop()
+            _set(self._prev.pop())
             self._entered_by_init = False
         return super().__call__(func)
 

@@ -11,6 +11,7 @@ from tapegrad.origin import format_origin
 if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
     from tapegrad.op import Op
+    from tapegrad.tape import Tape
 
 __all__ = ["Node", "Step"]
 
@@ -46,6 +47,7 @@ class Node:
         "retain",
         "on_tape",
         "claimed",
+        "tape",
     )
 
     def __init__(
@@ -77,6 +79,7 @@ class Node:
         self.retain = False  # retain_grad() was called on its tensor
         self.on_tape = True
         self.claimed = False  # a backward without retain_graph is running its VJPs
+        self.tape: Tape | None = None  # its tape while its tensor lives (set by the tape)
 
     @property
     def name(self) -> str:

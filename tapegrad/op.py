@@ -11,11 +11,11 @@ from typing import Any, overload
 import jax
 import numpy as np
 
-from tapegrad import grad_mode
 from tapegrad._tensor import Tensor
-from tapegrad.errors import DuplicateOpError, MissingVJPError, ShapeError, TracerError
+from tapegrad.current import current_tape
+from tapegrad.errors import DuplicateOpError, MissingVJPError, ShapeError
+from tapegrad.grad_mode import grad_enabled
 from tapegrad.origin import user_frame
-from tapegrad.tape import TAPE
 
 __all__ = ["Op", "defop", "registry", "apply", "OperandTypeError", "INEXACT"]
 
@@ -25,8 +25,6 @@ ShapeCheck = Callable[[str, list[Any], dict[str, Any]], None]
 
 _REGISTRY: dict[str, Op] = {}
 _new_tensor = object.__new__
-_MODE = grad_mode._MODE
-_Tracer = jax.core.Tracer
 
 INEXACT = frozenset(
     np.dtype(d) for d in ("float16", "float32", "float64", "complex64", "complex128")
@@ -198,7 +196,9 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
     Raises:
         ShapeError: the operand shapes do not fit the op.
         OperandTypeError: an operand of an unsupported type.
-        TracerError: the op would be recorded but computes on a JAX tracer.
+        TracerError: the op would be recorded but computes on a JAX tracer (and the current
+            tape does not allow tracers).
+        TapeMismatchError: an input that requires grad belongs to another tape.
         MissingVJPError: the op is differentiable but has no VJP rule.
     """
     if op.arity is not None and len(inputs) != op.arity:
@@ -228,14 +228,7 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
     out = _new_tensor(Tensor)  # Tensor._wrap, inlined: this is every op's hot path
     out._data = y
     out._node = out._grad = None
-    if tracked and op.differentiable and _MODE.enabled and y.dtype in INEXACT:
-        if isinstance(y, _Tracer):
-            raise TracerError(
-                f"{op.name}: a JAX tracer was met while recording an op on a tensor that "
-                "requires grad (inside jax.jit, vmap or grad?). tapegrad records only concrete "
-                "arrays: run this op eagerly, wrap the traced code in tg.no_grad(), or pass "
-                "tensors that do not require grad (.detach()) into the transformation."
-            )
+    if tracked and op.differentiable and grad_enabled() and y.dtype in INEXACT:
         if op.vjp is None:
             raise MissingVJPError(
                 f"Op {op.name!r} is differentiable but has no VJP rule; define one with "
@@ -243,7 +236,8 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
             )
         code, lineno = user_frame(depth)
         # an empty params dict is not kept: one GC-tracked object less per node
-        out._node = TAPE.record(op, tuple(parents), saved, params or None, out, code, lineno)
+        tape = current_tape()
+        out._node = tape.record(op, tuple(parents), saved, params or None, out, code, lineno)
     return out
 
 

@@ -23,16 +23,20 @@ removes (DESIGN.md, "Graph lifetime"). Terms used below:
 
 from __future__ import annotations
 
+import functools
+import itertools
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import CodeType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, TypeVar, cast
+
+import jax
 
 from tapegrad.census import components, node_records
 from tapegrad.census import saved_bytes as census_saved_bytes
-from tapegrad.errors import GraphConsumedError
+from tapegrad.errors import GraphConsumedError, TapeMismatchError, TracerError
 from tapegrad.node import Node, Step
 from tapegrad.origin import function_name
 from tapegrad.records import CleanupStats, GraphStats, Snapshot
@@ -42,32 +46,62 @@ if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
     from tapegrad.op import Op
 
-__all__ = [
-    "Tape",
-    "TAPE",
-    "graph_cleanup",
-    "graph_stats",
-    "set_cleanup_policy",
-    "get_cleanup_policy",
-    "snapshot",
-]
+__all__ = ["Tape", "Policy"]
 
 Policy = Literal["manual", "auto", "threshold"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_Tracer = jax.core.Tracer
+_numbers = itertools.count(1)
+
+
+def _entry(
+    method: Callable[Concatenate[Tape, _P], _R],
+) -> Callable[Concatenate[Tape, _P], _R]:
+    """The preamble of every tape entry point: take the lock, then apply the queued deaths
+    (rule 5: counts are always current)."""
+
+    def entry(self: Tape, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with self._lock:
+            if self._dead:
+                self._drain()
+            return method(self, *args, **kwargs)
+
+    functools.update_wrapper(entry, method)
+    return entry
 
 
 # ----------------------------------------------------------------------------- the tape
 
 
 class Tape:
-    """The graph state of one process (or, later, of one trace). Guarded by one re-entrant lock."""
+    """A graph store: the nodes recorded on it, their liveness, cleanup policy and stats.
 
-    def __init__(self) -> None:
+    Ops record on ``tg.current_tape()`` (the process tape unless ``tg.use_tape`` says
+    otherwise). A node keeps its tape alive while its tensor lives, and a tape holds no strong
+    reference to itself through its nodes, so a dropped tape whose tensors are gone is freed
+    at once with everything on it. One re-entrant lock guards it; the graph-lifetime rules of
+    DESIGN.md hold per tape, and nothing done to one tape touches another.
+
+    Args:
+        name: shown in ``repr`` and in error messages (default: ``"tape <n>"``).
+        allow_tracers: record ops whose arrays are JAX tracers (a private tape that lives
+            while ``jax.jit`` traces, as ``tg.jit`` uses); otherwise recording a tracer raises
+            ``TracerError`` (DESIGN.md rule 9).
+    """
+
+    def __init__(self, name: str | None = None, *, allow_tracers: bool = False) -> None:
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"Tape name must be a str, got {type(name).__name__}.")
+        self._name = f"tape {next(_numbers)}" if name is None else name
+        self._allow_tracers = bool(allow_tracers)
         self._lock = threading.RLock()
         self._nodes: dict[int, Node] = {}
         self._hanging: dict[int, Node] = {}
         self._dead: list[weakref.ref[Tensor]] = []
         self._by_ref: dict[int, Node] = {}  # id(weak reference) -> node, for live nodes
-        self._enqueue = self._dead.append  # the weak-reference callback: only enqueues
+        self._died = _death_callback(self._by_ref, self._dead)
         self._next_id = 0
         self._leaves = 0
         self._live = 0
@@ -79,6 +113,20 @@ class Tape:
         self._sweep_at = 0
         self._version = 0
         self._cache: tuple[int, dict[int, int]] | None = None  # (version, node -> graph)
+
+    @property
+    def name(self) -> str:
+        """The tape's name, as shown in messages."""
+        return self._name
+
+    @property
+    def allow_tracers(self) -> bool:
+        """Whether ops whose arrays are JAX tracers may be recorded on this tape."""
+        return self._allow_tracers
+
+    def __repr__(self) -> str:
+        tracers = ", allow_tracers=True" if self._allow_tracers else ""
+        return f"<tg.Tape {self._name!r}: {len(self._nodes)} nodes, {self._policy}{tracers}>"
 
     # ------------------------------------------------------------------ liveness queue
 
@@ -96,6 +144,7 @@ class Tape:
         """``node``'s tensor is gone (or no longer requires grad); ``_by_ref`` forgot it."""
         node.live = False
         node.ref = None
+        node.tape = None
         self._live -= 1
         self._version += 1
         if node.uc == 0:
@@ -148,39 +197,72 @@ class Tape:
         The caller keeps the input tensors alive until this returns, so every parent is live
         or useful here and cannot be swept concurrently (DESIGN.md rule 10). This is the hot
         path of every tracked op: one lock, no calls but the node and its weak reference.
+
+        Raises:
+            TapeMismatchError: a parent belongs to another tape; nothing was recorded.
+            TracerError: ``tensor`` holds a JAX tracer and this tape does not allow tracers.
         """
         data = tensor._data
+        if isinstance(data, _Tracer):
+            self.check_value(data, "leaf" if op is None else op.name)
+        for i, p in enumerate(parents):
+            if p is not None and p.tape is not self:
+                raise TapeMismatchError(_mismatch_message(op, i, p, self))
         node = Node(op, parents, saved, params, data.shape, data.dtype, code, lineno)
-        ref = node.ref = weakref.ref(tensor, self._enqueue)
-        with self._lock:
-            if self._dead:
-                self._drain()
-            nid = node.id = self._next_id
-            self._next_id = nid + 1
-            self._by_ref[id(ref)] = node
-            self._nodes[nid] = node
-            self._live += 1
-            self._version += 1
-            if op is None:
-                self._leaves += 1
-            for p in parents:
-                if p is not None:
-                    p.uc += 1
-            if self._sweep_at and len(self._nodes) >= self._sweep_at:
-                self._sweep()
+        node.tape = self
+        ref = node.ref = weakref.ref(tensor, self._died)
+        return self._register(node, ref, parents)
+
+    @_entry
+    def _register(
+        self, node: Node, ref: weakref.ref[Tensor], parents: tuple[Node | None, ...]
+    ) -> Node:
+        nid = node.id = self._next_id
+        self._next_id = nid + 1
+        self._by_ref[id(ref)] = node
+        self._nodes[nid] = node
+        self._live += 1
+        self._version += 1
+        if node.op is None:
+            self._leaves += 1
+        for p in parents:
+            if p is not None:
+                p.uc += 1
+        if self._sweep_at and len(self._nodes) >= self._sweep_at:
+            self._sweep()
         return node
 
+    def check_value(self, value: Any, what: str) -> None:
+        """The one tracer refusal (DESIGN.md rule 9): raise unless ``value`` may belong to a
+        node on this tape (a concrete array; a tracer only on a tape that allows tracers).
+
+        Raises:
+            TracerError: ``value`` is a JAX tracer and this tape does not allow tracers.
+        """
+        if isinstance(value, _Tracer) and not self._allow_tracers:
+            raise TracerError(
+                f"{what}: a JAX tracer was met while recording on {self._name!r} a tensor that "
+                "requires grad (inside jax.jit, vmap or grad?). This tape records only "
+                "concrete arrays: run this code eagerly (or under tg.jit), wrap the traced "
+                "code in tg.no_grad(), or pass tensors that do not require grad (.detach()) "
+                "into the transformation."
+            )
+
+    @_entry
     def release(self, node: Node) -> None:
         """The tensor of ``node`` stopped requiring grad (``requires_grad_(False)``)."""
-        with self._lock:
-            if self._dead:
-                self._drain()
-            if node.on_tape and node.live:
-                del self._by_ref[id(node.ref)]
-                self._unlinked(node)
+        if node.on_tape and node.live:
+            del self._by_ref[id(node.ref)]
+            self._unlinked(node)
+
+    @_entry
+    def retain_grad(self, node: Node) -> None:
+        """Keep the gradient of ``node``'s tensor after backward (``Tensor.retain_grad``)."""
+        node.retain = True
 
     # ------------------------------------------------------------------ backward support
 
+    @_entry
     def ancestors(self, roots: Sequence[Node], claim: bool) -> list[Step]:
         """Return the steps of a backward from ``roots``, in descending node id (rule 1).
 
@@ -192,30 +274,28 @@ class Tape:
         Raises:
             GraphConsumedError: the walk met a consumed (or claimed) node; nothing changed.
         """
-        with self._lock:
-            if self._dead:
-                self._drain()
-            seen: dict[int, Node] = {}
-            stack: list[Node] = []
-            for root in roots:
-                if root.id not in seen:
-                    seen[root.id] = root
-                    stack.append(root)
-            while stack:
-                node = stack.pop()
-                if node.consumed or node.claimed:
-                    raise GraphConsumedError(_consumed_message(node))
-                for p in node.parents:
-                    if p is not None and p.id not in seen:
-                        seen[p.id] = p
-                        stack.append(p)
-            steps = []
-            for node in sorted(seen.values(), key=_node_id, reverse=True):
-                if claim and node.op is not None:
-                    node.claimed = True
-                steps.append((node, node.op, node.parents, node.saved, node.params))
-            return steps
+        seen: dict[int, Node] = {}
+        stack: list[Node] = []
+        for root in roots:
+            if root.id not in seen:
+                seen[root.id] = root
+                stack.append(root)
+        while stack:
+            node = stack.pop()
+            if node.consumed or node.claimed:
+                raise GraphConsumedError(_consumed_message(node))
+            for p in node.parents:
+                if p is not None and p.id not in seen:
+                    seen[p.id] = p
+                    stack.append(p)
+        steps = []
+        for node in sorted(seen.values(), key=_node_id, reverse=True):
+            if claim and node.op is not None:
+                node.claimed = True
+            steps.append((node, node.op, node.parents, node.saved, node.params))
+        return steps
 
+    @_entry
     def consume(
         self,
         done: Sequence[Node],
@@ -226,34 +306,31 @@ class Tape:
         """Mark what a backward visited (rules 3-4): the op nodes whose VJP ran are consumed
         unless ``retain_graph`` (``undone`` ones, left by a VJP that raised, are released
         again), leaves reached; free at once whatever that leaves without use."""
-        with self._lock:
-            if self._dead:
-                self._drain()
-            for leaf in leaves:
-                leaf.reached = True
-                if not leaf.useful and leaf.on_tape:
-                    self._free_hanging(leaf)
-            if retain_graph:
-                return
-            for node in undone:
-                node.claimed = False
-            for node in done:
-                node.consumed = True
-                node.claimed = False
-                node.saved = None
-            for node in done:
-                if not node.on_tape:
-                    continue
-                parents, node.parents = node.parents, ()
-                self._version += 1
-                if node.useful:
-                    for p in parents:
-                        if p is not None and p.on_tape:
-                            p.uc -= 1
-                            if p.uc == 0 and not p.live:
-                                self._lose_use(p)
-                else:  # its tensor died while the VJPs ran: it waited in _hanging
-                    self._free_hanging(node)
+        for leaf in leaves:
+            leaf.reached = True
+            if not leaf.useful and leaf.on_tape:
+                self._free_hanging(leaf)
+        if retain_graph:
+            return
+        for node in undone:
+            node.claimed = False
+        for node in done:
+            node.consumed = True
+            node.claimed = False
+            node.saved = None
+        for node in done:
+            if not node.on_tape:
+                continue
+            parents, node.parents = node.parents, ()
+            self._version += 1
+            if node.useful:
+                for p in parents:
+                    if p is not None and p.on_tape:
+                        p.uc -= 1
+                        if p.uc == 0 and not p.live:
+                            self._lose_use(p)
+            else:  # its tensor died while the VJPs ran: it waited in _hanging
+                self._free_hanging(node)
 
     def _free_hanging(self, node: Node) -> None:
         del self._hanging[node.id]
@@ -263,13 +340,18 @@ class Tape:
 
     # ------------------------------------------------------------------ cleanup
 
+    @_entry
     def cleanup(self) -> CleanupStats:
-        """Remove every hanging node with its saved arrays (DESIGN.md rule 6)."""
+        """Remove every hanging node with its saved arrays (DESIGN.md rule 6).
+
+        Never removes a useful node, so every gradient computed afterwards equals the one
+        computed without it. Safe at any time, from any thread, repeatedly.
+
+        Returns:
+            Counts of nodes, leaves and graphs removed, bytes freed, and seconds taken.
+        """
         start = time.perf_counter()
-        with self._lock:
-            if self._dead:
-                self._drain()
-            stats = self._sweep()
+        stats = self._sweep()
         return CleanupStats(
             stats.nodes_removed,
             stats.leaves_removed,
@@ -313,8 +395,19 @@ class Tape:
 
     # ------------------------------------------------------------------ policy
 
-    def set_policy(self, policy: str, threshold: int | None = None) -> None:
-        """Switch the cleanup policy (DESIGN.md rule 5); switching to ``"auto"`` sweeps now."""
+    def set_cleanup_policy(self, policy: str, *, threshold: int | None = None) -> None:
+        """Choose when this tape frees hanging nodes (DESIGN.md rule 5).
+
+        Args:
+            policy: ``"manual"`` (only ``cleanup()`` frees unconsumed hanging nodes),
+                ``"auto"`` (each node is freed the moment it becomes hanging; switching to it
+                sweeps at once) or ``"threshold"`` (a sweep whenever the node count reaches
+                ``survivors + max(threshold, survivors)``).
+            threshold: a positive node count, required by ``"threshold"`` only.
+
+        Raises:
+            ValueError: unknown policy, or a missing, non-positive or misplaced ``threshold``.
+        """
         if policy not in ("manual", "auto", "threshold"):
             raise ValueError(
                 f"Unknown cleanup policy {policy!r}; use 'manual', 'auto' or 'threshold'."
@@ -329,18 +422,18 @@ class Tape:
                 raise ValueError(f"threshold must be positive, got {threshold}.")
         elif threshold is not None:
             raise ValueError(f"threshold applies only to the 'threshold' policy, not {policy!r}.")
-        with self._lock:
-            if self._dead:
-                self._drain()
-            self._policy = policy  # type: ignore[assignment]
-            self._threshold = threshold or 0
-            if policy == "auto":
-                self._sweep()
-            self._set_limit()  # survivors stay what the last sweep kept (rule 5)
+        self._set_policy(cast(Policy, policy), threshold or 0)
 
-    @property
-    def policy(self) -> Policy:
-        """The current cleanup policy."""
+    @_entry
+    def _set_policy(self, policy: Policy, threshold: int) -> None:
+        self._policy = policy
+        self._threshold = threshold
+        if policy == "auto":
+            self._sweep()
+        self._set_limit()  # survivors stay what the last sweep kept (rule 5)
+
+    def get_cleanup_policy(self) -> Policy:
+        """The name of this tape's cleanup policy."""
         return self._policy
 
     # ------------------------------------------------------------------ reading
@@ -371,22 +464,18 @@ class Tape:
             saved_bytes=saved_bytes,
         )
 
+    @_entry
     def stats(self) -> GraphStats:
         """Counts over the tape now (DESIGN.md rules 7-8)."""
-        with self._lock:
-            if self._dead:
-                self._drain()
-            return self._stats()
+        return self._stats()
 
+    @_entry
     def snapshot(self) -> Snapshot:
         """Plain records of every node on the tape, and the stats of the same moment."""
-        with self._lock:
-            if self._dead:
-                self._drain()
-            graphs = self._graphs()
-            per_node, total = census_saved_bytes(self._nodes)
-            records = node_records(self._nodes, graphs, per_node)
-            return Snapshot(records, self._stats(total))
+        graphs = self._graphs()
+        per_node, total = census_saved_bytes(self._nodes)
+        records = node_records(self._nodes, graphs, per_node)
+        return Snapshot(records, self._stats(total))
 
 
 def _node_id(node: Node) -> int:
@@ -410,57 +499,28 @@ def _consumed_message(node: Node) -> str:
     )
 
 
-TAPE = Tape()
-"""The process-wide tape every eager op records on."""
+def _death_callback(
+    by_ref: dict[int, Node], dead: list[weakref.ref[Tensor]]
+) -> Callable[[weakref.ref[Tensor]], None]:
+    """The weak-reference callback of a tape's live tensors. It runs wherever a tensor dies,
+    so it only enqueues (rule 5), and it lets go of the tape at once: a node holds its tape
+    only while its tensor lives, so a dropped tape is never kept by its own nodes."""
+
+    def died(ref: weakref.ref[Tensor]) -> None:
+        node = by_ref.get(id(ref))
+        if node is not None:
+            node.tape = None
+        dead.append(ref)
+
+    return died
 
 
-def graph_cleanup() -> CleanupStats:
-    """Remove every hanging node and its saved arrays (DESIGN.md rule 6).
-
-    Never removes a useful node, so every gradient computed afterwards equals the one
-    computed without it. Safe at any time, from any thread, repeatedly. Linear in the number
-    of hanging nodes (O(1) when there is none).
-
-    Returns:
-        Counts of nodes, leaves and graphs removed, bytes freed, and seconds taken.
-    """
-    return TAPE.cleanup()
-
-
-def graph_stats() -> GraphStats:
-    """Return the counts over the tape now; reading them changes nothing.
-
-    Returns:
-        ``GraphStats`` (graphs, nodes, leaves, live/hanging counts, saved bytes).
-    """
-    return TAPE.stats()
-
-
-def set_cleanup_policy(policy: str, *, threshold: int | None = None) -> None:
-    """Choose when hanging nodes are freed, process-wide (DESIGN.md rule 5).
-
-    Args:
-        policy: ``"manual"`` (default: only ``graph_cleanup()`` frees unconsumed hanging
-            nodes), ``"auto"`` (each node is freed the moment it becomes hanging; switching
-            to it sweeps at once) or ``"threshold"`` (a sweep whenever the node count reaches
-            ``survivors + max(threshold, survivors)``).
-        threshold: a positive node count, required by ``"threshold"`` only.
-
-    Raises:
-        ValueError: unknown policy, or a missing, non-positive or misplaced ``threshold``.
-    """
-    TAPE.set_policy(policy, threshold)
-
-
-def get_cleanup_policy() -> str:
-    """Return the current cleanup policy name."""
-    return TAPE.policy
-
-
-def snapshot() -> Snapshot:
-    """Return every node on the tape as plain ``NodeRecord``s, with the stats of that moment.
-
-    The snapshot holds no strong reference to any tensor, node or array (only weak
-    references to live tensors).
-    """
-    return TAPE.snapshot()
+def _mismatch_message(op: Op | None, index: int, parent: Node, tape: Tape) -> str:
+    other = parent.tape.name if parent.tape is not None else "another tape"
+    name = "leaf" if op is None else op.name
+    return (
+        f"op {name!r}: input {index} requires grad and belongs to tape {other!r}, but ops "
+        f"record on tape {tape.name!r} here (tg.current_tape()); one graph cannot span two "
+        "tapes. To evaluate a model on another tape, run it under tg.no_grad() or pass "
+        ".detach()ed tensors; or record everything inside one tg.use_tape(...) block."
+    )

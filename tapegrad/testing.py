@@ -32,9 +32,9 @@ import numpy as np
 from tapegrad._tensor import Tensor
 from tapegrad.backward import grad
 from tapegrad.creation import tensor
+from tapegrad.current import graph_cleanup, graph_stats
 from tapegrad.grad_mode import enable_grad
 from tapegrad.op import Op
-from tapegrad.tape import graph_cleanup, graph_stats
 
 __all__ = ["check_vjp", "check_program", "default_tolerances"]
 

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import jax
 
 import tapegrad as tg
-from tapegrad import tape as _tape
 
 __all__ = [
     "Recount",
@@ -109,17 +108,21 @@ def _arrays(saved: object) -> list[jax.Array]:
 
 def distinct_saved_bytes() -> int:
     """Sum of ``nbytes`` over the distinct residual arrays (by identity) on the tape now."""
-    with _tape.TAPE._lock:
-        held = {id(a): int(a.nbytes) for n in _tape.TAPE._nodes.values() for a in _arrays(n.saved)}
+    with tg.current_tape()._lock:
+        held = {
+            id(a): int(a.nbytes)
+            for n in tg.current_tape()._nodes.values()
+            for a in _arrays(n.saved)
+        }
     return sum(held.values())
 
 
 def record_saved_bytes() -> dict[int, int]:
     """Map node id -> bytes of the distinct arrays that node saves, read from the tape."""
-    with _tape.TAPE._lock:
+    with tg.current_tape()._lock:
         return {
             nid: sum({id(a): int(a.nbytes) for a in _arrays(n.saved)}.values())
-            for nid, n in _tape.TAPE._nodes.items()
+            for nid, n in tg.current_tape()._nodes.items()
         }
 
 
@@ -208,8 +211,8 @@ def delta(base: tg.GraphStats, now: tg.GraphStats | None = None) -> tg.GraphStat
 def expected_bytes_freed(removed: frozenset[int]) -> int:
     """Rule 7: bytes of the distinct residual arrays held by the ``removed`` nodes and by no
     other node on the tape (read from the tape now, before the sweep)."""
-    with _tape.TAPE._lock:
-        nodes = _tape.TAPE._nodes
+    with tg.current_tape()._lock:
+        nodes = tg.current_tape()._nodes
         released = {id(a): int(a.nbytes) for nid in removed for a in _arrays(nodes[nid].saved)}
         for nid, node in nodes.items():
             if nid not in removed:
