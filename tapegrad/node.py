@@ -48,6 +48,7 @@ class Node:
         "on_tape",
         "claimed",
         "tape",
+        "prov",
     )
 
     def __init__(
@@ -60,6 +61,7 @@ class Node:
         dtype: Any,
         code: CodeType | None,
         lineno: int,
+        prov: tuple[int | None, ...] | None = None,
     ) -> None:
         self.id = -1  # set by the tape when it registers the node
         self.op = op
@@ -80,11 +82,29 @@ class Node:
         self.on_tape = True
         self.claimed = False  # a backward without retain_graph is running its VJPs
         self.tape: Tape | None = None  # its tape while its tensor lives (set by the tape)
+        # Residual provenance (DESIGN.md "Residuals with provenance"): per entry of a tuple
+        # of residuals, the index of the op input whose array it is, -1 for the op's output,
+        # None for an array the forward derived. Plain ints: no reference, so no cycle.
+        self.prov = prov
 
     @property
     def name(self) -> str:
         """The op name, or ``"leaf"``."""
         return "leaf" if self.op is None else self.op.name
+
+    def residuals(self) -> tuple[tuple[Node | None, Any], ...] | None:
+        """The residuals as ``(node, array)`` pairs: ``node`` is the parent whose input the
+        array was at forward time, this node for its own output, ``None`` for a constant or
+        a derived value. ``None`` when the residuals are not a tuple or were released."""
+        saved = self.saved
+        if saved.__class__ is not tuple:
+            return None
+        prov = self.prov or (None,) * len(saved)
+        parents = self.parents
+        return tuple(
+            (None if i is None else self if i < 0 else parents[i], a)
+            for i, a in zip(prov, saved, strict=True)
+        )
 
     @property
     def origin(self) -> str:

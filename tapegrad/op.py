@@ -236,9 +236,29 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
             )
         code, lineno = user_frame(depth)
         # an empty params dict is not kept: one GC-tracked object less per node
+        prov = _provenance(saved, arrays, y) if saved.__class__ is tuple and saved else None
         tape = current_tape()
-        out._node = tape.record(op, tuple(parents), saved, params or None, out, code, lineno)
+        out._node = tape.record(op, tuple(parents), saved, params or None, out, code, lineno, prov)
     return out
+
+
+def _provenance(saved: tuple[Any, ...], arrays: list[Any], y: Any) -> tuple[int | None, ...] | None:
+    """Per residual: the index of the input array it is, -1 if it is the output, else
+    ``None`` (compared by identity, at forward time); ``None`` when no residual is either."""
+    slots: list[int | None] = []
+    found = False
+    for s in saved:
+        slot = None
+        if s is y:
+            slot = -1
+        else:
+            for i, a in enumerate(arrays):
+                if a is s:
+                    slot = i
+                    break
+        found = found or slot is not None
+        slots.append(slot)
+    return tuple(slots) if found else None
 
 
 def broadcast_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:

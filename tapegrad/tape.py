@@ -190,9 +190,11 @@ class Tape:
         tensor: Tensor,
         code: CodeType | None,
         lineno: int,
+        prov: tuple[int | None, ...] | None = None,
     ) -> Node:
         """Record a node for ``tensor``: a leaf (``op is None``) or the output of ``op``,
-        linked to ``parents``.
+        linked to ``parents``, its residuals ``saved`` with their provenance ``prov`` (see
+        ``Node.prov``).
 
         The caller keeps the input tensors alive until this returns, so every parent is live
         or useful here and cannot be swept concurrently (DESIGN.md rule 10). This is the hot
@@ -208,7 +210,7 @@ class Tape:
         for i, p in enumerate(parents):
             if p is not None and p.tape is not self:
                 raise TapeMismatchError(_mismatch_message(op, i, p, self))
-        node = Node(op, parents, saved, params, data.shape, data.dtype, code, lineno)
+        node = Node(op, parents, saved, params, data.shape, data.dtype, code, lineno, prov)
         node.tape = self
         ref = node.ref = weakref.ref(tensor, self._died)
         return self._register(node, ref, parents)

@@ -308,3 +308,33 @@ def test_setting_a_tracer_as_data_is_refused_by_the_tensors_tape() -> None:
     with pytest.raises(tg.TracerError, match=r"Tensor\.data"):
         jax.jit(set_data)(jnp.zeros((3, 2)))
     np.testing.assert_allclose(w.numpy(), W)
+
+
+# ----------------------------------------------------------------------------- residuals
+
+
+def test_residuals_keep_their_provenance_as_node_and_array_at_forward_time() -> None:
+    a = tg.tensor(X).require_grad()
+    b = tg.tensor(X + 1)  # a constant input: no node
+    y = (a * b).exp()
+    mul, exp = y._node.parents[0], y._node  # type: ignore[union-attr]
+    assert mul is not None and exp is not None
+    a_array, b_array = a.data, b.data
+    with tg.no_grad():
+        a += 1.0  # a later in-place update does not change what was saved
+    assert mul.residuals() == ((a._node, a_array), (None, b_array))
+    assert exp.residuals() == ((exp, y.data),)
+    s = a.sum()  # saves a shape only
+    assert s._node.residuals() == ((None, X.shape),)  # type: ignore[union-attr]
+    y.backward(np.ones_like(X))
+    assert exp.residuals() is None  # consumed: released
+
+
+def test_provenance_creates_no_reference_cycle() -> None:
+    with gc_off():
+        a = tg.tensor(X).require_grad()
+        y = (a * a).exp()  # exp saves its own output: -1, not a reference to its node
+        kept = weakref.ref(y.data)
+        del y
+        assert tg.graph_cleanup().nodes_removed == 2
+        assert kept() is None  # the exp node and its residual went by reference counting
