@@ -13,6 +13,7 @@ from tapegrad.errors import InPlaceError, ShapeError
 from tapegrad.grad_mode import grad_enabled
 from tapegrad.node import Node
 from tapegrad.origin import user_frame
+from tapegrad.tape import Tape
 
 __all__ = ["Tensor"]
 
@@ -30,26 +31,25 @@ class Tensor:
     require grad). Create them with ``tg.tensor``, ``tg.zeros``, ``tg.randn``, ...
     """
 
-    __slots__ = ("_data", "_node", "_grad", "__weakref__")
+    __slots__ = ("_data", "_node", "_grad", "_tape", "__weakref__")
     __array_ufunc__ = None  # NumPy defers ``np_array * t`` to Tensor.__rmul__
     __array_priority__ = 1000
 
     _data: jax.Array
     _node: Node | None
     _grad: Tensor | None
+    _tape: Tape | None  # the tape of ``_node``, kept alive by the tensor (set by the tape)
 
     def __init__(self, data: Any) -> None:
         """Wrap ``data`` (a ``jax.Array`` without a copy; else ``jnp.asarray(data)``)."""
         self._data = data if isinstance(data, jax.Array) else jax.numpy.asarray(data)
-        self._node = None
-        self._grad = None
+        self._node = self._grad = self._tape = None
 
     @classmethod
     def _wrap(cls, data: jax.Array) -> Tensor:
         t = object.__new__(cls)
         t._data = data
-        t._node = None
-        t._grad = None
+        t._node = t._grad = t._tape = None
         return t
 
     # ------------------------------------------------------------------ attributes
@@ -88,9 +88,8 @@ class Tensor:
                 f"Tensor.data: new dtype {value.dtype} differs from {self._data.dtype}; "
                 f"cast first with .astype({self._data.dtype})."
             )
-        node = self._node
-        if node is not None and node.tape is not None:
-            node.tape.check_value(value, "Tensor.data")
+        if self._tape is not None:
+            self._tape.check_value(value, "Tensor.data")
         self._data = value
 
     @property
@@ -187,9 +186,10 @@ class Tensor:
                     "requires_grad_(False) works only on leaves; this tensor is the output of "
                     f"op {node.name!r}. Use .detach() to get a tensor that does not require grad."
                 )
-            self._node = None
-            if node.tape is not None:
-                node.tape.release(node)
+            tape = self._tape
+            self._node = self._tape = None
+            if tape is not None:
+                tape.release(node)
         return self
 
     def _make_leaf(self) -> None:
@@ -213,9 +213,8 @@ class Tensor:
                 "retain_grad() on a tensor that does not require grad; call require_grad() "
                 "on the inputs it is computed from."
             )
-        tape = self._node.tape
-        if tape is not None:
-            tape.retain_grad(self._node)
+        if self._tape is not None:
+            self._tape.retain_grad(self._node)
 
     def detach(self) -> Tensor:
         """A tensor sharing this value that does not require grad."""

@@ -75,18 +75,18 @@ def _reduce(g: jax.Array, parent: Node, node: Node, index: int) -> jax.Array:
 
 
 def _run(
+    tape: Tape,
     roots: Sequence[Node],
     seeds: Sequence[jax.Array],
     retain_graph: bool,
     wanted: frozenset[int] = frozenset(),
 ) -> dict[int, tuple[Node, jax.Array]]:
-    """Run VJPs from ``roots`` on their tape; return the cotangents of leaves, retained and
+    """Run VJPs from ``roots`` on their ``tape``; return the cotangents of leaves, retained and
     wanted nodes.
 
     Consumption (rules 2-4) is reported to the tape in ``finally``: on an exception the nodes
     whose VJP ran stay consumed and no leaf counts as reached.
     """
-    tape = _tape_of(roots)
     steps = tape.ancestors(roots, claim=not retain_graph)  # raises before any VJP runs
     cots: dict[int, Any] = {}
     for node, seed in zip(roots, seeds, strict=True):
@@ -130,13 +130,13 @@ def _run(
     return out
 
 
-def _tape_of(nodes: Sequence[Node]) -> Tape:
-    """The one tape of live ``nodes`` (a backward runs on its roots' tape, DESIGN.md).
+def _tape_of(tensors: Sequence[Tensor]) -> Tape:
+    """The one tape of ``tensors`` that require grad (a backward runs on its roots' tape).
 
     Raises:
-        TapeMismatchError: the nodes belong to different tapes.
+        TapeMismatchError: the tensors belong to different tapes.
     """
-    tapes = {id(n.tape): n.tape for n in nodes if n.tape is not None}
+    tapes = {id(t._tape): t._tape for t in tensors if t._tape is not None}
     if len(tapes) != 1:
         names = ", ".join(repr(t.name) for t in tapes.values())
         raise TapeMismatchError(
@@ -205,7 +205,8 @@ def backward(
     _no_create_graph(create_graph)
     node = _root(t, "The tensor passed to backward()")
     seed = _seed(t, grad)
-    results = _run([node], [seed], retain_graph)
+    assert t._tape is not None  # a tensor with a node has its tape
+    results = _run(t._tape, [node], [seed], retain_graph)
     for target, g in results.values():
         tensor = target.ref() if target.ref is not None else None
         if tensor is None or tensor._node is not target:
@@ -259,8 +260,8 @@ def grad(
         )
     roots = [_root(o, f"tg.grad output {i}") for i, o in enumerate(outs)]
     seeds = [_seed(o, g) for o, g in zip(outs, gouts, strict=True)]
-    _tape_of(roots + in_nodes)
-    results = _run(roots, seeds, retain_graph, frozenset(n.id for n in in_nodes))
+    tape = _tape_of(outs + ins)
+    results = _run(tape, roots, seeds, retain_graph, frozenset(n.id for n in in_nodes))
     grads = []
     for x, node in zip(ins, in_nodes, strict=True):
         hit = results.get(node.id)

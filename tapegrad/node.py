@@ -81,7 +81,9 @@ class Node:
         self.retain = False  # retain_grad() was called on its tensor
         self.on_tape = True
         self.claimed = False  # a backward without retain_graph is running its VJPs
-        self.tape: Tape | None = None  # its tape while its tensor lives (set by the tape)
+        # its tape, weakly (the tape's one shared weak reference, set by the tape): the
+        # tensor keeps the tape alive, so no dead node ever holds a dropped tape
+        self.tape: weakref.ref[Tape] | None = None
         # Residual provenance (DESIGN.md "Residuals with provenance"): per entry of a tuple
         # of residuals, the index of the op input whose array it is, -1 for the op's output,
         # None for an array the forward derived. Plain ints: no reference, so no cycle.

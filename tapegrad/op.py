@@ -227,7 +227,7 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
         raise
     out = _new_tensor(Tensor)  # Tensor._wrap, inlined: this is every op's hot path
     out._data = y
-    out._node = out._grad = None
+    out._node = out._grad = out._tape = None
     if tracked and op.differentiable and grad_enabled() and y.dtype in INEXACT:
         if op.vjp is None:
             raise MissingVJPError(

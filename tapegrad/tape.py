@@ -79,10 +79,10 @@ class Tape:
     """A graph store: the nodes recorded on it, their liveness, cleanup policy and stats.
 
     Ops record on ``tg.current_tape()`` (the process tape unless ``tg.use_tape`` says
-    otherwise). A node keeps its tape alive while its tensor lives, and a tape holds no strong
-    reference to itself through its nodes, so a dropped tape whose tensors are gone is freed
-    at once with everything on it. One re-entrant lock guards it; the graph-lifetime rules of
-    DESIGN.md hold per tape, and nothing done to one tape touches another.
+    otherwise). A tensor that requires grad keeps its tape alive, and a node refers to its
+    tape only weakly, so a dropped tape whose tensors are gone is freed at once with
+    everything on it (no reference cycle). One re-entrant lock guards it; the graph-lifetime
+    rules of DESIGN.md hold per tape, and nothing done to one tape touches another.
 
     Args:
         name: shown in ``repr`` and in error messages (default: ``"tape <n>"``).
@@ -101,7 +101,8 @@ class Tape:
         self._hanging: dict[int, Node] = {}
         self._dead: list[weakref.ref[Tensor]] = []
         self._by_ref: dict[int, Node] = {}  # id(weak reference) -> node, for live nodes
-        self._died = _death_callback(self._by_ref, self._dead)
+        self._enqueue = self._dead.append  # the weak-reference callback: only enqueues
+        self._weak = weakref.ref(self)  # every node's ``tape``: one shared object
         self._next_id = 0
         self._leaves = 0
         self._live = 0
@@ -144,7 +145,6 @@ class Tape:
         """``node``'s tensor is gone (or no longer requires grad); ``_by_ref`` forgot it."""
         node.live = False
         node.ref = None
-        node.tape = None
         self._live -= 1
         self._version += 1
         if node.uc == 0:
@@ -207,12 +207,14 @@ class Tape:
         data = tensor._data
         if isinstance(data, _Tracer):
             self.check_value(data, "leaf" if op is None else op.name)
+        weak = self._weak
         for i, p in enumerate(parents):
-            if p is not None and p.tape is not self:
+            if p is not None and p.tape is not weak:
                 raise TapeMismatchError(_mismatch_message(op, i, p, self))
         node = Node(op, parents, saved, params, data.shape, data.dtype, code, lineno, prov)
-        node.tape = self
-        ref = node.ref = weakref.ref(tensor, self._died)
+        node.tape = weak
+        ref = node.ref = weakref.ref(tensor, self._enqueue)
+        tensor._tape = self  # the tensor keeps its tape alive
         return self._register(node, ref, parents)
 
     @_entry
@@ -501,24 +503,9 @@ def _consumed_message(node: Node) -> str:
     )
 
 
-def _death_callback(
-    by_ref: dict[int, Node], dead: list[weakref.ref[Tensor]]
-) -> Callable[[weakref.ref[Tensor]], None]:
-    """The weak-reference callback of a tape's live tensors. It runs wherever a tensor dies,
-    so it only enqueues (rule 5), and it lets go of the tape at once: a node holds its tape
-    only while its tensor lives, so a dropped tape is never kept by its own nodes."""
-
-    def died(ref: weakref.ref[Tensor]) -> None:
-        node = by_ref.get(id(ref))
-        if node is not None:
-            node.tape = None
-        dead.append(ref)
-
-    return died
-
-
 def _mismatch_message(op: Op | None, index: int, parent: Node, tape: Tape) -> str:
-    other = parent.tape.name if parent.tape is not None else "another tape"
+    theirs = parent.tape() if parent.tape is not None else None
+    other = "another tape" if theirs is None else theirs.name
     name = "leaf" if op is None else op.name
     return (
         f"op {name!r}: input {index} requires grad and belongs to tape {other!r}, but ops "

@@ -239,7 +239,7 @@ def test_requires_grad_false_releases_the_leaf_on_its_own_tape() -> None:
 # ----------------------------------------------------------------------------- lifetime
 
 
-def test_a_node_keeps_its_tape_alive_and_a_dropped_tape_is_freed_at_once() -> None:
+def test_a_tensor_keeps_its_tape_alive_and_a_dropped_tape_is_freed_at_once() -> None:
     with gc_off():
         tape = tg.Tape()
         gone = weakref.ref(tape)
