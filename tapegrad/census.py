@@ -1,22 +1,40 @@
-"""Counting what a tape holds: graphs (connected components), saved bytes, node records.
+"""Counting what a tape holds: graphs (connected components), usefulness, saved arrays and
+their bytes, node and ledger records.
 
-Pure functions over a tape's node table, called by the tape under its lock; they change
-nothing.
+Functions over a tape's tables, called by the tape under its lock; only ``hold`` and
+``unhold`` change anything (the holder counts they are given).
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable
+from types import CodeType
 from typing import Any
 
 import jax
 
 from tapegrad.node import Node
 from tapegrad.origin import display_path
-from tapegrad.records import NodeRecord
+from tapegrad.records import LedgerRecord, NodeRecord
 
-__all__ = ["saved_arrays", "array_bytes", "components", "saved_bytes", "node_records"]
+__all__ = [
+    "saved_arrays",
+    "array_bytes",
+    "hold",
+    "unhold",
+    "components",
+    "dead_components",
+    "useful_set",
+    "saved_bytes",
+    "node_records",
+    "ledger_records",
+]
+
+Ledger = dict[tuple[CodeType | None, int, str], list[int]]
+"""(code, line, op name) -> [count, bytes] of the hanging nodes sweeps removed."""
+
+_IS_ARRAY: dict[type, bool] = {}  # type -> is a jax.Array (``isinstance`` on the ABC is slow)
 
 
 def saved_arrays(saved: Any) -> Iterable[jax.Array]:
@@ -35,6 +53,50 @@ def saved_arrays(saved: Any) -> Iterable[jax.Array]:
 def array_bytes(a: jax.Array) -> int:
     """``a.nbytes`` without its Python property (several us): elements times item size."""
     return int(a.size) * a.dtype.itemsize
+
+
+def _arrays_of(saved: Any) -> Iterable[jax.Array]:
+    """``saved_arrays``, with a fast path for the usual flat tuple of arrays and statics."""
+    if saved.__class__ is not tuple:
+        return saved_arrays(saved)
+    out = []
+    for a in saved:
+        kind = _IS_ARRAY.get(a.__class__)
+        if kind is None:
+            kind = _IS_ARRAY[a.__class__] = isinstance(a, jax.Array)
+        if kind:
+            out.append(a)
+        elif a.__class__ in (tuple, list, dict):
+            out.extend(saved_arrays(a))
+    return out
+
+
+def hold(held: dict[int, int], saved: Any) -> None:
+    """Count one more holder of each array in ``saved`` (a node's residuals) in ``held``."""
+    for a in _arrays_of(saved):
+        key = id(a)
+        held[key] = held.get(key, 0) + 1
+
+
+def unhold(held: dict[int, int], saved: Any) -> tuple[int, int]:
+    """Count one holder less of each array in ``saved``; return the bytes of its distinct
+    arrays and the bytes of those no holder is left for (released by the tape, rule 7)."""
+    mine: dict[int, jax.Array] = {}
+    for a in _arrays_of(saved):
+        key = id(a)
+        mine[key] = a
+        n = held[key] - 1
+        if n:
+            held[key] = n
+        else:
+            del held[key]
+    own = freed = 0
+    for key, a in mine.items():
+        size = array_bytes(a)
+        own += size
+        if key not in held:
+            freed += size
+    return own, freed
 
 
 def components(nodes: dict[int, Node]) -> dict[int, int]:
@@ -57,6 +119,55 @@ def components(nodes: dict[int, Node]) -> dict[int, int]:
                 if a != b:
                     up[max(a, b)] = min(a, b)
     return {nid: find(nid) for nid in nodes}
+
+
+def dead_components(hanging: dict[int, Node]) -> int:
+    """Count the components made only of hanging nodes (graphs a sweep removes entirely).
+
+    A useful node never links to a hanging parent, so a component is entirely hanging unless
+    one of its hanging nodes links to a useful parent. Linear in ``len(hanging)``.
+    """
+    up: dict[int, int] = {}
+    attached: set[int] = set()
+
+    def find(x: int) -> int:
+        root = x
+        while (nxt := up.get(root, root)) != root:
+            root = nxt
+        while (nxt := up.get(x, x)) != root:
+            up[x] = root
+            x = nxt
+        return root
+
+    components = len(hanging)
+    touching: list[int] = []
+    for nid, node in hanging.items():
+        for p in node.parents:
+            if p is None or not p.on_tape:
+                continue
+            if p.useful:
+                touching.append(nid)
+            else:
+                a, b = find(nid), find(p.id)
+                if a != b:
+                    up[a] = b
+                    components -= 1
+    for nid in touching:
+        attached.add(find(nid))
+    return components - len(attached)
+
+
+def useful_set(nodes: dict[int, Node]) -> set[int]:
+    """The ids of the useful nodes, recomputed from the definition: live, or reachable from a
+    live node by parent links (consumed nodes have none). Linear in the nodes."""
+    stack = [n for n in nodes.values() if n.live]
+    useful = {n.id for n in stack}
+    while stack:
+        for p in stack.pop().parents:
+            if p is not None and p.id not in useful and nodes.get(p.id) is p:
+                useful.add(p.id)
+                stack.append(p)
+    return useful
 
 
 def saved_bytes(nodes: dict[int, Node]) -> tuple[dict[int, int], int]:
@@ -117,3 +228,18 @@ def node_records(
         )
         del tensor
     return tuple(records)
+
+
+def ledger_records(ledger: Ledger) -> tuple[LedgerRecord, ...]:
+    """The ledger as plain ``LedgerRecord``s, in the order their origins were first swept."""
+    return tuple(
+        LedgerRecord(
+            "<unknown>:0" if code is None else f"{display_path(code.co_filename)}:{line}",
+            "<unknown>" if code is None else code.co_qualname,
+            op,
+            "leaf" if op == "leaf" else "op",
+            count,
+            nbytes,
+        )
+        for (code, line, op), (count, nbytes) in ledger.items()
+    )

@@ -80,7 +80,7 @@ class Node:
         self.reached = False  # a leaf a backward reached (freed when no longer useful)
         self.retain = False  # retain_grad() was called on its tensor
         self.on_tape = True
-        self.claimed = False  # a backward without retain_graph is running its VJPs
+        self.claimed = 0  # the thread of a backward without retain_graph running its VJPs
         # its tape, weakly (the tape's one shared weak reference, set by the tape): the
         # tensor keeps the tape alive, so no dead node ever holds a dropped tape
         self.tape: weakref.ref[Tape] | None = None

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
 
-__all__ = ["CleanupStats", "GraphStats", "NodeRecord", "Snapshot"]
+__all__ = ["CleanupStats", "GraphStats", "NodeRecord", "LedgerRecord", "Snapshot"]
 
 
 @dataclass(frozen=True)
@@ -89,9 +89,33 @@ class NodeRecord:
     tensor: weakref.ref[Tensor] | None
 
 
+@dataclass(frozen=True, slots=True)
+class LedgerRecord:
+    """What sweeps removed from a tape since it was made, for one origin and op: hanging nodes
+    (never consumed, never reached by a backward) that a sweep or the ``"auto"`` policy freed.
+
+    Attributes:
+        origin: ``"path:line"`` where those nodes were created.
+        function: the qualified name of that frame's function.
+        op: the op name (``"leaf"`` for leaves).
+        kind: ``"leaf"`` or ``"op"``.
+        count: how many such nodes were removed.
+        bytes: the bytes of the distinct arrays each saved, summed over them.
+    """
+
+    origin: str
+    function: str
+    op: str
+    kind: str
+    count: int
+    bytes: int
+
+
 @dataclass(frozen=True)
 class Snapshot:
-    """Every node on the tape as a ``NodeRecord``, with the ``GraphStats`` of the same moment."""
+    """Every node on the tape as a ``NodeRecord``, with the ``GraphStats`` of the same moment,
+    and the tape's ledger of swept hanging nodes (one ``LedgerRecord`` per origin and op)."""
 
     nodes: tuple[NodeRecord, ...]
     stats: GraphStats
+    ledger: tuple[LedgerRecord, ...] = ()

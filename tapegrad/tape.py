@@ -25,22 +25,32 @@ from __future__ import annotations
 
 import functools
 import itertools
+import signal
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from types import CodeType
 from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, TypeVar, cast
 
 import jax
 
-from tapegrad.census import components, node_records
+from tapegrad.census import (
+    Ledger,
+    components,
+    dead_components,
+    hold,
+    ledger_records,
+    node_records,
+    unhold,
+    useful_set,
+)
 from tapegrad.census import saved_bytes as census_saved_bytes
 from tapegrad.errors import GraphConsumedError, TapeMismatchError, TracerError
 from tapegrad.node import Node, Step
 from tapegrad.origin import function_name
 from tapegrad.records import CleanupStats, GraphStats, Snapshot
-from tapegrad.sweep import bytes_freed, dead_components
 
 if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
@@ -56,17 +66,29 @@ _Tracer = jax.core.Tracer
 _numbers = itertools.count(1)
 
 
+DEFAULT_THRESHOLD = 10_000
+"""The default policy's node count (DESIGN.md rule 5: ``"threshold"``, 10,000 nodes)."""
+
+
 def _entry(
     method: Callable[Concatenate[Tape, _P], _R],
 ) -> Callable[Concatenate[Tape, _P], _R]:
     """The preamble of every tape entry point: take the lock, then apply the queued deaths
-    (rule 5: counts are always current)."""
+    (rule 5: counts are always current). An exception that escapes the bookkeeping half-way
+    (a ``KeyboardInterrupt`` may arrive between any two bytecodes) first rebuilds what it
+    may have left inconsistent (``Tape._repair``), so the tape stays usable."""
 
     def entry(self: Tape, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         with self._lock:
-            if self._dead:
-                self._drain()
-            return method(self, *args, **kwargs)
+            try:
+                if self._dead:
+                    self._drain()
+                return method(self, *args, **kwargs)
+            except GraphConsumedError:
+                raise  # raised before anything changed (rule 1)
+            except BaseException:
+                self._repair()
+                raise
 
     functools.update_wrapper(entry, method)
     return entry
@@ -107,13 +129,16 @@ class Tape:
         self._leaves = 0
         self._live = 0
         self._hanging_leaves = 0
-        self._policy: Policy = "manual"
-        self._threshold = 0
+        self._held: dict[int, int] = {}  # id(saved array) -> holders among nodes on the tape
+        self._ledger: Ledger = {}
+        self._policy: Policy = "threshold"
+        self._threshold = DEFAULT_THRESHOLD
         self._survivors = 0
         self._limit = 0
         self._sweep_at = 0
         self._version = 0
         self._cache: tuple[int, dict[int, int]] | None = None  # (version, node -> graph)
+        self._set_limit()
 
     @property
     def name(self) -> str:
@@ -162,22 +187,36 @@ class Tape:
                     p.uc -= 1
                     if p.uc == 0 and not p.live:
                         stack.append(p)
-            if auto or node.consumed or node.reached:
+            if node.consumed or node.reached:
                 self._remove(node)
+            elif auto:
+                self._remove(node, swept=True)
             else:
                 self._hanging[node.id] = node
                 if node.op is None:
                     self._hanging_leaves += 1
 
-    def _remove(self, node: Node) -> None:
+    def _remove(self, node: Node, swept: bool = False) -> int:
+        """Take ``node`` off the tape; return the bytes it alone held (rule 7). ``swept``: it
+        was hanging (never consumed, never reached), so the ledger counts it."""
         del self._nodes[node.id]
         node.on_tape = False
         node.parents = ()
-        node.saved = None
+        saved, node.saved = node.saved, None
         node.params = None
         if node.op is None:
             self._leaves -= 1
         self._version += 1
+        mine, freed = unhold(self._held, saved) if saved is not None else (0, 0)
+        if swept:
+            key = (node.code, node.lineno, node.name)
+            entry = self._ledger.get(key)
+            if entry is None:
+                self._ledger[key] = [1, mine]
+            else:
+                entry[0] += 1
+                entry[1] += mine
+        return freed
 
     # ------------------------------------------------------------------ recording
 
@@ -229,6 +268,8 @@ class Tape:
         self._version += 1
         if node.op is None:
             self._leaves += 1
+        if node.saved is not None:
+            hold(self._held, node.saved)
         for p in parents:
             if p is not None:
                 p.uc += 1
@@ -272,12 +313,15 @@ class Tape:
 
         Each step holds the node with its op, parents, residuals and parameters as they are
         now, so the pass never reads a node another thread changes. With ``claim`` (a pass
-        without ``retain_graph``) the op nodes are claimed: another pass that meets them
-        before this one has finished raises, as it would after it finished.
+        without ``retain_graph``) the op nodes are claimed by this thread: a pass on another
+        thread that meets them before this one has finished raises, as it would after it
+        finished. A claim whose pass cannot be running any more (its thread is this one, or
+        has ended: an interrupt stopped it before it reported) is ignored.
 
         Raises:
             GraphConsumedError: the walk met a consumed (or claimed) node; nothing changed.
         """
+        me = threading.get_ident()
         seen: dict[int, Node] = {}
         stack: list[Node] = []
         for root in roots:
@@ -286,8 +330,9 @@ class Tape:
                 stack.append(root)
         while stack:
             node = stack.pop()
-            if node.consumed or node.claimed:
-                raise GraphConsumedError(_consumed_message(node))
+            running = bool(node.claimed) and _running_elsewhere(node.claimed, me)
+            if node.consumed or running:
+                raise GraphConsumedError(_consumed_message(node, running))
             for p in node.parents:
                 if p is not None and p.id not in seen:
                     seen[p.id] = p
@@ -295,7 +340,7 @@ class Tape:
         steps = []
         for node in sorted(seen.values(), key=_node_id, reverse=True):
             if claim and node.op is not None:
-                node.claimed = True
+                node.claimed = me
             steps.append((node, node.op, node.parents, node.saved, node.params))
         return steps
 
@@ -316,12 +361,15 @@ class Tape:
                 self._free_hanging(leaf)
         if retain_graph:
             return
+        held = self._held
         for node in undone:
-            node.claimed = False
+            node.claimed = 0
         for node in done:
             node.consumed = True
-            node.claimed = False
-            node.saved = None
+            node.claimed = 0
+            saved, node.saved = node.saved, None
+            if saved is not None and node.on_tape:
+                unhold(held, saved)
         for node in done:
             if not node.on_tape:
                 continue
@@ -365,27 +413,21 @@ class Tape:
         )
 
     def _sweep(self) -> CleanupStats:
+        """Remove every hanging node, adding each to the ledger: linear in what it removes."""
         hanging = self._hanging
         if not hanging:
             self._set_survivors()
             return CleanupStats()
         graphs = dead_components(hanging)
-        freed = bytes_freed(hanging, self._nodes)
-        nodes = self._nodes
-        for nid, node in hanging.items():
-            del nodes[nid]
-            node.on_tape = False
-            node.parents = ()
-            node.saved = None
-            node.params = None
         leaves = self._hanging_leaves
-        stats = CleanupStats(len(hanging), leaves, graphs, freed, 0.0)
-        self._leaves -= leaves
-        self._hanging_leaves = 0
         self._hanging = {}
-        self._version += 1
+        self._hanging_leaves = 0
+        freed = 0
+        for node in hanging.values():
+            if node.on_tape:
+                freed += self._remove(node, swept=True)
         self._set_survivors()
-        return stats
+        return CleanupStats(len(hanging), leaves, graphs, freed, 0.0)
 
     def _set_survivors(self) -> None:
         self._survivors = len(self._nodes)
@@ -440,6 +482,73 @@ class Tape:
         """The name of this tape's cleanup policy."""
         return self._policy
 
+    @property
+    def threshold(self) -> int | None:
+        """The node count of the ``"threshold"`` policy, ``None`` under the others."""
+        return self._threshold if self._policy == "threshold" else None
+
+    # ------------------------------------------------------------------ interrupts
+
+    def _repair(self) -> None:
+        """Rebuild every derived fact of the tape from the primary ones, after an exception
+        (a ``KeyboardInterrupt``) stopped its bookkeeping at an arbitrary point.
+
+        Primary: which nodes are in ``_nodes``, their parent links, weak references and
+        consumed/reached flags. Derived, and rebuilt here: membership flags, liveness, the
+        live map, usefulness and use counts, the hanging table, holder counts and counters.
+        Linear in the tape; runs only on that rare path, with SIGINT deferred.
+        """
+        with _interrupts_deferred():
+            nodes = self._nodes
+            for node in list(self._by_ref.values()):  # registered half-way: now on the tape
+                if node.id >= 0:
+                    nodes.setdefault(node.id, node)
+            by_ref: dict[int, Node] = {}
+            for node in nodes.values():
+                node.on_tape = True
+                ref = node.ref
+                node.live = ref is not None and ref() is not None
+                if node.live:
+                    by_ref[id(ref)] = node
+                else:
+                    node.ref = None
+                if node.consumed:
+                    node.parents, node.saved = (), None
+            self._by_ref.clear()
+            self._by_ref.update(by_ref)
+            for node in nodes.values():
+                for p in node.parents:
+                    if p is not None and nodes.get(p.id) is not p:
+                        p.on_tape = False  # removed half-way: links to it are ignored
+            useful = useful_set(nodes)
+            held: dict[int, int] = {}
+            for node in nodes.values():
+                node.useful = node.id in useful
+                node.uc = 0
+                if node.saved is not None:
+                    hold(held, node.saved)
+            for node in nodes.values():
+                if node.useful:
+                    for p in node.parents:
+                        if p is not None and p.on_tape:
+                            p.uc += 1
+            self._held = held
+            self._hanging = {}
+            for node in list(nodes.values()):
+                if node.useful:
+                    continue
+                if node.consumed or node.reached:
+                    self._remove(node)
+                elif self._policy == "auto":
+                    self._remove(node, swept=True)
+                else:
+                    self._hanging[node.id] = node
+            self._live = len(by_ref)
+            self._leaves = sum(n.op is None for n in nodes.values())
+            self._hanging_leaves = sum(n.op is None for n in self._hanging.values())
+            self._version += 1
+            self._set_limit()
+
     # ------------------------------------------------------------------ reading
 
     def _graphs(self) -> dict[int, int]:
@@ -475,21 +584,48 @@ class Tape:
 
     @_entry
     def snapshot(self) -> Snapshot:
-        """Plain records of every node on the tape, and the stats of the same moment."""
+        """Plain records of every node on the tape, the stats of the same moment, and the
+        ledger of the hanging nodes sweeps removed."""
         graphs = self._graphs()
         per_node, total = census_saved_bytes(self._nodes)
         records = node_records(self._nodes, graphs, per_node)
-        return Snapshot(records, self._stats(total))
+        return Snapshot(records, self._stats(total), ledger_records(self._ledger))
 
 
 def _node_id(node: Node) -> int:
     return node.id
 
 
-def _consumed_message(node: Node) -> str:
+def _running_elsewhere(ident: int, me: int) -> bool:
+    """Whether a pass that claimed nodes on thread ``ident`` may still be running: not when
+    that thread is this one (which is starting another pass) or has ended."""
+    return ident != me and any(t.ident == ident for t in threading.enumerate())
+
+
+@contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Hold back SIGINT (Ctrl-C) for the block when on the main thread with Python's default
+    handler; a KeyboardInterrupt that arrived is raised when the block ends."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    arrived: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: arrived.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if arrived:
+        raise KeyboardInterrupt
+
+
+def _consumed_message(node: Node, running: bool) -> str:
     when = (
         "is being consumed right now by a backward() on another thread"
-        if node.claimed
+        if running
         else "was consumed by an earlier backward()"
     )
     return (

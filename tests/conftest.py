@@ -47,6 +47,18 @@ def start(tape_guard: None) -> int:
     return max((r.id for r in tg.snapshot().nodes), default=-1)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def manual_policy() -> Iterator[None]:
+    """The suite runs the process tape under "manual", the seed's workflow the tests were
+    written for (a sweep only when a test asks); users get "threshold" (test_policies.py checks
+    that default, and tests of the other policies set theirs)."""
+    tape = tg.current_tape()
+    policy, threshold = tape.get_cleanup_policy(), tape.threshold
+    tape.set_cleanup_policy("manual")
+    yield
+    tape.set_cleanup_policy(policy, threshold=threshold)
+
+
 @pytest.fixture(autouse=True)
 def tape_guard() -> Iterator[None]:
     """Fail a test that leaves nodes behind (after a cleanup) or changes grad mode or policy

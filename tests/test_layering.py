@@ -1,6 +1,6 @@
 """Dependencies point one way (DESIGN.md "Layout"): ``import tapegrad`` loads neither rich
 nor diagnostics, the engine imports only jax and NumPy, ``tape.py`` imports no tapegrad
-module but its parts (``node``, ``census``, ``sweep``) and leaf modules, and each tapegrad module
+module but its parts (``node``, ``census``) and leaf modules, and each tapegrad module
 imports only modules below it. Imports are read with ``ast`` (function-level ones too;
 ``if TYPE_CHECKING:`` blocks never run)."""
 
@@ -27,7 +27,6 @@ RANK = {
     "tapegrad.records": 0,
     "tapegrad.node": 1,
     "tapegrad.census": 2,
-    "tapegrad.sweep": 3,
     "tapegrad.tape": 4,
     "tapegrad.current": 5,
     "tapegrad._tensor": 6,
@@ -117,7 +116,7 @@ def test_imports_point_down(path: Path) -> None:
 
 def test_tape_imports_no_tapegrad_module_but_its_parts_and_leaves() -> None:
     imported = {m for m, _ in runtime_imports(PACKAGE / "tape.py") if m.startswith("tapegrad")}
-    parts = {"tapegrad.node", "tapegrad.census", "tapegrad.sweep"}
+    parts = {"tapegrad.node", "tapegrad.census"}
     assert imported == {"tapegrad.errors", "tapegrad.origin", "tapegrad.records"} | parts
     for leaf in ("errors.py", "grad_mode.py", "origin.py", "records.py"):
         assert not [m for m, _ in runtime_imports(PACKAGE / leaf) if m.startswith("tapegrad")]

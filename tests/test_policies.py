@@ -4,6 +4,8 @@ reaches ``survivors + max(threshold, survivors)``; the policy is process-wide.""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -32,8 +34,8 @@ def useful_is_tape() -> None:
 # ----------------------------------------------------------------------------- manual
 
 
-def test_manual_is_the_default_and_keeps_hanging_nodes(base: tg.GraphStats) -> None:
-    assert tg.get_cleanup_policy() == "manual"
+def test_manual_keeps_hanging_nodes(base: tg.GraphStats) -> None:
+    assert tg.get_cleanup_policy() == "manual"  # the suite's policy (conftest)
     w = tg.randn((3,), key=0).require_grad()
     (w * 2.0).sum()  # a second loss never backwarded
     tg.zeros(2).require_grad()  # a dropped require-grad tensor
@@ -45,6 +47,74 @@ def test_manual_is_the_default_and_keeps_hanging_nodes(base: tg.GraphStats) -> N
     stats = checked_cleanup()
     assert (stats.nodes_removed, stats.leaves_removed, stats.graphs_removed) == (3, 1, 1)
     del w
+
+
+# ----------------------------------------------------------------------------- the default
+
+
+def test_the_default_is_threshold_10000_in_a_fresh_process_and_on_a_new_tape() -> None:
+    code = (
+        "import tapegrad as tg; t = tg.current_tape(); "
+        "print(tg.get_cleanup_policy(), t.threshold, tg.Tape().get_cleanup_policy())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.split() == ["threshold", "10000", "threshold"]
+    assert tg.Tape().threshold == 10_000
+
+
+def test_the_default_bounds_an_eval_loop_without_no_grad_and_the_ledger_counts_it() -> None:
+    # Evaluation without no_grad, a dropped output, .item() on an intermediate: the default
+    # sweeps them in bounded batches, and the ledger still counts every one with its origin.
+    tape = tg.Tape()
+    with tg.use_tape(tape):
+        w = tg.randn((4, 4), key=0).require_grad()
+        x = tg.ones((2, 4))
+        peak = 0
+        for _ in range(7_000):
+            (x @ w).tanh().sum().item()  # 3 op nodes hang per step  # noqa: B018
+            peak = max(peak, tape.stats().nodes) if _ % 500 == 0 else peak
+        stats = tape.stats()
+        ledger = tape.snapshot().ledger
+    assert stats.nodes <= 1 + 2 * 10_000 and peak <= 1 + 2 * 10_000
+    swept = {r.op: r.count for r in ledger}
+    assert set(swept) == {"matmul", "tanh", "sum"}
+    assert all(swept[op] + stats.hanging_nodes // 3 == 7_000 for op in swept)
+    record = next(r for r in ledger if r.op == "tanh")
+    assert record.kind == "op" and record.origin.endswith(":" + str(_line_of("(x @ w)")))
+    assert record.function.endswith("ledger_counts_it") and record.bytes == record.count * 32
+
+
+def _line_of(text: str) -> int:
+    lines = open(__file__).read().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if text in line and "item()" in line)
+
+
+def test_every_sweep_explicit_or_automatic_adds_to_the_ledger() -> None:
+    tape = tg.Tape()
+    tape.set_cleanup_policy("manual")
+    with tg.use_tape(tape):
+        w = tg.randn((3,), key=0).require_grad()
+        (w * 2.0).sum()  # two hanging op nodes
+        tg.ones(2).require_grad()  # a hanging leaf
+        loss = (w * 3.0).sum()
+        loss.backward()  # consumed, then freed by rule 4: never in the ledger
+        del loss
+        assert tape.snapshot().ledger == ()
+        removed = tape.cleanup()
+        tape.set_cleanup_policy("auto")
+        (w * 4.0).sum()  # freed at once by "auto": counted too
+    ledger = [(r.op, r.kind, r.count) for r in tape.snapshot().ledger]  # one per origin and op
+    assert removed.nodes_removed == 3
+    assert sorted(ledger) == [  # the cleanup's three and the two "auto" freed
+        ("leaf", "leaf", 1),
+        ("multiply", "op", 1),
+        ("multiply", "op", 1),
+        ("sum", "op", 1),
+        ("sum", "op", 1),
+    ]
+    assert tape.stats().nodes == 1
 
 
 # ----------------------------------------------------------------------------- auto
