@@ -65,6 +65,7 @@ def main(argv: Sequence[str] | None = None) -> Report:
     from diagnostics.report import build_report
 
     total = 10_000 if args.quick else 100_000
+    tg.set_cleanup_policy("manual")  # the report reads a tape of `total` nodes: no sweep
     keep = build_tape(total)
     snap = tg.snapshot()
     report = diagnostics.leak_report()

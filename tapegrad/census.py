@@ -73,9 +73,15 @@ def _arrays_of(saved: Any) -> Iterable[jax.Array]:
 
 def hold(held: dict[int, int], saved: Any) -> None:
     """Count one more holder of each array in ``saved`` (a node's residuals) in ``held``."""
-    for a in _arrays_of(saved):
-        key = id(a)
-        held[key] = held.get(key, 0) + 1
+    for a in saved if saved.__class__ is tuple else saved_arrays(saved):
+        kind = _IS_ARRAY.get(a.__class__)
+        if kind is None:
+            kind = _IS_ARRAY[a.__class__] = isinstance(a, jax.Array)
+        if kind:
+            key = id(a)
+            held[key] = held.get(key, 0) + 1
+        elif a.__class__ in (tuple, list, dict):
+            hold(held, a)
 
 
 def unhold(held: dict[int, int], saved: Any) -> tuple[int, int]:

@@ -84,8 +84,8 @@ def _entry(
                 if self._dead:
                     self._drain()
                 return method(self, *args, **kwargs)
-            except GraphConsumedError:
-                raise  # raised before anything changed (rule 1)
+            except (GraphConsumedError, TapeMismatchError, TracerError):
+                raise  # refusals, raised before anything changed
             except BaseException:
                 self._repair()
                 raise
@@ -220,6 +220,7 @@ class Tape:
 
     # ------------------------------------------------------------------ recording
 
+    @_entry
     def record(
         self,
         op: Op | None,
@@ -237,7 +238,8 @@ class Tape:
 
         The caller keeps the input tensors alive until this returns, so every parent is live
         or useful here and cannot be swept concurrently (DESIGN.md rule 10). This is the hot
-        path of every tracked op: one lock, no calls but the node and its weak reference.
+        path of every tracked op: one lock, no calls but the node, its weak reference and the
+        holder count of its residuals.
 
         Raises:
             TapeMismatchError: a parent belongs to another tape; nothing was recorded.
@@ -247,29 +249,23 @@ class Tape:
         if isinstance(data, _Tracer):
             self.check_value(data, "leaf" if op is None else op.name)
         weak = self._weak
-        for i, p in enumerate(parents):
+        for p in parents:
             if p is not None and p.tape is not weak:
-                raise TapeMismatchError(_mismatch_message(op, i, p, self))
+                raise TapeMismatchError(_mismatch_message(op, parents, self))
         node = Node(op, parents, saved, params, data.shape, data.dtype, code, lineno, prov)
         node.tape = weak
         ref = node.ref = weakref.ref(tensor, self._enqueue)
         tensor._tape = self  # the tensor keeps its tape alive
-        return self._register(node, ref, parents)
-
-    @_entry
-    def _register(
-        self, node: Node, ref: weakref.ref[Tensor], parents: tuple[Node | None, ...]
-    ) -> Node:
         nid = node.id = self._next_id
         self._next_id = nid + 1
         self._by_ref[id(ref)] = node
         self._nodes[nid] = node
         self._live += 1
         self._version += 1
-        if node.op is None:
+        if op is None:
             self._leaves += 1
-        if node.saved is not None:
-            hold(self._held, node.saved)
+        elif saved is not None:
+            hold(self._held, saved)
         for p in parents:
             if p is not None:
                 p.uc += 1
@@ -639,7 +635,10 @@ def _consumed_message(node: Node, running: bool) -> str:
     )
 
 
-def _mismatch_message(op: Op | None, index: int, parent: Node, tape: Tape) -> str:
+def _mismatch_message(op: Op | None, parents: tuple[Node | None, ...], tape: Tape) -> str:
+    index, parent = next(
+        (i, p) for i, p in enumerate(parents) if p is not None and p.tape is not tape._weak
+    )
     theirs = parent.tape() if parent.tape is not None else None
     other = "another tape" if theirs is None else theirs.name
     name = "leaf" if op is None else op.name

@@ -24,10 +24,7 @@ from _recount import check_tape
 import tapegrad as tg
 
 PACKAGE = Path(tg.__file__).parent
-BOOKKEEPING = {
-    str(PACKAGE / name)
-    for name in ("tape.py", "census.py", "node.py", "backward.py")
-}
+BOOKKEEPING = {str(PACKAGE / name) for name in ("tape.py", "census.py", "node.py", "backward.py")}
 X = np.arange(6.0, dtype=np.float32).reshape(2, 3) / 4
 W = np.linspace(-1.0, 1.0, 6, dtype=np.float32).reshape(3, 2)
 
