@@ -68,6 +68,7 @@ from tapegrad.ops import (
     tanh,
     where,
 )
+from tapegrad.serialization import load, save
 from tapegrad.records import CleanupStats, GraphStats, NodeRecord, Snapshot
 from tapegrad.tape import (
     get_cleanup_policy,
@@ -140,6 +141,8 @@ __all__ = [
     "set_cleanup_policy",
     "get_cleanup_policy",
     "snapshot",
+    "save",
+    "load",
     "CleanupStats",
     "GraphStats",
     "NodeRecord",
