@@ -68,8 +68,8 @@ from tapegrad.ops import (
     tanh,
     where,
 )
-from tapegrad.serialization import load, save
 from tapegrad.records import CleanupStats, GraphStats, NodeRecord, Snapshot
+from tapegrad.serialization import load, save
 from tapegrad.tape import (
     get_cleanup_policy,
     graph_cleanup,
