@@ -98,6 +98,16 @@ class MultiheadAttention(Module):
         n, length = x.shape[0], x.shape[1]
         return y.reshape(n, length, self.num_heads, self.head_dim).transpose(0, 2, 1, 3)
 
+    def _qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The three projections of ``x`` (N, L, E) in one matmul, heads split: each
+        (N, H, L, D)."""
+        y = x @ self.in_proj_weight.T
+        if self.in_proj_bias is not None:
+            y = y + self.in_proj_bias
+        n, length = x.shape[0], x.shape[1]
+        y = y.reshape(n, length, 3, self.num_heads, self.head_dim).transpose(2, 0, 3, 1, 4)
+        return y[0], y[1], y[2]
+
     def forward(
         self,
         query: Tensor,
@@ -135,9 +145,13 @@ class MultiheadAttention(Module):
                     f"MultiheadAttention: {name} must be 3-D with last axis {self.embed_dim} "
                     f"(embed_dim), got shape {t.shape}."
                 )
-        if not self.batch_first:
-            query, key, value = (t.transpose(1, 0, 2) for t in (query, key, value))
-        q, k, v = self._heads(query, 0), self._heads(key, 1), self._heads(value, 2)
+        if query is key and key is value:  # self-attention: one projection for q, k and v
+            x = query if self.batch_first else query.transpose(1, 0, 2)
+            q, k, v = self._qkv(x)
+        else:
+            if not self.batch_first:
+                query, key, value = (t.transpose(1, 0, 2) for t in (query, key, value))
+            q, k, v = self._heads(query, 0), self._heads(key, 1), self._heads(value, 2)
         mask = _combine(
             _attend_mask(attn_mask, "attn_mask"),
             _attend_mask(key_padding_mask, "key_padding_mask"),

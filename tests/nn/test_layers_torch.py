@@ -100,3 +100,14 @@ def test_multihead_attention_rejects_bad_shapes() -> None:
     mha = nn.MultiheadAttention(4, 2, key=0)
     with pytest.raises(ValueError, match=r"query must be 3-D with last axis 4"):
         mha(tg.ones((2, 3, 5)), tg.ones((2, 3, 4)), tg.ones((2, 3, 4)))
+
+
+def test_multihead_self_attention_projects_once_and_matches_torch() -> None:
+    torch.manual_seed(0)
+
+    def selfatt(m: Any, xs: list[Any]) -> Any:
+        out, w = m(xs[0], xs[0], xs[0], need_weights=True, average_attn_weights=False)
+        return out + w.sum()
+
+    ours = nn.MultiheadAttention(8, 2, key=0)
+    check_against_torch(ours, torch.nn.MultiheadAttention(8, 2), [_x(5, 2, 8)], call=selfatt)
