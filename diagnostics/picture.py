@@ -224,18 +224,23 @@ class _Drawing:
                 if p in children:
                     children[p].append(n.id)
         roots = [n.id for n in nodes if not children[n.id]]
-        # Breadth-first from the roots down through parents, within the budget.
+        # Root by root (newest first), breadth-first down through its parents, within the
+        # budget: whole computations rather than many roots without their inputs.
         room = max(self.budget - self.drawn, 0)
         order: list[int] = []
-        seen = set(roots)
-        queue = deque(sorted(roots, reverse=True))
-        while queue and len(order) < room:
-            nid = queue.popleft()
-            order.append(nid)
-            for p in sorted(by_id[nid].parents, reverse=True):
-                if p in by_id and p not in seen:
-                    seen.add(p)
-                    queue.append(p)
+        seen: set[int] = set()
+        for start in sorted(roots, reverse=True):
+            if len(order) >= room:
+                break
+            seen.add(start)
+            queue = deque([start])
+            while queue and len(order) < room:
+                nid = queue.popleft()
+                order.append(nid)
+                for p in sorted(by_id[nid].parents, reverse=True):
+                    if p in by_id and p not in seen:
+                        seen.add(p)
+                        queue.append(p)
         shown = set(order)
         self.drawn += len(order)
         depth: dict[int, int] = {}
