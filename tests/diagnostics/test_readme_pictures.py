@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import runpy
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -31,5 +32,7 @@ def test_the_script_regenerates_both_pictures(tmp_path: Path) -> None:
         diagnostics.clear_history()
     assert (tmp_path / "leak_history.png").read_bytes().startswith(b"\x89PNG")
     svg = (tmp_path / "leak_graph.svg").read_text(encoding="utf-8")
-    assert svg == (PICTURES / "leak_graph.svg").read_text(encoding="utf-8")  # deterministic
+    committed = (PICTURES / "leak_graph.svg").read_text(encoding="utf-8")
+    same = [re.sub(r"graph \d+", "graph N", text) for text in (svg, committed)]  # ids vary
+    assert same[0] == same[1]  # deterministic otherwise: the committed file is current
     assert "local epoch_losses in main() → [" in svg
