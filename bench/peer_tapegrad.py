@@ -65,7 +65,7 @@ class _Trainer:
             biases: list[tg.Tensor] = []
             for lin, w, b in zip(linears, init[0::2], init[1::2], strict=True):
                 assert lin.bias is not None
-                lin.weight.data = w
+                lin.weight.data = w.T  # nn.Linear keeps PyTorch's (out, in) layout
                 lin.bias.data = b
                 biases.append(lin.bias)
             self.model: Any = nn.Sequential(

@@ -10,6 +10,7 @@ import traceback
 from collections.abc import Sequence
 
 from rich.console import Console
+from rich.text import Text
 
 import tapegrad as tg
 from diagnostics.render import render_cleanup
@@ -31,17 +32,20 @@ subcommands:
         --no-cleanup   do not call graph_cleanup() at epoch ends (watch the tape grow)
         --fixed        run the corrected training loop (no leak to report)
         --seed S       random seed
-  run [--cleanup] SCRIPT [ARGS...]
+  run [--cleanup] [--html PATH] SCRIPT [ARGS...]
       Run SCRIPT as __main__ with ARGS as its sys.argv[1:], then print a leak report (also
       when the script raises: its traceback is shown and its exit status kept).
         --cleanup      after the report, call graph_cleanup() and print what it freed
+        --html PATH    also write the report, its graph picture and the epoch history (if
+                       the script called epoch_end) to one self-contained HTML file
 
 exit status of run: the script's (0, its SystemExit code, or 1 for an exception); 2 when
 SCRIPT is missing or unreadable.
 
 examples:
   python -m diagnostics demo --epochs 3
-  python -m diagnostics run --cleanup train.py --lr 0.1"""
+  python -m diagnostics run --cleanup train.py --lr 0.1
+  python -m diagnostics run --html leak.html train.py"""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,6 +67,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Run SCRIPT as __main__ with ARGS, then print a leak report.",
     )
     run.add_argument("--cleanup", action="store_true", help="run graph_cleanup() after it")
+    run.add_argument(
+        "--html", metavar="PATH", help="also write the report to one self-contained HTML file"
+    )
     run.add_argument("script", metavar="SCRIPT", help="path of the Python script")
     run.add_argument("args", metavar="ARGS", nargs=argparse.REMAINDER, help="its arguments")
     return parser
@@ -84,11 +91,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = demo.main(args[1:])
         return int(status) if isinstance(status, int) else 0
     ns = _parser().parse_args(args)
-    return run_script(ns.script, ns.args, cleanup=ns.cleanup)
+    return run_script(ns.script, ns.args, cleanup=ns.cleanup, html=ns.html)
 
 
 def run_script(
-    script: str, args: Sequence[str], *, cleanup: bool = False, console: Console | None = None
+    script: str,
+    args: Sequence[str],
+    *,
+    cleanup: bool = False,
+    console: Console | None = None,
+    html: str | None = None,
 ) -> int:
     """Run ``script`` as ``__main__`` with ``args``, then print a leak report.
 
@@ -100,6 +112,7 @@ def run_script(
         args: its ``sys.argv[1:]``.
         cleanup: after the report, run ``tg.graph_cleanup()`` and print what it freed.
         console: where the report goes (stdout by default).
+        html: also write the report as a self-contained HTML file there (``save_html``).
 
     Returns:
         0; the ``SystemExit`` code; 1 when the script raised; 2 when it cannot be read (one
@@ -122,13 +135,13 @@ def run_script(
         namespace = runpy.run_path(script, run_name="__main__")
     except SystemExit as exc:
         status = _exit_status(exc.code)
-        _report(console, cleanup)
+        _report(console, cleanup, html)
     except BaseException as exc:  # the script's error: show it, keep status 1, still report
         _print_traceback(exc, script)
         status = 1
-        _report(console, cleanup)
+        _report(console, cleanup, html)
     else:
-        _report(console, cleanup)  # ``namespace`` keeps the script's globals alive meanwhile
+        _report(console, cleanup, html)  # ``namespace`` keeps the script's globals alive meanwhile
         del namespace
     finally:
         sys.argv = saved_argv
@@ -154,9 +167,18 @@ def _exit_status(code: object) -> int:
     return 1
 
 
-def _report(console: Console, cleanup: bool) -> None:
-    """Print the report; called inside the handlers, while the script's globals still exist."""
-    console.print(leak_report(explain=True))
+def _report(console: Console, cleanup: bool, html: str | None) -> None:
+    """Print the report (and write its HTML); called inside the handlers, while the script's
+    globals still exist."""
+    report = leak_report(explain=True)
+    console.print(report)
+    if html is not None:
+        try:
+            path = report.save_html(html)
+        except OSError as exc:
+            print(f"python -m diagnostics run: cannot write {html!r}: {exc}", file=sys.stderr)
+        else:
+            console.print(Text(f"report written to {path}"))
     if cleanup:
         console.print(render_cleanup(tg.graph_cleanup()))
 

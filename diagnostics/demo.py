@@ -13,11 +13,12 @@ Two realistic mistakes are planted, unless ``--fixed``:
 2. Per epoch: the test-set evaluation runs under grad mode (``model.eval()`` does not turn
    recording off), so its forward pass leaves op nodes with their saved activations.
 
-At each epoch end ``diagnostics.epoch_end`` prints the leak report and what
-``tg.graph_cleanup()`` freed; ``--no-cleanup`` skips the cleanup so the tape grows epoch
-after epoch; ``--fixed`` removes both mistakes (``tg.no_grad()``, no ``requires_grad``), and
-the report shows nothing hanging. A table of nodes and saved bytes per epoch and a final
-test-accuracy line close the run.
+At each epoch end ``diagnostics.epoch_end`` prints the leak report (in full on the first and
+last epochs, one summary line between) and what ``tg.graph_cleanup()`` freed;
+``--no-cleanup`` skips the cleanup so the tape grows epoch after epoch; ``--fixed`` removes
+both mistakes (``tg.no_grad()``, no ``requires_grad``), and the report shows nothing
+hanging. A table of nodes and saved bytes per epoch and a final test-accuracy line close the
+run.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import tapegrad as tg
-from diagnostics import epoch_end
+from diagnostics import clear_history, epoch_end
 from tapegrad import nn, optim
 
 __all__ = ["main", "build_parser", "Data", "load_data", "make_model", "EpochRecord"]
@@ -282,6 +283,7 @@ def run(
     opt = optim.Adam(model.parameters(), lr=LEARNING_RATE)
     rng = np.random.default_rng(seed)
     records: list[EpochRecord] = []
+    clear_history()  # a new run: no baseline from an earlier one
     progress = Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -302,7 +304,9 @@ def run(
             highlight=False,
         )
         before = tg.graph_stats()
-        report, freed = epoch_end(epoch, cleanup=cleanup, console=console)
+        # The full report on the first and last epochs, one summary line between.
+        full = epoch in (1, epochs)
+        report, freed = epoch_end(epoch, cleanup=cleanup, console=console, full=full)
         after = tg.graph_stats()
         records.append(
             EpochRecord(

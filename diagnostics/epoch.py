@@ -1,24 +1,23 @@
 """``epoch_end``: the report against the previous epoch's, then a cleanup, both printed.
 
-The report ``epoch_end`` printed last is module state (``_previous``), the package's only
-state: it is the baseline of the next call, for the deltas and for the "gained op nodes since"
-rule. ``leak_report`` itself stays pure.
+The previous report is the last one in ``history`` (the package's only state): it is the
+baseline of the next call, for the deltas and for the kept-alive rules. ``epoch_end`` warns
+(``LeakWarning``) when the tape grew ``GROWTH_EPOCHS`` epoch ends in a row.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 
 from rich.console import Console
 
 import tapegrad as tg
-from diagnostics.render import render_cleanup
+from diagnostics import history as _history
+from diagnostics.render import render_cleanup, render_line, show
 from diagnostics.report import LeakReport, leak_report
 
 __all__ = ["epoch_end"]
-
-_previous: LeakReport | None = None
-"""The report the last ``epoch_end`` printed: the baseline of the next one."""
 
 
 def epoch_end(
@@ -26,29 +25,39 @@ def epoch_end(
     *,
     cleanup: bool = True,
     console: Console | None = None,
+    full: bool = True,
 ) -> tuple[LeakReport, tg.CleanupStats | None]:
     """Print what the tape holds (deltas against the previous ``epoch_end``), then clean up.
 
-    The report explains its kept-alive graphs (``explain=True``). The cleanup frees what the
-    report calls hanging; kept-alive graphs stay (they are useful), so the code must change.
+    The report explains its kept-alive graphs (``explain=True``) and joins ``history()``.
+    The cleanup frees what the report calls hanging; kept-alive graphs stay (they are
+    useful), so the code must change.
 
     Args:
         epoch: a label for the report title (``"epoch 3"``), or ``None``.
         cleanup: run ``tg.graph_cleanup()`` after the report and print what it freed.
-        console: where to print; a new ``rich.console.Console()`` (stdout, or the notebook)
-            by default.
+        console: where to print; by default stdout, or in Jupyter the rendered report with
+            a plain-text alternative free of ANSI escapes.
+        full: print the whole report; ``False`` prints one summary line instead (say,
+            between a first and a last epoch printed in full).
 
     Returns:
         The report, and the ``CleanupStats`` (``None`` with ``cleanup=False``).
+
+    Warns:
+        LeakWarning: nodes or bytes held grew at each of the last ``GROWTH_EPOCHS`` epoch
+            ends; its message names the origins that grew most.
     """
-    global _previous
-    report = leak_report(baseline=_previous, explain=True)
+    reports = _history.history()
+    report = leak_report(baseline=reports[-1] if reports else None, explain=True)
     if epoch is not None:
         report = replace(report, label=f"epoch {epoch}")
-    _previous = report
-    console = console if console is not None else Console()
-    console.print(report)
+    _history.record(report)
+    show(report if full else render_line(report), console)
+    grown = _history.growth([*reports, report])
+    if grown is not None:
+        warnings.warn(_history.LeakWarning(grown), stacklevel=2)
     stats = tg.graph_cleanup() if cleanup else None
     if stats is not None:
-        console.print(render_cleanup(stats))
+        show(render_cleanup(stats), console)
     return report, stats

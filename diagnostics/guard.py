@@ -14,7 +14,7 @@ from typing import ParamSpec, TypeVar
 
 import tapegrad as tg
 from diagnostics.render import plural, render_text
-from diagnostics.report import LeakReport, build_report
+from diagnostics.report import LeakReport, LedgerKey, build_report, ledger_counts
 
 __all__ = ["LeakError", "no_leaks"]
 
@@ -34,23 +34,31 @@ class LeakError(AssertionError):
         self.report = report
 
 
-def _last_node_id() -> int:
-    return max((r.id for r in tg.snapshot().nodes), default=-1)
+def _entry() -> tuple[int, dict[LedgerKey, int]]:
+    """The largest node id on the tape and what its ledger holds: where a block starts."""
+    snap = tg.snapshot()
+    return max((r.id for r in snap.nodes), default=-1), ledger_counts(snap)
 
 
 class no_leaks:  # noqa: N801 - a context manager named like contextlib.suppress
     """Context manager and decorator: raise ``LeakError`` when the block leaves leaks.
 
     A block leaks when, at its end, more than ``allow`` nodes it created are hanging (not
-    useful: ``graph_cleanup()`` would free them, but the code that made them is the bug);
-    with ``strict=True``, also when a kept-alive graph holds an op node it created (a live
-    tensor reaching a consumed record through unconsumed ops). Nothing is checked when the
+    useful: ``graph_cleanup()`` would free them, but the code that made them is the bug; those
+    a sweep already removed inside the block count too); with ``strict=True``, also when a
+    kept-alive graph holds a node it created (a live tensor reaching a consumed record through
+    unconsumed ops), or when an op node it created is still live at its end holding saved
+    arrays (a graph that outlives the block: outputs cached in a container, a forward whose
+    backward never ran). Nothing is checked when the
     block raises: its exception propagates unchanged. Each use (and each call of a decorated
     function) measures separately, so nesting and recursion work.
 
     Args:
         allow: hanging nodes the block may leave.
-        strict: also fail on kept-alive graphs.
+        strict: also fail on kept-alive graphs and on graphs that outlive the block holding
+            saved arrays.
+        name: what the message calls the block (the pytest plugin passes the test's
+            ``path:line name``); "the block" by default.
 
     Raises:
         ValueError: ``allow`` is not a non-negative int.
@@ -63,15 +71,16 @@ class no_leaks:  # noqa: N801 - a context manager named like contextlib.suppress
             loss.backward()
     """
 
-    def __init__(self, *, allow: int = 0, strict: bool = False) -> None:
+    def __init__(self, *, allow: int = 0, strict: bool = False, name: str | None = None) -> None:
         if isinstance(allow, bool) or not isinstance(allow, int) or allow < 0:
             raise ValueError(f"no_leaks(allow=...) must be a non-negative int, got {allow!r}.")
         self.allow = allow
         self.strict = strict
-        self._entries: list[int] = []
+        self.name = name
+        self._entries: list[tuple[int, dict[LedgerKey, int]]] = []
 
     def __enter__(self) -> no_leaks:
-        self._entries.append(_last_node_id())
+        self._entries.append(_entry())
         return self
 
     def __exit__(
@@ -81,27 +90,41 @@ class no_leaks:  # noqa: N801 - a context manager named like contextlib.suppress
         tb: TracebackType | None,
     ) -> None:
         __tracebackhide__ = True  # pytest: show the test's line, not this frame
-        since = self._entries.pop()
+        since, swept = self._entries.pop()
         if exc_type is None:
-            self.check(since)
+            self.check(since, swept)
 
-    def check(self, since: int) -> LeakReport:
+    def check(self, since: int, swept_before: dict[LedgerKey, int] | None = None) -> LeakReport:
         """Check the nodes created after node id ``since``; return their report.
+
+        Args:
+            since: the largest node id when the block started.
+            swept_before: ``ledger_counts`` when the block started (sweeps' removals counted
+                then are not the block's).
 
         Raises:
             LeakError: more than ``allow`` of them hang, or (``strict``) a kept-alive graph
-                holds one.
+                holds one or one is live holding saved arrays.
         """
         __tracebackhide__ = True
-        report = build_report(tg.snapshot(), since=since, explain=self.strict)
+        report = build_report(
+            tg.snapshot(), since=since, explain=self.strict, swept_before=swept_before
+        )
+        hanging = report.hanging_nodes + report.swept_nodes
         kept = report.kept_alive_graphs if self.strict else 0
-        if report.hanging_nodes <= self.allow and not kept:
+        holding = (
+            [r for r in report.rows if r.kind == "live" and r.op != "leaf" and r.bytes]
+            if self.strict
+            else []
+        )
+        if hanging <= self.allow and not kept and not holding:
             return report
         problems = []
-        if report.hanging_nodes > self.allow:
+        swept = f"; {report.swept_nodes} already swept" if report.swept_nodes else ""
+        if hanging > self.allow:
             problems.append(
-                f"{plural(report.hanging_nodes, 'hanging node')} "
-                f"({plural(report.hanging_leaves, 'leaf', 'leaves')}) created inside it, "
+                f"{plural(hanging, 'hanging node')} "
+                f"({plural(report.hanging_leaves, 'leaf', 'leaves')}{swept}) created inside it, "
                 f"{self.allow} allowed: tensors that require grad were dropped "
                 "without a backward (use tg.no_grad() where no gradient is needed, and do not "
                 "make inputs require grad for nothing)"
@@ -112,7 +135,16 @@ class no_leaks:  # noqa: N801 - a context manager named like contextlib.suppress
                 "record through ops it created (keep totals with .item(), or .detach() carried "
                 "state)"
             )
-        message = "no_leaks: the block left " + "; and ".join(problems) + ".\n"
+        if holding:
+            nodes = sum(r.count for r in holding)
+            where = ", ".join(sorted({r.origin for r in holding}))
+            problems.append(
+                f"{plural(nodes, 'op node')} created inside it still live at its end, holding "
+                f"saved arrays (from {where}): a graph outlives the block (run its backward, "
+                "keep .detach()ed outputs or .item() values, or compute it under tg.no_grad())"
+            )
+        block = self.name or "the block"
+        message = f"no_leaks: {block} left " + "; and ".join(problems) + ".\n"
         raise LeakError(message + render_text(report), report)
 
     def __call__(self, func: Callable[P, R]) -> Callable[P, R]:
@@ -120,7 +152,7 @@ class no_leaks:  # noqa: N801 - a context manager named like contextlib.suppress
 
         @functools.wraps(func)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            with no_leaks(allow=self.allow, strict=self.strict):
+            with no_leaks(allow=self.allow, strict=self.strict, name=self.name):
                 return func(*args, **kwargs)
 
         return wrapper

@@ -49,10 +49,13 @@ def no_leaks() -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     """Run the test call under ``diagnostics.no_leaks`` when it asks for it."""
+    __tracebackhide__ = True  # a leak is the test's failure: show the test, not this hook
     marker = item.get_closest_marker("no_leaks")
     if marker is None and "no_leaks" not in getattr(item, "fixturenames", ()):
         return (yield)
     from diagnostics.guard import no_leaks as guard
 
-    with guard(**(marker.kwargs if marker is not None else {})):
+    path, line, name = item.location
+    where = f"{name} ({path}:{line + 1})" if line is not None else name
+    with guard(**{"name": where, **(marker.kwargs if marker is not None else {})}):
         return (yield)

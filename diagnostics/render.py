@@ -26,8 +26,10 @@ __all__ = [
     "plural",
     "render_cleanup",
     "render_html",
+    "render_line",
     "render_report",
     "render_text",
+    "show",
 ]
 
 STYLES: dict[str, str] = {
@@ -68,11 +70,16 @@ def render_report(report: LeakReport, *, max_rows: int = MAX_ROWS) -> Renderable
 
 
 def _summary(report: LeakReport) -> Panel:
+    swept = (
+        f" (+{plural(report.swept_nodes, 'node')} sweeps already removed)"
+        if report.swept_nodes
+        else ""
+    )
     figures = {
         "hanging": f"{plural(report.hanging_nodes, 'node')} "
         f"({plural(report.hanging_leaves, 'leaf', 'leaves')}), "
         f"{plural(report.dead_graphs, 'dead graph')}, "
-        f"{human_bytes(report.bytes_held)} held",
+        f"{human_bytes(report.bytes_held)} held{swept}",
         "kept-alive": f"{plural(report.kept_alive_graphs, 'graph')}, "
         f"{plural(report.count('kept-alive'), 'node')}",
         "live": f"{plural(report.live_graphs, 'graph')} with a live tensor",
@@ -85,11 +92,17 @@ def _summary(report: LeakReport) -> Panel:
         line = Text(figures[kind])
         line.append(f" → {CONSEQUENCES[kind]}", style="dim" if kind in ("live", "consumed") else "")
         grid.add_row(Text(kind, style=STYLES[kind]), line)
-    grid.add_row(
-        Text("total", style="bold"),
+    total = Text(
         f"{plural(report.total_nodes, 'node')} in {plural(report.graphs, 'graph')}, "
-        f"{human_bytes(report.saved_bytes)} saved",
+        f"{human_bytes(report.saved_bytes)} saved"
     )
+    if report.rows_bytes > report.saved_bytes:
+        total.append(
+            f" (the rows add up to {human_bytes(report.rows_bytes)}: an array saved by several "
+            "nodes counts once per node there, once here)",
+            style="dim",
+        )
+    grid.add_row(Text("total", style="bold"), total)
     border = "red" if report.hanging_nodes else "magenta" if report.kept_alive_graphs else "green"
     return Panel(
         grid,
@@ -100,12 +113,30 @@ def _summary(report: LeakReport) -> Panel:
     )
 
 
+def render_line(report: LeakReport) -> Text:
+    """The report in one line: its title, hanging and kept-alive figures, and what is new."""
+    new = sum(r.delta for r in report.rows if r.kind == "hanging" and r.delta)
+    text = Text(report.title, style="bold")
+    text.append(": ")
+    text.append(f"{plural(report.count('hanging'), 'hanging node')}", style=STYLES["hanging"])
+    if any(r.delta is not None for r in report.rows):
+        text.append(f" ({new:+d} since the last report)")
+    text.append(f", {human_bytes(report.bytes_held)} held; ")
+    text.append(
+        f"{plural(report.kept_alive_graphs, 'kept-alive graph')}",
+        style=STYLES["kept-alive"] if report.kept_alive_graphs else "",
+    )
+    text.append(f"; {plural(report.total_nodes, 'node')} on the tape")
+    return text
+
+
 ORIGIN_WIDTH = 30
 """Origins up to this many characters are never folded (the table squeezes other columns)."""
 
 
 def _table(report: LeakReport, max_rows: int) -> Table:
     with_delta = any(row.delta is not None for row in report.rows)
+    with_swept = any(row.swept for row in report.rows)
     table = Table(
         box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True, expand=True
     )  # expand: the ratio columns then share exactly the width the fixed ones leave
@@ -118,6 +149,8 @@ def _table(report: LeakReport, max_rows: int) -> Table:
     table.add_column("function", overflow="fold", ratio=1, min_width=min(named, 12))
     table.add_column("op", no_wrap=True)
     table.add_column("count", justify="right", no_wrap=True)
+    if with_swept:
+        table.add_column("swept", justify="right", no_wrap=True)
     table.add_column("bytes", justify="right", no_wrap=True)
     if with_delta:
         table.add_column("Δ", justify="right", no_wrap=True)
@@ -125,10 +158,11 @@ def _table(report: LeakReport, max_rows: int) -> Table:
     for row in shown:
         cells: list[RenderableType] = [
             Text(row.kind, style=STYLES.get(row.kind, "")),
-            row.origin,
-            row.function,
-            row.op,
+            Text(row.origin),  # user text: never parsed as rich markup
+            Text(row.function),
+            Text(row.op),
             str(row.count),
+            *([str(row.swept) if row.swept else ""] if with_swept else []),
             human_bytes(row.bytes),
         ]
         if with_delta:
@@ -141,6 +175,7 @@ def _table(report: LeakReport, max_rows: int) -> Table:
             "",
             "",
             str(sum(r.count for r in rest)),
+            *([str(sum(r.swept for r in rest))] if with_swept else []),
             human_bytes(sum(r.bytes for r in rest)),
         ]
         table.add_row(*cells, *([""] if with_delta else []))
@@ -196,3 +231,18 @@ def render_html(item: LeakReport | RenderableType, *, width: int = 100) -> str:
     console = _console(width, record=True)
     console.print(render_report(item) if isinstance(item, LeakReport) else item)
     return console.export_html(inline_styles=True, code_format=JUPYTER_HTML_FORMAT)
+
+
+def show(item: LeakReport | RenderableType, console: Console | None = None) -> None:
+    """Print a report or renderable on ``console``; without one, on a new ``Console()``
+    (stdout), or in Jupyter as HTML with a plain-text alternative free of ANSI escapes (what
+    a notebook's text view and ``nbconvert --to script`` show)."""
+    if console is None:
+        console = Console()
+        if console.is_jupyter:
+            from IPython.display import display
+
+            bundle = {"text/plain": render_text(item), "text/html": render_html(item)}
+            display(bundle, raw=True)  # type: ignore[no-untyped-call]
+            return
+    console.print(item)

@@ -1,39 +1,31 @@
-"""LeakReport: what the tape holds, classified by DESIGN.md's terms and grouped by origin.
+"""LeakReport: what the tape holds, classified (``classify.py``) and grouped by origin.
 
-Plain data only (no rich here: ``render.py`` draws it). A report is built from one
-``tg.snapshot()`` and holds strings and numbers, never a tensor, node or array.
-
-Classes (DESIGN.md, "Graph lifetime"), each with its consequence:
-
-- ``hanging``: a node that is not useful (hanging leaves are among them). A graph with no
-  useful node is a dead graph. ``graph_cleanup()`` frees them.
-- ``kept-alive``: the unconsumed op nodes of a kept-alive graph, a live graph that is probably
-  a mistake: (a) a live tensor reaches a consumed record through at least one unconsumed op
-  node (a loss total kept as a tensor); or (b), given a baseline report, the graph already
-  existed then and holds useful op nodes recorded since (a history list growing across
-  epochs). They are useful, so cleanup never touches them: the code must change.
-- ``consumed``: markers of finished backward passes, kept while their tensor lives.
-- ``live``: everything else that is useful (parameters, graphs in use).
-
-Rule (a) reduces to a local test. Consumed records drop their parent links and leaves have
-none, so the step of a path that enters a consumed record always leaves an unconsumed op node;
-that node is useful because the path starts at a live tensor. Hence a graph is kept-alive by
-(a) exactly when it holds a useful unconsumed op node with a consumed parent.
-
-Graph identity across reports (rule (b)): a graph's id is the smallest node id in it, and node
-ids grow with creation. So a graph "already existed" at the baseline exactly when its id is at
-most the baseline's ``last_node_id`` (it still holds a node recorded before the baseline),
-even if it merged or lost nodes since; and a node was "recorded since" exactly when its id is
-greater than ``last_node_id``.
+Plain data only (no rich here: ``render.py`` draws it, ``picture.py`` pictures it). A report
+is built from one ``tg.snapshot()`` and holds strings and numbers, never a tensor, node or
+array. Building is three steps, each its own function: classify the nodes (``classify``),
+group them into rows with totals (``_rows``), keep the records of the graphs worth drawing
+(``_graph_nodes``); ``explain=True`` adds referrer chains (``explain.py``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import tapegrad as tg
+from diagnostics.classify import (
+    KINDS,
+    REASON_CONSUMED,
+    REASON_GREW,
+    REASON_MORE_GRAPHS,
+    Classification,
+    Kind,
+    classify,
+)
 from diagnostics.explain import describe_tensor, referrer_chain
 
 if TYPE_CHECKING:
@@ -42,19 +34,20 @@ if TYPE_CHECKING:
 __all__ = [
     "CONSEQUENCES",
     "KINDS",
+    "MAX_GRAPH_NODES",
+    "REASON_CONSUMED",
+    "REASON_GREW",
+    "REASON_MORE_GRAPHS",
     "TITLE",
     "Explanation",
+    "GraphNode",
     "Kind",
     "LeakReport",
     "LeakRow",
     "build_report",
     "leak_report",
+    "ledger_counts",
 ]
-
-Kind = Literal["hanging", "kept-alive", "live", "consumed"]
-
-KINDS: tuple[Kind, ...] = ("hanging", "kept-alive", "live", "consumed")
-"""The classes, most urgent first."""
 
 CONSEQUENCES: dict[str, str] = {
     "hanging": "freed by graph_cleanup()",
@@ -67,11 +60,14 @@ CONSEQUENCES: dict[str, str] = {
 TITLE = "tapegrad leak report"
 """The title every rendering of a report starts with."""
 
-REASON_CONSUMED = "a live tensor reaches a consumed record through unconsumed ops"
-REASON_GREW = "existed at the baseline and gained op nodes since"
-
 MAX_EXPLANATIONS = 3
 """How many kept-alive graphs ``explain=True`` explains (the largest first)."""
+
+MAX_GRAPH_NODES = 20_000
+"""Most node records a report keeps for pictures (whole graphs, most urgent first)."""
+
+RowKey = tuple[str, str, str, str]
+LedgerKey = tuple[str, str, str]
 
 
 @dataclass(frozen=True)
@@ -83,10 +79,14 @@ class LeakRow:
         function: qualified name of the function that line is in.
         op: the op name (``"leaf"`` for leaves).
         kind: the class: ``"hanging"``, ``"kept-alive"``, ``"live"`` or ``"consumed"``.
-        count: number of nodes.
-        bytes: bytes of saved arrays these nodes hold (summed per node).
+        count: number of nodes. For ``"hanging"``: those on the tape now plus those sweeps
+            removed since the tape was made (the tape's ledger), so it only grows.
+        bytes: bytes of saved arrays these nodes hold now, summed per node (an array two
+            nodes save counts twice here; the report's ``saved_bytes`` counts it once).
         delta: ``count`` minus the count of the same row in the baseline report (0 when the
-            baseline had no such row), or ``None`` without a baseline.
+            baseline had no such row), or ``None`` without a baseline. For hanging rows that
+            is what is new since the baseline, swept or not.
+        swept: how many of ``count`` sweeps already removed (hanging rows only).
     """
 
     origin: str
@@ -96,11 +96,32 @@ class LeakRow:
     count: int
     bytes: int
     delta: int | None = None
+    swept: int = 0
 
     @property
-    def key(self) -> tuple[str, str, str, str]:
+    def key(self) -> RowKey:
         """``(origin, function, op, kind)``: what identifies a row across reports."""
         return (self.origin, self.function, self.op, self.kind)
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    """One node of a hanging or kept-alive graph, kept by a report for ``graph_picture``.
+
+    Attributes:
+        id: the node id. graph: its graph id. kind: its class. op, origin, function: as in
+        ``LeakRow``. saved_bytes: bytes of its saved arrays. parents: ids of its parents that
+        the report keeps too.
+    """
+
+    id: int
+    graph: int
+    kind: str
+    op: str
+    origin: str
+    function: str
+    saved_bytes: int
+    parents: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -109,7 +130,7 @@ class Explanation:
 
     Attributes:
         graph: the graph id (its smallest node id).
-        reason: which kept-alive rule matched (``REASON_CONSUMED`` or ``REASON_GREW``).
+        reason: which kept-alive rule matched (``REASON_*`` in ``classify.py``).
         nodes: kept-alive nodes in the graph.
         bytes: saved bytes those nodes hold.
         tensor: the live tensor keeping it alive, e.g. ``"Tensor(shape=(), origin=t.py:4)"``.
@@ -136,24 +157,31 @@ class LeakReport:
     """What the tape held at one moment, classified (DESIGN.md) and grouped by origin.
 
     Attributes:
-        hanging_leaves: leaves that are not useful.
-        hanging_nodes: nodes that are not useful (``hanging_leaves`` included).
+        hanging_leaves: leaves on the tape that are not useful.
+        hanging_nodes: nodes on the tape that are not useful (``hanging_leaves`` included):
+            what ``graph_cleanup()`` would remove now.
         dead_graphs: graphs with no useful node.
         live_graphs: graphs with a live node (kept-alive ones included).
-        kept_alive_graphs: live graphs that are probably a mistake (see the module doc).
+        kept_alive_graphs: live graphs that are probably a mistake (``classify.py``).
         total_nodes: records on the tape, consumed ones included.
-        bytes_held: saved-array bytes held by hanging nodes: the sum of their per-node
-            ``saved_bytes``, capped at the tape's total (an array saved by two nodes counts
-            twice below the cap, as the snapshot does not say which arrays nodes share).
+        bytes_held: saved-array bytes held by hanging nodes: the sum of their rows' bytes.
         rows: one per origin and op (``LeakRow``), split by class when nodes of one line
             fall in several (say 99 hanging and 1 live), largest bytes then count first.
         explanations: with ``explain=True``, why the largest kept-alive graphs are alive.
         graphs: graphs on the tape.
-        saved_bytes: saved-array bytes held by the whole tape (distinct arrays).
+        saved_bytes: saved-array bytes held by the whole tape, each distinct array once.
         last_node_id: the largest node id on the tape (-1 when empty): what a later report
             given this one as ``baseline`` calls "recorded since".
         label: a caption such as ``"epoch 3"``, or ``None``.
         seconds: time taken to build the report, snapshot included.
+        swept_nodes: hanging nodes that sweeps removed before this report (the tape's
+            ledger), counted in the hanging rows but not in ``hanging_nodes``.
+        graph_origins: ``(origin, live graphs)`` pairs: how many live graphs have their
+            newest node at each origin (a later report's baseline compares them).
+        graph_nodes: the records of the hanging and kept-alive graphs, with the parents they
+            reach (at most ``MAX_GRAPH_NODES``), for ``graph_picture``; ``history()`` drops
+            them.
+        graph_nodes_omitted: hanging or kept-alive nodes left out of ``graph_nodes``.
     """
 
     hanging_leaves: int = 0
@@ -170,6 +198,10 @@ class LeakReport:
     last_node_id: int = -1
     label: str | None = None
     seconds: float = field(default=0.0, compare=False)
+    swept_nodes: int = 0
+    graph_origins: tuple[tuple[str, int], ...] = ()
+    graph_nodes: tuple[GraphNode, ...] = ()
+    graph_nodes_omitted: int = 0
 
     @property
     def title(self) -> str:
@@ -178,99 +210,47 @@ class LeakReport:
 
     @property
     def clean(self) -> bool:
-        """No hanging node and no kept-alive graph."""
-        return self.hanging_nodes == 0 and self.kept_alive_graphs == 0
+        """No hanging node (on the tape or swept) and no kept-alive graph."""
+        return self.hanging_nodes == 0 and self.swept_nodes == 0 and self.kept_alive_graphs == 0
+
+    @property
+    def rows_bytes(self) -> int:
+        """The bytes of all rows added up: above ``saved_bytes`` when nodes share arrays."""
+        return sum(r.bytes for r in self.rows)
 
     def count(self, kind: str) -> int:
-        """Total nodes of one class over all rows."""
+        """Total nodes of one class over all rows (swept hanging nodes included)."""
         return sum(r.count for r in self.rows if r.kind == kind)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (plain str, int, float, None, lists and dicts)."""
-        return {
-            "title": self.title,
-            "label": self.label,
-            "hanging_leaves": self.hanging_leaves,
-            "hanging_nodes": self.hanging_nodes,
-            "dead_graphs": self.dead_graphs,
-            "live_graphs": self.live_graphs,
-            "kept_alive_graphs": self.kept_alive_graphs,
-            "total_nodes": self.total_nodes,
-            "bytes_held": self.bytes_held,
-            "graphs": self.graphs,
-            "saved_bytes": self.saved_bytes,
-            "last_node_id": self.last_node_id,
-            "seconds": self.seconds,
-            "rows": [
-                {
-                    "origin": r.origin,
-                    "function": r.function,
-                    "op": r.op,
-                    "kind": r.kind,
-                    "count": r.count,
-                    "bytes": r.bytes,
-                    "delta": r.delta,
-                }
-                for r in self.rows
-            ],
-            "explanations": [
-                {
-                    "graph": e.graph,
-                    "reason": e.reason,
-                    "nodes": e.nodes,
-                    "bytes": e.bytes,
-                    "tensor": e.tensor,
-                    "chain": list(e.chain),
-                    "path": e.path,
-                }
-                for e in self.explanations
-            ],
-        }
+        data: dict[str, Any] = _plain(dataclasses.asdict(self))
+        data["title"] = self.title
+        for e, d in zip(self.explanations, data["explanations"], strict=True):
+            d["path"] = e.path
+        return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LeakReport:
+    def from_dict(cls, data: Mapping[str, Any]) -> LeakReport:
         """Rebuild a report from ``to_dict()`` output (e.g. a logged baseline).
 
         Raises:
             KeyError: a required key is missing.
         """
-        return cls(
-            hanging_leaves=data["hanging_leaves"],
-            hanging_nodes=data["hanging_nodes"],
-            dead_graphs=data["dead_graphs"],
-            live_graphs=data["live_graphs"],
-            kept_alive_graphs=data["kept_alive_graphs"],
-            total_nodes=data["total_nodes"],
-            bytes_held=data["bytes_held"],
-            rows=tuple(
-                LeakRow(
-                    r["origin"],
-                    r["function"],
-                    r["op"],
-                    r["kind"],
-                    r["count"],
-                    r["bytes"],
-                    r["delta"],
-                )
-                for r in data["rows"]
-            ),
-            explanations=tuple(
-                Explanation(
-                    e["graph"],
-                    e["reason"],
-                    e["nodes"],
-                    e["bytes"],
-                    e["tensor"],
-                    tuple(e["chain"]),
-                )
-                for e in data["explanations"]
-            ),
-            graphs=data["graphs"],
-            saved_bytes=data["saved_bytes"],
-            last_node_id=data["last_node_id"],
-            label=data["label"],
-            seconds=data.get("seconds", 0.0),
-        )
+        report: LeakReport = _build(cls, data)
+        return report
+
+    def save_html(self, path: str | Path, *, history: Sequence[LeakReport] | None = None) -> Path:
+        """Write the report as one self-contained HTML file: the tables, the graph picture
+        and the history plot (``diagnostics.history()`` unless ``history`` is given) as
+        inline SVG, the report as JSON; nothing fetched from the network.
+
+        Raises:
+            OSError: the file cannot be written.
+        """
+        from diagnostics.html import save_html
+
+        return save_html(self, path, history=history)
 
     # ------------------------------------------------------------------ rendering
 
@@ -305,15 +285,53 @@ class LeakReport:
         return render_text(self)
 
 
+_NESTED: dict[str, type] = {
+    "rows": LeakRow,
+    "explanations": Explanation,
+    "graph_nodes": GraphNode,
+}
+
+
+def _plain(value: Any) -> Any:
+    """``dataclasses.asdict`` output with tuples as lists (what JSON gives back)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _frozen(value: Any) -> Any:
+    """Lists back to tuples, deeply (the dataclasses hold tuples)."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
+
+
+def _build(cls: type[Any], data: Mapping[str, Any]) -> Any:
+    """``cls(**data)`` for a dataclass, nested dataclasses rebuilt; unknown keys ignored."""
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            if f.default is dataclasses.MISSING:
+                raise KeyError(f.name)
+            continue
+        value = data[f.name]
+        sub = _NESTED.get(f.name) if cls is LeakReport else None
+        kwargs[f.name] = (
+            tuple(_build(sub, item) for item in value) if sub is not None else _frozen(value)
+        )
+    return cls(**kwargs)
+
+
 def leak_report(*, baseline: LeakReport | None = None, explain: bool = False) -> LeakReport:
     """Classify what the tape holds now (DESIGN.md "Graph lifetime"); changes nothing.
 
-    Pure: it reads one ``tg.snapshot()``, keeps no state, calls no ``gc.collect()`` and keeps
-    no reference to any tensor, node or array.
+    Pure: it reads one ``tg.snapshot()`` (its nodes and its ledger of swept nodes), keeps no
+    state, calls no ``gc.collect()`` and keeps no reference to any tensor, node or array.
 
     Args:
         baseline: an earlier report. Rows get ``delta`` (change in count against it), and a
-            graph that existed then and has gained useful op nodes since is kept-alive.
+            graph that existed then and has gained useful op nodes since, or comes from an
+            origin whose live graphs grew in number since, is kept-alive.
         explain: for the largest kept-alive graphs, find the chain of referrers from a
             user-visible name (a global, a local, a list element, an attribute, ``Out[n]``)
             to the live tensor keeping each alive (``gc.get_referrers``, bounded in depth
@@ -327,12 +345,23 @@ def leak_report(*, baseline: LeakReport | None = None, explain: bool = False) ->
     return replace(report, seconds=time.perf_counter() - start)
 
 
+def ledger_counts(snap: tg.Snapshot) -> dict[LedgerKey, int]:
+    """The snapshot's ledger (hanging nodes sweeps removed) as ``(origin, function, op)`` ->
+    count. Empty when the tape keeps no ledger."""
+    counts: dict[LedgerKey, int] = {}
+    for entry in getattr(snap, "ledger", ()):
+        key = (entry.origin, entry.function, entry.op)
+        counts[key] = counts.get(key, 0) + int(entry.count)
+    return counts
+
+
 def build_report(
     snap: tg.Snapshot,
     *,
     baseline: LeakReport | None = None,
     explain: bool = False,
     since: int = -1,
+    swept_before: Mapping[LedgerKey, int] | None = None,
 ) -> LeakReport:
     """Build a report from a snapshot. Linear in the nodes of the snapshot.
 
@@ -343,136 +372,199 @@ def build_report(
         since: count only nodes whose id is greater (classification still looks at the
             whole tape); graph totals then count the graphs holding such a node. The
             ``no_leaks`` guard passes the largest id at its entry.
+        swept_before: ``ledger_counts`` of an earlier snapshot: swept nodes counted then are
+            not counted (the guard passes its entry's).
 
     Returns:
         The report; ``seconds`` is left at 0.
     """
     records = snap.nodes
-    useful_graphs: set[int] = set()
-    live_graphs: set[int] = set()
-    all_graphs: set[int] = set()
-    consumed: set[int] = set()
-    last_id = -1
-    for r in records:
-        g = r.graph
-        all_graphs.add(g)
-        if r.useful:
-            useful_graphs.add(g)
-            if r.live:
-                live_graphs.add(g)
-            if r.consumed:
-                consumed.add(r.id)
-        if r.id > last_id:
-            last_id = r.id
+    classes = classify(
+        records,
+        baseline_last=None if baseline is None else baseline.last_node_id,
+        baseline_origins=None if baseline is None else dict(baseline.graph_origins),
+    )
+    tally = _tally(records, classes.kinds, since)
+    swept = _add_swept(tally.rows, ledger_counts(snap), swept_before or {})
+    base = {row.key: row.count for row in baseline.rows} if baseline is not None else None
+    ordered = [
+        LeakRow(*key, n, nbytes, None if base is None else n - base.get(key, 0), gone)
+        for key, (n, nbytes, gone) in tally.rows.items()
+    ]
+    rank: dict[str, int] = {kind: i for i, kind in enumerate(KINDS)}
+    ordered.sort(key=lambda r: (-r.bytes, -r.count, rank[r.kind], r.origin, r.op))
+    kept_ids = [g for g in classes.kept if g in tally.blamed and tally.blamed[g][2]]
+    explanations = _explain(kept_ids, records, classes) if explain and kept_ids else ()
+    nodes, omitted = _graph_nodes(records, classes.kinds, tally.blamed, classes.kept)
+    return LeakReport(
+        hanging_leaves=tally.hanging_leaves,
+        hanging_nodes=tally.hanging_nodes,
+        dead_graphs=len(tally.graphs - classes.useful_graphs),
+        live_graphs=len(tally.graphs & classes.live_graphs),
+        kept_alive_graphs=len(kept_ids),
+        total_nodes=tally.nodes,
+        bytes_held=tally.bytes_held,
+        rows=tuple(ordered),
+        explanations=explanations,
+        graphs=len(tally.graphs),
+        saved_bytes=snap.stats.saved_bytes if since < 0 else sum(r.bytes for r in ordered),
+        last_node_id=tally.last_id,
+        swept_nodes=swept,
+        graph_origins=tuple(sorted(classes.graph_origins.items())),
+        graph_nodes=nodes,
+        graph_nodes_omitted=omitted,
+    )
 
-    # Kept-alive graphs: rule (a) and, against a baseline, rule (b) (see the module doc).
-    kept: dict[int, str] = {}
-    base_last = baseline.last_node_id if baseline is not None else None
-    if consumed or base_last is not None:
-        for r in records:
-            if not r.useful or r.consumed or r.kind != "op":
-                continue
-            g = r.graph
-            if consumed and g not in kept and not consumed.isdisjoint(r.parents):
-                kept[g] = REASON_CONSUMED
-            elif base_last is not None and g <= base_last < r.id and g not in kept:
-                kept[g] = REASON_GREW
 
-    # Rows, and the totals over the counted nodes.
-    acc: dict[tuple[str, str, str, str], list[int]] = {}
-    hanging_nodes = hanging_leaves = bytes_held = 0
-    counted_graphs: set[int] | None = set() if since >= 0 else None
-    keeper: dict[int, tg.NodeRecord] = {}  # graph -> its newest live kept-alive record
-    kept_size: dict[int, list[int]] = {g: [0, 0] for g in kept}
-    for r in records:
-        if r.id <= since:
+@dataclass
+class _Tally:
+    """What one pass over the counted nodes adds up (``_tally``)."""
+
+    rows: dict[RowKey, list[int]] = field(default_factory=dict)  # count, bytes, swept
+    graphs: set[int] = field(default_factory=set)
+    blamed: dict[int, list[int]] = field(default_factory=dict)  # graph -> nodes, bytes, kept
+    nodes: int = 0
+    hanging_nodes: int = 0
+    hanging_leaves: int = 0
+    bytes_held: int = 0
+    last_id: int = -1
+
+
+def _tally(records: tuple[tg.NodeRecord, ...], kinds: tuple[Kind, ...], since: int) -> _Tally:
+    """Rows (count and bytes per origin, function, op and class) and totals over the nodes
+    newer than ``since``, in one pass."""
+    acc: dict[RowKey, list[int]] = {}
+    blamed: dict[int, list[int]] = {}
+    graphs: set[int] = set()
+    nodes = hanging = leaves = held = 0
+    last = -1
+    for r, kind in zip(records, kinds, strict=True):
+        nid = r.id
+        if nid > last:
+            last = nid
+        if nid <= since:
             continue
-        if counted_graphs is not None:
-            counted_graphs.add(r.graph)
-        kind: str
-        if not r.useful:
-            kind = "hanging"
-            hanging_nodes += 1
-            bytes_held += r.saved_bytes
-            if r.kind == "leaf":
-                hanging_leaves += 1
-        elif r.consumed:
-            kind = "consumed"
-        elif r.graph in kept and r.kind == "op":
-            kind = "kept-alive"
-            size = kept_size[r.graph]
+        nodes += 1
+        graphs.add(r.graph)
+        key = (r.origin, r.function, r.op, kind)
+        slot = acc.get(key)
+        if slot is None:
+            acc[key] = [1, r.saved_bytes, 0]
+        else:
+            slot[0] += 1
+            slot[1] += r.saved_bytes
+        if kind == "live" or kind == "consumed":
+            continue
+        blame = blamed.get(r.graph)
+        if blame is None:
+            blame = blamed[r.graph] = [0, 0, 0]
+        blame[0] += 1
+        blame[1] += r.saved_bytes
+        if kind == "hanging":
+            hanging += 1
+            held += r.saved_bytes
+            leaves += r.kind == "leaf"
+        else:
+            blame[2] += 1
+    return _Tally(acc, graphs, blamed, nodes, hanging, leaves, held, last)
+
+
+def _add_swept(
+    rows: dict[RowKey, list[int]],
+    ledger: Mapping[LedgerKey, int],
+    before: Mapping[LedgerKey, int],
+) -> int:
+    """Add what sweeps removed (since ``before``) to the hanging rows; return the total."""
+    total = 0
+    for key, n in ledger.items():
+        n -= before.get(key, 0)
+        if n <= 0:
+            continue
+        total += n
+        slot = rows.setdefault((*key, "hanging"), [0, 0, 0])
+        slot[0] += n
+        slot[2] += n
+    return total
+
+
+def _graph_nodes(
+    records: tuple[tg.NodeRecord, ...],
+    kinds: tuple[Kind, ...],
+    blamed: Mapping[int, list[int]],
+    kept: Mapping[int, str],
+) -> tuple[tuple[GraphNode, ...], int]:
+    """The records of the graphs holding hanging or kept-alive nodes (``blamed``: graph ->
+    nodes, bytes), most urgent (kept-alive, then most bytes) first, up to
+    ``MAX_GRAPH_NODES`` blamed nodes; and how many blamed nodes were left out. A graph over
+    the limit keeps its newest blamed nodes (nearest its roots)."""
+    order = sorted(blamed, key=lambda g: (g not in kept, -blamed[g][1], -blamed[g][0], g))
+    room = MAX_GRAPH_NODES
+    chosen: dict[int, int] = {}  # graph -> how many of its blamed nodes to keep
+    for g in order:
+        take = min(blamed[g][0], room)
+        if take:
+            chosen[g] = take
+        room -= take
+    omitted = sum(n for n, *_ in blamed.values()) - sum(chosen.values())
+    if not chosen:
+        return (), omitted
+    members: dict[int, list[tuple[tg.NodeRecord, Kind]]] = {g: [] for g in chosen}
+    for r, kind in zip(records, kinds, strict=True):
+        group = members.get(r.graph)
+        if group is not None:
+            group.append((r, kind))
+    keep: dict[int, tuple[tg.NodeRecord, Kind]] = {}
+    for g, group in members.items():
+        by_id = {r.id: (r, k) for r, k in group}
+        mine = sorted((r.id for r, k in group if k in ("hanging", "kept-alive")), reverse=True)
+        for nid in mine[: chosen[g]]:  # newest first: nearest the roots
+            keep[nid] = by_id[nid]
+            for p in by_id[nid][0].parents:
+                if p in by_id:
+                    keep.setdefault(p, by_id[p])
+    nodes = tuple(
+        GraphNode(
+            r.id,
+            r.graph,
+            k,
+            r.op,
+            r.origin,
+            r.function,
+            r.saved_bytes,
+            tuple(p for p in r.parents if p in keep),
+        )
+        for nid, (r, k) in sorted(keep.items())
+    )
+    return nodes, omitted
+
+
+def _explain(
+    kept_ids: list[int], records: tuple[tg.NodeRecord, ...], classes: Classification
+) -> tuple[Explanation, ...]:
+    """Explain the largest kept-alive graphs: which live tensor, reached from which name."""
+    sizes: dict[int, list[int]] = {g: [0, 0] for g in kept_ids}
+    keeper: dict[int, tg.NodeRecord] = {}  # graph -> its newest live kept-alive record
+    newest_live: dict[int, tg.NodeRecord] = {}
+    for r, k in zip(records, classes.kinds, strict=True):
+        size = sizes.get(r.graph)
+        if size is None:
+            continue
+        if k == "kept-alive":
             size[0] += 1
             size[1] += r.saved_bytes
             if r.live:
                 keeper[r.graph] = r
-        else:
-            kind = "live"
-        key = (r.origin, r.function, r.op, kind)
-        slot = acc.get(key)
-        if slot is None:
-            acc[key] = [1, r.saved_bytes]
-        else:
-            slot[0] += 1
-            slot[1] += r.saved_bytes
-
-    base = {row.key: row.count for row in baseline.rows} if baseline is not None else None
-    rows = [
-        LeakRow(*key, count, nbytes, None if base is None else count - base.get(key, 0))
-        for key, (count, nbytes) in acc.items()
-    ]
-    rank: dict[str, int] = {kind: i for i, kind in enumerate(KINDS)}
-    rows.sort(key=lambda row: (-row.bytes, -row.count, rank[row.kind], row.origin, row.op))
-
-    if counted_graphs is not None:
-        graph_set = counted_graphs
-        kept_ids = [g for g in kept if g in counted_graphs and kept_size[g][0] > 0]
-    else:
-        graph_set = all_graphs
-        kept_ids = list(kept)
-
-    explanations: tuple[Explanation, ...] = ()
-    if explain and kept_ids:
-        explanations = _explain(kept_ids, kept, kept_size, keeper, records)
-
-    return LeakReport(
-        hanging_leaves=hanging_leaves,
-        hanging_nodes=hanging_nodes,
-        dead_graphs=len(graph_set - useful_graphs),
-        live_graphs=len(graph_set & live_graphs),
-        kept_alive_graphs=len(kept_ids),
-        total_nodes=len(records) if since < 0 else sum(row.count for row in rows),
-        bytes_held=min(bytes_held, snap.stats.saved_bytes),
-        rows=tuple(rows),
-        explanations=explanations,
-        graphs=len(graph_set),
-        saved_bytes=snap.stats.saved_bytes if since < 0 else sum(row.bytes for row in rows),
-        last_node_id=last_id,
-    )
-
-
-def _explain(
-    kept_ids: list[int],
-    reasons: dict[int, str],
-    sizes: dict[int, list[int]],
-    keeper: dict[int, tg.NodeRecord],
-    records: tuple[tg.NodeRecord, ...],
-) -> tuple[Explanation, ...]:
-    """Explain the largest kept-alive graphs: which live tensor, reached from which name."""
+        if r.live:
+            newest_live[r.graph] = r
     top = sorted(kept_ids, key=lambda g: (-sizes[g][1], -sizes[g][0], g))[:MAX_EXPLANATIONS]
     out = []
     for g in top:
-        rec = keeper.get(g)
-        if rec is None:  # no live kept-alive op: take the newest live node of the graph
-            rec = max((r for r in records if r.graph == g and r.live), key=_record_id, default=None)
+        rec = keeper.get(g, newest_live.get(g))
         tensor = rec.tensor() if rec is not None and rec.tensor is not None else None
         desc, chain = "(no live tensor)", tuple[str, ...]()
         if tensor is not None and rec is not None:
             desc = describe_tensor(tensor, rec.origin)
             chain = referrer_chain(tensor)
         del tensor
-        out.append(Explanation(g, reasons[g], sizes[g][0], sizes[g][1], desc, chain))
+        out.append(Explanation(g, classes.kept[g], sizes[g][0], sizes[g][1], desc, chain))
     return tuple(out)
-
-
-def _record_id(record: tg.NodeRecord) -> int:
-    return record.id

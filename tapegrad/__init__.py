@@ -80,6 +80,7 @@ from tapegrad.ops import (
     where,
 )
 from tapegrad.records import CleanupStats, GraphStats, NodeRecord, Snapshot
+from tapegrad.serialization import load, save
 from tapegrad.tape import Tape
 
 __version__ = "0.1.0"
@@ -148,6 +149,8 @@ __all__ = [
     "current_tape",
     "use_tape",
     "TapeMismatchError",
+    "save",
+    "load",
     "CleanupStats",
     "GraphStats",
     "NodeRecord",

@@ -2,7 +2,7 @@
 
 Each notebook test checks the committed outputs (``read``) and the outputs of a fresh run with
 small parameters (``execute_small``) with the same function, built from ``outputs``,
-``text_of``, ``texts``, ``html_outputs`` and ``png_outputs``.
+``text_of``, ``texts``, ``html_outputs``, ``png_outputs`` and ``svg_outputs``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ __all__ = [
     "texts",
     "html_outputs",
     "png_outputs",
+    "svg_outputs",
 ]
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
@@ -92,3 +93,8 @@ def png_outputs(outs: list[dict[str, Any]]) -> list[bytes]:
     return [
         base64.b64decode(o["data"]["image/png"]) for o in outs if "image/png" in o.get("data", {})
     ]
+
+
+def svg_outputs(outs: list[dict[str, Any]]) -> list[str]:
+    """The ``image/svg+xml`` of the outputs that have one, in order."""
+    return [str(o["data"]["image/svg+xml"]) for o in outs if "image/svg+xml" in o.get("data", {})]

@@ -15,7 +15,7 @@ import diagnostics.demo as demo
 RUNS = {
     "planted": ["--epochs", "1"],
     "fixed": ["--epochs", "1", "--fixed"],
-    "no-cleanup": ["--epochs", "2", "--no-cleanup"],
+    "no-cleanup": ["--epochs", "3", "--no-cleanup"],
 }
 
 # A summary-table row: epoch, accuracy, nodes, saved, hanging, [freed nodes, freed,] after.
@@ -109,14 +109,28 @@ def test_fixed_loop_leaves_nothing_hanging(outputs: dict[str, tuple[int, str]]) 
 def test_without_cleanup_the_tape_grows_each_epoch(outputs: dict[str, tuple[int, str]]) -> None:
     status, text = outputs["no-cleanup"]
     assert status == 0, text
-    first, second = _rows(text)
+    first, second, third = _rows(text)
     assert first["freed"] is None  # no cleanup columns
     per_epoch = _int(first["nodes"]) - 4
     assert per_epoch > 0
     assert _int(second["nodes"]) == 4 + 2 * per_epoch
-    assert _int(second["hanging"]) == 2 * _int(first["hanging"])
-    assert f"holds {_int(second['nodes']):,} nodes" in text
+    assert _int(third["hanging"]) == 3 * _int(first["hanging"])
+    assert f"holds {_int(third['nodes']):,} nodes" in text
     assert f"(+{per_epoch:,} nodes since epoch 1)" in text
+
+
+def test_full_reports_on_the_first_and_last_epochs_a_line_between(
+    outputs: dict[str, tuple[int, str]],
+) -> None:
+    _, text = outputs["no-cleanup"]
+    assert "╭─ tapegrad leak report — epoch 1 " in text
+    assert "╭─ tapegrad leak report — epoch 3 " in text
+    assert "╭─ tapegrad leak report — epoch 2" not in text
+    (line,) = [s for s in text.splitlines() if s.startswith("tapegrad leak report — epoch 2:")]
+    hanging = _int(_rows(text)[0]["hanging"])
+    assert f"{2 * hanging:,} hanging nodes (+{hanging:,} since the last report)".replace(
+        ",", ""
+    ) in line.replace(",", "")
 
 
 def test_piped_output_has_no_control_characters(outputs: dict[str, tuple[int, str]]) -> None:

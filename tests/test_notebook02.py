@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 import pytest
-from _notebooks import execute_small, html_outputs, outputs, png_outputs, read, texts
+from _notebooks import execute_small, html_outputs, outputs, png_outputs, read, svg_outputs, texts
 
 NOTEBOOK = "02_training_loop.ipynb"
 
@@ -28,9 +28,14 @@ def _check(nb: Any, epochs: int) -> None:
     assert len(grown) == epochs
     assert grown == [4 + (i + 1) * (grown[0] - 4) for i in range(epochs)]
     assert "the tape now holds 4 nodes (the parameters)" in text
-    pngs = png_outputs(outs)
-    assert len(pngs) == 1
-    assert pngs[0].startswith(b"\x89PNG") and len(pngs[0]) > 10_000
+    assert "\x1b[" not in text  # plain-text outputs carry no ANSI escapes
+    (picture,) = svg_outputs(outs)  # the hanging nodes in the model's graph, drawn
+    assert "hanging nodes in a graph" in picture and "cross_entropy" in picture
+    width = float(re.search(r'<svg[^>]* width="(\d+)"', picture).group(1))  # type: ignore[union-attr]
+    assert width < 1600  # wide layers wrap
+    pngs = png_outputs(outs)  # the hand-made plot, then plot_history() of the first run
+    assert len(pngs) == 2
+    assert all(p.startswith(b"\x89PNG") and len(p) > 10_000 for p in pngs)
     accuracy = re.search(rf"final test accuracy: ([\d.]+)% after {epochs} epochs", text)
     assert accuracy is not None and float(accuracy.group(1)) >= 85.0
 

@@ -44,7 +44,7 @@ def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_run_reports_after_the_script_with_its_argv(tmp_path: Path) -> None:
-    done = run_cli(tmp_path, "run", "--cleanup", "train.py", "--lr", "0.1")
+    done = run_cli(tmp_path, "run", "--cleanup", "--html", "leak.html", "train.py", "--lr", "0.1")
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert out.startswith("argv ['--lr', '0.1']\n")
@@ -53,6 +53,17 @@ def test_run_reports_after_the_script_with_its_argv(tmp_path: Path) -> None:
     assert "train.py:9" in out  # the dropped leaf's line
     assert "global running → Tensor(shape=(), origin=train.py:8)" in out
     assert "graph_cleanup() freed 1 node (1 leaf, 1 graph)" in out
+    assert "report written to leak.html" in out
+    page = (tmp_path / "leak.html").read_text(encoding="utf-8")
+    assert "train.py:9" in page and "<svg" in page
+    assert "global running → Tensor(shape=(), origin=train.py:8)" in page  # the chain, drawn
+
+
+def test_run_html_to_an_unwritable_path_says_so_and_keeps_the_status(tmp_path: Path) -> None:
+    done = run_cli(tmp_path, "run", "--html", "missing/dir/leak.html", "train.py")
+    assert done.returncode == 0
+    assert "tapegrad leak report" in done.stdout
+    assert done.stderr.startswith("python -m diagnostics run: cannot write 'missing/dir/leak.html'")
 
 
 def test_run_reports_when_the_script_raises_and_keeps_its_status(tmp_path: Path) -> None:
@@ -91,7 +102,8 @@ def test_help_explains_every_subcommand(capsys: pytest.CaptureFixture[str]) -> N
         "--no-cleanup",
         "--fixed",
         "--seed S",
-        "run [--cleanup] SCRIPT [ARGS...]",
+        "run [--cleanup] [--html PATH] SCRIPT [ARGS...]",
+        "--html PATH",
         "--cleanup",
         "exit status",
     ):

@@ -63,6 +63,25 @@ def test_strict_also_fails_on_a_kept_alive_graph() -> None:
     del w, loss
 
 
+CACHE: list[tg.Tensor] = []
+
+
+def test_strict_fails_on_a_graph_that_outlives_the_block_holding_saved_arrays() -> None:
+    w = tg.ones((3, 3)).require_grad()
+    x = tg.ones((2, 3))
+    with no_leaks():  # not strict: a live graph is allowed
+        CACHE.append((x @ w).tanh())
+    with pytest.raises(LeakError, match=r"2 op nodes created inside it still live .*holding"):
+        with no_leaks(strict=True):
+            CACHE.append((x @ w).tanh())  # @outlives
+    CACHE.clear()
+    with no_leaks(strict=True):  # a graph whose backward ran holds nothing: fine
+        loss = (x @ w).tanh().sum()
+        loss.backward()
+        kept = (x @ w.detach()).tanh()  # and values that track nothing
+    del w, loss, kept
+
+
 def test_the_decorator_checks_each_call_and_nests() -> None:
     calls = []
 
@@ -140,3 +159,6 @@ def test_the_pytest_plugin_fixture_fails_a_leaking_test(tmp_path: Path) -> None:
     assert "1 failed, 3 passed" in out
     assert "FAILED test_plugin_use.py::test_leaks - diagnostics.guard.LeakError" in out
     assert "test_plugin_use.py:5" in out  # the origin of the dropped leaf
+    # the failure points at the test, not at the plugin or the guard
+    assert "no_leaks: test_leaks (test_plugin_use.py:4) left 1 hanging node" in out
+    assert "pytest_plugin.py" not in out and "guard.py" not in out

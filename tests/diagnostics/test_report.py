@@ -4,16 +4,32 @@ deltas, the kept-alive rules, purity, and the JSON round trip."""
 from __future__ import annotations
 
 import gc
+import html
 import json
 import os
+import re
+import runpy
+import types
 import weakref
+from io import StringIO
+from pathlib import Path
 
 import pytest
 from _support import origin_path
+from rich.console import Console
 
 import diagnostics
 import tapegrad as tg
-from diagnostics.report import REASON_GREW, LeakReport, LeakRow, build_report
+from diagnostics.render import render_line, render_text
+from diagnostics.report import (
+    REASON_CONSUMED,
+    REASON_GREW,
+    REASON_MORE_GRAPHS,
+    Explanation,
+    LeakReport,
+    LeakRow,
+    build_report,
+)
 
 
 def at(tag: str) -> str:
@@ -283,7 +299,7 @@ def test_graph_identity_across_reports_uses_the_smallest_node_id() -> None:
     }
 
 
-def test_rows_sort_by_bytes_then_count_and_totals_cap_bytes() -> None:
+def test_rows_sort_by_bytes_then_count_and_the_summary_agrees_with_the_rows() -> None:
     report = build_report(
         snap(
             rec(0, 0, useful=False, origin="a.py:1", saved=10),
@@ -300,7 +316,13 @@ def test_rows_sort_by_bytes_then_count_and_totals_cap_bytes() -> None:
         ("c.py:1", 2, 0),
         ("d.py:1", 1, 0),
     ]
-    assert report.bytes_held == 25  # 40 per node, capped at what the tape holds
+    # The summary's bytes are the rows' bytes; the tape's distinct total is lower (shared
+    # arrays count once there), and the rendering says so.
+    assert report.bytes_held == report.rows_bytes == 40
+    assert report.saved_bytes == 25
+    assert "the rows add up to 40 bytes: an array saved by several nodes counts once" in re.sub(
+        r"[│\s]+", " ", str(report)
+    )
     assert (report.dead_graphs, report.graphs, report.total_nodes) == (5, 5, 5)
 
 
@@ -323,3 +345,150 @@ def test_an_empty_tape_gives_a_clean_report(explain: bool) -> None:
     report = build_report(snap(saved_bytes=0), explain=explain)
     assert report == LeakReport(last_node_id=-1)
     assert report.clean
+
+
+# ----------------------------------------------------------------------------- the ledger
+
+
+def with_ledger(snapshot: tg.Snapshot, *entries: tuple[str, str, int]) -> object:
+    """``snapshot`` plus a ledger of ``(origin, op, count)`` entries, as the tape keeps one
+    (``Snapshot.ledger``: records with origin, function, op, kind, count, bytes)."""
+    ledger = tuple(
+        types.SimpleNamespace(
+            origin=o,
+            function="train",
+            op=op,
+            kind="leaf" if op == "leaf" else "op",
+            count=n,
+            bytes=4 * n,
+        )
+        for o, op, n in entries
+    )
+    return types.SimpleNamespace(nodes=snapshot.nodes, stats=snapshot.stats, ledger=ledger)
+
+
+def test_swept_nodes_count_in_the_hanging_rows_and_deltas_show_what_is_new() -> None:
+    first = build_report(
+        with_ledger(snap(rec(0, 0, kind="leaf", useful=False)), ("train.py:1", "leaf", 100))  # type: ignore[arg-type]
+    )
+    (row,) = first.rows
+    assert (row.kind, row.count, row.swept, row.delta) == ("hanging", 101, 100, None)
+    assert (first.hanging_nodes, first.swept_nodes, first.clean) == (1, 100, False)
+    assert "100 swept" not in str(first) and "swept" in str(first)  # a swept column
+    assert "(+100 nodes sweeps already removed)" in str(first)
+    # the next report: the node on the tape was swept too, and 50 more leaked and were swept
+    second = build_report(
+        with_ledger(snap(), ("train.py:1", "leaf", 151)),  # type: ignore[arg-type]
+        baseline=first,
+    )
+    (row,) = second.rows
+    assert (row.count, row.swept, row.delta, row.bytes) == (151, 151, 50, 0)
+    assert (second.hanging_nodes, second.swept_nodes) == (0, 151)
+
+
+def test_the_guard_counts_only_what_was_swept_after_its_start() -> None:
+    now = with_ledger(snap(), ("train.py:1", "leaf", 7), ("train.py:2", "exp", 3))
+    report = build_report(now, since=-1, swept_before={("train.py:1", "train", "leaf"): 5})  # type: ignore[arg-type]
+    assert {(r.origin, r.count, r.swept) for r in report.rows} == {
+        ("train.py:1", 2, 2),
+        ("train.py:2", 3, 3),
+    }
+    assert report.swept_nodes == 5
+
+
+# ----------------------------------------------------------------------------- growth blamed
+
+
+def test_losses_kept_in_a_list_after_backward_are_blamed_with_the_list() -> None:
+    w = tg.ones(3).require_grad()
+    kept = []
+
+    def epoch(w: tg.Tensor, kept: list[tg.Tensor]) -> None:
+        for _ in range(3):
+            loss = (w * w).sum()  # @kept-loss
+            loss.backward()
+            kept.append(loss)  # the mistake: consumed, 0 saved bytes, but live
+
+    epoch(w, kept)
+    first = diagnostics.leak_report()
+    assert first.kept_alive_graphs == 0  # nothing to compare with yet
+    epoch(w, kept)
+    second = diagnostics.leak_report(baseline=first, explain=True)
+    assert second.kept_alive_graphs == 6
+    rows = mine(second)
+    row = rows[(at("kept-loss"), "sum", "kept-alive")]
+    assert (row.count, row.delta, row.bytes) == (6, 6, 0)  # was "consumed" at the baseline
+    assert second.explanations[0].reason == REASON_MORE_GRAPHS
+    assert second.explanations[0].chain[0] == "local kept in " + (
+        "test_losses_kept_in_a_list_after_backward_are_blamed_with_the_list()"
+    )
+    assert second.explanations[0].chain[1].startswith("[")
+    del w, kept
+
+
+CACHE: dict[int, tg.Tensor] = {}
+
+
+def test_grad_mode_outputs_cached_in_a_container_are_blamed_with_the_container() -> None:
+    w = tg.ones((3, 3)).require_grad()
+    x = tg.ones((2, 3))
+    reports = []
+    for i in range(2):  # the cache grows, each entry with its graph and activations
+        CACHE[i] = (x @ w).tanh()  # @cache
+        reports.append(diagnostics.leak_report(baseline=reports[-1] if reports else None))
+    second = diagnostics.leak_report(baseline=reports[0], explain=True)
+    rows = mine(second)
+    assert rows[(at("cache"), "tanh", "kept-alive")].count == 2
+    assert rows[(at("cache"), "tanh", "kept-alive")].bytes > 0
+    (why,) = second.explanations
+    assert why.reason == REASON_GREW
+    assert why.chain[0].endswith("CACHE") and why.chain[1] in ("[0]", "[1]")
+    CACHE.clear()
+    del w
+
+
+def test_a_line_making_its_first_live_graph_is_not_blamed() -> None:
+    first = diagnostics.leak_report()
+    fresh = (tg.ones(3).require_grad() * 3.0).sum()
+    assert diagnostics.leak_report(baseline=first).kept_alive_graphs == 0
+    del fresh
+
+
+# ----------------------------------------------------------------------------- user text
+
+
+WEIRD = ["[/]", "[bold red]x[/bold red]", "[link=http://x]y[/link]", "\\[", "a]b[c", "[/x"]
+
+
+@pytest.mark.parametrize("text", WEIRD)
+def test_user_text_is_never_read_as_markup(text: str) -> None:
+    row = LeakRow(f"{text}/train.py:3", f"f{text}", f"op{text}", "hanging", 1, 8, 1)
+    why = Explanation(0, REASON_CONSUMED, 1, 8, f"Tensor(origin={text})", (f"global {text}",))
+    report = LeakReport(hanging_nodes=1, rows=(row,), explanations=(why,), label=f"epoch {text}")
+    plain = render_text(report, width=300)
+    for piece in (row.origin, row.function, row.op, why.path, report.title):
+        assert piece in plain
+    assert html.escape(why.path, quote=False) in report._repr_html_()
+    assert str(report)  # the default width folds, never parses
+    render_text(render_line(report))
+
+
+def test_a_script_under_a_bracketed_path_reports_everywhere(tmp_path: Path) -> None:
+    folder = tmp_path / "runs[" / "]x"
+    folder.mkdir(parents=True)
+    script = folder / "train.py"
+    script.write_text("import tapegrad as tg\ndef step():\n    tg.ones(2).require_grad()\nstep()\n")
+    runpy.run_path(str(script), run_name="__main__")
+    report = diagnostics.leak_report(explain=True)
+    origin = next(r.origin for r in report.rows if r.kind == "hanging")
+    assert "[/]x/train.py:3" in origin
+    assert "[/]x/train.py:3" in re.sub(r"\s*\n\s*", "", str(report)).replace(" ", "")
+    report._repr_mimebundle_()
+    report.save_html(tmp_path / "r.html")
+    out = StringIO()
+    diagnostics.clear_history()
+    try:
+        diagnostics.epoch_end("[/]", console=Console(file=out, width=100))
+    finally:
+        diagnostics.clear_history()
+    assert "epoch [/]" in out.getvalue()

@@ -1,4 +1,4 @@
-"""The small module surface of a training loop: Module, Linear, Sequential, ReLU, Tanh.
+"""The ``Module`` protocol: registration, traversal, modes, state dicts, devices.
 
 A :class:`Module` registers what is assigned to its attributes, as PyTorch's does:
 
@@ -15,19 +15,17 @@ Parameters are ordinary tape leaves: an optimizer step replaces their value with
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterator, Mapping
-from typing import Any, NamedTuple, overload
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tapegrad._arrays import prng_key
 from tapegrad._tensor import Tensor
 from tapegrad.errors import ShapeError
 
-__all__ = ["Module", "Linear", "Sequential", "ReLU", "Tanh", "LoadResult"]
+__all__ = ["Module", "LoadResult"]
 
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
 
@@ -51,14 +49,15 @@ class Module:
         >>> class MLP(Module):
         ...     def __init__(self) -> None:
         ...         super().__init__()
-        ...         self.fc1 = Linear(64, 32, key=0)
-        ...         self.fc2 = Linear(32, 10, key=1)
+        ...         self.fc1 = nn.Linear(64, 32)
+        ...         self.fc2 = nn.Linear(32, 10)
         ...     def forward(self, x: Tensor) -> Tensor:
         ...         return self.fc2(self.fc1(x).relu())
 
     Attributes:
-        training: ``True`` after ``train()`` (the default), ``False`` after ``eval()``. The
-            layers here behave the same in both modes; the flag is for user modules.
+        training: ``True`` after ``train()`` (the default), ``False`` after ``eval()``.
+            ``Dropout`` and ``BatchNorm`` read it; ``eval()`` does not turn recording off
+            (use ``tg.no_grad()`` for that).
     """
 
     training: bool
@@ -233,63 +232,109 @@ class Module:
         """
         return self.train(False)
 
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        """Make every parameter require grad (or stop requiring it: freeze the module).
+
+        A frozen parameter stays a parameter (``parameters()``, ``state_dict()``); a
+        backward writes no ``.grad`` to it and optimizers skip it, as in PyTorch.
+
+        Returns:
+            ``self``.
+        """
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def to(self, device: Any) -> Module:
+        """Move every parameter and buffer to ``device`` (a ``jax.Device`` or a sharding),
+        in place: each keeps its tensor object and its tape node, as ``t.data = ...`` does.
+
+        Returns:
+            ``self``.
+        """
+        for t in (*self.parameters(), *self.buffers()):
+            t.data = jax.device_put(t.data, device)
+        return self
+
+    def apply(self, fn: Callable[[Module], None]) -> Module:
+        """Call ``fn`` on every sub-module and then on this one (PyTorch's order), e.g. to
+        re-initialise weights.
+
+        Returns:
+            ``self``.
+        """
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
     # ------------------------------------------------------------------ state dict
 
+    def _state_entries(self) -> Iterator[tuple[str, Tensor]]:
+        """Parameters and buffers in PyTorch's ``state_dict`` order: each module's own
+        parameters, then its own buffers, then its sub-modules'; a shared tensor once."""
+        seen: set[int] = set()
+        for module_name, module in self.named_modules():
+            prefix = f"{module_name}." if module_name else ""
+            for registry in ("_parameters", "_buffers"):
+                for name, tensor in module.__dict__[registry].items():
+                    if id(tensor) not in seen:
+                        seen.add(id(tensor))
+                        yield prefix + name, tensor
+
     def state_dict(self) -> dict[str, Tensor]:
-        """A snapshot of every parameter and buffer by dotted name, as tensors that do not
-        require grad: parameters first, then buffers; a shared tensor under its first name.
+        """A snapshot of every parameter and buffer by dotted name (PyTorch's names and
+        order), as tensors that do not require grad.
 
         JAX arrays are immutable and an optimizer step replaces a parameter's array rather
         than writing into it, so the snapshot keeps the values of this moment (no copy is
         made, and none is needed).
         """
-        out: dict[str, Tensor] = {}
-        for name, p in self.named_parameters():
-            out[name] = p.detach()
-        for name, b in self.named_buffers():
-            out[name] = b.detach()
-        return out
+        return {name: t.detach() for name, t in self._state_entries()}
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> LoadResult:
-        """Replace parameter and buffer values from ``state_dict`` (name -> Tensor or array).
+        """Replace parameter and buffer values from ``state_dict``: name -> a Tensor, a JAX
+        or NumPy array, or a ``torch.Tensor`` (a PyTorch ``state_dict()`` loads unchanged).
 
-        Parameters keep their tape nodes (``p.data = value``); values are cast to each
-        entry's dtype, as PyTorch's ``copy_`` does.
+        Everything is checked before anything is written: on an error the module is left
+        exactly as it was. Parameters keep their tape nodes (``p.data = value``); values are
+        cast to each entry's dtype, as PyTorch's ``copy_`` does.
 
         Args:
-            state_dict: values by dotted name, e.g. from ``state_dict()``.
+            state_dict: values by dotted name, e.g. from ``state_dict()`` or ``tg.load``.
             strict: raise when names are missing or unexpected.
 
         Returns:
             The missing and unexpected names (both empty when ``strict``).
 
         Raises:
-            KeyError: ``strict`` and names do not match; nothing is changed.
-            ShapeError: a value's shape differs from its entry's; nothing is changed.
+            KeyError: ``strict`` and names are missing or unexpected (all are listed).
+            ShapeError: values whose shapes differ from their entries' (all are listed).
+            TypeError: a value that is not an array or a tensor.
         """
-        targets = dict(self.named_parameters())
-        targets.update(self.named_buffers())
+        targets = dict(self._state_entries())
         missing = [k for k in targets if k not in state_dict]
         unexpected = [k for k in state_dict if k not in targets]
         if strict and (missing or unexpected):
             raise KeyError(
                 f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}; "
-                "pass strict=False to load the keys that match."
+                "nothing was loaded. Pass strict=False to load the keys that match."
             )
         new: list[tuple[Tensor, jax.Array]] = []
+        wrong: list[str] = []
         for name, target in targets.items():
             if name not in state_dict:
                 continue
-            value = state_dict[name]
-            if isinstance(value, Tensor):
-                value = value.data
-            array = jnp.asarray(value, dtype=target.dtype)
+            array = _as_array(name, state_dict[name], target.dtype)
             if tuple(array.shape) != target.shape:
-                raise ShapeError(
-                    f"load_state_dict: {name!r} has shape {tuple(array.shape)} in the state "
-                    f"dict, but the module's is {target.shape}."
-                )
+                wrong.append(f"{name!r}: {tuple(array.shape)} given, {target.shape} expected")
             new.append((target, array))
+        if wrong:
+            raise ShapeError(
+                "load_state_dict: shapes differ from the module's (nothing was loaded): "
+                + "; ".join(wrong)
+                + ". Build the module with the sizes the checkpoint was saved with."
+            )
         for target, array in new:
             target.data = array
         return LoadResult(missing, unexpected)
@@ -318,118 +363,16 @@ class Module:
         return head + "\n" + "\n".join(lines) + "\n)"
 
 
-class Linear(Module):
-    """``y = x @ weight + bias``: x (..., in_features) -> y (..., out_features).
-
-    Initialisation as PyTorch's default: weight and bias uniform in ``[-k, k]`` with
-    ``k = 1 / sqrt(in_features)`` (``k = 0`` when ``in_features == 0``).
-
-    Args:
-        in_features: size of the last input axis.
-        out_features: size of the last output axis.
-        bias: add a learned bias.
-        key: an int seed or a ``jax.random`` key (required: initialisation is explicit).
-        dtype: a floating dtype for the parameters (float32 by default).
-
-    Attributes:
-        weight: parameter of shape ``(in_features, out_features)`` (the transpose of
-            PyTorch's layout, so the forward is a plain ``x @ weight``).
-        bias: parameter of shape ``(out_features,)``, or ``None``.
-
-    Raises:
-        ValueError: a negative size.
-        TypeError: ``key`` is neither an int nor a key, or ``dtype`` is not floating.
-    """
-
-    weight: Tensor
-    bias: Tensor | None
-
-    def __init__(
-        self,
-        in_features: int,
-        out_features: int,
-        *,
-        bias: bool = True,
-        key: Any,
-        dtype: Any = jnp.float32,
-    ) -> None:
-        super().__init__()
-        if in_features < 0 or out_features < 0:
-            raise ValueError(f"Linear({in_features}, {out_features}): sizes must be non-negative.")
-        if not jnp.issubdtype(dtype, jnp.floating):
-            raise TypeError(f"Linear: dtype must be floating, got {np.dtype(dtype)}.")
-        self.in_features = int(in_features)
-        self.out_features = int(out_features)
-        k = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
-        # One draw for weight and bias (one compiled sampler per layer shape, not two).
-        rows = in_features + (1 if bias else 0)
-        u = jax.random.uniform(prng_key(key), (rows, out_features), dtype, minval=-k, maxval=k)
-        self.weight = Tensor(u[:in_features]).require_grad()
-        self.bias = Tensor(u[in_features]).require_grad() if bias else None
-
-    def forward(self, x: Tensor) -> Tensor:
-        """Apply the layer to ``x`` of shape ``(..., in_features)``."""
-        y = x @ self.weight
-        return y if self.bias is None else y + self.bias
-
-    def extra_repr(self) -> str:
-        return (
-            f"in_features={self.in_features}, out_features={self.out_features}, "
-            f"bias={self.bias is not None}"
-        )
-
-
-class Sequential(Module):
-    """Modules applied in order; sub-modules are named ``"0"``, ``"1"``, ...
-
-    Args:
-        *modules: the layers, applied first to last.
-    """
-
-    def __init__(self, *modules: Module) -> None:
-        super().__init__()
-        for i, m in enumerate(modules):
-            if not isinstance(m, Module):
-                raise TypeError(f"Sequential: argument {i} is a {type(m).__name__}, not a Module.")
-            setattr(self, str(i), m)
-
-    def forward(self, x: Any) -> Any:
-        """Feed ``x`` through every layer in order."""
-        for m in self._modules.values():
-            x = m(x)
-        return x
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(list(self._modules.values()))
-
-    @overload
-    def __getitem__(self, index: int) -> Module: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequential: ...
-
-    def __getitem__(self, index: int | slice) -> Module:
-        """The layer at ``index``, or a ``Sequential`` of a slice (sharing the layers)."""
-        mods = list(self._modules.values())
-        if isinstance(index, slice):
-            return Sequential(*mods[index])
-        return mods[index]
-
-
-class ReLU(Module):
-    """Elementwise ``max(x, 0)`` (subgradient 0 at 0, as JAX)."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        """Apply ReLU elementwise."""
-        return x.relu()
-
-
-class Tanh(Module):
-    """Elementwise hyperbolic tangent."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        """Apply tanh elementwise."""
-        return x.tanh()
+def _as_array(name: str, value: Any, dtype: Any) -> jax.Array:
+    """``value`` (Tensor, JAX/NumPy array, ``torch.Tensor``) as a JAX array of ``dtype``."""
+    if isinstance(value, Tensor):
+        value = value.data
+    elif not isinstance(value, (jax.Array, np.ndarray)) and hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()  # a torch.Tensor, without importing torch
+    try:
+        return jnp.asarray(value, dtype=dtype)
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"load_state_dict: {name!r} is a {type(value).__name__}, not an array ({err}); "
+            "pass tensors or arrays, e.g. from state_dict() or tg.load()."
+        ) from None

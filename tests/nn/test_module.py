@@ -1,4 +1,4 @@
-"""tapegrad.nn: registration, shapes, initialisation, gradients against a jnp twin, state dicts."""
+"""tapegrad.nn Module protocol: registration, traversal, modes, state dicts, Linear, containers."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_parameters_are_registered_by_attribute_in_order() -> None:
     # As PyTorch: each module's own parameters, then its sub-modules', depth first.
     assert names == ["body.scale", "body.fc.weight", "body.fc.bias", "head.weight"]
     params = list(net.parameters())
-    assert [p.shape for p in params] == [(3,), (4, 3), (3,), (3, 2)]
+    assert [p.shape for p in params] == [(3,), (3, 4), (3,), (2, 3)]
     assert all(p.requires_grad and p.is_leaf for p in params)
     assert [n for n, _ in net.named_buffers()] == ["body.offset"]
     assert [n for n, _ in net.named_children()] == ["body", "head"]
@@ -86,7 +86,7 @@ def test_assigning_before_super_init_says_what_to_do() -> None:
 @pytest.mark.parametrize(("n_in", "n_out"), [(64, 128), (5, 3)])
 def test_linear_shapes(n_in: int, n_out: int) -> None:
     layer = nn.Linear(n_in, n_out, key=0)
-    assert layer.weight.shape == (n_in, n_out)
+    assert layer.weight.shape == (n_out, n_in)  # PyTorch's layout
     assert layer.bias is not None and layer.bias.shape == (n_out,)
     assert layer.weight.dtype == jnp.float32
     assert layer(tg.ones((7, n_in))).shape == (7, n_out)
@@ -126,9 +126,9 @@ def test_linear_rejects_bad_arguments() -> None:
 
 
 def _mlp_jnp(params: dict[str, jax.Array], x: jax.Array, y: jax.Array) -> jax.Array:
-    h = jnp.tanh(x @ params["0.weight"] + params["0.bias"])
-    h = jax.nn.relu(h @ params["2.weight"] + params["2.bias"])
-    logits = h @ params["4.weight"] + params["4.bias"]
+    h = jnp.tanh(x @ params["0.weight"].T + params["0.bias"])
+    h = jax.nn.relu(h @ params["2.weight"].T + params["2.bias"])
+    logits = h @ params["4.weight"].T + params["4.bias"]
     logp = jax.nn.log_softmax(logits, axis=-1)
     return -jnp.mean(jnp.take_along_axis(logp, y[:, None], axis=-1))
 
@@ -162,18 +162,19 @@ def test_zero_grad_without_set_to_none_writes_zeros() -> None:
     np.testing.assert_allclose(np.asarray(layer.bias.grad), [4.0, 4.0])
     layer.zero_grad(set_to_none=False)
     np.testing.assert_array_equal(np.asarray(layer.bias.grad), [0.0, 0.0])
-    assert layer.weight.grad is not None and layer.weight.grad.shape == (3, 2)
+    assert layer.weight.grad is not None and layer.weight.grad.shape == (2, 3)
 
 
 def test_state_dict_round_trip_keeps_the_parameter_nodes() -> None:
     net = Net()
     saved = net.state_dict()
+    # PyTorch's order: each module's parameters, then its buffers, then its children's.
     assert list(saved) == [
         "body.scale",
+        "body.offset",
         "body.fc.weight",
         "body.fc.bias",
         "head.weight",
-        "body.offset",
     ]
     assert not any(t.requires_grad for t in saved.values())
     leaves_before = _leaf_ids()
@@ -210,9 +211,9 @@ def test_load_state_dict_reports_mismatches_and_changes_nothing_on_error() -> No
     assert result.missing_keys == ["body.scale"]
     assert result.unexpected_keys == ["extra"]
     bad = dict(saved)
-    bad["body.fc.weight"] = tg.zeros((3, 4))
+    bad["body.fc.weight"] = tg.zeros((4, 3))
     bad["head.weight"] = tg.zeros((3, 2))
-    with pytest.raises(ValueError, match=r"body.fc.weight.*\(3, 4\)"):
+    with pytest.raises(ValueError, match=r"body.fc.weight.*\(4, 3\).*head.weight"):
         net.load_state_dict(bad)
     np.testing.assert_array_equal(np.asarray(net.head.weight), old)
 
@@ -236,11 +237,63 @@ def test_sequential_indexing_and_errors() -> None:
     out = seq(tg.tensor([[1.0, -2.0]]))
     layer = seq[0]
     assert isinstance(layer, nn.Linear)
-    want = np.tanh(np.maximum(np.array([[1.0, -2.0]]) @ layer.weight.data + layer.bias.data, 0))
+    want = np.tanh(np.maximum(np.array([[1.0, -2.0]]) @ layer.weight.data.T + layer.bias.data, 0))
     np.testing.assert_allclose(np.asarray(out), want, rtol=1e-6)
     assert repr(seq).splitlines()[0] == "Sequential("
     assert "  (1): ReLU()" in repr(seq)
-    with pytest.raises(TypeError, match="argument 1"):
+    with pytest.raises(TypeError, match="entry 1"):
         nn.Sequential(nn.ReLU(), lambda x: x)  # type: ignore[arg-type]
     with pytest.raises(NotImplementedError, match="forward"):
         nn.Module()(tg.ones(1))
+
+
+def test_module_list_and_dict_register_their_entries() -> None:
+    layers = nn.ModuleList([nn.Linear(2, 2, key=i) for i in range(2)])
+    layers.append(nn.Tanh())
+    assert len(layers) == 3 and isinstance(layers[-1], nn.Tanh)
+    assert [n for n, _ in layers.named_parameters()] == ["0.weight", "0.bias", "1.weight", "1.bias"]
+    heads = nn.ModuleDict({"a": nn.Linear(2, 1, key=0)})
+    heads["b"] = nn.Linear(2, 3, key=1)
+    assert heads.keys() == ["a", "b"] and "b" in heads and len(heads) == 2
+    assert list(heads.state_dict()) == ["a.weight", "a.bias", "b.weight", "b.bias"]
+    del heads["a"]
+    assert list(heads) == ["b"]
+    with pytest.raises(TypeError, match="not a Module"):
+        layers.append(3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="not a Module"):
+        heads["c"] = "x"  # type: ignore[assignment]
+
+
+def test_requires_grad_freezes_and_unfreezes_parameters() -> None:
+    net = Net()
+    assert net.requires_grad_(False) is net
+    assert not any(p.requires_grad for p in net.parameters())
+    assert len(list(net.parameters())) == 4  # frozen parameters stay parameters
+    net(tg.ones((2, 4))).sum()  # nothing requires grad: nothing recorded
+    net.requires_grad_(True)
+    assert all(p.requires_grad and p.is_leaf for p in net.parameters())
+
+
+def test_to_moves_parameters_and_buffers_in_place() -> None:
+    net = Net()
+    device = jax.devices("cpu")[0]
+    ids = [id(t) for t in (*net.parameters(), *net.buffers())]
+    leaves = _leaf_ids()
+    assert net.to(device) is net
+    assert [id(t) for t in (*net.parameters(), *net.buffers())] == ids
+    assert all(t.device == device for t in (*net.parameters(), *net.buffers()))
+    assert _leaf_ids() == leaves
+
+
+def test_apply_visits_children_first() -> None:
+    seen: list[str] = []
+    Net().apply(lambda m: seen.append(type(m).__name__))
+    assert seen == ["Linear", "Block", "Linear", "Net"]
+
+
+def test_load_state_dict_rejects_non_arrays_before_writing() -> None:
+    layer = nn.Linear(2, 2, key=0)
+    before = np.asarray(layer.weight)
+    with pytest.raises(TypeError, match="'bias'"):
+        layer.load_state_dict({"weight": np.zeros((2, 2)), "bias": object()})
+    np.testing.assert_array_equal(np.asarray(layer.weight), before)

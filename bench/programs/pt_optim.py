@@ -1,0 +1,55 @@
+"""Learning PyTorch with Examples, "optim": the same Linear(3, 1), trained with RMSprop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.programs._layers import tg_linear, torch_linear
+from bench.programs.pt_nn import data
+
+__all__ = ["data", "tapegrad", "torch"]
+
+SOURCE = "Learning PyTorch with Examples: optim (RMSprop)"
+STEPS = 20
+LR = 1e-3
+
+
+def tapegrad(d: dict[str, Any]) -> Any:
+    import optax
+
+    import tapegrad as tg
+
+    xx, y = tg.tensor(d["xx"], dtype=tg.float32), tg.tensor(d["y"], dtype=tg.float32)
+    model = tg.nn.Sequential(tg_linear(d["w"], d["b"]))
+    # PyTorch's RMSprop: decay 0.99, eps added outside the square root
+    rmsprop = optax.rmsprop(LR, decay=0.99, eps=1e-8, eps_in_sqrt=False)
+    optimizer = tg.optim.Optimizer(model.parameters(), rmsprop)
+
+    def step() -> Any:
+        y_pred = model(xx).reshape(-1)
+        loss = ((y_pred - y) ** 2).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return step
+
+
+def torch(d: dict[str, Any], dtype: Any) -> Any:
+    import torch
+
+    xx, y = torch.tensor(d["xx"], dtype=dtype), torch.tensor(d["y"], dtype=dtype)
+    model = torch.nn.Sequential(torch_linear(d["w"], d["b"], dtype), torch.nn.Flatten(0, 1))
+    loss_fn = torch.nn.MSELoss(reduction="sum")
+    optimizer = torch.optim.RMSprop(model.parameters(), lr=LR)
+
+    def step() -> Any:
+        y_pred = model(xx)
+        loss = loss_fn(y_pred, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return step

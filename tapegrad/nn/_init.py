@@ -1,0 +1,51 @@
+"""Parameter initialisation as PyTorch's (uniform fan-in bounds, Xavier, normal, constants)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from tapegrad._arrays import prng_key
+from tapegrad._tensor import Tensor
+
+__all__ = ["keys", "uniform", "normal", "constant", "check_dtype", "fan_in_bound"]
+
+
+def keys(key: Any, n: int) -> list[jax.Array]:
+    """``n`` independent keys from ``key`` (an int seed, a key, or ``None``: the process
+    random state of ``tg.manual_seed``)."""
+    return list(jax.random.split(prng_key(key), n))
+
+
+def check_dtype(layer: str, dtype: Any) -> Any:
+    """``dtype`` when it is floating, else ``TypeError`` naming ``layer``."""
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise TypeError(f"{layer}: dtype must be floating, got {np.dtype(dtype)}.")
+    return dtype
+
+
+def fan_in_bound(fan_in: int) -> float:
+    """PyTorch's default bound for weights and biases of Linear/Conv/RNN layers:
+    ``1 / sqrt(fan_in)`` (``kaiming_uniform_(a=sqrt(5))``), 0 for an empty fan-in."""
+    return 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+
+
+def uniform(key: jax.Array, shape: tuple[int, ...], bound: float, dtype: Any) -> Tensor:
+    """A parameter drawn uniformly from ``[-bound, bound]``."""
+    u = jax.random.uniform(key, shape, dtype, minval=-bound, maxval=bound)
+    return Tensor(u).require_grad()
+
+
+def normal(key: jax.Array, shape: tuple[int, ...], dtype: Any) -> Tensor:
+    """A parameter drawn from the standard normal (``Embedding``'s init)."""
+    return Tensor(jax.random.normal(key, shape, dtype)).require_grad()
+
+
+def constant(shape: tuple[int, ...], value: float, dtype: Any, *, param: bool = True) -> Tensor:
+    """A tensor filled with ``value``: a parameter, or with ``param=False`` a buffer."""
+    t = Tensor(jnp.full(shape, value, dtype))
+    return t.require_grad() if param else t

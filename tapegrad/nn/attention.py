@@ -1,0 +1,201 @@
+"""Multi-head attention (``MultiheadAttention``), PyTorch's parameters, masks and layouts."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax.numpy as jnp
+
+from tapegrad import ops
+from tapegrad._tensor import Tensor
+from tapegrad.errors import ShapeError
+from tapegrad.nn import _init
+from tapegrad.nn.dropout import check_p
+from tapegrad.nn.linear import Linear
+from tapegrad.nn.module import Module
+
+__all__ = ["MultiheadAttention"]
+
+
+def _attend_mask(mask: Any, name: str) -> Tensor | None:
+    """PyTorch's "True / -inf means masked out" as the boolean "True means attend" mask of
+    ``tg.scaled_dot_product_attention``."""
+    if mask is None:
+        return None
+    m = mask.data if isinstance(mask, Tensor) else jnp.asarray(mask)
+    if m.dtype == jnp.bool_:
+        return Tensor(~m)
+    if not jnp.issubdtype(m.dtype, jnp.floating) or not bool(jnp.all((m == 0) | jnp.isneginf(m))):
+        raise ValueError(
+            f"MultiheadAttention: {name} must be boolean (True = masked out) or a float mask "
+            "of 0 and -inf; other additive float masks are not supported."
+        )
+    return Tensor(m == 0)
+
+
+class MultiheadAttention(Module):
+    """Attention with ``num_heads`` heads: ``softmax(q k^T / sqrt(d)) v`` per head, then an
+    output projection (Vaswani et al. 2017), with PyTorch's parameters and masks.
+
+    Parameters as ``torch.nn.MultiheadAttention`` (its state dict loads unchanged):
+    ``in_proj_weight`` ``(3E, E)`` (Xavier-uniform), ``in_proj_bias`` ``(3E,)`` (zeros),
+    ``out_proj.weight`` ``(E, E)`` and ``out_proj.bias`` (zeros).
+
+    Args:
+        embed_dim: the model width ``E``; divisible by ``num_heads``.
+        num_heads: the number of heads.
+        dropout: dropout on the attention weights while training.
+        bias: learn ``in_proj_bias`` and ``out_proj.bias``.
+        batch_first: inputs and outputs are ``(N, L, E)``; else ``(L, N, E)``.
+        key: an int seed or a key; ``None`` draws from the process random state.
+        dtype: a floating dtype for the parameters.
+
+    Raises:
+        ValueError: ``embed_dim`` not divisible by ``num_heads``; dropout outside ``[0, 1]``.
+    """
+
+    in_proj_weight: Tensor
+    in_proj_bias: Tensor | None
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        batch_first: bool = False,
+        *,
+        key: Any = None,
+        dtype: Any = jnp.float32,
+    ) -> None:
+        super().__init__()
+        if embed_dim <= 0 or num_heads <= 0 or embed_dim % num_heads:
+            raise ValueError(
+                f"MultiheadAttention: embed_dim ({embed_dim}) must be a positive multiple of "
+                f"num_heads ({num_heads})."
+            )
+        _init.check_dtype("MultiheadAttention", dtype)
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.head_dim = embed_dim // num_heads
+        self.dropout = check_p("MultiheadAttention", dropout)
+        self.batch_first = batch_first
+        k_in, k_out = _init.keys(key, 2)
+        xavier = math.sqrt(6.0 / (embed_dim + 3 * embed_dim))
+        self.in_proj_weight = _init.uniform(k_in, (3 * embed_dim, embed_dim), xavier, dtype)
+        self.in_proj_bias = _init.constant((3 * embed_dim,), 0.0, dtype) if bias else None
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, key=k_out, dtype=dtype)
+        if bias:
+            self.out_proj.bias = _init.constant((embed_dim,), 0.0, dtype)
+
+    def _heads(self, x: Tensor, i: int) -> Tensor:
+        """Project ``x`` (N, L, E) with the ``i``-th third of the input projection and split
+        the heads: (N, H, L, D)."""
+        e = self.embed_dim
+        y = x @ self.in_proj_weight[i * e : (i + 1) * e].T
+        if self.in_proj_bias is not None:
+            y = y + self.in_proj_bias[i * e : (i + 1) * e]
+        n, length = x.shape[0], x.shape[1]
+        return y.reshape(n, length, self.num_heads, self.head_dim).transpose(0, 2, 1, 3)
+
+    def _qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The three projections of ``x`` (N, L, E) in one matmul, heads split: each
+        (N, H, L, D)."""
+        y = x @ self.in_proj_weight.T
+        if self.in_proj_bias is not None:
+            y = y + self.in_proj_bias
+        n, length = x.shape[0], x.shape[1]
+        y = y.reshape(n, length, 3, self.num_heads, self.head_dim).transpose(2, 0, 3, 1, 4)
+        return y[0], y[1], y[2]
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        key_padding_mask: Any = None,
+        need_weights: bool = True,
+        attn_mask: Any = None,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend from ``query`` to ``key``/``value``.
+
+        Args:
+            query: ``(N, L, E)`` (``batch_first``) or ``(L, N, E)``.
+            key: ``(N, S, E)`` or ``(S, N, E)``.
+            value: same shape as ``key``.
+            key_padding_mask: ``(N, S)``, ``True`` (or ``-inf``) where a key is padding.
+            need_weights: also return the attention weights (computed without the fused
+                kernel); ``False`` uses ``tg.scaled_dot_product_attention`` (one node).
+            attn_mask: ``(L, S)``, ``True`` (or ``-inf``) where attending is not allowed.
+            average_attn_weights: average the returned weights over heads.
+            is_causal: mask out keys after each query (``L == S``).
+
+        Returns:
+            ``(output, weights)``: output shaped like ``query``; weights ``(N, L, S)``
+            (averaged) or ``(N, H, L, S)``, or ``None`` without ``need_weights``.
+
+        Raises:
+            ShapeError: inputs that are not 3-D or whose last axis is not ``embed_dim``.
+        """
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if t.ndim != 3 or t.shape[-1] != self.embed_dim:
+                raise ShapeError(
+                    f"MultiheadAttention: {name} must be 3-D with last axis {self.embed_dim} "
+                    f"(embed_dim), got shape {t.shape}."
+                )
+        if query is key and key is value:  # self-attention: one projection for q, k and v
+            x = query if self.batch_first else query.transpose(1, 0, 2)
+            q, k, v = self._qkv(x)
+        else:
+            if not self.batch_first:
+                query, key, value = (t.transpose(1, 0, 2) for t in (query, key, value))
+            q, k, v = self._heads(query, 0), self._heads(key, 1), self._heads(value, 2)
+        mask = _combine(
+            _attend_mask(attn_mask, "attn_mask"),
+            _attend_mask(key_padding_mask, "key_padding_mask"),
+            is_causal,
+            q.shape[2],
+            k.shape[2],
+        )
+        drop = self.dropout if self.training else 0.0
+        weights: Tensor | None = None
+        if need_weights or drop > 0.0:
+            scores = (q @ k.transpose(0, 1, 3, 2)) * (1.0 / math.sqrt(self.head_dim))
+            if mask is not None:
+                scores = ops.where(mask, scores, float("-inf"))
+            weights = ops.softmax(scores, axis=-1)
+            attended = ops.dropout(weights, drop, training=True) if drop > 0.0 else weights
+            out = attended @ v
+        else:
+            out = ops.scaled_dot_product_attention(q, k, v, mask=mask)
+        n, length = out.shape[0], out.shape[2]
+        out = self.out_proj(out.transpose(0, 2, 1, 3).reshape(n, length, self.embed_dim))
+        if not self.batch_first:
+            out = out.transpose(1, 0, 2)
+        if not need_weights or weights is None:
+            return out, None
+        return out, (weights.mean(axis=1) if average_attn_weights else weights)
+
+    def extra_repr(self) -> str:
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}"
+
+
+def _combine(
+    attn: Tensor | None, padding: Tensor | None, is_causal: bool, length: int, source: int
+) -> Tensor | None:
+    """One boolean "attend" mask broadcastable to (N, H, L, S), or ``None``."""
+    masks: list[Any] = []
+    if attn is not None:
+        masks.append(attn.data)
+    if padding is not None:
+        masks.append(padding.data[:, None, None, :])
+    if is_causal:
+        masks.append(jnp.tril(jnp.ones((length, source), dtype=bool)))
+    if not masks:
+        return None
+    out = masks[0]
+    for m in masks[1:]:
+        out = out & m
+    return Tensor(out)

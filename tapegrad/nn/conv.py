@@ -1,0 +1,161 @@
+"""Convolution layers over NCHW / NCL inputs: ``Conv1d``, ``Conv2d`` (PyTorch's layout)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax.numpy as jnp
+
+from tapegrad import ops
+from tapegrad._tensor import Tensor
+from tapegrad.nn import _init
+from tapegrad.nn.module import Module
+
+__all__ = ["Conv1d", "Conv2d"]
+
+
+def _tuple(name: str, value: int | tuple[int, ...], n: int) -> tuple[int, ...]:
+    out = (value,) * n if isinstance(value, int) else tuple(value)
+    if len(out) != n or any(not isinstance(v, int) for v in out):
+        raise TypeError(f"{name} must be an int or a tuple of {n} ints, got {value!r}.")
+    return out
+
+
+class _ConvNd(Module):
+    """Shared construction of ``Conv1d``/``Conv2d``: checks, PyTorch's initialisation."""
+
+    weight: Tensor
+    bias: Tensor | None
+    _dims: int
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple[int, ...],
+        stride: int | tuple[int, ...] = 1,
+        padding: int | tuple[int, ...] | str = 0,
+        dilation: int | tuple[int, ...] = 1,
+        groups: int = 1,
+        bias: bool = True,
+        *,
+        key: Any = None,
+        dtype: Any = jnp.float32,
+    ) -> None:
+        super().__init__()
+        name = type(self).__name__
+        n = self._dims
+        if in_channels <= 0 or out_channels <= 0 or groups <= 0:
+            raise ValueError(f"{name}: channels and groups must be positive.")
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(
+                f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) must "
+                f"both be divisible by groups ({groups})."
+            )
+        if isinstance(padding, str) and padding not in ("same", "valid"):
+            raise ValueError(f"{name}: padding must be an int, a tuple, 'same' or 'valid'.")
+        _init.check_dtype(name, dtype)
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size = _tuple("kernel_size", kernel_size, n)
+        self.stride = _tuple("stride", stride, n)
+        self.dilation = _tuple("dilation", dilation, n)
+        self.padding: tuple[int, ...] | str = (
+            (0,) * n
+            if padding == "valid"
+            else padding
+            if isinstance(padding, str)
+            else _tuple("padding", padding, n)
+        )
+        fan_in = in_channels // groups * math.prod(self.kernel_size)
+        k = _init.fan_in_bound(fan_in)
+        kw, kb = _init.keys(key, 2)
+        shape = (out_channels, in_channels // groups, *self.kernel_size)
+        self.weight = _init.uniform(kw, shape, k, dtype)
+        self.bias = _init.uniform(kb, (out_channels,), k, dtype) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Convolve ``x`` of shape ``(N, C_in, *spatial)`` (or unbatched ``(C_in, *spatial)``)."""
+        unbatched = x.ndim == self._dims + 1
+        if unbatched:
+            x = x.reshape(1, *x.shape)
+        y = ops.conv(
+            x,
+            self.weight,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+            groups=self.groups,
+        )
+        if self.bias is not None:
+            y = y + self.bias.reshape(-1, *(1,) * self._dims)
+        return y.reshape(*y.shape[1:]) if unbatched else y
+
+    def extra_repr(self) -> str:
+        s = (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}"
+        )
+        if self.padding != (0,) * self._dims:
+            s += f", padding={self.padding!r}"
+        if self.dilation != (1,) * self._dims:
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        return s + ("" if self.bias is not None else ", bias=False")
+
+
+class Conv1d(_ConvNd):
+    """1-D convolution (cross-correlation, as PyTorch): x ``(N, C_in, L)`` -> ``(N, C_out, L')``.
+
+    Weight ``(out_channels, in_channels // groups, kernel)``, bias ``(out_channels,)``, both
+    uniform in ``[-k, k]`` with ``k = 1 / sqrt(in_channels // groups * kernel)`` (PyTorch's
+    initialisation and names: ``torch.nn.Conv1d``'s state dict loads unchanged).
+
+    Args:
+        in_channels: input channels ``C_in``.
+        out_channels: output channels ``C_out``.
+        kernel_size: kernel length.
+        stride: step between windows.
+        padding: zeros added on both sides (an int), or ``"same"`` / ``"valid"``.
+        dilation: spacing between kernel taps.
+        groups: split channels into this many independent groups.
+        bias: add a learned bias per output channel.
+        key: an int seed or a key; ``None`` draws from the process random state.
+        dtype: a floating dtype for the parameters.
+
+    Raises:
+        ValueError: non-positive sizes, channels not divisible by ``groups``; at call time
+            (from ``tg.conv``), an input whose channels differ from ``in_channels`` or a
+            kernel larger than the padded input.
+    """
+
+    _dims = 1
+
+
+class Conv2d(_ConvNd):
+    """2-D convolution over NCHW: x ``(N, C_in, H, W)`` -> ``(N, C_out, H', W')``.
+
+    Weight ``(out_channels, in_channels // groups, kH, kW)`` (OIHW), bias ``(out_channels,)``,
+    uniform in ``[-k, k]`` with ``k = 1 / sqrt(in_channels // groups * kH * kW)`` (PyTorch's
+    initialisation and names: ``torch.nn.Conv2d``'s state dict loads unchanged).
+
+    Args:
+        in_channels: input channels ``C_in``.
+        out_channels: output channels ``C_out``.
+        kernel_size: an int or ``(kH, kW)``.
+        stride: an int or a pair.
+        padding: an int or a pair of zeros added on both sides, or ``"same"`` / ``"valid"``.
+        dilation: an int or a pair.
+        groups: split channels into this many independent groups.
+        bias: add a learned bias per output channel.
+        key: an int seed or a key; ``None`` draws from the process random state.
+        dtype: a floating dtype for the parameters.
+
+    Raises:
+        ValueError: non-positive sizes, channels not divisible by ``groups``; at call time
+            (from ``tg.conv``), an input whose channels differ from ``in_channels`` or a
+            kernel larger than the padded input.
+    """
+
+    _dims = 2

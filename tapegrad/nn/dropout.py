@@ -1,0 +1,55 @@
+"""``Dropout``: zero activations at random while training (``tg.dropout``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+from tapegrad import ops
+from tapegrad._arrays import prng_key
+from tapegrad._tensor import Tensor
+from tapegrad.nn.module import Module
+
+__all__ = ["Dropout"]
+
+
+def check_p(owner: str, p: float) -> float:
+    """``p`` as a float when it lies in ``[0, 1]``, else ``ValueError`` naming ``owner``."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{owner}: dropout probability must be in [0, 1], got {p}.")
+    return float(p)
+
+
+class Dropout(Module):
+    """While ``training``, zero each element with probability ``p`` and scale the rest by
+    ``1 / (1 - p)``; in ``eval()`` mode, the identity.
+
+    Args:
+        p: the probability of zeroing an element, in ``[0, 1]``.
+        key: an int seed or a key for the masks (each call draws a fresh subkey from it);
+            ``None`` (the default) draws each mask from the process random state, so
+            ``tg.manual_seed`` makes a run reproducible.
+
+    Raises:
+        ValueError: ``p`` outside ``[0, 1]``.
+    """
+
+    def __init__(self, p: float = 0.5, *, key: Any = None) -> None:
+        super().__init__()
+        self.p = check_p("Dropout", p)
+        self._key = key
+        self._calls = 0
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``x`` with dropout applied (unchanged in ``eval()`` mode or with ``p == 0``)."""
+        if not self.training or self.p == 0.0:
+            return x
+        key = None
+        if self._key is not None:
+            key = jax.random.fold_in(prng_key(self._key), self._calls)
+            self._calls += 1
+        return ops.dropout(x, self.p, training=True, key=key)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"

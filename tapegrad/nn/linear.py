@@ -1,0 +1,80 @@
+"""Affine layers: ``Linear`` (PyTorch's layout and initialisation) and ``Identity``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+
+from tapegrad._tensor import Tensor
+from tapegrad.nn import _init
+from tapegrad.nn.module import Module
+
+__all__ = ["Linear", "Identity"]
+
+
+class Linear(Module):
+    """``y = x @ weight.T + bias``: x ``(..., in_features)`` -> y ``(..., out_features)``.
+
+    Layout, names and initialisation are PyTorch's, so ``torch.nn.Linear``'s state dict loads
+    unchanged: weight and bias uniform in ``[-k, k]`` with ``k = 1 / sqrt(in_features)``
+    (``k = 0`` when ``in_features == 0``).
+
+    Args:
+        in_features: size of the last input axis.
+        out_features: size of the last output axis.
+        bias: add a learned bias.
+        key: an int seed or a ``jax.random`` key; ``None`` draws from the process random
+            state (``tg.manual_seed``).
+        dtype: a floating dtype for the parameters (float32 by default).
+
+    Attributes:
+        weight: parameter of shape ``(out_features, in_features)``.
+        bias: parameter of shape ``(out_features,)``, or ``None``.
+
+    Raises:
+        ValueError: a negative size.
+        TypeError: ``key`` is neither an int nor a key, or ``dtype`` is not floating.
+    """
+
+    weight: Tensor
+    bias: Tensor | None
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        *,
+        key: Any = None,
+        dtype: Any = jnp.float32,
+    ) -> None:
+        super().__init__()
+        if in_features < 0 or out_features < 0:
+            raise ValueError(f"Linear({in_features}, {out_features}): sizes must be non-negative.")
+        _init.check_dtype("Linear", dtype)
+        self.in_features = int(in_features)
+        self.out_features = int(out_features)
+        k = _init.fan_in_bound(in_features)
+        kw, kb = _init.keys(key, 2)
+        self.weight = _init.uniform(kw, (out_features, in_features), k, dtype)
+        self.bias = _init.uniform(kb, (out_features,), k, dtype) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply the layer to ``x`` of shape ``(..., in_features)``."""
+        y = x @ self.weight.T
+        return y if self.bias is None else y + self.bias
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"bias={self.bias is not None}"
+        )
+
+
+class Identity(Module):
+    """Returns its input unchanged (a placeholder layer, as ``torch.nn.Identity``)."""
+
+    def forward(self, x: Any) -> Any:
+        """Return ``x``."""
+        return x

@@ -1,0 +1,162 @@
+"""Normalisation layers: ``LayerNorm``, ``BatchNorm1d``, ``BatchNorm2d`` (running statistics
+as buffers)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+
+from tapegrad import ops
+from tapegrad._tensor import Tensor
+from tapegrad.errors import ShapeError
+from tapegrad.grad_mode import no_grad
+from tapegrad.nn import _init
+from tapegrad.nn.module import Module
+
+__all__ = ["LayerNorm", "BatchNorm1d", "BatchNorm2d"]
+
+
+class LayerNorm(Module):
+    """Normalise over the last ``len(normalized_shape)`` axes, then scale and shift:
+    ``tg.layer_norm`` (one fused node).
+
+    Args:
+        normalized_shape: the trailing shape normalised over (an int for the last axis).
+        eps: added to the variance (biased, as PyTorch) before the square root.
+        elementwise_affine: learn ``weight`` (ones) and ``bias`` (zeros) of that shape.
+        bias: with ``elementwise_affine``, also learn ``bias``.
+        dtype: a floating dtype for the parameters.
+    """
+
+    weight: Tensor | None
+    bias: Tensor | None
+
+    def __init__(
+        self,
+        normalized_shape: int | tuple[int, ...],
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        *,
+        dtype: Any = jnp.float32,
+    ) -> None:
+        super().__init__()
+        _init.check_dtype("LayerNorm", dtype)
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        self.normalized_shape = tuple(int(d) for d in shape)
+        self.eps = float(eps)
+        affine = elementwise_affine
+        self.weight = _init.constant(self.normalized_shape, 1.0, dtype) if affine else None
+        self.bias = _init.constant(self.normalized_shape, 0.0, dtype) if affine and bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Normalise ``x`` of shape ``(..., *normalized_shape)``."""
+        return ops.layer_norm(x, self.normalized_shape, self.weight, self.bias, eps=self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, affine={self.weight is not None}"
+
+
+class _BatchNorm(Module):
+    """Batch normalisation over every axis but the channel axis (1)."""
+
+    weight: Tensor | None
+    bias: Tensor | None
+    running_mean: Tensor
+    running_var: Tensor
+    num_batches_tracked: Tensor
+    _ndims: tuple[int, ...]
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        *,
+        dtype: Any = jnp.float32,
+    ) -> None:
+        super().__init__()
+        name = type(self).__name__
+        if num_features <= 0:
+            raise ValueError(f"{name}({num_features}): num_features must be positive.")
+        if not 0.0 <= momentum <= 1.0:
+            raise ValueError(f"{name}: momentum must be in [0, 1], got {momentum}.")
+        _init.check_dtype(name, dtype)
+        self.num_features, self.eps, self.momentum = num_features, float(eps), float(momentum)
+        self.track_running_stats = track_running_stats
+        c = (num_features,)
+        self.weight = _init.constant(c, 1.0, dtype) if affine else None
+        self.bias = _init.constant(c, 0.0, dtype) if affine else None
+        if track_running_stats:
+            self.running_mean = _init.constant(c, 0.0, dtype, param=False)
+            self.running_var = _init.constant(c, 1.0, dtype, param=False)
+            self.num_batches_tracked = Tensor(jnp.zeros((), jnp.int32))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Normalise ``x`` with batch statistics (training) or the running ones (eval).
+
+        In training mode the running mean and (unbiased) variance are updated in place
+        (``buffer.data = ...``: the buffers keep their tensor objects) with
+        ``momentum``, and ``num_batches_tracked`` counts the batches, as PyTorch does.
+
+        Raises:
+            ShapeError: ``x`` is not ``(N, C, ...)`` with ``C == num_features`` and one of
+                the ranks this layer takes.
+        """
+        name = type(self).__name__
+        if x.ndim not in self._ndims or x.shape[1] != self.num_features:
+            raise ShapeError(
+                f"{name}({self.num_features}) expects input of rank {self._ndims} with "
+                f"{self.num_features} channels on axis 1, got shape {x.shape}."
+            )
+        use_batch = self.training or not self.track_running_stats
+        tracked = self.track_running_stats
+        y = ops.batch_norm(
+            x,
+            self.running_mean if tracked else None,
+            self.running_var if tracked else None,
+            self.weight,
+            self.bias,
+            training=use_batch,
+            momentum=self.momentum,
+            eps=self.eps,
+        )
+        if self.training and tracked:
+            with no_grad():
+                self.num_batches_tracked.data = self.num_batches_tracked.data + 1
+        return y
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+            f"affine={self.weight is not None}, track_running_stats={self.track_running_stats}"
+        )
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalisation of ``(N, C)`` or ``(N, C, L)`` inputs per channel ``C``.
+
+    Parameters ``weight`` (ones) and ``bias`` (zeros) of shape ``(C,)``; buffers
+    ``running_mean`` (zeros), ``running_var`` (ones) and ``num_batches_tracked`` (int32),
+    saved in ``state_dict()`` under PyTorch's names.
+
+    Args:
+        num_features: the channels ``C``.
+        eps: added to the variance before the square root.
+        momentum: weight of the new batch in the running statistics.
+        affine: learn ``weight`` and ``bias``.
+        track_running_stats: keep running statistics (else batch statistics always).
+        dtype: a floating dtype for parameters and running statistics.
+    """
+
+    _ndims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalisation of ``(N, C, H, W)`` inputs per channel ``C`` (see
+    :class:`BatchNorm1d` for parameters, buffers and arguments)."""
+
+    _ndims = (4,)

@@ -1,0 +1,237 @@
+"""Recurrent layers: ``LSTM`` and ``GRU`` (PyTorch's gates, parameter names and layouts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+
+from tapegrad import ops
+from tapegrad._tensor import Tensor
+from tapegrad.errors import ShapeError
+from tapegrad.nn import _init
+from tapegrad.nn.dropout import Dropout, check_p
+from tapegrad.nn.module import Module
+
+__all__ = ["LSTM", "GRU"]
+
+
+class _RNNBase(Module):
+    """Parameters ``weight_ih_l{k}`` ``(G*H, in)``, ``weight_hh_l{k}`` ``(G*H, H)``,
+    ``bias_ih_l{k}``, ``bias_hh_l{k}`` ``(G*H,)`` per layer ``k``, all uniform in
+    ``[-1/sqrt(H), 1/sqrt(H)]`` (PyTorch's), ``G`` gates stacked in PyTorch's order."""
+
+    _gates: int
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        *,
+        key: Any = None,
+        dtype: Any = jnp.float32,
+    ) -> None:
+        super().__init__()
+        name = type(self).__name__
+        if input_size <= 0 or hidden_size <= 0 or num_layers <= 0:
+            raise ValueError(f"{name}: input_size, hidden_size and num_layers must be positive.")
+        _init.check_dtype(name, dtype)
+        self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        self.bias, self.batch_first = bias, batch_first
+        k = _init.fan_in_bound(hidden_size)
+        g = self._gates * hidden_size
+        layer_keys = _init.keys(key, 4 * num_layers + 1)
+        for layer in range(num_layers):
+            n_in = input_size if layer == 0 else hidden_size
+            kih, khh, kbi, kbh = layer_keys[4 * layer : 4 * layer + 4]
+            setattr(self, f"weight_ih_l{layer}", _init.uniform(kih, (g, n_in), k, dtype))
+            setattr(self, f"weight_hh_l{layer}", _init.uniform(khh, (g, hidden_size), k, dtype))
+            if bias:
+                setattr(self, f"bias_ih_l{layer}", _init.uniform(kbi, (g,), k, dtype))
+                setattr(self, f"bias_hh_l{layer}", _init.uniform(kbh, (g,), k, dtype))
+        self.dropout = Dropout(
+            check_p(name, dropout), key=layer_keys[-1] if key is not None else None
+        )
+
+    def _check(self, x: Tensor) -> tuple[Tensor, bool]:
+        """``x`` as time-major ``(L, N, in)``; whether it was unbatched."""
+        if x.ndim not in (2, 3) or x.shape[-1] != self.input_size:
+            raise ShapeError(
+                f"{type(self).__name__}: input must be (L, N, {self.input_size}) "
+                f"({'(N, L, ...)' if self.batch_first else 'time first'}) or unbatched "
+                f"(L, {self.input_size}), got shape {x.shape}."
+            )
+        if x.ndim == 2:
+            x, unbatched = x.reshape(x.shape[0], 1, x.shape[1]), True
+        else:
+            x, unbatched = (x.transpose(1, 0, 2) if self.batch_first else x), False
+        if x.shape[0] == 0:
+            raise ShapeError(f"{type(self).__name__}: the sequence is empty (length 0).")
+        return x, unbatched
+
+    def _state(self, h: Tensor | None, n: int, unbatched: bool, what: str) -> list[Tensor | None]:
+        """The initial state per layer from ``h`` ``(num_layers, N, H)`` (or zeros)."""
+        if h is None:
+            return [None] * self.num_layers
+        if unbatched:
+            h = h.reshape(h.shape[0], 1, h.shape[1])
+        want = (self.num_layers, n, self.hidden_size)
+        if h.shape != want:
+            raise ShapeError(
+                f"{type(self).__name__}: {what} must have shape {want}, got {h.shape}."
+            )
+        return [h[layer] for layer in range(self.num_layers)]
+
+    def _inputs(self, x: Tensor, layer: int) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Input projections of all steps at once ``(L, N, G*H)``, ``W_hh^T``, ``b_hh``."""
+        xw = x @ getattr(self, f"weight_ih_l{layer}").T
+        b_hh = None
+        if self.bias:
+            xw = xw + getattr(self, f"bias_ih_l{layer}")
+            b_hh = getattr(self, f"bias_hh_l{layer}")
+        return xw, getattr(self, f"weight_hh_l{layer}").T, b_hh
+
+    def _output(self, seq: Tensor, unbatched: bool) -> Tensor:
+        if unbatched:
+            return seq.reshape(seq.shape[0], seq.shape[2])
+        return seq.transpose(1, 0, 2) if self.batch_first else seq
+
+    def _final(self, states: list[Tensor], unbatched: bool) -> Tensor:
+        out = ops.stack(states, axis=0)
+        return out.reshape(out.shape[0], out.shape[2]) if unbatched else out
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, "
+            f"batch_first={self.batch_first}"
+        )
+
+
+class LSTM(_RNNBase):
+    """Long short-term memory (Hochreiter & Schmidhuber 1997), PyTorch's equations:
+    ``i, f, g, o = sigmoid, sigmoid, tanh, sigmoid`` of ``x W_ih^T + b_ih + h W_hh^T + b_hh``
+    (gates stacked in that order), ``c' = f * c + i * g``, ``h' = o * tanh(c')``.
+
+    A loop that feeds ``(h, c)`` back across batches must ``.detach()`` them (truncated
+    backpropagation through time), or each step's graph stays alive through the state:
+    the leak report names it as kept alive.
+
+    Args:
+        input_size: features of each step.
+        hidden_size: ``H``.
+        num_layers: stacked layers.
+        bias: learn the biases.
+        batch_first: ``(N, L, in)`` inputs and outputs; else ``(L, N, in)``.
+        dropout: dropout on the outputs of every layer but the last, while training.
+        key: an int seed or a key; ``None`` draws from the process random state.
+        dtype: a floating dtype for the parameters.
+    """
+
+    _gates = 4
+
+    def forward(
+        self, x: Tensor, hx: tuple[Tensor, Tensor] | None = None
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        """Run over the sequence.
+
+        Args:
+            x: ``(L, N, input_size)`` (``(N, L, input_size)`` with ``batch_first``), or
+                unbatched ``(L, input_size)``.
+            hx: initial ``(h_0, c_0)``, each ``(num_layers, N, H)``; zeros by default.
+
+        Returns:
+            ``(output, (h_n, c_n))``: the last layer's ``h`` at every step, and the final
+            states of every layer.
+        """
+        x, unbatched = self._check(x)
+        n, hid = x.shape[1], self.hidden_size
+        h0 = self._state(hx[0] if hx else None, n, unbatched, "h_0")
+        c0 = self._state(hx[1] if hx else None, n, unbatched, "c_0")
+        hs: list[Tensor] = []
+        cs: list[Tensor] = []
+        for layer in range(self.num_layers):
+            xw, w_hh, b_hh = self._inputs(x, layer)
+            h, c = h0[layer], c0[layer]
+            outs = []
+            for t in range(x.shape[0]):
+                gates = xw[t]
+                if h is not None:
+                    gates = gates + h @ w_hh
+                if b_hh is not None:
+                    gates = gates + b_hh
+                i = gates[:, :hid].sigmoid()
+                f = gates[:, hid : 2 * hid].sigmoid()
+                g = gates[:, 2 * hid : 3 * hid].tanh()
+                o = gates[:, 3 * hid :].sigmoid()
+                c = i * g if c is None else f * c + i * g
+                h = o * c.tanh()
+                outs.append(h)
+            assert h is not None and c is not None  # the sequence is not empty (checked)
+            hs.append(h)
+            cs.append(c)
+            x = ops.stack(outs, axis=0)
+            if layer < self.num_layers - 1:
+                x = self.dropout(x)
+        return self._output(x, unbatched), (self._final(hs, unbatched), self._final(cs, unbatched))
+
+
+class GRU(_RNNBase):
+    """Gated recurrent unit (Cho et al. 2014), PyTorch's equations:
+    ``r = sigmoid(x W_ir^T + b_ir + h W_hr^T + b_hr)``, ``z`` likewise,
+    ``n = tanh(x W_in^T + b_in + r * (h W_hn^T + b_hn))``, ``h' = (1 - z) * n + z * h``
+    (gates stacked ``r, z, n``).
+
+    Args:
+        input_size: features of each step.
+        hidden_size: ``H``.
+        num_layers: stacked layers.
+        bias: learn the biases.
+        batch_first: ``(N, L, in)`` inputs and outputs; else ``(L, N, in)``.
+        dropout: dropout on the outputs of every layer but the last, while training.
+        key: an int seed or a key; ``None`` draws from the process random state.
+        dtype: a floating dtype for the parameters.
+    """
+
+    _gates = 3
+
+    def forward(self, x: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Run over the sequence.
+
+        Args:
+            x: ``(L, N, input_size)`` (``(N, L, input_size)`` with ``batch_first``), or
+                unbatched ``(L, input_size)``.
+            hx: initial ``h_0`` ``(num_layers, N, H)``; zeros by default.
+
+        Returns:
+            ``(output, h_n)``: the last layer's ``h`` at every step, and the final state of
+            every layer.
+        """
+        x, unbatched = self._check(x)
+        n, hid = x.shape[1], self.hidden_size
+        h0 = self._state(hx, n, unbatched, "h_0")
+        hs: list[Tensor] = []
+        zeros = Tensor(jnp.zeros((n, hid), x.dtype))
+        for layer in range(self.num_layers):
+            xw, w_hh, b_hh = self._inputs(x, layer)
+            start = h0[layer]
+            h = start if start is not None else zeros
+            outs = []
+            for t in range(x.shape[0]):
+                hw = h @ w_hh
+                if b_hh is not None:
+                    hw = hw + b_hh
+                gi = xw[t]
+                r = (gi[:, :hid] + hw[:, :hid]).sigmoid()
+                z = (gi[:, hid : 2 * hid] + hw[:, hid : 2 * hid]).sigmoid()
+                cand = (gi[:, 2 * hid :] + r * hw[:, 2 * hid :]).tanh()
+                h = cand + z * (h - cand)
+                outs.append(h)
+            hs.append(h)
+            x = ops.stack(outs, axis=0)
+            if layer < self.num_layers - 1:
+                x = self.dropout(x)
+        return self._output(x, unbatched), self._final(hs, unbatched)

@@ -1,0 +1,115 @@
+"""``TransformerEncoderLayer``: self-attention and a feed-forward block, PyTorch's layout."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+
+from tapegrad._tensor import Tensor
+from tapegrad.nn import _init
+from tapegrad.nn.activation import GELU, ReLU
+from tapegrad.nn.attention import MultiheadAttention
+from tapegrad.nn.dropout import Dropout
+from tapegrad.nn.linear import Linear
+from tapegrad.nn.module import Module
+from tapegrad.nn.normalization import LayerNorm
+
+__all__ = ["TransformerEncoderLayer"]
+
+
+class TransformerEncoderLayer(Module):
+    """One encoder layer (Vaswani et al. 2017) with PyTorch's sub-module names, so a
+    ``torch.nn.TransformerEncoderLayer`` state dict loads unchanged.
+
+    Post-norm (default): ``x = norm1(x + sa(x)); x = norm2(x + ff(x))``; with
+    ``norm_first``: ``x = x + sa(norm1(x)); x = x + ff(norm2(x))``, where ``sa`` is
+    ``self_attn`` then ``dropout1`` and ``ff`` is ``linear2(dropout(act(linear1(x))))``
+    then ``dropout2``.
+
+    Args:
+        d_model: the model width ``E``.
+        nhead: attention heads (``d_model`` divisible by it).
+        dim_feedforward: the hidden width of the feed-forward block.
+        dropout: dropout probability (attention output, feed-forward, residuals).
+        activation: ``"relu"`` or ``"gelu"`` (exact erf form).
+        layer_norm_eps: ``eps`` of both layer norms.
+        batch_first: ``(N, L, E)`` inputs; else ``(L, N, E)``.
+        norm_first: pre-norm instead of post-norm.
+        bias: learn biases in the linear layers, the attention and the layer norms.
+        key: an int seed or a key; ``None`` draws from the process random state.
+        dtype: a floating dtype for the parameters.
+
+    Raises:
+        ValueError: an unknown activation, ``d_model`` not divisible by ``nhead``, dropout
+            outside ``[0, 1]``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = False,
+        norm_first: bool = False,
+        bias: bool = True,
+        *,
+        key: Any = None,
+        dtype: Any = jnp.float32,
+    ) -> None:
+        super().__init__()
+        if activation not in ("relu", "gelu"):
+            raise ValueError(f"activation must be 'relu' or 'gelu', got {activation!r}.")
+        k_attn, k1, k2, k_d, k_d1, k_d2 = _init.keys(key, 6) if key is not None else [None] * 6
+        self.self_attn = MultiheadAttention(
+            d_model, nhead, dropout, bias, batch_first, key=k_attn, dtype=dtype
+        )
+        self.linear1 = Linear(d_model, dim_feedforward, bias, key=k1, dtype=dtype)
+        self.dropout = Dropout(dropout, key=k_d)
+        self.linear2 = Linear(dim_feedforward, d_model, bias, key=k2, dtype=dtype)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype)
+        self.norm2 = LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype)
+        self.dropout1 = Dropout(dropout, key=k_d1)
+        self.dropout2 = Dropout(dropout, key=k_d2)
+        self.activation = ReLU() if activation == "relu" else GELU()
+
+    def _sa(self, x: Tensor, mask: Any, padding: Any, is_causal: bool) -> Tensor:
+        out, _ = self.self_attn(
+            x,
+            x,
+            x,
+            key_padding_mask=padding,
+            need_weights=False,
+            attn_mask=mask,
+            is_causal=is_causal,
+        )
+        return self.dropout1(out)
+
+    def _ff(self, x: Tensor) -> Tensor:
+        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+    def forward(
+        self,
+        src: Tensor,
+        src_mask: Any = None,
+        src_key_padding_mask: Any = None,
+        is_causal: bool = False,
+    ) -> Tensor:
+        """Encode ``src`` (``(N, L, E)`` with ``batch_first``, else ``(L, N, E)``).
+
+        Args:
+            src: the sequence.
+            src_mask: ``(L, L)``, ``True`` (or ``-inf``) where attending is not allowed.
+            src_key_padding_mask: ``(N, L)``, ``True`` where a position is padding.
+            is_causal: each position attends only to itself and earlier positions.
+        """
+        x = src
+        if self.norm_first:
+            x = x + self._sa(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            return x + self._ff(self.norm2(x))
+        x = self.norm1(x + self._sa(x, src_mask, src_key_padding_mask, is_causal))
+        return self.norm2(x + self._ff(x))

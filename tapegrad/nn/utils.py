@@ -1,0 +1,73 @@
+"""Training utilities on parameters' gradients: ``clip_grad_norm_``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+
+from tapegrad._tensor import Tensor
+
+__all__ = ["clip_grad_norm_"]
+
+
+@partial(jax.jit, static_argnames=("norm_type",))
+def _clip(
+    grads: tuple[jax.Array, ...], max_norm: jax.Array, *, norm_type: float
+) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+    """The total norm of ``grads`` and the grads scaled by ``min(1, max_norm / (norm + 1e-6))``."""
+    if norm_type == float("inf"):
+        total = jnp.max(jnp.stack([jnp.max(jnp.abs(g)) for g in grads]))
+    else:
+        total = jnp.sum(jnp.stack([jnp.sum(jnp.abs(g) ** norm_type) for g in grads]))
+        total = total ** (1.0 / norm_type)
+    scale = jnp.minimum(1.0, max_norm / (total + 1e-6))
+    return total, tuple((g * scale).astype(g.dtype) for g in grads)
+
+
+def clip_grad_norm_(
+    parameters: Tensor | Iterable[Tensor],
+    max_norm: float,
+    norm_type: float = 2.0,
+    error_if_nonfinite: bool = False,
+) -> Tensor:
+    """Scale the gradients of ``parameters`` in place so that their joint norm is at most
+    ``max_norm`` (PyTorch's rule: multiply by ``min(1, max_norm / (total_norm + 1e-6))``).
+
+    One compiled call over all gradients; parameters without ``.grad`` are ignored.
+
+    Args:
+        parameters: a tensor or an iterable of tensors (e.g. ``model.parameters()``).
+        max_norm: the largest norm allowed.
+        norm_type: the p of the p-norm (``float("inf")`` for the largest absolute value).
+        error_if_nonfinite: raise when the total norm is NaN or infinite.
+
+    Returns:
+        The total norm of the gradients before clipping, a scalar tensor (0 when no
+        parameter has a gradient).
+
+    Raises:
+        ValueError: a negative ``max_norm`` or a non-positive ``norm_type``.
+        RuntimeError: ``error_if_nonfinite`` and the norm is not finite (nothing changed).
+    """
+    if max_norm < 0 or norm_type <= 0:
+        raise ValueError(
+            f"clip_grad_norm_: max_norm must be >= 0 and norm_type > 0, got {max_norm}, "
+            f"{norm_type}."
+        )
+    params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    with_grad = [p for p in params if p.grad is not None]
+    if not with_grad:
+        return Tensor(jnp.zeros((), jnp.float32))
+    grads = tuple(p.grad.data for p in with_grad if p.grad is not None)
+    total, clipped = _clip(grads, jnp.float32(max_norm), norm_type=float(norm_type))
+    if error_if_nonfinite and not bool(jnp.isfinite(total)):
+        raise RuntimeError(
+            f"clip_grad_norm_: the total {norm_type}-norm of the gradients is {float(total)}; "
+            "nothing was clipped. Look for NaN/inf in the loss (tg.detect_anomaly())."
+        )
+    for p, g in zip(with_grad, clipped, strict=True):
+        p.grad = Tensor(g)
+    return Tensor(total)

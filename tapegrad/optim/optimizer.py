@@ -1,0 +1,363 @@
+"""The optimizer machinery: parameter groups, one compiled optax update per step, state dicts.
+
+``step()`` reads every parameter's ``.grad``, runs each group's optax transformation
+(``update`` then ``optax.apply_updates``) over all groups in **one** compiled call, and
+writes each new value back with ``p.data = new``: the parameter keeps its leaf node, nothing
+is recorded on the tape and nothing is left hanging.
+
+Hyperparameters live in ``param_groups`` (a list of dicts, PyTorch's protocol): a loop or a
+scheduler may set ``group["lr"]`` (or any other numeric hyperparameter) between steps. The
+rule of a built-in optimizer is wrapped in ``optax.inject_hyperparams``, so the numbers are
+inputs of the compiled update, not constants in it: changing them never recompiles.
+
+Parameters whose ``.grad`` is ``None`` (or that do not require grad: frozen) are skipped, as
+PyTorch's optimizers skip them: their value does not change, and neither do their entries in
+the optimizer state that are shaped like the parameters (momentum, Adam's moments). The
+transformation sees a zero gradient in their place, so statistics over all gradients
+(``optax.clip_by_global_norm``) are those of the gradients that exist. Unlike PyTorch, whose
+state is kept per parameter, optax keeps some state per group (Adam's step count), and that
+advances on every step that updates anything in the group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from tapegrad._tensor import Tensor
+from tapegrad.grad_mode import enable_grad
+
+__all__ = ["Optimizer"]
+
+_Arrays = tuple[jax.Array, ...]
+_Grads = tuple[jax.Array | None, ...]
+
+
+def _keep_skipped(new_state: Any, old_state: Any, params: _Arrays, skip: tuple[bool, ...]) -> Any:
+    """In every state subtree shaped like ``params`` (a tuple of arrays of the parameters'
+    shapes: momentum, moments), keep the old entries of skipped parameters."""
+    shapes = tuple(p.shape for p in params)
+
+    def param_like(x: Any) -> bool:
+        return (
+            type(x) is tuple
+            and len(x) == len(shapes)
+            and all(getattr(a, "shape", None) == s for a, s in zip(x, shapes, strict=True))
+        )
+
+    def pick(new: Any, old: Any) -> Any:
+        if param_like(new):
+            return tuple(o if s else n for n, o, s in zip(new, old, skip, strict=True))
+        return new
+
+    return jax.tree.map(pick, new_state, old_state, is_leaf=param_like)
+
+
+def _group_update(
+    transform: optax.GradientTransformation,
+    params: _Arrays,
+    grads: _Grads,
+    state: Any,
+    hyper: dict[str, jax.Array],
+) -> tuple[tuple[jax.Array | None, ...], Any]:
+    """One group's update (traced inside the step): new values (``None`` where skipped)."""
+    skip = tuple(g is None for g in grads)
+    full = tuple(jnp.zeros_like(p) if g is None else g for p, g in zip(params, grads, strict=True))
+    if hyper:
+        state = state._replace(hyperparams={**state.hyperparams, **hyper})
+    updates, new_state = transform.update(full, state, params)
+    new_params = optax.apply_updates(params, updates)
+    if any(skip):
+        new_state = _keep_skipped(new_state, state, params, skip)
+    return tuple(None if s else q for q, s in zip(new_params, skip, strict=True)), new_state
+
+
+class Optimizer:
+    """Apply optax ``GradientTransformation``\\ s to tapegrad parameters, PyTorch-style.
+
+    Use a subclass (:class:`SGD`, :class:`Adam`, ...) or pass any transformation:
+
+    Example:
+        >>> opt = Optimizer(model.parameters(),
+        ...                 optax.chain(optax.clip_by_global_norm(1.0), optax.adam(1e-3)))
+        >>> opt.zero_grad(); loss.backward(); opt.step()
+
+    Args:
+        params: leaf tensors (e.g. ``model.parameters()``; a tensor listed twice is kept
+            once), or a list of dicts each with ``"params"`` and hyperparameters that
+            override the defaults for that group (PyTorch's per-group options).
+        transform: the update rule of every group; ``update`` receives the gradients, the
+            state and the current values (so ``optax.adamw`` and other rules that read them
+            work), each as a tuple of arrays in the group's order. Subclasses build it from
+            each group's hyperparameters instead.
+
+    Attributes:
+        param_groups: one dict per group: ``"params"`` (a list of tensors) and the
+            hyperparameters (``"lr"``, ...), which a loop may change between steps.
+        state: the optax state of each group, a list of pytrees of arrays, replaced by
+            each ``step()``.
+
+    Raises:
+        ValueError: no parameters, a tensor that is an op's output (not a leaf), a tensor in
+            two groups, a negative learning rate.
+        TypeError: something other than a ``Tensor`` among the parameters.
+    """
+
+    param_groups: list[dict[str, Any]]
+    state: list[Any]
+    defaults: dict[str, Any]
+
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[Mapping[str, Any]],
+        transform: optax.GradientTransformation | None = None,
+        defaults: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.defaults = dict(defaults or {})
+        self._transform = transform
+        self.param_groups = []
+        seen: set[int] = set()
+        raw = list(params)
+        groups = raw if raw and isinstance(raw[0], Mapping) else [{"params": raw}]
+        for g in groups:
+            if not isinstance(g, Mapping):
+                raise TypeError("optimizer: mix of tensors and group dicts; pass one or the other.")
+            self.add_param_group(dict(g), _seen=seen)
+        if not any(group["params"] for group in self.param_groups):
+            raise ValueError("optimizer got an empty parameter list.")
+
+    # ------------------------------------------------------------------ groups
+
+    def add_param_group(self, group: dict[str, Any], *, _seen: set[int] | None = None) -> None:
+        """Add a group of parameters with its own hyperparameters (missing ones: defaults).
+
+        Raises:
+            ValueError: a parameter already in another group, or a bad hyperparameter.
+        """
+        seen = (
+            _seen if _seen is not None else {id(p) for g in self.param_groups for p in g["params"]}
+        )
+        raw = group.get("params", [])
+        params = [raw] if isinstance(raw, Tensor) else list(raw)
+        unique: dict[int, Tensor] = {}
+        for i, p in enumerate(params):
+            if not isinstance(p, Tensor):
+                raise TypeError(
+                    f"optimizer parameter {i} is a {type(p).__name__}, not a tapegrad Tensor; "
+                    "pass model.parameters()."
+                )
+            if not p.is_leaf:
+                raise ValueError(
+                    f"optimizer parameter {i} (shape {p.shape}) is the output of an op, not a "
+                    "leaf; optimize the leaves it was computed from (.require_grad() tensors)."
+                )
+            if id(p) in seen and id(p) not in unique:
+                raise ValueError(
+                    f"optimizer parameter {i} (shape {p.shape}) is already in another group."
+                )
+            seen.add(id(p))
+            unique.setdefault(id(p), p)
+        full = {**self.defaults, **group, "params": list(unique.values())}
+        self._check_hyper(full)
+        self.param_groups.append(full)
+        if not hasattr(self, "state"):
+            self.state = []
+            self._rules: list[optax.GradientTransformation] = []
+            self._statics: list[tuple[Any, ...]] = []
+            self._compiled: Callable[..., Any] | None = None
+        rule = self._rule(full)
+        self._rules.append(rule)
+        self._statics.append(self._structure(full))
+        self.state.append(rule.init(tuple(p.data for p in full["params"])))
+        self._compiled = None
+
+    def _check_hyper(self, group: Mapping[str, Any]) -> None:
+        """Raise ``ValueError`` for a bad hyperparameter (subclasses add their checks)."""
+        lr = group.get("lr", 0.0)
+        if not callable(lr) and lr < 0:
+            raise ValueError(f"learning rate must be non-negative, got {lr}.")
+
+    def _rule(self, group: Mapping[str, Any]) -> optax.GradientTransformation:
+        """The group's transformation (the one given to the constructor by default)."""
+        if self._transform is None:
+            raise TypeError("Optimizer needs a transform (or use SGD, Adam, AdamW, RMSprop).")
+        return self._transform
+
+    def _structure(self, group: Mapping[str, Any]) -> tuple[Any, ...]:
+        """What in the group shapes the rule (not a number fed to it): fixed per group."""
+        return ()
+
+    def _numbers(self, group: Mapping[str, Any]) -> dict[str, Any]:
+        """The group's numeric hyperparameters under the names of the rule's optax factory
+        (subclasses map PyTorch's names; a generic transform has none)."""
+        return {}
+
+    def _hyper(self, group: Mapping[str, Any], state: Any) -> dict[str, Any]:
+        """The group's numbers as arrays of the dtypes ``inject_hyperparams`` keeps in
+        ``state`` (a schedule, i.e. a callable, stays with optax)."""
+        injected = getattr(state, "hyperparams", None) or {}
+        return {
+            name: np.asarray(value, dtype=injected[name].dtype)
+            for name, value in self._numbers(group).items()
+            if name in injected and not callable(value)
+        }
+
+    # ------------------------------------------------------------------ stepping
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of every parameter.
+
+        Args:
+            set_to_none: set ``.grad`` to ``None`` (PyTorch's default: the next ``step()``
+                skips a parameter no backward reached); with ``False``, existing gradients
+                become zeros instead.
+        """
+        for group in self.param_groups:
+            for p in group["params"]:
+                if set_to_none:
+                    p.grad = None
+                elif p.grad is not None:
+                    p.grad = Tensor(jnp.zeros_like(p.data))
+
+    def _step_fn(self) -> Callable[..., Any]:
+        if self._compiled is None:
+            rules = tuple(self._rules)
+
+            def step(params: Any, grads: Any, states: Any, hypers: Any) -> Any:
+                results = [
+                    _group_update(rule, p, g, s, h)
+                    for rule, p, g, s, h in zip(rules, params, grads, states, hypers, strict=True)
+                ]
+                return [r[0] for r in results], [r[1] for r in results]
+
+            self._compiled = jax.jit(step)
+        return self._compiled
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """Update every parameter that has a gradient, in one compiled call.
+
+        Args:
+            closure: optional; called under grad mode before the update (it should zero the
+                gradients, compute the loss and call ``backward()``), as in PyTorch.
+
+        Returns:
+            What ``closure`` returned, or ``None``.
+
+        Raises:
+            ValueError: a hyperparameter that shapes the rule (``nesterov``, ``centered``,
+                whether there is momentum) was changed after construction.
+        """
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        groups = self.param_groups
+        grads = [
+            tuple(
+                None if p.grad is None or not p.requires_grad else p.grad.data for p in g["params"]
+            )
+            for g in groups
+        ]
+        if all(x is None for gs in grads for x in gs):
+            return loss
+        for i, g in enumerate(groups):
+            if self._structure(g) != self._statics[i]:
+                raise ValueError(
+                    f"param_groups[{i}]: {self._structure.__doc__} changed after the optimizer "
+                    "was made; make a new optimizer for that."
+                )
+        params = [tuple(p.data for p in g["params"]) for g in groups]
+        hypers = [self._hyper(g, s) for g, s in zip(groups, self.state, strict=True)]
+        new_params, self.state = self._step_fn()(params, grads, self.state, hypers)
+        for g, news in zip(groups, new_params, strict=True):
+            for p, new in zip(g["params"], news, strict=True):
+                if new is not None:
+                    p.data = new
+        return loss
+
+    # ------------------------------------------------------------------ state dicts
+
+    def state_dict(self) -> dict[str, Any]:
+        """The optimizer's state as a nested dict of tensors and numbers (``tg.save``-able).
+
+        ``"state"`` maps each group's index (a string) to its optax state leaves by path;
+        ``"param_groups"`` holds each group's hyperparameters and ``"params"``: the
+        positions of its parameters in the order of all groups (PyTorch's layout).
+        """
+        state = {
+            str(i): {
+                jax.tree_util.keystr(path): Tensor(leaf)
+                for path, leaf in jax.tree_util.tree_flatten_with_path(s)[0]
+            }
+            for i, s in enumerate(self.state)
+        }
+        groups = []
+        start = 0
+        for g in self.param_groups:
+            n = len(g["params"])
+            entry = {k: v for k, v in g.items() if k != "params" and not callable(v)}
+            groups.append({**entry, "params": list(range(start, start + n))})
+            start += n
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Restore what ``state_dict()`` returned (possibly through ``tg.save``/``tg.load``).
+
+        Everything is checked before anything changes.
+
+        Raises:
+            ValueError: the number of groups or of parameters per group differs, or the
+                state's entries or shapes differ from this optimizer's (all named).
+        """
+        groups = list(state_dict.get("param_groups", []))
+        states = state_dict.get("state", {})
+        if len(groups) != len(self.param_groups):
+            raise ValueError(
+                f"optimizer load_state_dict: {len(groups)} parameter groups given, this "
+                f"optimizer has {len(self.param_groups)}."
+            )
+        new_states = []
+        for i, (given, mine) in enumerate(zip(groups, self.param_groups, strict=True)):
+            if len(given.get("params", [])) != len(mine["params"]):
+                raise ValueError(
+                    f"optimizer load_state_dict: group {i} has {len(given.get('params', []))} "
+                    f"parameters in the state dict, {len(mine['params'])} here."
+                )
+            new_states.append(_restore(i, self.state[i], states.get(str(i), {})))
+        for given, mine in zip(groups, self.param_groups, strict=True):
+            mine.update({k: v for k, v in given.items() if k != "params"})
+        self.state = new_states
+
+    def __repr__(self) -> str:
+        n = sum(len(g["params"]) for g in self.param_groups)
+        extra = f", {len(self.param_groups)} groups" if len(self.param_groups) > 1 else ""
+        return f"{type(self).__name__}({n} parameters{extra})"
+
+
+def _restore(i: int, current: Any, given: Mapping[str, Any]) -> Any:
+    """``current``'s pytree with its leaves replaced by ``given`` (leaf path -> value)."""
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(current)
+    names = [jax.tree_util.keystr(path) for path, _ in leaves]
+    missing = [n for n in names if n not in given]
+    unexpected = [n for n in given if n not in names]
+    if missing or unexpected:
+        raise ValueError(
+            f"optimizer load_state_dict: group {i}: missing state entries {missing}, "
+            f"unexpected {unexpected}; was it saved by the same optimizer class and options?"
+        )
+    out = []
+    for name, (_, leaf) in zip(names, leaves, strict=True):
+        value = given[name]
+        array = jnp.asarray(value.data if isinstance(value, Tensor) else value, leaf.dtype)
+        if array.shape != leaf.shape:
+            raise ValueError(
+                f"optimizer load_state_dict: group {i}: {name} has shape {array.shape}, "
+                f"expected {leaf.shape}."
+            )
+        out.append(array)
+    return jax.tree_util.tree_unflatten(treedef, out)

@@ -1,0 +1,41 @@
+"""nn.utils.clip_grad_norm_ against PyTorch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad import nn
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize(
+    ("max_norm", "norm_type"), [(0.1, 2.0), (100.0, 2.0), (0.05, float("inf"))]
+)
+def test_clip_grad_norm_matches_torch(max_norm: float, norm_type: float) -> None:
+    ours = nn.Linear(4, 3, key=0)
+    theirs = torch.nn.Linear(4, 3)
+    ours.load_state_dict(theirs.state_dict())
+    x = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
+    (ours(tg.tensor(x)) ** 2).sum().backward()
+    (theirs(torch.tensor(x)) ** 2).sum().backward()
+    total = nn.utils.clip_grad_norm_(ours.parameters(), max_norm, norm_type)
+    want = torch.nn.utils.clip_grad_norm_(theirs.parameters(), max_norm, norm_type)
+    np.testing.assert_allclose(float(total), float(want), rtol=1e-5)
+    for name, p in ours.named_parameters():
+        assert p.grad is not None and not p.grad.requires_grad
+        got = np.asarray(p.grad)
+        np.testing.assert_allclose(got, getattr(theirs, name).grad.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_clip_grad_norm_edge_cases() -> None:
+    p = tg.ones(3).require_grad()
+    assert float(nn.utils.clip_grad_norm_([p], 1.0)) == 0.0  # no gradients: nothing to clip
+    p.grad = tg.tensor([np.inf, 0.0, 0.0])
+    with pytest.raises(RuntimeError, match="not finite|inf"):
+        nn.utils.clip_grad_norm_(p, 1.0, error_if_nonfinite=True)
+    np.testing.assert_array_equal(np.asarray(p.grad), [np.inf, 0.0, 0.0])
+    with pytest.raises(ValueError, match="max_norm"):
+        nn.utils.clip_grad_norm_(p, -1.0)

@@ -1,0 +1,172 @@
+"""Optimizers and schedules against PyTorch: same weights, same gradients, 5-step trajectories."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad import nn, optim
+
+torch = pytest.importorskip("torch")
+
+STEPS = 5
+
+
+def _pair() -> tuple[nn.Module, Any]:
+    """A tapegrad MLP and a torch MLP holding the same weights (the torch state dict loads
+    unchanged)."""
+    ours = nn.Sequential(nn.Linear(5, 4, key=0), nn.Tanh(), nn.Linear(4, 3, key=1))
+    theirs = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Tanh(), torch.nn.Linear(4, 3))
+    ours.load_state_dict(theirs.state_dict())
+    return ours, theirs
+
+
+def _batch(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((8, 5)).astype(np.float32), np.arange(8) % 3
+
+
+def _trajectories(
+    make_ours: Callable[[Any], optim.Optimizer],
+    make_theirs: Callable[[Any], Any],
+    between: Callable[[Any, Any, int], None] | None = None,
+) -> None:
+    ours, theirs = _pair()
+    opt, topt = make_ours(ours), make_theirs(theirs)
+    for step in range(STEPS):
+        x, y = _batch(step)
+        opt.zero_grad()
+        tg.cross_entropy(ours(tg.tensor(x)), y).backward()
+        opt.step()
+        topt.zero_grad()
+        torch.nn.functional.cross_entropy(theirs(torch.tensor(x)), torch.tensor(y)).backward()
+        topt.step()
+        if between is not None:
+            between(opt, topt, step)
+        want = {k: v.detach().numpy() for k, v in theirs.state_dict().items()}
+        for name, p in ours.named_parameters():
+            np.testing.assert_allclose(
+                np.asarray(p), want[name], rtol=2e-5, atol=2e-6, err_msg=f"{name} @ {step}"
+            )
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"lr": 0.1},
+        {"lr": 0.1, "momentum": 0.9},
+        {"lr": 0.1, "momentum": 0.9, "nesterov": True, "weight_decay": 0.01},
+        {"lr": 0.05, "momentum": 0.5, "weight_decay": 0.1},
+    ],
+    ids=["plain", "momentum", "nesterov+wd", "momentum+wd"],
+)
+def test_sgd_matches_torch(options: dict[str, Any]) -> None:
+    _trajectories(
+        lambda m: optim.SGD(m.parameters(), **options),
+        lambda m: torch.optim.SGD(m.parameters(), **options),
+    )
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs", "options"),
+    [
+        (optim.Adam, "Adam", {"lr": 0.01}),
+        (optim.Adam, "Adam", {"lr": 0.01, "betas": (0.8, 0.99), "weight_decay": 0.1}),
+        (optim.AdamW, "AdamW", {"lr": 0.01}),
+        (optim.AdamW, "AdamW", {"lr": 0.01, "weight_decay": 0.3, "eps": 1e-6}),
+        (optim.RMSprop, "RMSprop", {"lr": 0.01}),
+        (optim.RMSprop, "RMSprop", {"lr": 0.01, "momentum": 0.9, "weight_decay": 0.05}),
+        (optim.RMSprop, "RMSprop", {"lr": 0.01, "centered": True, "eps": 1e-3}),
+    ],
+    ids=["adam", "adam-l2", "adamw", "adamw-wd", "rmsprop", "rmsprop-mom-wd", "rmsprop-centered"],
+)
+def test_adaptive_optimizers_match_torch(
+    ours: type[optim.Optimizer], theirs: str, options: dict[str, Any]
+) -> None:
+    _trajectories(
+        lambda m: ours(m.parameters(), **options),
+        lambda m: getattr(torch.optim, theirs)(m.parameters(), **options),
+    )
+
+
+def test_per_group_learning_rates_set_by_a_loop_match_torch() -> None:
+    def groups(m: Any) -> list[dict[str, Any]]:
+        return [{"params": m[0].parameters()}, {"params": m[2].parameters(), "lr": 0.02}]
+
+    def set_lr(opt: Any, topt: Any, step: int) -> None:
+        for o in (opt, topt):
+            o.param_groups[0]["lr"] = 0.1 / (step + 2)
+
+    _trajectories(
+        lambda m: optim.SGD(groups(m), lr=0.1, momentum=0.9),
+        lambda m: torch.optim.SGD(groups(m), lr=0.1, momentum=0.9),
+        set_lr,
+    )
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs"),
+    [
+        (
+            lambda o: optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5),
+            lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5),
+        ),
+        (
+            lambda o: optim.lr_scheduler.CosineAnnealingLR(o, T_max=4, eta_min=0.01),
+            lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=4, eta_min=0.01),
+        ),
+        (
+            lambda o: optim.lr_scheduler.LambdaLR(o, lambda e: 0.9**e),
+            lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda e: 0.9**e),
+        ),
+        (
+            lambda o: optim.lr_scheduler.LinearWarmup(o, warmup_steps=3, start_factor=0.25),
+            lambda o: torch.optim.lr_scheduler.LinearLR(o, start_factor=0.25, total_iters=3),
+        ),
+    ],
+    ids=["step", "cosine", "lambda", "warmup"],
+)
+def test_schedulers_match_torch_and_drive_the_same_trajectory(ours: Any, theirs: Any) -> None:
+    scheds: dict[str, Any] = {}
+
+    def make_ours(m: Any) -> optim.Optimizer:
+        opt = optim.SGD(m.parameters(), lr=0.2, momentum=0.5)
+        scheds["ours"] = ours(opt)
+        return opt
+
+    def make_theirs(m: Any) -> Any:
+        opt = torch.optim.SGD(m.parameters(), lr=0.2, momentum=0.5)
+        scheds["theirs"] = theirs(opt)
+        return opt
+
+    def step(opt: Any, topt: Any, i: int) -> None:
+        scheds["ours"].step()
+        scheds["theirs"].step()
+        np.testing.assert_allclose(
+            scheds["ours"].get_last_lr(), scheds["theirs"].get_last_lr(), rtol=1e-6
+        )
+
+    _trajectories(make_ours, make_theirs, step)
+
+
+def test_scheduler_state_dict_resumes_and_bad_arguments_raise() -> None:
+    x = tg.ones(2).require_grad()
+    opt = optim.SGD([x], lr=1.0)
+    sched = optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    sched.step()
+    sched.step()
+    saved = sched.state_dict()
+    other_opt = optim.SGD([x], lr=1.0)
+    other = optim.lr_scheduler.StepLR(other_opt, step_size=1, gamma=0.5)
+    other.load_state_dict(saved)
+    assert other.last_epoch == 2 and other.get_last_lr() == pytest.approx([0.25])
+    with pytest.raises(ValueError, match="step_size"):
+        optim.lr_scheduler.StepLR(opt, step_size=0)
+    with pytest.raises(ValueError, match="warmup_steps"):
+        optim.lr_scheduler.LinearWarmup(opt, warmup_steps=0)
+    with pytest.raises(TypeError, match="schedule already"):
+        optim.lr_scheduler.StepLR(optim.SGD([x], lr=lambda step: 0.1), step_size=1)

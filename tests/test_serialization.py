@@ -1,0 +1,107 @@
+"""tg.save / tg.load: safetensors round trips, bit-exact across processes, clear errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad import nn
+
+
+def _checkpoint() -> dict[str, object]:
+    rng = np.random.default_rng(0)
+    model = nn.Sequential(nn.Linear(3, 4, key=0), nn.ReLU(), nn.Linear(4, 2, key=1))
+    return {
+        "model": model.state_dict(),
+        "extras": {
+            "bf16": tg.tensor(jnp.asarray(rng.standard_normal(5), jnp.bfloat16)),
+            "ints": tg.tensor(np.arange(6, dtype=np.int32).reshape(2, 3)),
+            "scalar": tg.tensor(np.float32(np.pi)),
+            "numpy": rng.standard_normal((2, 2)).astype(np.float32),
+        },
+        "epoch": 7,
+        "loss": 0.125,
+        "name": "run-1",
+        "done": False,
+        "nothing": None,
+        "history": [1.5, 2, {"nested": tg.ones(2)}],
+    }
+
+
+def _assert_same(got: object, want: object) -> None:
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and list(got) == list(want)
+        for k in want:
+            _assert_same(got[k], want[k])
+    elif isinstance(want, (list, tuple)):
+        assert isinstance(got, list) and len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            _assert_same(g, w)
+    elif isinstance(want, (tg.Tensor, np.ndarray)):
+        assert isinstance(got, tg.Tensor) and not got.requires_grad
+        w = np.asarray(want.data if isinstance(want, tg.Tensor) else want)
+        g = np.asarray(got.data)
+        assert g.dtype == w.dtype and g.shape == w.shape
+        assert g.tobytes() == w.tobytes()  # bit-exact
+    else:
+        assert got == want and type(got) is type(want)
+
+
+def test_round_trip_is_bit_exact_in_this_process_and_another(tmp_path: Path) -> None:
+    ck = _checkpoint()
+    first = tmp_path / "a.safetensors"
+    tg.save(ck, first)
+    _assert_same(tg.load(first), ck)
+    # Another process loads it and saves what it loaded: same values, same bytes.
+    second = tmp_path / "b.safetensors"
+    code = "import sys, tapegrad as tg; tg.save(tg.load(sys.argv[1]), sys.argv[2])"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    subprocess.run([sys.executable, "-c", code, str(first), str(second)], check=True, env=env)
+    _assert_same(tg.load(second), ck)
+    assert second.read_bytes() == first.read_bytes()
+
+
+def test_a_module_state_dict_is_a_plain_safetensors_file(tmp_path: Path) -> None:
+    from safetensors.numpy import load_file, save_file
+
+    model = nn.Linear(3, 2, key=0)
+    tg.save(model.state_dict(), tmp_path / "m.safetensors")
+    plain = load_file(tmp_path / "m.safetensors")  # any safetensors reader sees the names
+    assert sorted(plain) == ["bias", "weight"] and plain["weight"].shape == (2, 3)
+    # A safetensors file from another tool loads as a flat dict of tensors.
+    save_file({"fc.weight": np.ones((2, 3), np.float32)}, tmp_path / "other.safetensors")
+    loaded = tg.load(tmp_path / "other.safetensors")
+    assert list(loaded) == ["fc.weight"] and isinstance(loaded["fc.weight"], tg.Tensor)
+
+
+@pytest.mark.parametrize("cut", [4, 40, -3])
+def test_truncated_or_foreign_files_raise_a_clear_error(tmp_path: Path, cut: int) -> None:
+    good = tmp_path / "good.safetensors"
+    tg.save(_checkpoint(), good)
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(good.read_bytes()[:cut])
+    with pytest.raises(ValueError, match=r"bad.safetensors.*not a complete safetensors file"):
+        tg.load(bad)
+    text = tmp_path / "notes.txt"
+    text.write_text("these are not tensors, just some words in a text file\n")
+    with pytest.raises(ValueError, match="truncated or in another format"):
+        tg.load(text)
+    with pytest.raises(FileNotFoundError):
+        tg.load(tmp_path / "missing.safetensors")
+
+
+def test_unsupported_values_are_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    path = tmp_path / "x.safetensors"
+    with pytest.raises(TypeError, match=r"opt/fn is a function"):
+        tg.save({"opt": {"fn": lambda: 0}}, path)
+    with pytest.raises(TypeError, match="keys must be strings"):
+        tg.save({1: tg.ones(1)}, path)
+    assert not path.exists()
+    assert list(tmp_path.iterdir()) == []
