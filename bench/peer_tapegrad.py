@@ -6,7 +6,6 @@ The MLP uses ``tapegrad.nn`` and ``tapegrad.optim.SGD`` when they exist, else pl
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 import jax
@@ -16,6 +15,7 @@ import numpy as np
 import tapegrad as tg
 from bench import _data
 from bench._peer import Case, curve, mlp_case, seed_growth, tensor_memory
+from tapegrad import nn, optim
 
 __all__ = ["SYSTEM", "VARIANTS", "version", "case", "probe"]
 
@@ -37,16 +37,10 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "curve": ("tapegrad",),
 }
 
-HAS_NN = (
-    importlib.util.find_spec("tapegrad.nn") is not None
-    and importlib.util.find_spec("tapegrad.optim") is not None
-)
-
 
 def version() -> str:
     """tapegrad's and JAX's versions, and how the MLP is written."""
-    how = "nn + optim.SGD" if HAS_NN else "ops + manual SGD under no_grad"
-    return f"tapegrad {tg.__version__} (jax {jax.__version__}; MLP: {how})"
+    return f"tapegrad {tg.__version__} (jax {jax.__version__}; MLP: nn + optim.SGD)"
 
 
 class _Trainer:
@@ -54,38 +48,25 @@ class _Trainer:
 
     def __init__(self) -> None:
         init = [jnp.asarray(p) for p in _data.mlp_init()]
-        self.opt: Any = None
-        if HAS_NN:
-            from tapegrad import nn, optim
-
-            linears = [
-                nn.Linear(i, o, key=k)
-                for k, (i, o) in enumerate(zip(_data.SIZES[:-1], _data.SIZES[1:], strict=True))
-            ]
-            biases: list[tg.Tensor] = []
-            for lin, w, b in zip(linears, init[0::2], init[1::2], strict=True):
-                assert lin.bias is not None
-                lin.weight.data = w.T  # nn.Linear keeps PyTorch's (out, in) layout
-                lin.bias.data = b
-                biases.append(lin.bias)
-            self.model: Any = nn.Sequential(
-                linears[0], nn.ReLU(), linears[1], nn.ReLU(), linears[2]
-            )
-            self.params: list[tg.Tensor] = [
-                p for lin, b in zip(linears, biases, strict=True) for p in (lin.weight, b)
-            ]
-            self.opt = optim.SGD(self.model.parameters(), lr=_data.LR)
-        else:
-            self.params = [tg.tensor(p).require_grad() for p in init]
+        linears = [
+            nn.Linear(i, o, key=k)
+            for k, (i, o) in enumerate(zip(_data.SIZES[:-1], _data.SIZES[1:], strict=True))
+        ]
+        biases: list[tg.Tensor] = []
+        for lin, w, b in zip(linears, init[0::2], init[1::2], strict=True):
+            assert lin.bias is not None
+            lin.weight.data = w.T  # nn.Linear keeps PyTorch's (out, in) layout
+            lin.bias.data = b
+            biases.append(lin.bias)
+        self.model = nn.Sequential(linears[0], nn.ReLU(), linears[1], nn.ReLU(), linears[2])
+        self.params: list[tg.Tensor] = [
+            p for lin, b in zip(linears, biases, strict=True) for p in (lin.weight, b)
+        ]
+        self.opt = optim.SGD(self.model.parameters(), lr=_data.LR)
 
     def forward(self, x: tg.Tensor) -> tg.Tensor:
-        if self.opt is not None:
-            out: tg.Tensor = self.model(x)
-            return out
-        w1, b1, w2, b2, w3, b3 = self.params
-        h = tg.relu(x @ w1 + b1)
-        h = tg.relu(h @ w2 + b2)
-        return h @ w3 + b3
+        out: tg.Tensor = self.model(x)
+        return out
 
     def convert(self, x: np.ndarray, y: np.ndarray) -> tuple[tg.Tensor, jax.Array]:
         return tg.tensor(jnp.asarray(x)), jnp.asarray(y, jnp.int32)
@@ -94,15 +75,8 @@ class _Trainer:
         x, y = batch
         loss = tg.cross_entropy(self.forward(x), y)
         loss.backward()
-        if self.opt is not None:
-            self.opt.step()
-            self.opt.zero_grad()
-        else:
-            with tg.no_grad():
-                for p in self.params:
-                    assert p.grad is not None
-                    p -= _data.LR * p.grad
-                    p.grad = None
+        self.opt.step()
+        self.opt.zero_grad()
         return (loss.data, *(p.data for p in self.params))
 
     def loss(self, out: tuple[jax.Array, ...]) -> float:
