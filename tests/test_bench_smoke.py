@@ -124,3 +124,14 @@ try:
 finally:
     w.close()
 """
+
+
+def test_touched_quick(tmp_path: Path) -> None:
+    report = _run("bench.touched", tmp_path)
+    assert len(report["sections"]) == 1
+    names = [t["name"] for t in report["targets"]]
+    assert [n.split(",")[0] for n in names] == [
+        "issue 10: sweep freeing 1",
+        'issue 10: drop a 10-node graph under "auto"',
+    ]
+    assert all(t["value"] > 0 for t in report["targets"])
