@@ -21,6 +21,7 @@ from jax.numpy import (
 
 from tapegrad import nn, optim
 from tapegrad.backward import grad
+from tapegrad.compilation_cache import compilation_cache_dir, set_compilation_cache
 from tapegrad.creation import (
     arange,
     full,
@@ -133,6 +134,8 @@ __all__ = [
     "sin",
     "cos",
     "jax_op",
+    "set_compilation_cache",
+    "compilation_cache_dir",
     "Op",
     "defop",
     "registry",

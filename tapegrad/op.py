@@ -11,7 +11,7 @@ from typing import Any, overload
 import jax
 import numpy as np
 
-from tapegrad import grad_mode
+from tapegrad import compilation_cache, grad_mode
 from tapegrad.errors import DuplicateOpError, MissingVJPError, ShapeError, TracerError
 from tapegrad.origin import user_frame
 from tapegrad.tape import TAPE
@@ -201,6 +201,8 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
         TracerError: the op would be recorded but computes on a JAX tracer.
         MissingVJPError: the op is differentiable but has no VJP rule.
     """
+    if not compilation_cache.ready:
+        compilation_cache.ensure()  # before the first compile of this process (lazy, once)
     if op.arity is not None and len(inputs) != op.arity:
         raise TypeError(
             f"{op.name} takes {op.arity} tensor input(s), got {len(inputs)}; pass parameters "

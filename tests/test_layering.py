@@ -22,7 +22,8 @@ PACKAGE = Path(tapegrad.__file__).parent
 RANK = {
     "tapegrad.errors": 0,
     "tapegrad.grad_mode": 0,
-    "tapegrad._arrays": 0,
+    "tapegrad._arrays": 1,
+    "tapegrad.compilation_cache": 0,
     "tapegrad.origin": 0,
     "tapegrad.records": 0,
     "tapegrad.tape": 1,
