@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 VERDICTS = {"PASS", "MISS", "SKIP"}
 
@@ -124,3 +126,18 @@ try:
 finally:
     w.close()
 """
+
+
+@pytest.mark.slow
+def test_programs_quick(tmp_path: Path) -> None:
+    # one program through the whole pipeline: torch float32 and float64, tapegrad with an
+    # empty then a primed compilation cache; the losses of the two systems agree
+    report = _run("bench.programs", tmp_path, "--only", "micrograd_readme")
+    (section,) = report["sections"]
+    run = section["data"]["micrograd_readme"]
+    assert set(run) == {"torch", "torch64", "tapegrad_first", "tapegrad"}
+    assert run["tapegrad"]["losses"] == pytest.approx(run["torch"]["losses"], rel=1e-5)
+    assert run["tapegrad"]["warm"] and run["torch"]["warm"]
+    names = [t["name"] for t in report["targets"]]
+    assert names[0] == "issue 17: micrograd_readme, warm / torch"
+    assert len(names) == 4
