@@ -1,4 +1,5 @@
-"""Array helpers shared by constructors and the engine: compiled fills and PRNG keys."""
+"""Array helpers shared by constructors and the engine: compiled fills, PRNG keys, the
+unbroadcast axes."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from tapegrad import compilation_cache
 
-__all__ = ["filled", "prng_key"]
+__all__ = ["filled", "prng_key", "broadcast_axes"]
 
 
 @partial(jax.jit, static_argnums=(0, 2))
@@ -46,3 +47,19 @@ def prng_key(key: Any) -> jax.Array:
     raise TypeError(
         f"key must be an int seed or a jax.random key, got {type(key).__name__}; e.g. key=0."
     )
+
+
+def broadcast_axes(gshape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The axes to sum a cotangent of shape ``gshape`` over to get ``shape``, or ``None`` when
+    ``gshape`` is not a broadcast of ``shape``."""
+    lead = len(gshape) - len(shape)
+    if lead < 0:
+        return None
+    axes = list(range(lead))
+    for i, s in enumerate(shape):
+        gs = gshape[lead + i]
+        if s == 1 and gs != 1:
+            axes.append(lead + i)
+        elif s != gs:
+            return None
+    return tuple(axes)

@@ -245,8 +245,28 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
             )
         code, lineno = user_frame(depth)
         # an empty params dict is not kept: one GC-tracked object less per node
-        out._node = TAPE.record(op, tuple(parents), saved, params or None, out, code, lineno)
+        node = TAPE.record(op, tuple(parents), saved, params or None, out, code, lineno)
+        if saved.__class__ is tuple and saved:
+            node.prov = provenance(saved, arrays, y)
+        out._node = node
     return out
+
+
+def provenance(saved: tuple[Any, ...], arrays: list[Any], y: Any) -> tuple[int | None, ...]:
+    """For each residual: the index of the input array it is, -1 if it is the output, else
+    ``None`` (DESIGN.md "Residuals with provenance"; compared by identity, at forward time)."""
+    slots: list[int | None] = []
+    for s in saved:
+        slot = None
+        if s is y:
+            slot = -1
+        else:
+            for i, a in enumerate(arrays):
+                if a is s:
+                    slot = i
+                    break
+        slots.append(slot)
+    return tuple(slots)
 
 
 def broadcast_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:

@@ -84,6 +84,7 @@ class Node:
         "retain",
         "on_tape",
         "claimed",
+        "prov",
     )
 
     def __init__(
@@ -115,6 +116,9 @@ class Node:
         self.retain = False  # retain_grad() was called on its tensor
         self.on_tape = True
         self.claimed = False  # a backward without retain_graph is running its VJPs
+        # per residual: the input slot it is, -1 for the output, None otherwise (set by the
+        # op that records the node; create_graph links residuals to their nodes with it)
+        self.prov: tuple[int | None, ...] | None = None
 
     @property
     def name(self) -> str:

@@ -228,21 +228,22 @@ class Tensor:
         self,
         grad: Any = None,
         *,
-        retain_graph: bool = False,
+        retain_graph: bool | None = None,
         create_graph: bool = False,
     ) -> None:
         """Accumulate d(self)/d(leaf) into ``.grad`` of every live leaf it depends on.
 
         Args:
             grad: the cotangent, same shape as ``self``; optional for one-element tensors.
-            retain_graph: keep the graph so another backward can run through it.
-            create_graph: not supported yet (higher-order gradients).
+            retain_graph: keep the graph so another backward can run through it (default:
+                ``create_graph``).
+            create_graph: record the backward pass, so ``.grad`` requires grad and can be
+                differentiated again (higher-order gradients).
 
         Raises:
             RuntimeError: ``self`` does not require grad, is multi-element without ``grad``,
                 or its graph was consumed by an earlier backward (see ``retain_graph``).
             ShapeError: ``grad`` has another shape.
-            NotImplementedError: ``create_graph=True``.
         """
         _backward.backward(self, grad, retain_graph=retain_graph, create_graph=create_graph)
 
