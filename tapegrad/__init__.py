@@ -19,7 +19,7 @@ from jax.numpy import (
     uint32,
 )
 
-from tapegrad import nn, optim
+from tapegrad import nn, optim, testing
 from tapegrad.backward import grad
 from tapegrad.compilation_cache import compilation_cache_dir, set_compilation_cache
 from tapegrad.creation import (
@@ -44,6 +44,7 @@ from tapegrad.errors import (
     TracerError,
     VJPShapeError,
 )
+from tapegrad.functional import hvp
 from tapegrad.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from tapegrad.jax_op import jax_op
 from tapegrad.op import Op, defop, registry
@@ -85,6 +86,7 @@ __version__ = "0.1.0"
 __all__ = [
     "nn",
     "optim",
+    "testing",
     "Tensor",
     "tensor",
     "zeros",
@@ -109,6 +111,7 @@ __all__ = [
     "uint8",
     "uint32",
     "grad",
+    "hvp",
     "no_grad",
     "enable_grad",
     "set_grad_enabled",

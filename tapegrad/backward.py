@@ -18,7 +18,7 @@ from tapegrad.ops.binary import where
 from tapegrad.tape import TAPE, Node
 from tapegrad.tensor import Tensor
 
-__all__ = ["backward", "grad", "sum_to_shape"]
+__all__ = ["backward", "grad", "discard", "sum_to_shape"]
 
 _NO_PARAMS: dict[str, Any] = {}  # read-only: unpacked into VJP rules, never mutated
 
@@ -267,3 +267,19 @@ def grad(
         else:
             grads.append(Tensor._wrap(g))
     return tuple(grads)
+
+
+def discard(tensors: Sequence[Tensor]) -> None:
+    """Consume the graphs behind ``tensors`` without running a VJP: what a backward without
+    ``retain_graph`` leaves, so a function transform (``tg.hvp``) leaves none of its graphs
+    on the tape. Leaves it reaches are freed when their tensors die (rule 4).
+
+    Raises:
+        GraphConsumedError: a graph was already consumed; nothing changed.
+    """
+    roots = [t._node for t in tensors if t._node is not None]
+    if roots:
+        steps = TAPE.ancestors(roots, claim=True)
+        ops = [step[0] for step in steps if step[1] is not None]
+        leaves = [step[0] for step in steps if step[1] is None]
+        TAPE.consume(ops, (), leaves, False)

@@ -28,9 +28,10 @@ RANK = {
     "tapegrad.records": 0,
     "tapegrad.tape": 1,
     "tapegrad.tensor": 2,
+    "tapegrad._compare": 2,
     "tapegrad.op": 3,
-    "tapegrad.backward": 3,
     "tapegrad.creation": 3,
+    "tapegrad.derived": 4,
     "tapegrad.ops.binary": 4,
     "tapegrad.ops.indexing": 4,
     "tapegrad.ops.linalg": 4,
@@ -39,9 +40,13 @@ RANK = {
     "tapegrad.ops.reduce": 4,
     "tapegrad.ops.shape": 4,
     "tapegrad.ops.unary": 4,
-    "tapegrad.jax_op": 4,
+    "tapegrad.jax_op": 5,
+    "tapegrad.higher": 5,
     "tapegrad.ops": 5,
-    "tapegrad.testing": 6,
+    "tapegrad.backward": 6,
+    "tapegrad.functional": 7,
+    "tapegrad._gradcheck": 7,
+    "tapegrad.testing": 8,
     "tapegrad.serialization": 6,
     # tapegrad.nn: the Module protocol and initialisers, layers, composite layers.
     "tapegrad.nn._init": 6,
@@ -68,7 +73,7 @@ RANK = {
     "tapegrad.optim": 8,
     "tapegrad": 11,
 }
-ENGINE = {name for name, rank in RANK.items() if rank <= 5}
+ENGINE = {name for name, rank in RANK.items() if rank <= 5} | {"tapegrad.backward"}
 # Tensor's methods delegate to ops and backward, which build on Tensor: tensor.py imports
 # them last, after the class is defined (the one documented cycle).
 LATE = {("tapegrad.tensor", "tapegrad.backward"), ("tapegrad.tensor", "tapegrad.op")}
