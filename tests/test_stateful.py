@@ -4,9 +4,10 @@ A ``RuleBasedStateMachine`` makes leaves, applies random ops to the tensors it h
 binary with broadcasting, reductions, mixing graphs), drops references, backwards from a
 random live scalar (with and without ``retain_graph``), takes gradients with
 ``create_graph=True`` (which become tensors of the program, differentiable again), switches
-the cleanup policy and sweeps, in random order. Beside the engine it keeps a reference model written straight from DESIGN.md
-"Graph lifetime" (which nodes exist, their parents, consumption, reached leaves, policies) and
-the ``jnp`` expression of every tensor. Invariants after every step:
+the cleanup policy and sweeps, in random order. Beside the engine it keeps a reference model
+written straight from DESIGN.md "Graph lifetime" (which nodes exist, their parents,
+consumption, reached leaves, policies) and the ``jnp`` expression of every tensor.
+Invariants after every step:
 
 - ``graph_stats()`` and every snapshot record equal the brute-force recount (``_recount``);
 - the tape holds exactly the nodes the model says, with the same parents and flags;
