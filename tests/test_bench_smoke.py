@@ -58,6 +58,18 @@ def test_engine_quick(tmp_path: Path) -> None:
         assert t["value"] > 0
 
 
+@pytest.mark.slow
+def test_higher_quick(tmp_path: Path) -> None:
+    report = _run("bench.higher", tmp_path)
+    assert len(report["sections"]) == 2
+    names = [t["name"] for t in report["targets"]]
+    assert names == [
+        "issue 11: backward(create_graph=True) / plain backward, MLP",
+        "issue 11: tg.hvp / torch.autograd.functional.hvp, digits MLP",
+    ]
+    assert all(t["verdict"] in {"PASS", "MISS"} and t["value"] > 0 for t in report["targets"])
+
+
 def test_tape_quick(tmp_path: Path) -> None:
     report = _run("bench.tape", tmp_path)
     assert len(report["targets"]) == 8
