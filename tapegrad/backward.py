@@ -93,9 +93,9 @@ def _run(
                 if node.retain or node.id in wanted:
                     out[node.id] = (node, g)
                 if create_graph:
-                    for p, ct in vjp_on_tensors(node, op, parents, saved, params, g):
-                        prev = cots.get(p.id)
-                        cots[p.id] = ct if prev is None else prev + ct
+                    for target, tct in vjp_on_tensors(node, op, parents, saved, params, g):
+                        prev = cots.get(target.id)
+                        cots[target.id] = tct if prev is None else prev + tct
                     done.append(node)
                     continue
                 needs = tuple(p is not None for p in parents)
@@ -167,7 +167,7 @@ def _tracked(g: Tensor, x: Tensor) -> Tensor:
     every gradient requires grad and differentiating it again gives zeros, as in JAX."""
     if g._node is not None or not is_grad_enabled():
         return g
-    return where(False, x, g)  # type: ignore[no-any-return]
+    return where(False, x, g)
 
 
 def backward(

@@ -49,7 +49,7 @@ def compiled_vjp(fn: Callable[..., Any], static: tuple[tuple[str, Any], ...] = (
             out[i] = ct
         return tuple(out)
 
-    return jax.jit(pullback, static_argnames=("needs",))  # type: ignore[no-any-return]
+    return jax.jit(pullback, static_argnames=("needs",))
 
 
 def derived_op(fn: Callable[..., jax.Array], name: str) -> Op:

@@ -16,7 +16,7 @@ parent's shape and dtype: the same node kind in the next step reuses the compile
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -98,7 +98,8 @@ def _build(
             if axes is None:
                 raise VJPShapeError.of(name, ct.shape, index, shape)
             ct = jnp.sum(ct, axis=axes).reshape(shape)
-        return ct.astype(dtype) if ct.dtype != dtype else ct
+        out: jax.Array = ct.astype(dtype) if ct.dtype != dtype else ct
+        return out
 
     return derived_op(h, f"vjp({name})")
 
@@ -158,7 +159,7 @@ def vjp_on_tensors(
                 dyn.append(leaf)
             else:
                 t = _new_tensor(Tensor)
-                t._data = leaf
+                t._data = cast(jax.Array, leaf)  # linked residuals are input or output arrays
                 t._node = link
                 t._grad = None
                 dyn.append(t)

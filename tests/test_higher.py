@@ -240,6 +240,23 @@ def test_recorded_backward_nodes_carry_the_backward_call_site_and_op() -> None:
     w.grad = None
 
 
+def test_the_leak_report_names_what_a_create_graph_backward_left() -> None:
+    """A create_graph backward whose gradients are dropped leaves its retained graph hanging:
+    the leak report names the vjp(<op>) nodes by op and backward call site."""
+    import diagnostics
+
+    w = tg.tensor(W1).require_grad()
+    loss = (tg.tensor(X) @ w).tanh().sum()
+    line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+    loss.backward(create_graph=True)
+    del loss
+    w.grad = None
+    rows = [r for r in diagnostics.leak_report().rows if r.op.startswith("vjp(")]
+    assert {r.op for r in rows} >= {"vjp(tanh)", "vjp(matmul)"}
+    assert {(r.origin, r.kind) for r in rows} == {(f"tests/test_higher.py:{line}", "hanging")}
+    assert tg.graph_cleanup().nodes_removed > 0
+
+
 def test_cleanup_after_create_graph_steps_keeps_later_gradients() -> None:
     """graph_cleanup between create_graph steps never changes a later backward."""
 
