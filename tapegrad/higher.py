@@ -15,6 +15,7 @@ parent's shape and dtype: the same node kind in the next step reuses the compile
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from typing import Any, cast
 
@@ -43,8 +44,19 @@ def _hashable(leaf: Any) -> Any:
     return leaf
 
 
+class _Dyn:
+    """The placeholder of an array leaf in a cached template."""
+
+    def __repr__(self) -> str:
+        return "<array>"
+
+
+_DYN = _Dyn()
+
+
 _CACHE: OrderedDict[tuple[Any, ...], Op] = OrderedDict()
 _CACHE_SIZE = 512
+_LOCK = threading.Lock()
 
 
 def _vjp_op(
@@ -59,15 +71,17 @@ def _vjp_op(
     """The op computing ``op``'s cotangent for input ``index``, from a bounded LRU cache."""
     key = (op, index, needs, treedef, tuple(map(_hashable, leaves)), shape, dtype)
     try:
-        vop = _CACHE.get(key)
+        hash(key)
     except TypeError:  # an unhashable static value: build (and compile) for this call only
         return _build(op, index, needs, treedef, leaves, shape, dtype)
-    if vop is None:
-        vop = _CACHE[key] = _build(op, index, needs, treedef, leaves, shape, dtype)
-        if len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    else:
-        _CACHE.move_to_end(key)
+    with _LOCK:  # building is cheap (nothing compiles before the first call)
+        vop = _CACHE.get(key)
+        if vop is None:
+            vop = _CACHE[key] = _build(op, index, needs, treedef, leaves, shape, dtype)
+            if len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+        else:
+            _CACHE.move_to_end(key)
     return vop
 
 
@@ -81,7 +95,8 @@ def _build(
     dtype: Any,
 ) -> Op:
     """``derived_op`` of ``h(g, *dyn)``: the rule's cotangent for input ``index`` in the input's
-    shape and dtype; ``leaves`` holds the static leaves, ``None`` where an array goes."""
+    shape and dtype; ``leaves`` holds the static leaves of ``(residuals, params)``, ``_DYN``
+    where an array goes (the arrays are ``h``'s inputs after ``g``, in leaf order)."""
     dyn_at = tuple(i for i, leaf in enumerate(leaves) if leaf is _DYN)
     name = op.name
 
@@ -102,16 +117,6 @@ def _build(
         return out
 
     return derived_op(h, f"vjp({name})")
-
-
-class _Dyn:
-    """The placeholder of an array leaf in a cached template."""
-
-    def __repr__(self) -> str:
-        return "<array>"
-
-
-_DYN = _Dyn()
 
 
 def vjp_on_tensors(
