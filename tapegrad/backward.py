@@ -127,7 +127,7 @@ def _seed(t: Tensor, grad: Any, create_graph: bool = False) -> Any:
     if create_graph:
         if isinstance(grad, Tensor):
             _seed(t, grad._data)  # the shape check
-            return grad
+            return grad if grad.dtype == t.dtype else grad.astype(t.dtype)
         return Tensor._wrap(_seed(t, grad))
     if grad is None:
         if t._data.size != 1:
