@@ -136,7 +136,8 @@ class Tensor:
 
     @property
     def grad(self) -> Tensor | None:
-        """The accumulated gradient (a ``Tensor`` without a node), or ``None``.
+        """The accumulated gradient, or ``None``: a ``Tensor`` without a node, except after
+        ``backward(create_graph=True)``, whose gradient requires grad (it is differentiable).
 
         Raises:
             TypeError: set to something other than ``None`` or a ``Tensor``.
