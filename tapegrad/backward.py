@@ -15,7 +15,7 @@ from tapegrad.errors import NoGradError, NonScalarBackwardError, ShapeError, VJP
 from tapegrad.grad_mode import is_grad_enabled
 from tapegrad.higher import vjp_on_tensors
 from tapegrad.ops.binary import where
-from tapegrad.tape import TAPE, Node
+from tapegrad.tape import Node, current_tape
 from tapegrad.tensor import Tensor
 
 __all__ = ["backward", "grad", "discard", "sum_to_shape"]
@@ -72,7 +72,8 @@ def _run(
     Consumption (rules 2-4) is reported to the tape in ``finally``: on an exception the nodes
     whose VJP ran stay consumed and no leaf counts as reached.
     """
-    steps = TAPE.ancestors(roots, claim=not retain_graph)  # raises before any VJP runs
+    tape = current_tape()
+    steps = tape.ancestors(roots, claim=not retain_graph)  # raises before any VJP runs
     cots: dict[int, Any] = {}
     for node, seed in zip(roots, seeds, strict=True):
         prev = cots.get(node.id)
@@ -117,7 +118,7 @@ def _run(
     finally:
         rest = () if ok else steps[len(done) + len(leaves) :]
         undone = [step[0] for step in rest if step[1] is not None]
-        TAPE.consume(done, undone, leaves if ok else (), retain_graph)
+        tape.consume(done, undone, leaves if ok else (), retain_graph)
     return out
 
 
@@ -279,7 +280,8 @@ def discard(tensors: Sequence[Tensor]) -> None:
     """
     roots = [t._node for t in tensors if t._node is not None]
     if roots:
-        steps = TAPE.ancestors(roots, claim=True)
+        tape = current_tape()
+        steps = tape.ancestors(roots, claim=True)
         ops = [step[0] for step in steps if step[1] is not None]
         leaves = [step[0] for step in steps if step[1] is None]
-        TAPE.consume(ops, (), leaves, False)
+        tape.consume(ops, (), leaves, False)

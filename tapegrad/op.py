@@ -14,7 +14,7 @@ import numpy as np
 from tapegrad import compilation_cache, grad_mode
 from tapegrad.errors import DuplicateOpError, MissingVJPError, ShapeError, TracerError
 from tapegrad.origin import user_frame
-from tapegrad.tape import TAPE
+from tapegrad.tape import current_tape
 from tapegrad.tensor import Tensor
 
 __all__ = ["Op", "defop", "registry", "apply", "OperandTypeError", "INEXACT"]
@@ -231,7 +231,8 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
     out._data = y
     out._node = out._grad = None
     if tracked and op.differentiable and _MODE.enabled and y.dtype in INEXACT:
-        if isinstance(y, _Tracer):
+        tape = current_tape()
+        if isinstance(y, _Tracer) and not tape.tracers:
             raise TracerError(
                 f"{op.name}: a JAX tracer was met while recording an op on a tensor that "
                 "requires grad (inside jax.jit, vmap or grad?). tapegrad records only concrete "
@@ -245,7 +246,7 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
             )
         code, lineno = user_frame(depth)
         # an empty params dict is not kept: one GC-tracked object less per node
-        node = TAPE.record(op, tuple(parents), saved, params or None, out, code, lineno)
+        node = tape.record(op, tuple(parents), saved, params or None, out, code, lineno)
         if saved.__class__ is tuple and saved:
             node.prov = provenance(saved, arrays, y)
         out._node = node

@@ -25,7 +25,9 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from types import CodeType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -43,6 +45,8 @@ __all__ = [
     "Node",
     "Tape",
     "TAPE",
+    "current_tape",
+    "use_tape",
     "graph_cleanup",
     "graph_stats",
     "set_cleanup_policy",
@@ -158,7 +162,8 @@ def _array_bytes(a: jax.Array) -> int:
 class Tape:
     """The graph state of one process (or, later, of one trace). Guarded by one re-entrant lock."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, tracers: bool = False) -> None:
+        self.tracers = tracers  # a private tape of a trace (tg.jit) records JAX tracers
         self._lock = threading.RLock()
         self._nodes: dict[int, Node] = {}
         self._hanging: dict[int, Node] = {}
@@ -629,6 +634,23 @@ def _consumed_message(node: Node) -> str:
 
 TAPE = Tape()
 """The process-wide tape every eager op records on."""
+
+_CURRENT: ContextVar[Tape] = ContextVar("tapegrad_tape", default=TAPE)
+
+
+def current_tape() -> Tape:
+    """The tape ops record on in this context (the process tape unless ``use_tape`` says)."""
+    return _CURRENT.get()
+
+
+@contextmanager
+def use_tape(tape: Tape) -> Iterator[Tape]:
+    """Record on ``tape`` inside the block."""
+    token = _CURRENT.set(tape)
+    try:
+        yield tape
+    finally:
+        _CURRENT.reset(token)
 
 
 def graph_cleanup() -> CleanupStats:

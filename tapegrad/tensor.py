@@ -11,7 +11,7 @@ import numpy as np
 from tapegrad import grad_mode
 from tapegrad.errors import InPlaceError, ShapeError, TracerError
 from tapegrad.origin import user_frame
-from tapegrad.tape import TAPE, Node
+from tapegrad.tape import Node, current_tape
 
 __all__ = ["Tensor"]
 
@@ -87,7 +87,11 @@ class Tensor:
                 f"Tensor.data: new dtype {value.dtype} differs from {self._data.dtype}; "
                 f"cast first with .astype({self._data.dtype})."
             )
-        if self._node is not None and isinstance(value, jax.core.Tracer):
+        if (
+            self._node is not None
+            and isinstance(value, jax.core.Tracer)
+            and not current_tape().tracers
+        ):
             raise TracerError(
                 "Tensor.data: a JAX tracer cannot become the value of a tensor that requires "
                 "grad; set it outside the transformation or on a detached tensor."
@@ -190,7 +194,7 @@ class Tensor:
                     f"op {node.name!r}. Use .detach() to get a tensor that does not require grad."
                 )
             self._node = None
-            TAPE.release(node)
+            current_tape().release(node)
         return self
 
     def _make_leaf(self) -> None:
@@ -200,13 +204,14 @@ class Tensor:
                 f"Only floating-point tensors can require grad; this one is {data.dtype}. "
                 "Cast first, e.g. t.astype(tg.float32).require_grad()."
             )
-        if isinstance(data, jax.core.Tracer):
+        tape = current_tape()
+        if isinstance(data, jax.core.Tracer) and not tape.tracers:
             raise TracerError(
                 "require_grad(): the tensor holds a JAX tracer (inside jax.jit, vmap, ...); "
                 "tapegrad records only concrete arrays. Make leaves outside the transformation."
             )
         code, lineno = user_frame(2)
-        self._node = TAPE.record(None, (), None, None, self, code, lineno)
+        self._node = tape.record(None, (), None, None, self, code, lineno)
 
     def retain_grad(self) -> None:
         """Keep this non-leaf tensor's gradient in ``.grad`` after backward (as in PyTorch).
