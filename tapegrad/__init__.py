@@ -40,6 +40,7 @@ from tapegrad.errors import (
     MissingVJPError,
     NoGradError,
     NonScalarBackwardError,
+    RetraceWarning,
     ShapeError,
     TracerError,
     VJPShapeError,
@@ -47,6 +48,7 @@ from tapegrad.errors import (
 from tapegrad.functional import hvp
 from tapegrad.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from tapegrad.jax_op import jax_op
+from tapegrad.jit import JitFunction, TraceReport, jit
 from tapegrad.op import Op, defop, registry
 from tapegrad.ops import (
     abs,
@@ -73,11 +75,14 @@ from tapegrad.ops import (
 from tapegrad.records import CleanupStats, GraphStats, NodeRecord, Snapshot
 from tapegrad.serialization import load, save
 from tapegrad.tape import (
+    Tape,
+    current_tape,
     get_cleanup_policy,
     graph_cleanup,
     graph_stats,
     set_cleanup_policy,
     snapshot,
+    use_tape,
 )
 from tapegrad.tensor import Tensor
 
@@ -139,6 +144,13 @@ __all__ = [
     "jax_op",
     "set_compilation_cache",
     "compilation_cache_dir",
+    "jit",
+    "JitFunction",
+    "TraceReport",
+    "RetraceWarning",
+    "Tape",
+    "current_tape",
+    "use_tape",
     "Op",
     "defop",
     "registry",

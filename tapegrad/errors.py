@@ -8,6 +8,7 @@ __all__ = [
     "NonScalarBackwardError",
     "NoGradError",
     "TracerError",
+    "RetraceWarning",
     "InPlaceError",
     "ShapeError",
     "VJPShapeError",
@@ -62,3 +63,7 @@ class DuplicateOpError(ValueError):
 
 class MissingVJPError(NotImplementedError):
     """A differentiable op was recorded but has no VJP rule."""
+
+
+class RetraceWarning(TapegradWarning):
+    """A ``tg.jit`` step keeps compiling: an argument's shape or a static value keeps changing."""

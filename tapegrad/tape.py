@@ -456,6 +456,13 @@ class Tape:
                 self._sweep()
             self._set_limit()  # survivors stay what the last sweep kept (rule 5)
 
+    def saved_array_ids(self) -> set[int]:
+        """The ids of the arrays the nodes on this tape save (what donation must spare)."""
+        with self._lock:
+            if len(self._nodes) == self._leaves:  # leaves save nothing
+                return set()
+            return {id(a) for n in self._nodes.values() for a in _saved_arrays(n.saved)}
+
     @property
     def policy(self) -> Policy:
         """The current cleanup policy."""

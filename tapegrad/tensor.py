@@ -10,7 +10,7 @@ import numpy as np
 
 from tapegrad import grad_mode
 from tapegrad.errors import InPlaceError, ShapeError, TracerError
-from tapegrad.origin import user_frame
+from tapegrad.origin import format_origin, function_name, user_frame
 from tapegrad.tape import Node, current_tape
 
 __all__ = ["Tensor"]
@@ -266,25 +266,44 @@ class Tensor:
                 f"item() needs a one-element tensor, this one has shape {self.shape}; "
                 "reduce it first (.sum(), .mean()) or use .tolist()."
             )
-        return np.asarray(self._data).reshape(()).item()
+        return self._host("item()").reshape(()).item()
 
     def numpy(self) -> np.ndarray:
-        """The value as a NumPy array (a host copy)."""
-        return np.asarray(self._data)
+        """The value as a NumPy array (a host copy).
+
+        Raises:
+            TracerError: the value is traced (inside ``tg.jit`` or a JAX transformation).
+        """
+        return self._host(".numpy()")
 
     def tolist(self) -> Any:
         """The value as nested Python lists."""
-        return np.asarray(self._data).tolist()
+        return self._host(".tolist()").tolist()
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        return np.asarray(self._data, dtype=dtype)
+        return np.asarray(self._host("np.asarray()"), dtype=dtype)
+
+    def _host(self, what: str) -> np.ndarray:
+        """The value on the host; a traced value has none yet: ``TracerError`` naming the
+        user's line and what to do instead."""
+        data = self._data
+        if isinstance(data, jax.core.Tracer):
+            code, lineno = user_frame(2)
+            raise TracerError(
+                f"{what} on a traced tensor at {format_origin(code, lineno)} (in "
+                f"{function_name(code)}): inside tg.jit its value is not known until the "
+                f"compiled step runs. Return the tensor from the step and call {what} on the "
+                "result; for a choice that depends on a value use tg.where (or jax.lax.cond), "
+                "not Python's if/while."
+            )
+        return np.asarray(data)
 
     def _scalar(self, kind: str) -> Any:
         if self._data.size != 1:
             raise TypeError(
                 f"{kind}() needs a one-element tensor, this one has shape {self.shape}."
             )
-        return np.asarray(self._data).reshape(()).item()
+        return self._host(f"{kind}()").reshape(()).item()
 
     def __float__(self) -> float:
         return float(self._scalar("float"))
@@ -298,7 +317,7 @@ class Tensor:
                 f"The truth value of a tensor with shape {self.shape} is ambiguous; "
                 "reduce it first, e.g. bool((t > 0).data.all())."
             )
-        return bool(np.asarray(self._data).reshape(()).item())
+        return bool(self._host("bool() (an if or while on a tensor)").reshape(()).item())
 
     def __len__(self) -> int:
         if self._data.ndim == 0:

@@ -71,6 +71,8 @@ RANK = {
     "tapegrad.optim.rules": 7,
     "tapegrad.optim.lr_scheduler": 7,
     "tapegrad.optim": 8,
+    "tapegrad._discover": 3,
+    "tapegrad.jit": 7,
     "tapegrad": 11,
 }
 ENGINE = {name for name, rank in RANK.items() if rank <= 5} | {"tapegrad.backward"}
