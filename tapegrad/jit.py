@@ -318,7 +318,7 @@ class JitFunction(Generic[P, R]):
             args, kwargs = self._rebuild(plan, data)
             with use_tape(private):
                 result = self._fn(*args, **kwargs)
-            out = _result_arrays(result, self.__name__)
+            _check_result(result, self.__name__)
             new_values, new_grads = self._changed_tensors(plan, values, grad_in, saved)
             for i, v in self._check_changes(plan, watch).items():
                 new_values[i] = v
@@ -330,7 +330,7 @@ class JitFunction(Generic[P, R]):
             reached = [orig for mine, orig in leaves if mine.reached]
             if reached:  # trained by compiled steps: never reported as a hanging leaf
                 outer.consume((), (), reached, retain_graph=True)
-            return out, new_values, new_grads, new_slots
+            return result, new_values, new_grads, new_slots
         finally:
             for t, data_, node_, grad_ in saved:
                 t._data, t._node, t._grad = data_, node_, grad_
@@ -532,24 +532,20 @@ def _pending(tensors: list[Tensor]) -> bool:
     return bool(ids) and any(id(t._data) in ids for t in tensors)
 
 
-def _result_arrays(result: Any, name: str) -> Any:
-    """The step's result with tensors as arrays (they come back as tensors that do not
-    require grad).
+def _check_result(result: Any, name: str) -> None:
+    """The step's result must be a pytree of tensors, arrays and numbers (its tensors come
+    back as concrete tensors that do not require grad: a tensor is a pytree of its array).
 
     Raises:
-        TracerError: the result holds something that is not a tensor, array or number.
+        TracerError: the result holds something else, naming its type.
     """
-    leaves, treedef = jax.tree_util.tree_flatten(result, is_leaf=_is_tensor)
-    for x in leaves:
+    for x in jax.tree_util.tree_leaves(result, is_leaf=_is_tensor):
         if not isinstance(x, (Tensor, *_DATA)):
             raise TracerError(
                 f"{name}: the step returned a {type(x).__name__}; a compiled step returns "
                 "tensors, arrays, numbers and tuples, lists or dicts of them. Return the "
                 "values you need, and keep other objects outside the step."
             )
-    return jax.tree_util.tree_unflatten(
-        treedef, [x._data if isinstance(x, Tensor) else x for x in leaves]
-    )
 
 
 @overload
