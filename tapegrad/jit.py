@@ -45,6 +45,8 @@ R = TypeVar("R")
 RETRACE_WARNING = 8
 """Compiles after which every further one warns, naming the argument whose shape changes."""
 _DATA = (jax.Array, np.ndarray, np.generic, bool, int, float, complex)
+_CONTAINERS = (list, tuple, dict)
+_new = object.__new__
 _ABSENT = "<not passed>"  # a static argument left to its default
 _MAX_PASSES = 4  # passes over the body to find the state (each finds at least one tensor more)
 
@@ -184,7 +186,10 @@ class JitFunction(Generic[P, R]):
         statics: tuple[Any, ...] = ()
         if self._static_argnums or self._static_argnames:
             statics, args, kwargs = self._split_statics(args, kwargs)  # type: ignore[assignment]
-        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_tensor)
+        treedef: Any = len(args)  # flat positional arguments: no pytree flattening
+        leaves: Sequence[Any] = args
+        if kwargs or any(isinstance(a, _CONTAINERS) for a in args):
+            leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_tensor)
         kinds: list[Any] = []
         data: list[Any] = []
         objects: list[Any] = []
@@ -256,7 +261,11 @@ class JitFunction(Generic[P, R]):
                 t._data = v
         for t, g in zip(plan.order, grads, strict=True):
             if g is not None:
-                t._grad = Tensor._wrap(g[0]) if g else None
+                if g:
+                    grad = t._grad = _new(Tensor)  # Tensor._wrap, inlined: the hot path
+                    grad._data, grad._node, grad._grad = g[0], None, None
+                else:
+                    t._grad = None
         for (d, k), v in zip(plan.slots, slots, strict=True):
             if v is not None:
                 d[k] = v
@@ -347,7 +356,10 @@ class JitFunction(Generic[P, R]):
                 leaves.append(next(it))
             else:
                 leaves.append(plan.objects[kind])
-        args, kwargs = jax.tree_util.tree_unflatten(plan.treedef, leaves)
+        if type(plan.treedef) is int:
+            args, kwargs = tuple(leaves), {}
+        else:
+            args, kwargs = jax.tree_util.tree_unflatten(plan.treedef, leaves)
         if plan.statics:
             values = iter(plan.statics)
             args = list(args)

@@ -458,9 +458,9 @@ class Tape:
 
     def saved_array_ids(self) -> set[int]:
         """The ids of the arrays the nodes on this tape save (what donation must spare)."""
+        if len(self._nodes) == self._leaves:  # leaves save nothing (read without the lock:
+            return set()  # a node recorded concurrently saves arrays of its own thread's ops)
         with self._lock:
-            if len(self._nodes) == self._leaves:  # leaves save nothing
-                return set()
             return {id(a) for n in self._nodes.values() for a in _saved_arrays(n.saved)}
 
     @property
