@@ -100,6 +100,10 @@ class Found:
     guards: list[tuple[Any, Any, Any]] = field(default_factory=list)
     """``(mapping or cell, key, value)`` read from globals and closures: the walk stays valid
     while each still holds the same object."""
+    values: list[tuple[dict[Any, Any], Any, Any]] = field(default_factory=list)
+    """``(mapping, key, value)``: Python numbers, strings and flags of tapegrad's objects (a
+    module's ``training``, an optimizer's hyperparameters in ``param_groups``). The step
+    reads them as constants, so the compiled computation is valid while each is equal."""
 
 
 def discover(
@@ -199,6 +203,12 @@ def _function_children(fn: types.FunctionType, found: Found) -> list[tuple[Any, 
 def _object_children(obj: Any, label: str, found: Found) -> list[tuple[Any, str, bool]]:
     attrs = vars(obj)
     found.attrs.append((attrs, label))
+    if type(obj).__module__.startswith("tapegrad."):
+        _scalars(attrs, found)
+        for value in attrs.values():
+            if isinstance(value, list) and all(isinstance(d, dict) for d in value):
+                for d in value:  # hyperparameter dicts (an optimizer's param_groups)
+                    _scalars(d, found)
     children: list[tuple[Any, str, bool]] = []
     for name, value in attrs.items():
         if name in ("_parameters", "_buffers", "_modules") and isinstance(value, dict):
@@ -215,6 +225,12 @@ def _object_children(obj: Any, label: str, found: Found) -> list[tuple[Any, str,
         else:
             children.append((value, f"{label}.{name}", False))
     return children
+
+
+def _scalars(mapping: dict[Any, Any], found: Found) -> None:
+    for key, value in mapping.items():
+        if value is None or isinstance(value, (bool, int, float, str)):
+            found.values.append((mapping, key, value))
 
 
 class Watch:

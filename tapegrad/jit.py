@@ -134,6 +134,9 @@ class _Plan:
                     return False
             elif where.get(name, where) is not value:
                 return False
+        for mapping, key, value in self.found.values:
+            if mapping.get(key, mapping) != value:
+                return False
         return True
 
     def inputs(self) -> tuple[list[Any], list[Any]]:
@@ -421,6 +424,8 @@ class JitFunction(Generic[P, R]):
             ):
                 updates[index[id(old)]] = new._data
                 continue
+            if callable(new) and not isinstance(new, Tensor):
+                continue  # a cache the step filled (an optimizer's compiled update): kept out
             if isinstance(new, Tensor):
                 made = "" if new._node is None else f" (made at {new._node.origin})"
                 raise TracerError(
