@@ -310,6 +310,7 @@ class JitFunction(Generic[P, R]):
         values = donated[:nd] + kept[:nk]
         slot_values = donated[nd:] + kept[nk:]
         saved = [(t, t._data, t._node, t._grad) for t in plan.order]
+        constants = [(t, t._data) for t, _ in plan.found.constants.values()]
         watch = _discover.Watch(plan.found)
         private = Tape(tracers=True)
         outer = current_tape()
@@ -346,6 +347,8 @@ class JitFunction(Generic[P, R]):
         finally:
             for t, data_, node_, grad_ in saved:
                 t._data, t._node, t._grad = data_, node_, grad_
+            for t, data_ in constants:
+                t._data = data_
             watch.restore()
 
     def _rebuild(self, plan: _Plan, data: list[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:

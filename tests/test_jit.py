@@ -208,6 +208,23 @@ def test_tracer_errors_name_the_line() -> None:
     assert w.grad is None and np.asarray(w.data).tolist() == [1.0, 1.0, 1.0]
 
 
+COUNTER = tg.zeros(())
+
+
+def test_a_constant_the_step_changes_becomes_state() -> None:
+    w = tg.ones((3,)).require_grad()
+
+    @tg.jit
+    def counting(x: tg.Tensor) -> tg.Tensor:
+        with tg.no_grad():
+            COUNTER.data = COUNTER.data + 1.0  # a global tensor without grad, changed
+        return (w * x).sum()
+
+    for _ in range(3):
+        assert float(counting(tg.ones((3,)))) == 3.0
+    assert float(COUNTER) == 3.0 and counting.trace_count == 1
+
+
 HISTORY: list[tg.Tensor] = []
 
 
