@@ -60,8 +60,9 @@ class TraceReport:
         hanging: ``(origin, op, count)`` of the nodes left hanging: values the step computed
             under grad mode and never used in a backward. They are dead code that XLA
             removes from the compiled computation: counted, not an error.
-        snapshot: the private tape's snapshot at that moment (``diagnostics`` classifies
-            it: ``diagnostics.leak_report(snapshot=step.trace_report().snapshot)``).
+        snapshot: the private tape's snapshot at that moment; ``diagnostics`` classifies
+            it like the process tape's: ``diagnostics.report.build_report(snapshot)`` is a
+            ``LeakReport`` (rendered with rich, in Jupyter, or ``to_dict()``).
     """
 
     nodes: int

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
+from diagnostics.report import build_report
 from tapegrad import nn, optim
 from tests._support import error_of
 
@@ -337,6 +338,9 @@ def test_trace_report_counts_dead_code() -> None:
     report = with_dead_code.trace_report()
     assert report.hanging_nodes > 0
     assert any("test_jit.py" in origin for origin, _, _ in report.hanging)
+    leak = build_report(report.snapshot)  # diagnostics' classes for the private tape
+    assert leak.hanging_nodes == report.hanging_nodes
+    assert {row.op for row in leak.rows if row.kind == "hanging"} >= {"power", "sum"}
     assert tg.graph_stats().hanging_nodes == 0
 
 
