@@ -1,4 +1,4 @@
-"""notebooks/03_compiled_step.ipynb: committed with outputs, and executes with small parameters."""
+"""notebooks/04_compiled_step.ipynb: committed with outputs, and executes with small parameters."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from _notebooks import execute_small, outputs, read, texts
 
-NOTEBOOK = "03_compiled_step.ipynb"
+NOTEBOOK = "04_compiled_step.ipynb"
 
 
 def _check(nb: Any) -> None:
