@@ -363,13 +363,15 @@ class JitFunction(Generic[P, R]):
                 leaves.append(next(it))
             else:
                 leaves.append(plan.objects[kind])
+        args: list[Any]
+        kwargs: dict[str, Any]
         if type(plan.treedef) is int:
-            args, kwargs = tuple(leaves), {}
+            args, kwargs = leaves, {}
         else:
-            args, kwargs = jax.tree_util.tree_unflatten(plan.treedef, leaves)
+            tree_args, kwargs = jax.tree_util.tree_unflatten(plan.treedef, leaves)
+            args = list(tree_args)
         if plan.statics:
             values = iter(plan.statics)
-            args = list(args)
             for i in self._static_argnums:
                 v = next(values)
                 if v is not _ABSENT:
