@@ -17,7 +17,16 @@ from typing import Any, Protocol
 from bench import _data
 from bench._timing import block, rss_bytes, settle, traced_bytes, tracing
 
-__all__ = ["Case", "Trainer", "mlp_case", "curve", "seed_growth", "tensor_memory", "nothing"]
+__all__ = [
+    "Case",
+    "Trainer",
+    "mlp_case",
+    "first_call",
+    "curve",
+    "seed_growth",
+    "tensor_memory",
+    "nothing",
+]
 
 
 def nothing() -> None:
@@ -70,6 +79,21 @@ def mlp_case(trainer: Trainer, batch: int, sync: Callable[[Any], None] = block) 
         return trainer.step(batches[i])
 
     return Case(step, sync=sync)
+
+
+def first_call(
+    make: Callable[[], Trainer], batch: int, sync: Callable[[Any], None] = block
+) -> dict[str, Any]:
+    """Seconds of the first training step (a compiled step traces and compiles in it) and of
+    the second, on a new trainer (made and fed untimed)."""
+    trainer = make()
+    first = trainer.convert(*_data.minibatches(batch)[0])
+    times = []
+    for _ in range(2):
+        start = time.perf_counter()
+        sync(trainer.step(first))
+        times.append(time.perf_counter() - start)
+    return {"first": times[0], "second": times[1]}
 
 
 def curve(trainer: Trainer, steps: int = _data.CURVE_STEPS, rows: int = 0) -> dict[str, Any]:

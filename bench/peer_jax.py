@@ -11,21 +11,25 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from bench import _data
-from bench._peer import Case, curve, mlp_case
+from bench._peer import Case, curve, first_call, mlp_case
 
 __all__ = ["SYSTEM", "VARIANTS", "version", "case", "probe"]
 
 SYSTEM = "jax"
 EAGER = "jax.value_and_grad, no jit"
 JIT = "jax.jit(value_and_grad)"
+OPTAX = "jax.jit(value_and_grad) + optax, donated"
 
 VARIANTS: dict[str, tuple[str, ...]] = {
     "perop": (EAGER, JIT),
     "mlp": (EAGER, JIT),
     "chain": (EAGER, JIT),
     "curve": (EAGER, JIT),
+    "jit": (OPTAX,),
+    "jit_first": (OPTAX,),
 }
 
 
@@ -75,6 +79,28 @@ class _Trainer:
         return float(_loss(self.params, x, y)), acc
 
 
+class _OptaxTrainer(_Trainer):
+    """The hand-written compiled step issue 12 compares ``tg.jit`` with: value_and_grad, an
+    ``optax.sgd`` update and ``optax.apply_updates`` under one ``jax.jit``, the parameters
+    and the optimizer state donated."""
+
+    def __init__(self) -> None:
+        super().__init__(jit=False)
+        tx = optax.sgd(_data.LR)
+        self.state = tx.init(self.params)
+
+        def step(params: Any, state: Any, x: jax.Array, y: jax.Array) -> Any:
+            loss, grads = jax.value_and_grad(_loss)(params, x, y)
+            updates, state = tx.update(grads, state, params)
+            return loss, optax.apply_updates(params, updates), state
+
+        self.optax_step = jax.jit(step, donate_argnums=(0, 1))
+
+    def step(self, batch: tuple[jax.Array, jax.Array]) -> Any:
+        loss, self.params, self.state = self.optax_step(self.params, self.state, *batch)
+        return loss, self.params
+
+
 def _perop(a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.sum(a * b + a)
 
@@ -97,6 +123,8 @@ def case(workload: str, variant: str, **kw: Any) -> Case:
         return Case(lambda: g(a, b))
     if workload == "mlp":
         return mlp_case(_Trainer(jit), kw["batch"])
+    if workload == "jit":
+        return mlp_case(_OptaxTrainer(), kw["batch"])
     if workload == "chain":
         a = jnp.asarray(_data.operands((2, 2))[0])
         n = kw["n"]
@@ -111,4 +139,6 @@ def probe(workload: str, variant: str, **kw: Any) -> dict[str, Any]:
     if workload == "curve":
         trainer = _Trainer(variant == JIT)
         return curve(trainer, kw.get("steps", _data.CURVE_STEPS), kw.get("rows", 0))
+    if workload == "jit_first":
+        return first_call(_OptaxTrainer, kw["batch"])
     raise ValueError(f"jax has no probe {workload!r} / {variant!r}")

@@ -14,7 +14,7 @@ import numpy as np
 
 import tapegrad as tg
 from bench import _data
-from bench._peer import Case, curve, mlp_case, seed_growth, tensor_memory
+from bench._peer import Case, curve, first_call, mlp_case, seed_growth, tensor_memory
 from tapegrad import nn, optim
 
 __all__ = ["SYSTEM", "VARIANTS", "version", "case", "probe"]
@@ -25,6 +25,7 @@ MANUAL = "tapegrad, manual, no cleanup"
 PERIODIC = f"tapegrad, manual + cleanup every {_data.SEED_PERIOD:,}"
 AUTO = "tapegrad, auto policy"
 RAW = "raw JAX (jnp.zeros / jax.Array)"
+JIT = "tapegrad, tg.jit"
 
 VARIANTS: dict[str, tuple[str, ...]] = {
     "perop": ("tapegrad",),
@@ -35,6 +36,8 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "live_memory": (RAW, "tapegrad"),
     "hanging_memory": (MANUAL, AUTO),
     "curve": ("tapegrad",),
+    "jit": (JIT,),
+    "jit_first": (JIT,),
 }
 
 
@@ -91,6 +94,28 @@ class _Trainer:
         return float(loss.item()), acc
 
 
+class _JitTrainer(_Trainer):
+    """The same MLP, its unchanged eager step compiled by ``tg.jit`` (issue 12)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        model, opt = self.model, self.opt
+
+        @tg.jit
+        def step(x: tg.Tensor, y: jax.Array) -> tg.Tensor:
+            opt.zero_grad()
+            loss = tg.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        self.compiled = step
+
+    def step(self, batch: tuple[tg.Tensor, jax.Array]) -> tuple[jax.Array, ...]:
+        loss = self.compiled(*batch)
+        return (loss.data, *(p.data for p in self.params))
+
+
 def _new_leaf() -> tg.Tensor:
     return tg.zeros((2, 2)).require_grad()
 
@@ -128,6 +153,8 @@ def case(workload: str, variant: str, **kw: Any) -> Case:
         return Case(perop)
     if workload == "mlp":
         return mlp_case(_Trainer(), kw["batch"])
+    if workload == "jit":
+        return mlp_case(_JitTrainer(), kw["batch"])
     if workload == "chain":
         leaf = tg.tensor(jnp.asarray(_data.operands((2, 2))[0])).require_grad()
         n = kw["n"]
@@ -168,6 +195,8 @@ def probe(workload: str, variant: str, **kw: Any) -> dict[str, Any]:
     try:
         if workload == "curve":
             return curve(_Trainer(), kw.get("steps", _data.CURVE_STEPS), kw.get("rows", 0))
+        if workload == "jit_first":
+            return first_call(_JitTrainer, kw["batch"])
         if workload == "seed_growth":
             n = kw["iterations"]
 

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from bench import _data
 from bench._peer import (
+    PEER_WORKLOADS,
     Case,
     leaf_probe,
     mlp_case,
@@ -24,7 +25,7 @@ __all__ = ["SYSTEM", "VARIANTS", "version", "case", "probe"]
 SYSTEM = "torch"
 NAME = "torch eager"
 
-VARIANTS: dict[str, tuple[str, ...]] = one_variant(NAME)
+VARIANTS: dict[str, tuple[str, ...]] = one_variant(NAME, (*PEER_WORKLOADS, "jit"))
 
 
 def version() -> str:
@@ -92,7 +93,7 @@ def case(workload: str, variant: str, **kw: Any) -> Case:
             return grads
 
         return Case(perop, sync=_sync)
-    if workload == "mlp":
+    if workload in ("mlp", "jit"):  # "jit": torch eager beside the compiled steps
         return mlp_case(_Trainer(), kw["batch"], sync=_sync)
     if workload == "chain":
         leaf = torch.tensor(_data.operands((2, 2))[0], requires_grad=True)

@@ -22,6 +22,10 @@ Workloads (identical math and data everywhere, see ``bench._data``):
    growth over 200,000 iterations (``seed_growth``).
 4. ``chain``: forward and backward through ``y = y * 1.0001``, 1,000 ops.
 5. ``memory``: bytes per live tracked tensor and per hanging leaf.
+6. ``jit`` (issue 12): the MLP step of 2. compiled whole: tapegrad's unchanged eager step
+   under ``tg.jit``, a hand-written ``jax.jit(value_and_grad)`` + optax step (parameters and
+   optimizer state donated) and torch eager, batch 64 and full batch; and the first call of
+   each compiled step (trace and compile), each in a fresh process.
 """
 
 from __future__ import annotations
@@ -56,13 +60,15 @@ from bench._timing import (
 __all__ = ["main", "SYSTEMS", "WORKLOADS"]
 
 SYSTEMS = ("tapegrad", "jax", "torch", "autograd", "mygrad")
-WORKLOADS = ("perop", "mlp", "curve", "seed", "chain", "memory")
+WORKLOADS = ("perop", "mlp", "curve", "seed", "chain", "memory", "jit")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 TG = "tapegrad"
 TG_AUTO = "tapegrad, auto policy"
 RAW = "raw JAX (jnp.zeros / jax.Array)"
 TORCH = "torch eager"
+TG_JIT = "tapegrad, tg.jit"
+OPTAX = "jax.jit(value_and_grad) + optax, donated"
 JAX_EAGER = "jax.value_and_grad, no jit"
 HIPS = "HIPS autograd"
 PEER_SYSTEM = {
@@ -70,6 +76,8 @@ PEER_SYSTEM = {
     JAX_EAGER: "jax",
     HIPS: "autograd",
     TG: "tapegrad",
+    TG_JIT: "tapegrad",
+    OPTAX: "jax",
     TG_AUTO: "tapegrad",
     RAW: "tapegrad",
 }
@@ -479,6 +487,51 @@ def _run_memory(suite: Suite, report: Report) -> None:
     )
 
 
+def _run_jit(suite: Suite, report: Report) -> None:
+    cases = [(_data.BATCH, "batch 64"), (10**9, "full batch 1,797")]
+    for batch, label in cases[:1] if suite.quick else cases:
+        t = suite.timed("jit", batch=batch)
+        report.add(
+            f"6. Compiled MLP step (issue 12), one SGD step, {label}",
+            _headers("time per step", TG_JIT),
+            _time_rows(t, TG_JIT),
+            note="tg.jit runs the eager tapegrad step (zero_grad, forward, backward, opt.step) "
+            "as one XLA computation and writes parameters, .grad and optimizer state back; "
+            "the hand-written step returns no gradients.",
+            data=t.data(),
+        )
+        limits = [(OPTAX, 1.15)] + ([(TORCH, 0.5)] if batch == _data.BATCH else [])
+        for peer, limit in limits:
+            report.target(
+                t.target(f"issue 12: MLP step {label}, tg.jit / {peer}", TG_JIT, peer, limit)
+            )
+    first = suite.probe("jit_first", fresh=True, batch=_data.BATCH)
+    rows = []
+    for v, r in first.items():
+        if "error" in r:
+            rows.append([v, f"error: {r['error'][:80]}", "-"])
+        else:
+            rows.append([v, fmt_time(r["first"]), fmt_time(r["second"])])
+    report.add(
+        "6b. First call of the compiled MLP step, batch 64 (trace and compile), fresh process",
+        ["system", "first call", "second call"],
+        rows,
+        data=first,
+    )
+    ours, hand = first.get(TG_JIT, {}), first.get(OPTAX, {})
+    value = ours["first"] / hand["first"] if "first" in ours and "first" in hand else None
+    report.target(
+        Target(
+            "issue 12: first call (trace + compile), tg.jit / hand-written jax.jit",
+            value,
+            2.0,
+            "max",
+            fmt_ratio,
+            "" if value is not None else "(not measured)",
+        )
+    )
+
+
 _RUNNERS = {
     "perop": _run_perop,
     "mlp": _run_mlp,
@@ -486,6 +539,7 @@ _RUNNERS = {
     "seed": _run_seed,
     "chain": _run_chain,
     "memory": _run_memory,
+    "jit": _run_jit,
 }
 
 if __name__ == "__main__":

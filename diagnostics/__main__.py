@@ -25,7 +25,7 @@ and how many bytes it holds."""
 
 _EPILOG = """\
 subcommands:
-  demo [--epochs N] [--no-cleanup] [--fixed] [--seed S]
+  demo [--epochs N] [--no-cleanup] [--fixed] [--seed S] [--jit]
       Train a small network on real data with a planted hanging-tensor mistake, printing the
       leak report at each epoch end and cleaning up.
         --epochs N     number of epochs

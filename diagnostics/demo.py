@@ -116,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--seed", type=int, default=0, metavar="S", help="seed of init, shuffling, jitter"
     )
+    parser.add_argument("--jit", action="store_true", help="compile the training step with tg.jit")
     return parser
 
 
@@ -157,11 +158,15 @@ def _train_step(
     y: tg.Tensor,
     noise: np.ndarray,
     fixed: bool,
-) -> tuple[float, float]:
+) -> tuple[tg.Tensor, tg.Tensor]:
     """One minibatch: forward, backward, Adam step, and the jittered-input metric.
 
+    The same code runs eagerly and, with ``--jit``, compiled by ``tg.jit`` (``fixed`` is then
+    a static argument).
+
     Returns:
-        The batch loss and the loss on jittered inputs (the logged robustness metric).
+        The batch loss and the loss on jittered inputs (the logged robustness metric), as
+        one-element tensors.
     """
     opt.zero_grad()
     loss = tg.cross_entropy(model(x), y)
@@ -170,16 +175,17 @@ def _train_step(
     if fixed:
         delta = tg.tensor(noise)
         with tg.no_grad():
-            jittered = tg.cross_entropy(model(x + JITTER * delta), y).item()
+            jittered = tg.cross_entropy(model(x + JITTER * delta), y)
     else:
         # Planted mistake 1: the perturbation requires grad and the metric runs under grad
         # mode; no backward ever reaches this graph, so its nodes hang after the step.
         delta = tg.tensor(noise, requires_grad=True)  # planted mistake 1
-        jittered = tg.cross_entropy(model(x + JITTER * delta), y).item()  # planted mistake 1
-    return loss.item(), jittered
+        jittered = tg.cross_entropy(model(x + JITTER * delta), y)  # planted mistake 1
+    return loss.detach(), jittered.detach()
 
 
 def _train_epoch(
+    step: Any,
     model: nn.Module,
     opt: optim.Optimizer,
     data: Data,
@@ -208,7 +214,8 @@ def _train_epoch(
         x = tg.tensor(data.x_train[idx])
         y = tg.tensor(data.y_train[idx])
         noise = rng.standard_normal(x.shape, dtype=np.float32)
-        loss, jittered = _train_step(model, opt, x, y, noise, fixed)
+        loss_t, jittered_t = step(model, opt, x, y, noise, fixed=fixed)
+        loss, jittered = loss_t.item(), jittered_t.item()
         total += loss
         jittered_total += jittered
         progress.update(task, advance=1, loss=loss)
@@ -263,6 +270,7 @@ def run(
     seed: int = 0,
     console: Console | None = None,
     data: Data | None = None,
+    jit: bool = False,
 ) -> list[EpochRecord]:
     """Train and report; the body of ``main`` (the notebook calls it too).
 
@@ -273,6 +281,8 @@ def run(
         seed: seeds the initialisation, the shuffling and the jitter.
         console: where to print (a new ``Console()`` by default).
         data: the split (``load_data()`` by default).
+        jit: compile the training step with ``tg.jit`` (its planted mistake then hangs on
+            the trace's private tape, as dead code XLA removes, not on the process tape).
 
     Returns:
         One record per epoch.
@@ -282,6 +292,7 @@ def run(
     model = make_model(seed)
     opt = optim.Adam(model.parameters(), lr=LEARNING_RATE)
     rng = np.random.default_rng(seed)
+    step = tg.jit(_train_step, static_argnames=("fixed",)) if jit else _train_step
     records: list[EpochRecord] = []
     clear_history()  # a new run: no baseline from an earlier one
     progress = Progress(
@@ -296,7 +307,9 @@ def run(
     )
     for epoch in range(1, epochs + 1):
         with progress:
-            loss, jittered = _train_epoch(model, opt, data, rng, fixed, progress, epoch, epochs)
+            loss, jittered = _train_epoch(
+                step, model, opt, data, rng, fixed, progress, epoch, epochs
+            )
         accuracy = _evaluate(model, data, fixed)
         console.print(
             f"epoch {epoch}/{epochs}: loss {loss:.3f}, jittered-input loss {jittered:.3f}, "
@@ -335,7 +348,22 @@ def run(
                 highlight=False,
             )
         console.print()
+    if isinstance(step, tg.JitFunction):
+        _print_trace(step, console)
     return records
+
+
+def _print_trace(step: tg.JitFunction[Any, Any], console: Console) -> None:
+    """What the compiled step's private tape held at the end of its trace."""
+    report = step.trace_report()
+    console.print(
+        f"tg.jit: the step compiled {step.trace_count} time(s); its trace recorded "
+        f"{report.nodes} nodes on a private tape and left {report.hanging_nodes} hanging: dead "
+        "code, which XLA removes from the compiled step (nothing reaches the process tape):",
+        highlight=False,
+    )
+    for origin, op, count in report.hanging:
+        console.print(f"  {count:>3} {op:<14} {origin}", highlight=False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -359,6 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     mode = "mistakes removed (--fixed)" if args.fixed else "with planted mistakes"
     cleanup = "" if args.no_cleanup else ", cleanup at each epoch end"
+    cleanup += ", step compiled with tg.jit" if args.jit else ""
     console.print(
         f"tapegrad demo: MLP 64-{HIDDEN}-10 on scikit-learn digits "
         f"({data.x_train.shape[0]} train / {data.x_test.shape[0]} test), Adam, "
@@ -373,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         console=console,
         data=data,
+        jit=args.jit,
     )
     seconds = time.perf_counter() - start
     console.print(_summary(records, cleanup=not args.no_cleanup))

@@ -114,16 +114,17 @@ def _summary(report: LeakReport) -> Panel:
 
 
 def render_line(report: LeakReport) -> Text:
-    """The report in one line: its title, hanging and kept-alive figures, and what is new."""
-    new = sum(r.delta for r in report.rows if r.kind == "hanging" and r.delta)
+    """The report in one line: hanging nodes on the tape (and how many are new since the
+    baseline, swept ones included), bytes held, kept-alive graphs, nodes on the tape."""
     text = Text(report.title, style="bold")
     text.append(": ")
-    text.append(f"{plural(report.count('hanging'), 'hanging node')}", style=STYLES["hanging"])
+    text.append(plural(report.hanging_nodes, "hanging node"), style=STYLES["hanging"])
     if any(r.delta is not None for r in report.rows):
+        new = sum(r.delta for r in report.rows if r.kind == "hanging" and r.delta)
         text.append(f" ({new:+d} since the last report)")
     text.append(f", {human_bytes(report.bytes_held)} held; ")
     text.append(
-        f"{plural(report.kept_alive_graphs, 'kept-alive graph')}",
+        plural(report.kept_alive_graphs, "kept-alive graph"),
         style=STYLES["kept-alive"] if report.kept_alive_graphs else "",
     )
     text.append(f"; {plural(report.total_nodes, 'node')} on the tape")

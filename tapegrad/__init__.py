@@ -19,9 +19,10 @@ from jax.numpy import (
     uint32,
 )
 
-from tapegrad import nn, optim
+from tapegrad import nn, optim, testing
 from tapegrad._tensor import Tensor
 from tapegrad.backward import grad
+from tapegrad.compilation_cache import compilation_cache_dir, set_compilation_cache
 from tapegrad.creation import (
     arange,
     full,
@@ -49,13 +50,16 @@ from tapegrad.errors import (
     MissingVJPError,
     NoGradError,
     NonScalarBackwardError,
+    RetraceWarning,
     ShapeError,
     TapeMismatchError,
     TracerError,
     VJPShapeError,
 )
+from tapegrad.functional import hvp
 from tapegrad.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from tapegrad.jax_op import jax_op
+from tapegrad.jit import JitFunction, TraceReport, jit
 from tapegrad.op import Op, defop, registry
 from tapegrad.ops import (
     abs,
@@ -88,6 +92,7 @@ __version__ = "0.1.0"
 __all__ = [
     "nn",
     "optim",
+    "testing",
     "Tensor",
     "tensor",
     "zeros",
@@ -112,6 +117,7 @@ __all__ = [
     "uint8",
     "uint32",
     "grad",
+    "hvp",
     "no_grad",
     "enable_grad",
     "set_grad_enabled",
@@ -137,6 +143,12 @@ __all__ = [
     "sin",
     "cos",
     "jax_op",
+    "set_compilation_cache",
+    "compilation_cache_dir",
+    "jit",
+    "JitFunction",
+    "TraceReport",
+    "RetraceWarning",
     "Op",
     "defop",
     "registry",

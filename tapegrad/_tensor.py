@@ -9,10 +9,10 @@ import jax
 import numpy as np
 
 from tapegrad.current import current_tape
-from tapegrad.errors import InPlaceError, ShapeError
+from tapegrad.errors import InPlaceError, ShapeError, TracerError
 from tapegrad.grad_mode import grad_enabled
 from tapegrad.node import Node
-from tapegrad.origin import user_frame
+from tapegrad.origin import format_origin, function_name, user_frame
 from tapegrad.tape import Tape
 
 __all__ = ["Tensor"]
@@ -134,7 +134,8 @@ class Tensor:
 
     @property
     def grad(self) -> Tensor | None:
-        """The accumulated gradient (a ``Tensor`` without a node), or ``None``.
+        """The accumulated gradient, or ``None``: a ``Tensor`` without a node, except after
+        ``backward(create_graph=True)``, whose gradient requires grad (it is differentiable).
 
         Raises:
             TypeError: set to something other than ``None`` or a ``Tensor``.
@@ -224,21 +225,22 @@ class Tensor:
         self,
         grad: Any = None,
         *,
-        retain_graph: bool = False,
+        retain_graph: bool | None = None,
         create_graph: bool = False,
     ) -> None:
         """Accumulate d(self)/d(leaf) into ``.grad`` of every live leaf it depends on.
 
         Args:
             grad: the cotangent, same shape as ``self``; optional for one-element tensors.
-            retain_graph: keep the graph so another backward can run through it.
-            create_graph: not supported yet (higher-order gradients).
+            retain_graph: keep the graph so another backward can run through it (default:
+                ``create_graph``).
+            create_graph: record the backward pass, so ``.grad`` requires grad and can be
+                differentiated again (higher-order gradients).
 
         Raises:
             RuntimeError: ``self`` does not require grad, is multi-element without ``grad``,
                 or its graph was consumed by an earlier backward (see ``retain_graph``).
             ShapeError: ``grad`` has another shape.
-            NotImplementedError: ``create_graph=True``.
         """
         _backward.backward(self, grad, retain_graph=retain_graph, create_graph=create_graph)
 
@@ -255,25 +257,44 @@ class Tensor:
                 f"item() needs a one-element tensor, this one has shape {self.shape}; "
                 "reduce it first (.sum(), .mean()) or use .tolist()."
             )
-        return np.asarray(self._data).reshape(()).item()
+        return self._host("item()").reshape(()).item()
 
     def numpy(self) -> np.ndarray:
-        """The value as a NumPy array (a host copy)."""
-        return np.asarray(self._data)
+        """The value as a NumPy array (a host copy).
+
+        Raises:
+            TracerError: the value is traced (inside ``tg.jit`` or a JAX transformation).
+        """
+        return self._host(".numpy()")
 
     def tolist(self) -> Any:
         """The value as nested Python lists."""
-        return np.asarray(self._data).tolist()
+        return self._host(".tolist()").tolist()
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        return np.asarray(self._data, dtype=dtype)
+        return np.asarray(self._host("np.asarray()"), dtype=dtype)
+
+    def _host(self, what: str) -> np.ndarray:
+        """The value on the host; a traced value has none yet: ``TracerError`` naming the
+        user's line and what to do instead."""
+        data = self._data
+        if isinstance(data, jax.core.Tracer):
+            code, lineno = user_frame(2)
+            raise TracerError(
+                f"{what} on a traced tensor at {format_origin(code, lineno)} (in "
+                f"{function_name(code)}): inside tg.jit its value is not known until the "
+                f"compiled step runs. Return the tensor from the step and call {what} on the "
+                "result; for a choice that depends on a value use tg.where (or jax.lax.cond), "
+                "not Python's if/while."
+            )
+        return np.asarray(data)
 
     def _scalar(self, kind: str) -> Any:
         if self._data.size != 1:
             raise TypeError(
                 f"{kind}() needs a one-element tensor, this one has shape {self.shape}."
             )
-        return np.asarray(self._data).reshape(()).item()
+        return self._host(f"{kind}()").reshape(()).item()
 
     def __float__(self) -> float:
         return float(self._scalar("float"))
@@ -287,7 +308,7 @@ class Tensor:
                 f"The truth value of a tensor with shape {self.shape} is ambiguous; "
                 "reduce it first, e.g. bool((t > 0).data.all())."
             )
-        return bool(np.asarray(self._data).reshape(()).item())
+        return bool(self._host("bool() (an if or while on a tensor)").reshape(()).item())
 
     def __len__(self) -> int:
         if self._data.ndim == 0:

@@ -10,8 +10,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tapegrad._arrays import filled
+from tapegrad._arrays import broadcast_axes, filled
 from tapegrad._tensor import Tensor
+from tapegrad.current import use_tape
 from tapegrad.errors import (
     NoGradError,
     NonScalarBackwardError,
@@ -19,10 +20,13 @@ from tapegrad.errors import (
     TapeMismatchError,
     VJPShapeError,
 )
+from tapegrad.grad_mode import is_grad_enabled
+from tapegrad.higher import vjp_on_tensors
 from tapegrad.node import Node
+from tapegrad.ops.binary import where
 from tapegrad.tape import Tape
 
-__all__ = ["backward", "grad", "sum_to_shape"]
+__all__ = ["backward", "grad", "discard", "sum_to_shape"]
 
 _NO_PARAMS: dict[str, Any] = {}  # read-only: unpacked into VJP rules, never mutated
 
@@ -39,18 +43,10 @@ def sum_to_shape(g: jax.Array, shape: tuple[int, ...]) -> jax.Array | None:
         The reduced cotangent (one compiled dispatch), or ``None`` when ``g.shape`` is not a
         broadcast of ``shape``.
     """
-    gshape = g.shape
-    lead = len(gshape) - len(shape)
-    if lead < 0:
+    axes = broadcast_axes(g.shape, shape)
+    if axes is None:
         return None
-    axes = list(range(lead))
-    for i, s in enumerate(shape):
-        gs = gshape[lead + i]
-        if s == 1 and gs != 1:
-            axes.append(lead + i)
-        elif s != gs:
-            return None
-    out: jax.Array = _sum_axes(g, tuple(axes), shape)
+    out: jax.Array = _sum_axes(g, axes, shape)
     return out
 
 
@@ -63,11 +59,7 @@ def _reduce(g: jax.Array, parent: Node, node: Node, index: int) -> jax.Array:
     if g.shape != parent.shape:
         reduced = sum_to_shape(g, parent.shape)
         if reduced is None:
-            raise VJPShapeError(
-                f"VJP of {node.name!r} returned shape {tuple(g.shape)} for input {index}, "
-                f"expected {parent.shape}; return one cotangent per input in the input's (or "
-                "the output's broadcast) shape."
-            )
+            raise VJPShapeError.of(node.name, g.shape, index, parent.shape)
         g = reduced
     if g.dtype != parent.dtype:
         g = g.astype(parent.dtype)
@@ -77,13 +69,16 @@ def _reduce(g: jax.Array, parent: Node, node: Node, index: int) -> jax.Array:
 def _run(
     tape: Tape,
     roots: Sequence[Node],
-    seeds: Sequence[jax.Array],
+    seeds: Sequence[Any],
     retain_graph: bool,
     wanted: frozenset[int] = frozenset(),
-) -> dict[int, tuple[Node, jax.Array]]:
+    create_graph: bool = False,
+) -> dict[int, tuple[Node, Any]]:
     """Run VJPs from ``roots`` on their ``tape``; return the cotangents of leaves, retained and
     wanted nodes.
 
+    Cotangents are arrays, or with ``create_graph`` tensors: each VJP application is then
+    recorded on the tape (``higher.vjp_on_tensors``) and cotangents add up as recorded ops.
     Consumption (rules 2-4) is reported to the tape in ``finally``: on an exception the nodes
     whose VJP ran stay consumed and no leaf counts as reached.
     """
@@ -92,7 +87,7 @@ def _run(
     for node, seed in zip(roots, seeds, strict=True):
         prev = cots.get(node.id)
         cots[node.id] = seed if prev is None else prev + seed
-    out: dict[int, tuple[Node, jax.Array]] = {}
+    out: dict[int, tuple[Node, Any]] = {}
     done: list[Node] = []
     leaves: list[Node] = []
     ok = False
@@ -107,6 +102,12 @@ def _run(
             if g is not None:
                 if node.retain or node.id in wanted:
                     out[node.id] = (node, g)
+                if create_graph:
+                    for target, tct in vjp_on_tensors(node, op, parents, saved, params, g):
+                        prev = cots.get(target.id)
+                        cots[target.id] = tct if prev is None else prev + tct
+                    done.append(node)
+                    continue
                 needs = tuple(p is not None for p in parents)
                 cts = op.call_vjp(saved, g, needs, params or _NO_PARAMS)
                 if len(cts) != len(parents):
@@ -147,7 +148,14 @@ def _tape_of(tensors: Sequence[Tensor]) -> Tape:
     return tape
 
 
-def _seed(t: Tensor, grad: Any) -> jax.Array:
+def _seed(t: Tensor, grad: Any, create_graph: bool = False) -> Any:
+    """The cotangent of ``t``: an array, or with ``create_graph`` a tensor (``grad`` itself
+    when it is a tensor, so a cotangent that requires grad is differentiated through)."""
+    if create_graph:
+        if isinstance(grad, Tensor):
+            _seed(t, grad._data)  # the shape check
+            return grad if grad.dtype == t.dtype else grad.astype(t.dtype)
+        return Tensor._wrap(_seed(t, grad))
     if grad is None:
         if t._data.size != 1:
             raise NonScalarBackwardError(
@@ -180,39 +188,52 @@ def _root(t: Any, what: str) -> Node:
     return node
 
 
-def _no_create_graph(create_graph: bool) -> None:
-    if create_graph:
-        raise NotImplementedError(
-            "create_graph=True (higher-order gradients) is not supported yet; compose "
-            "jax.grad on a jnp function, or use tg.jax_op for the inner derivative."
-        )
+def _tracked(g: Tensor, x: Tensor) -> Tensor:
+    """With ``create_graph``: a gradient ``g`` of ``x`` that depends on nothing that requires
+    grad is recorded as ``where(False, x, g)``, whose derivative in ``x`` is exactly zero, so
+    every gradient requires grad and differentiating it again gives zeros, as in JAX."""
+    if g._node is not None or not is_grad_enabled():
+        return g
+    return where(False, x, g)
 
 
 def backward(
-    t: Tensor, grad: Any = None, *, retain_graph: bool = False, create_graph: bool = False
+    t: Tensor,
+    grad: Any = None,
+    *,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
 ) -> None:
     """Accumulate d(t)/d(leaf) into ``.grad`` of live leaves (and ``retain_grad()`` tensors).
 
     ``.grad`` is written once, at the end of a successful pass, in each leaf's shape and dtype.
+    With ``create_graph=True`` the pass itself is recorded (each VJP application a node whose
+    origin is this call), ``.grad`` requires grad and accumulates as a recorded ``add``;
+    ``retain_graph`` defaults to ``create_graph``.
 
     Raises:
         NoGradError: ``t`` does not require grad (a ``RuntimeError``).
         NonScalarBackwardError: ``t`` has several elements and ``grad`` is ``None``.
         ShapeError: ``grad`` has another shape than ``t``.
         GraphConsumedError: the graph was consumed by an earlier backward.
-        NotImplementedError: ``create_graph=True``.
     """
-    _no_create_graph(create_graph)
     node = _root(t, "The tensor passed to backward()")
-    seed = _seed(t, grad)
-    assert t._tape is not None  # a tensor with a node has its tape
-    results = _run(t._tape, [node], [seed], retain_graph)
-    for target, g in results.values():
-        tensor = target.ref() if target.ref is not None else None
-        if tensor is None or tensor._node is not target:
-            continue
-        old = tensor._grad
-        tensor._grad = Tensor._wrap(g if old is None else old._data + g)
+    seed = _seed(t, grad, create_graph)
+    retain = create_graph if retain_graph is None else retain_graph
+    tape = t._tape
+    assert tape is not None  # a tensor with a node has its tape
+    with use_tape(tape):  # with create_graph, the pass records on the root's tape
+        results = _run(tape, [node], [seed], retain, create_graph=create_graph)
+        for target, g in results.values():
+            tensor = target.ref() if target.ref is not None else None
+            if tensor is None or tensor._node is not target:
+                continue
+            old = tensor._grad
+            if create_graph:
+                g = _tracked(g, tensor)
+                tensor._grad = g if old is None else old + g
+            else:
+                tensor._grad = Tensor._wrap(g if old is None else old._data + g)
 
 
 def grad(
@@ -220,19 +241,23 @@ def grad(
     inputs: Tensor | Sequence[Tensor],
     grad_outputs: Any = None,
     *,
-    retain_graph: bool = False,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
 ) -> tuple[Tensor, ...]:
     """Return the gradients of ``outputs`` with respect to ``inputs``, leaving ``.grad`` alone.
 
     Args:
         outputs: a tensor or a sequence of tensors that require grad.
         inputs: a tensor or a sequence of tensors that require grad (leaves or not).
-        grad_outputs: cotangents for ``outputs`` (required for multi-element outputs).
-        retain_graph: keep the graph for another backward.
+        grad_outputs: cotangents for ``outputs`` (required for multi-element outputs); with
+            ``create_graph``, a cotangent tensor that requires grad is differentiated through.
+        retain_graph: keep the graph for another backward (default: ``create_graph``).
+        create_graph: record the pass, so the gradients require grad and can be
+            differentiated again (higher-order gradients).
 
     Returns:
         One tensor per input, in its shape and dtype; zeros where the outputs do not depend
-        on it.
+        on it (with ``create_graph``, recorded with a zero derivative).
 
     Raises:
         TypeError: an input does not require grad.
@@ -259,11 +284,35 @@ def grad(
             f"tg.grad: {len(gouts)} grad_outputs for {len(outs)} outputs; pass one per output."
         )
     roots = [_root(o, f"tg.grad output {i}") for i, o in enumerate(outs)]
-    seeds = [_seed(o, g) for o, g in zip(outs, gouts, strict=True)]
+    seeds = [_seed(o, g, create_graph) for o, g in zip(outs, gouts, strict=True)]
+    retain = create_graph if retain_graph is None else retain_graph
+    wanted = frozenset(n.id for n in in_nodes)
     tape = _tape_of(outs + ins)
-    results = _run(tape, roots, seeds, retain_graph, frozenset(n.id for n in in_nodes))
     grads = []
-    for x, node in zip(ins, in_nodes, strict=True):
-        hit = results.get(node.id)
-        grads.append(Tensor._wrap(hit[1] if hit else filled(x._data.shape, 0, x._data.dtype)))
+    with use_tape(tape):  # with create_graph, the pass records on the roots' tape
+        results = _run(tape, roots, seeds, retain, wanted, create_graph)
+        for x, node in zip(ins, in_nodes, strict=True):
+            hit = results.get(node.id)
+            g: Any = hit[1] if hit else filled(x._data.shape, 0, x._data.dtype)
+            if create_graph:
+                grads.append(_tracked(g if hit else Tensor._wrap(g), x))
+            else:
+                grads.append(Tensor._wrap(g))
     return tuple(grads)
+
+
+def discard(tensors: Sequence[Tensor]) -> None:
+    """Consume the graphs behind ``tensors`` without running a VJP: what a backward without
+    ``retain_graph`` leaves, so a function transform (``tg.hvp``) leaves none of its graphs
+    on the tape. Leaves it reaches are freed when their tensors die (rule 4).
+
+    Raises:
+        GraphConsumedError: a graph was already consumed; nothing changed.
+    """
+    roots = [t._node for t in tensors if t._node is not None]
+    if roots:
+        tape = _tape_of(tensors)
+        steps = tape.ancestors(roots, claim=True)
+        ops = [step[0] for step in steps if step[1] is not None]
+        leaves = [step[0] for step in steps if step[1] is None]
+        tape.consume(ops, (), leaves, False)

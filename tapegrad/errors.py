@@ -8,6 +8,7 @@ __all__ = [
     "NonScalarBackwardError",
     "NoGradError",
     "TracerError",
+    "RetraceWarning",
     "InPlaceError",
     "ShapeError",
     "VJPShapeError",
@@ -48,6 +49,14 @@ class ShapeError(ValueError):
 class VJPShapeError(RuntimeError):
     """A VJP rule returned a cotangent that cannot be reduced to its input's shape."""
 
+    @classmethod
+    def of(cls, op: str, got: tuple[int, ...], index: int, want: tuple[int, ...]) -> VJPShapeError:
+        """The error for a cotangent of shape ``got`` for input ``index`` of shape ``want``."""
+        return cls(
+            f"VJP of {op!r} returned shape {tuple(got)} for input {index}, expected {want}; "
+            "return one cotangent per input in the input's (or the output's broadcast) shape."
+        )
+
 
 class DuplicateOpError(ValueError):
     """Two built-in ops were registered under the same name."""
@@ -55,6 +64,10 @@ class DuplicateOpError(ValueError):
 
 class MissingVJPError(NotImplementedError):
     """A differentiable op was recorded but has no VJP rule."""
+
+
+class RetraceWarning(TapegradWarning):
+    """A ``tg.jit`` step keeps compiling: an argument's shape or a static value keeps changing."""
 
 
 class TapeMismatchError(RuntimeError):

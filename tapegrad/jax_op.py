@@ -9,31 +9,20 @@ from typing import Any
 import jax
 
 from tapegrad._tensor import Tensor
+from tapegrad.derived import compiled_vjp
 from tapegrad.op import Op
 
 __all__ = ["jax_op"]
-
-_CACHE_SIZE = 256
-
-
-@functools.lru_cache(maxsize=_CACHE_SIZE)
-def _compiled_vjp(fn: Callable[..., Any], static: tuple[tuple[str, Any], ...]) -> Any:
-    """The jitted VJP of ``fn`` for one set of keyword parameters (bounded LRU cache)."""
-    params = dict(static)
-
-    def vjp(primals: tuple[jax.Array, ...], g: jax.Array) -> tuple[jax.Array, ...]:
-        _, pullback = jax.vjp(lambda *xs: fn(*xs, **params), *primals)
-        return tuple(pullback(g))
-
-    return jax.jit(vjp)
 
 
 def jax_op(fn: Callable[..., Any]) -> Callable[..., Tensor]:
     """Decorator: a function of ``jax.Array``s becomes a differentiable op on Tensors.
 
     The forward runs ``fn`` eagerly; the VJP is ``jax.vjp`` of ``fn``, compiled with
-    ``jax.jit`` and cached per function object and keyword parameters (at most 256 entries,
-    least recently used dropped). Keyword arguments are static parameters (hashable);
+    ``jax.jit`` and cached per function object and keyword parameters (at most 512 entries,
+    least recently used dropped); it differentiates only the inputs that need a gradient.
+    With ``create_graph=True`` that VJP is recorded as an op whose VJP JAX derives in turn, so
+    a ``jax_op`` is differentiable to any order. Keyword arguments are static parameters (hashable);
     positional arguments are the tensor inputs. Exceptions raised by ``fn`` (forward or VJP)
     propagate unchanged. The op never enters the built-in registry, so redefining it in a
     notebook cell just works.
@@ -57,8 +46,10 @@ def jax_op(fn: Callable[..., Any]) -> Callable[..., Tensor]:
                 ) from None
         return fn(*xs, **params), xs
 
-    def vjp(saved: tuple[jax.Array, ...], g: jax.Array, **params: Any) -> tuple[jax.Array, ...]:
-        return _compiled_vjp(fn, tuple(sorted(params.items())))(saved, g)  # type: ignore[no-any-return]
+    def vjp(
+        saved: tuple[jax.Array, ...], g: jax.Array, needs: tuple[bool, ...], **params: Any
+    ) -> tuple[Any, ...]:
+        return compiled_vjp(fn, tuple(sorted(params.items())))(saved, g, needs)
 
     op = Op(forward, name=getattr(fn, "__name__", "jax_op"))
     op.defvjp(vjp)

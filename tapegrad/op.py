@@ -11,6 +11,7 @@ from typing import Any, overload
 import jax
 import numpy as np
 
+from tapegrad import compilation_cache
 from tapegrad._tensor import Tensor
 from tapegrad.current import current_tape
 from tapegrad.errors import DuplicateOpError, MissingVJPError, ShapeError
@@ -201,6 +202,8 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
         TapeMismatchError: an input that requires grad belongs to another tape.
         MissingVJPError: the op is differentiable but has no VJP rule.
     """
+    if not compilation_cache.ready:
+        compilation_cache.ensure()  # before the first compile of this process (lazy, once)
     if op.arity is not None and len(inputs) != op.arity:
         raise TypeError(
             f"{op.name} takes {op.arity} tensor input(s), got {len(inputs)}; pass parameters "

@@ -478,6 +478,12 @@ class Tape:
         """The name of this tape's cleanup policy."""
         return self._policy
 
+    def saved_array_ids(self) -> set[int]:
+        """The ids of the arrays the nodes on this tape save (what ``tg.jit``'s donation must
+        spare): the keys of the holder counts, no walk over the nodes."""
+        with self._lock:
+            return set(self._held)
+
     @property
     def threshold(self) -> int | None:
         """The node count of the ``"threshold"`` policy, ``None`` under the others."""

@@ -14,8 +14,14 @@ Usage::
     check_vjp(tg.registry()["sum"], np.ones((2, 3), np.float32), axis=-1, keepdims=True)
     check_program(lambda x: (x * x).sum(), lambda x: (x * x).sum(), np.ones(3, np.float32))
 
+``gradcheck`` and ``gradgradcheck`` check the first and second derivatives of a program on
+tensors against JAX (differentiating the program's own forward, no twin needed) and against
+central finite differences; the second derivative is taken with ``create_graph=True``::
+
+    gradgradcheck(lambda x, w: (x @ w).tanh().sum(), np.ones((2, 3), np.float32), w0)
+
 Inputs whose dtype is not floating (integer labels, boolean conditions) are passed as
-tensors that do not require grad and are never differentiated. Both checkers call
+tensors that do not require grad and are never differentiated. The checkers call
 ``tg.graph_cleanup()``, which also removes hanging nodes that were on the tape before.
 """
 
@@ -27,44 +33,30 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from tapegrad._compare import (
+    check_tape,
+    compare_all,
+    cotangent,
+    default_tolerances,
+    is_float,
+    surviving_nodes,
+    wrt_indices,
+)
+from tapegrad._gradcheck import gradcheck, gradgradcheck
 from tapegrad._tensor import Tensor
 from tapegrad.backward import grad
 from tapegrad.creation import tensor
-from tapegrad.current import graph_cleanup, graph_stats
 from tapegrad.grad_mode import enable_grad
 from tapegrad.op import Op
 
-__all__ = ["check_vjp", "check_program", "default_tolerances"]
-
-_TOLERANCES: dict[np.dtype[Any], tuple[float, float]] = {
-    np.dtype(jnp.bfloat16): (2e-2, 2e-2),
-    np.dtype(np.float16): (1e-2, 1e-2),
-    np.dtype(np.float32): (1e-5, 1e-5),
-    np.dtype(np.float64): (1e-10, 1e-10),
-}
-
-
-def default_tolerances(*arrays: Any) -> tuple[float, float]:
-    """The ``(rtol, atol)`` the checkers use for the least precise floating dtype given.
-
-    Args:
-        arrays: arrays or dtypes; non-floating ones are ignored.
-
-    Returns:
-        ``(1e-5, 1e-5)`` for float32, ``(1e-10, 1e-10)`` for float64, ``(1e-2, 1e-2)`` for
-        float16 and ``(2e-2, 2e-2)`` for bfloat16; float32's when no floating dtype is given.
-    """
-    rtol, atol = _TOLERANCES[np.dtype(np.float64)]
-    found = False
-    for a in arrays:
-        dtype = np.dtype(getattr(a, "dtype", a))
-        if dtype in _TOLERANCES:
-            found = True
-            r, t = _TOLERANCES[dtype]
-            rtol, atol = max(rtol, r), max(atol, t)
-    return (rtol, atol) if found else _TOLERANCES[np.dtype(np.float32)]
+__all__ = [
+    "check_vjp",
+    "check_program",
+    "gradcheck",
+    "gradgradcheck",
+    "default_tolerances",
+]
 
 
 def check_vjp(
@@ -103,8 +95,8 @@ def check_vjp(
         ValueError: ``wrt`` names an input that is not floating.
     """
     arrays = tuple(jnp.asarray(p) for p in primals)
-    floats = tuple(i for i, a in enumerate(arrays) if _is_float(a))
-    wrt_idx = _wrt(wrt, floats, f"check_vjp({op.name})")
+    floats = tuple(i for i, a in enumerate(arrays) if is_float(a))
+    wrt_idx = wrt_indices(wrt, floats, f"check_vjp({op.name})")
     label = f"check_vjp({op.name}{_fmt_params(params)})"
 
     float_args = tuple(arrays[i] for i in floats)
@@ -113,8 +105,8 @@ def check_vjp(
     want_type = jax.eval_shape(lambda *xs: oracle.forward(xs, others), *float_args)
     v: jax.Array | None = None
     want_grads: dict[int, jax.Array] = {}
-    if op.differentiable and floats and _is_float(want_type):
-        v = _cotangent(want_type, seed)
+    if op.differentiable and floats and is_float(want_type):
+        v = cotangent(want_type, seed)
         want, grads = oracle.vjp(float_args, others, v)
         want_grads = dict(zip(floats, grads, strict=True))
     else:
@@ -125,7 +117,7 @@ def check_vjp(
 
     got, got_grads = _run_tapegrad(run, arrays, wrt_idx, v, label)
     wanted = {i: want_grads[i] for i in wrt_idx} if v is not None else {}
-    _compare_all(label, got, want, got_grads, wanted, arrays, rtol, atol)
+    compare_all(label, got, want, got_grads, wanted, arrays, rtol, atol)
 
 
 def check_program(
@@ -170,19 +162,19 @@ def check_program(
     name = getattr(tg_fn, "__name__", "program")
     label = f"check_program({name})"
     arrays = tuple(jnp.asarray(p) for p in primals)
-    floats = tuple(i for i, a in enumerate(arrays) if _is_float(a))
+    floats = tuple(i for i, a in enumerate(arrays) if is_float(a))
     if not floats:
         raise ValueError(f"{label}: no floating input to differentiate.")
-    wrt_idx = _wrt(wrt, floats, label)
+    wrt_idx = wrt_indices(wrt, floats, label)
 
     def program(*xs: jax.Array) -> jax.Array:
         return jnp_fn(*_merge(arrays, floats, xs))
 
     float_args = tuple(arrays[i] for i in floats)
     shape = jax.eval_shape(program, *float_args)
-    if not _is_float(shape):
+    if not is_float(shape):
         raise ValueError(f"{label}: the jnp program returns {shape.dtype}; it must be floating.")
-    v = _cotangent(shape, seed)
+    v = cotangent(shape, seed)
 
     def projected(v: jax.Array, *xs: jax.Array) -> tuple[jax.Array, jax.Array]:
         y = program(*xs)
@@ -193,7 +185,7 @@ def check_program(
     want_grads = dict(zip(floats, grads, strict=True))
     got, got_grads = _run_tapegrad(tg_fn, arrays, wrt_idx, v, label)
     wanted = {i: want_grads[i] for i in wrt_idx}
-    _compare_all(label, got, want, got_grads, wanted, arrays, rtol, atol)
+    compare_all(label, got, want, got_grads, wanted, arrays, rtol, atol)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -240,35 +232,12 @@ def _oracle(op: Op, params: dict[str, Any], floats: tuple[int, ...], n: int) -> 
     return _cached_oracle(op, key, floats, n)
 
 
-def _is_float(a: Any) -> bool:
-    return bool(jnp.issubdtype(a.dtype, jnp.floating))
-
-
-def _wrt(wrt: Sequence[int] | None, floats: tuple[int, ...], label: str) -> tuple[int, ...]:
-    if wrt is None:
-        return floats
-    idx = tuple(int(i) for i in wrt)
-    bad = [i for i in idx if i not in floats]
-    if bad:
-        raise ValueError(
-            f"{label}: wrt={list(idx)} names inputs {bad} that are not floating; only "
-            f"inputs {list(floats)} can require grad."
-        )
-    return idx
-
-
 def _merge(arrays: tuple[jax.Array, ...], floats: tuple[int, ...], xs: Sequence[Any]) -> list[Any]:
     """``arrays`` with the floating ones replaced by ``xs`` (what JAX differentiates)."""
     full: list[Any] = list(arrays)
     for i, x in zip(floats, xs, strict=True):
         full[i] = x
     return full
-
-
-def _cotangent(like: Any, seed: int) -> jax.Array:
-    """A standard normal array in ``like``'s shape and dtype (NumPy draws it: no compile)."""
-    rng = np.random.default_rng(seed)
-    return jnp.asarray(rng.standard_normal(like.shape), dtype=like.dtype)
 
 
 def _fmt_params(params: dict[str, Any]) -> str:
@@ -294,8 +263,7 @@ def _run_tapegrad(
     Returns the output array and the gradients by input index; every tensor is dropped before
     the tape check, so nothing this function made may stay on the tape.
     """
-    stats = graph_stats()
-    expected_nodes = stats.nodes - stats.hanging_nodes  # what survives a cleanup now
+    expected_nodes = surviving_nodes()
     with enable_grad():
         inputs = [tensor(a, requires_grad=i in wrt) for i, a in enumerate(arrays)]
         out = fn(*inputs)
@@ -309,14 +277,7 @@ def _run_tapegrad(
             got_grads = {i: g.data for i, g in zip(wrt, results, strict=True)}
             del results
     del inputs, out
-    graph_cleanup()
-    after = graph_stats()
-    if after.nodes != expected_nodes:
-        raise AssertionError(
-            f"{label}: the tape holds {after.nodes - expected_nodes} more node(s) after "
-            f"tg.graph_cleanup() than before the check ({after}); the op or program keeps "
-            "tensors that require grad alive (a leak)."
-        )
+    check_tape(expected_nodes, label)
     if v is not None and wrt and not recorded:
         raise AssertionError(
             f"{label}: the output does not require grad although inputs {list(wrt)} do; the "
@@ -333,68 +294,3 @@ def _run_tapegrad(
             + "must never be recorded."
         )
     return got, got_grads
-
-
-def _compare_all(
-    label: str,
-    got: jax.Array,
-    want: jax.Array,
-    got_grads: dict[int, jax.Array],
-    want_grads: dict[int, jax.Array],
-    arrays: tuple[jax.Array, ...],
-    rtol: float | None,
-    atol: float | None,
-) -> None:
-    d_rtol, d_atol = default_tolerances(*arrays)
-    rtol = d_rtol if rtol is None else rtol
-    atol = d_atol if atol is None else atol
-    _compare(f"{label}: the output", got, want, rtol, atol)
-    for i, want_g in want_grads.items():
-        x = arrays[i]
-        what = f"{label}: the gradient of input {i} (shape {tuple(x.shape)}, dtype {x.dtype})"
-        got_g = got_grads[i]
-        if got_g.shape != x.shape or got_g.dtype != x.dtype:
-            raise AssertionError(
-                f"{what} has shape {tuple(got_g.shape)} and dtype {got_g.dtype}; a gradient "
-                "must have its input's shape and dtype."
-            )
-        _compare(what, got_g, want_g, rtol, atol)
-
-
-def _compare(what: str, got: jax.Array, want: jax.Array, rtol: float, atol: float) -> None:
-    """Raise ``AssertionError`` unless ``got`` matches ``want`` in shape, dtype and values."""
-    if got.shape != want.shape or got.dtype != want.dtype:
-        raise AssertionError(
-            f"{what} has shape {tuple(got.shape)} and dtype {got.dtype}, JAX gives shape "
-            f"{tuple(want.shape)} and dtype {want.dtype}."
-        )
-    if not _is_float(want):
-        mismatch = np.asarray(got) != np.asarray(want)
-        if mismatch.any():
-            first = tuple(int(i) for i in np.argwhere(mismatch)[0])
-            raise AssertionError(
-                f"{what} differs from JAX at {int(mismatch.sum())} of {mismatch.size} "
-                f"elements (first at {first}: got {np.asarray(got)[first]}, want "
-                f"{np.asarray(want)[first]})."
-            )
-        return
-    g = np.asarray(got, dtype=np.float64)
-    w = np.asarray(want, dtype=np.float64)
-    both_nan = np.isnan(g) & np.isnan(w)
-    same_inf = np.isinf(w) & (g == w)
-    with np.errstate(invalid="ignore", over="ignore"):
-        err = np.where(both_nan | same_inf, 0.0, np.abs(g - w))
-    err = np.where(np.isnan(err), np.inf, err)  # a NaN on one side only
-    bad = err > atol + rtol * np.where(np.isfinite(w), np.abs(w), 0.0)
-    if bad.any():
-        rel = err / np.maximum(np.abs(np.where(np.isfinite(w), w, 0.0)), np.finfo(np.float64).tiny)
-        worst = tuple(
-            int(i) for i in np.unravel_index(int(np.argmax(np.where(bad, err, -1.0))), err.shape)
-        )
-        raise AssertionError(
-            f"{what} differs from JAX at {int(bad.sum())} of {bad.size} elements: max abs "
-            f"error {float(err.max()):.3g}, max rel error {float(rel[bad].max()):.3g} "
-            f"(worst at index {worst}: got {float(g[worst])!r}, want {float(w[worst])!r}; "
-            f"rtol={rtol:g}, "
-            f"atol={atol:g})."
-        )

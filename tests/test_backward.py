@@ -314,13 +314,14 @@ def test_two_losses_sharing_only_a_parameter_add_up() -> None:
     assert_close(grad_of(w), 3.0 + 2 * X)
 
 
-def test_create_graph_is_not_implemented_and_consumes_nothing() -> None:
+def test_create_graph_retains_the_graph_and_grad_requires_grad() -> None:
+    """retain_graph defaults to create_graph: a second backward works; .grad has a node."""
     w = tg.tensor(X).require_grad()
     y = (w * w).sum()
-    err = error_of(NotImplementedError, y.backward, create_graph=True)
-    assert "create_graph" in str(err)
-    y.backward()
-    assert_close(grad_of(w), 2 * X)
+    y.backward(create_graph=True)
+    assert w.grad is not None and w.grad.requires_grad
+    y.backward()  # the graph was retained
+    assert_close(grad_of(w), 4 * X)
 
 
 # ----------------------------------------------------------------------------- tg.grad

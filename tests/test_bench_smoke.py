@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 VERDICTS = {"PASS", "MISS", "SKIP"}
 
@@ -54,6 +56,18 @@ def test_engine_quick(tmp_path: Path) -> None:
     for t in report["targets"]:
         assert t["verdict"] in {"PASS", "MISS"}
         assert t["value"] > 0
+
+
+@pytest.mark.slow
+def test_higher_quick(tmp_path: Path) -> None:
+    report = _run("bench.higher", tmp_path)
+    assert len(report["sections"]) == 2
+    names = [t["name"] for t in report["targets"]]
+    assert names == [
+        "issue 11: backward(create_graph=True) / plain backward, MLP",
+        "issue 11: tg.hvp / torch.autograd.functional.hvp, digits MLP",
+    ]
+    assert all(t["verdict"] in {"PASS", "MISS"} and t["value"] > 0 for t in report["targets"])
 
 
 def test_tape_quick(tmp_path: Path) -> None:
@@ -135,3 +149,18 @@ def test_touched_quick(tmp_path: Path) -> None:
         'issue 10: drop a 10-node graph under "auto"',
     ]
     assert all(t["value"] > 0 for t in report["targets"])
+
+
+@pytest.mark.slow
+def test_programs_quick(tmp_path: Path) -> None:
+    # one program through the whole pipeline: torch float32 and float64, tapegrad with an
+    # empty then a primed compilation cache; the losses of the two systems agree
+    report = _run("bench.programs", tmp_path, "--only", "micrograd_readme")
+    (section,) = report["sections"]
+    run = section["data"]["micrograd_readme"]
+    assert set(run) == {"torch", "torch64", "tapegrad_first", "tapegrad"}
+    assert run["tapegrad"]["losses"] == pytest.approx(run["torch"]["losses"], rel=1e-5)
+    assert run["tapegrad"]["warm"] and run["torch"]["warm"]
+    names = [t["name"] for t in report["targets"]]
+    assert names[0] == "issue 17: micrograd_readme, warm / torch"
+    assert len(names) == 4

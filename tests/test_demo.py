@@ -29,7 +29,7 @@ _ROW = re.compile(
 
 @pytest.fixture(scope="module")
 def outputs() -> dict[str, tuple[int, str]]:
-    """Run the three demos concurrently (each is a fresh process: compiles dominate)."""
+    """Run the demos concurrently (each is a fresh process: compiles dominate)."""
     env = dict(os.environ, COLUMNS="160", PYTHONIOENCODING="utf-8")
     env.pop("FORCE_COLOR", None)
     procs = {
@@ -131,6 +131,26 @@ def test_full_reports_on_the_first_and_last_epochs_a_line_between(
     assert f"{2 * hanging:,} hanging nodes (+{hanging:,} since the last report)".replace(
         ",", ""
     ) in line.replace(",", "")
+
+
+def test_compiled_step_trains_and_its_mistake_is_dead_code(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # In this process (the shared demo runs above already take most of the time budget).
+    assert demo.main(["--epochs", "1", "--jit"]) == 0
+    text = capsys.readouterr().out
+    # The compiled step's planted mistake hangs on the trace's private tape (dead code XLA
+    # removes); only the eager evaluation's mistake reaches the process tape.
+    hanging = "\n".join(_report_rows(text, "hanging"))
+    assert set(re.findall(r"diagnostics/demo\.py:\d+", hanging)) == _planted_lines(
+        "planted mistake 2"
+    )
+    dead = text.split("left", 1)[1].split("the tape at each epoch end")[0]
+    assert set(re.findall(r"diagnostics/demo\.py:\d+", dead)) == _planted_lines("planted mistake 1")
+    assert "the step compiled 1 time(s)" in text
+    (row,) = _rows(text)
+    assert _int(row["after"]) == 4
+    assert float(row["acc"]) >= 85.0
 
 
 def test_piped_output_has_no_control_characters(outputs: dict[str, tuple[int, str]]) -> None:

@@ -24,6 +24,11 @@ def consumed_root(w: tg.Tensor, m: tg.Tensor) -> None:
     (y * 3.0).backward()
 
 
+def consumed_create_graph(w: tg.Tensor, m: tg.Tensor) -> None:
+    (g,) = tg.grad(w.exp().sum(), w, create_graph=True, retain_graph=False)
+    g.sum().backward()  # vjp(exp) reads exp's output: it reaches the consumed exp node
+
+
 def in_place(w: tg.Tensor, m: tg.Tensor) -> None:
     w += 1.0
 
@@ -39,7 +44,7 @@ CATALOGUE: list[tuple[str, Trigger, type[BaseException], tuple[str, ...]]] = [
     ("backward-multi", lambda w, m: (w * 2.0).backward(), RuntimeError, ("grad=", ".sum()")),
     ("backward-consumed", consumed_root, RuntimeError, ("retain_graph", ".item()", ".detach()")),
     ("grad-shape", lambda w, m: (w * 2.0).backward(np.ones(4)), ValueError, ("own shape",)),
-    ("create-graph", lambda w, m: w.sum().backward(create_graph=True), NotImplementedError, ()),
+    ("create-graph-consumed", consumed_create_graph, RuntimeError, ("retain_graph", "'exp'")),
     ("grad-input", lambda w, m: tg.grad(w.sum(), tg.ones(3)), TypeError, (".require_grad()",)),
     ("grad-output", lambda w, m: tg.grad(tg.ones(3).sum(), w), RuntimeError, ("require_grad",)),
     ("retain-grad", lambda w, m: tg.ones(3).retain_grad(), RuntimeError, ("require_grad()",)),

@@ -22,7 +22,8 @@ PACKAGE = Path(tapegrad.__file__).parent
 RANK = {
     "tapegrad.errors": 0,
     "tapegrad.grad_mode": 0,
-    "tapegrad._arrays": 0,
+    "tapegrad._arrays": 1,
+    "tapegrad.compilation_cache": 0,
     "tapegrad.origin": 0,
     "tapegrad.records": 0,
     "tapegrad.node": 1,
@@ -30,9 +31,10 @@ RANK = {
     "tapegrad.tape": 4,
     "tapegrad.current": 5,
     "tapegrad._tensor": 6,
+    "tapegrad._compare": 6,
     "tapegrad.op": 7,
-    "tapegrad.backward": 7,
     "tapegrad.creation": 7,
+    "tapegrad.derived": 8,
     "tapegrad.ops.binary": 8,
     "tapegrad.ops.indexing": 8,
     "tapegrad.ops.linalg": 8,
@@ -41,9 +43,13 @@ RANK = {
     "tapegrad.ops.reduce": 8,
     "tapegrad.ops.shape": 8,
     "tapegrad.ops.unary": 8,
-    "tapegrad.jax_op": 8,
+    "tapegrad.jax_op": 9,
+    "tapegrad.higher": 9,
     "tapegrad.ops": 9,
-    "tapegrad.testing": 10,
+    "tapegrad.backward": 10,
+    "tapegrad.functional": 11,
+    "tapegrad._gradcheck": 11,
+    "tapegrad.testing": 12,
     "tapegrad.serialization": 10,
     # tapegrad.nn: the Module protocol and initialisers, layers, composite layers.
     "tapegrad.nn._init": 10,
@@ -68,9 +74,11 @@ RANK = {
     "tapegrad.optim.rules": 11,
     "tapegrad.optim.lr_scheduler": 11,
     "tapegrad.optim": 12,
+    "tapegrad._discover": 7,
+    "tapegrad.jit": 11,
     "tapegrad": 15,
 }
-ENGINE = {name for name, rank in RANK.items() if rank <= 9}
+ENGINE = {name for name, rank in RANK.items() if rank <= 9} | {"tapegrad.backward"}
 # Tensor's methods delegate to ops and backward, which build on Tensor: _tensor.py imports
 # them last, after the class is defined (the one documented cycle).
 LATE = {("tapegrad._tensor", "tapegrad.backward"), ("tapegrad._tensor", "tapegrad.op")}

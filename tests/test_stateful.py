@@ -2,10 +2,12 @@
 
 A ``RuleBasedStateMachine`` makes leaves, applies random ops to the tensors it holds (unary,
 binary with broadcasting, reductions, mixing graphs), drops references, backwards from a
-random live scalar (with and without ``retain_graph``), switches the cleanup policy and sweeps,
-in random order. Beside the engine it keeps a reference model written straight from DESIGN.md
-"Graph lifetime" (which nodes exist, their parents, consumption, reached leaves, policies) and
-the ``jnp`` expression of every tensor. Invariants after every step:
+random live scalar (with and without ``retain_graph``), takes gradients with
+``create_graph=True`` (which become tensors of the program, differentiable again), switches
+the cleanup policy and sweeps, in random order. Beside the engine it keeps a reference model
+written straight from DESIGN.md "Graph lifetime" (which nodes exist, their parents,
+consumption, reached leaves, policies) and the ``jnp`` expression of every tensor.
+Invariants after every step:
 
 - ``graph_stats()`` and every snapshot record equal the brute-force recount (``_recount``);
 - the tape holds exactly the nodes the model says, with the same parents and flags;
@@ -342,40 +344,58 @@ class TapeMachine(RuleBasedStateMachine):
     def _tracked(self) -> list[Entry]:
         return [e for e in self.entries if e.node is not None]
 
-    def _backward(self, root: Entry, retain: bool) -> None:
-        self.swept = False
-        assert root.node is not None
-        # the model's walk (rule 1): ancestors, or the consumed node it meets
-        seen, stack, consumed = {root.node}, [root.node], False
+    def _walk(self, root: int) -> tuple[set[int], bool]:
+        """The model's walk (rule 1): the ancestors of ``root``, and whether it met a
+        consumed node."""
+        seen, stack = {root}, [root]
         while stack:
             node = self.model[stack.pop()]
             if node.consumed:
-                consumed = True
-                break
+                return seen, True
             for p in node.parents:
                 if p not in seen:
                     seen.add(p)
                     stack.append(p)
+        return seen, False
+
+    def _raises_consumed(self, call: Callable[[], Any]) -> None:
+        before = plain(tg.snapshot().nodes)
+        try:
+            call()
+        except tg.GraphConsumedError as err:
+            assert isinstance(err, RuntimeError) and "retain_graph" in str(err)
+        else:
+            raise AssertionError("a backward through a consumed node did not raise")
+        event("backward raised GraphConsumedError")
+        assert plain(tg.snapshot().nodes) == before  # nothing changed
+
+    def _consume(self, seen: set[int], retain: bool) -> None:
+        """Rules 3-4 in the model: leaves reached; op nodes consumed without retain_graph."""
+        for nid in seen:
+            node = self.model[nid]
+            if node.kind == "leaf":
+                node.reached = True
+            elif not retain:
+                node.consumed = True
+                node.parents = ()
+
+    def _leaf_env(self) -> dict[int, jax.Array]:
+        return dict(self.leaf_values)
+
+    def _backward(self, root: Entry, retain: bool) -> None:
+        self.swept = False
+        assert root.node is not None
+        seen, consumed = self._walk(root.node)
         leaves = self._leaf_entries()
         for e in leaves:
             e.tensor.grad = None
-        before = plain(tg.snapshot().nodes)
         if consumed:
-            try:
-                root.tensor.backward(retain_graph=retain)
-            except tg.GraphConsumedError as err:
-                assert isinstance(err, RuntimeError) and "retain_graph" in str(err)
-            else:
-                raise AssertionError("a backward through a consumed node did not raise")
-            event("backward raised GraphConsumedError")
-            assert plain(tg.snapshot().nodes) == before  # nothing changed
+            self._raises_consumed(lambda: root.tensor.backward(retain_graph=retain))
             assert all(e.tensor.grad is None for e in leaves)
             return
         root.tensor.backward(retain_graph=retain)
         event(f"backward ok, retain_graph={retain}")
-        support = sorted(self.model[root.node].support)
-        env = {lid: self.leaf_values[lid] for lid in support}
-        expected = jax.grad(lambda env: self.evaluate(root.expr, env))(env)
+        expected = jax.grad(lambda env: self.evaluate(root.expr, env))(self._leaf_env())
         for e in leaves:
             assert e.node is not None
             if e.node in seen:
@@ -385,13 +405,55 @@ class TapeMachine(RuleBasedStateMachine):
                 )
             else:
                 assert e.tensor.grad is None
-        for nid in seen:  # rules 3-4
-            node = self.model[nid]
-            if node.kind == "leaf":
-                node.reached = True
-            elif not retain:
-                node.consumed = True
-                node.parents = ()
+        self._consume(seen, retain)
+        self.settle()
+
+    @precondition(
+        lambda self: self.policy != "threshold" and self._scalar_roots() and self._leaf_entries()
+    )
+    @rule(data=st.data(), retain=st.sampled_from([None, True, False]))
+    def grad_create_graph(self, data: st.DataObject, retain: bool | None) -> None:
+        """tg.grad with create_graph=True: the gradients require grad and join the program as
+        tensors whose jnp expression is jax.grad of the root's; the nodes the pass recorded
+        join the model with the parents the snapshot shows (a later backward from them is a
+        second-order check). Not under "threshold": a sweep may run in the middle of the pass."""
+        self.swept = False
+        root = self.pick(data, self._scalar_roots())
+        assert root.node is not None
+        pool = self._leaf_entries()
+        picks = data.draw(st.sets(st.integers(0, len(pool) - 1), min_size=1), label="inputs")
+        targets = [pool[i] for i in sorted(picks)]
+        seen, consumed = self._walk(root.node)
+        if consumed:
+            self._raises_consumed(
+                lambda: tg.grad(root.tensor, [e.tensor for e in targets], create_graph=True)
+            )
+            return
+        last = max((r.id for r in tg.snapshot().nodes), default=-1)
+        grads = tg.grad(
+            root.tensor, [e.tensor for e in targets], create_graph=True, retain_graph=retain
+        )
+        event(f"create_graph ok, retain_graph={retain}")
+        for rec in sorted(tg.snapshot().nodes, key=lambda r: r.id):
+            if rec.id > last:
+                assert rec.op.startswith("vjp(") or rec.op in ("add", "where"), rec
+                support = frozenset().union(*(self.model[p].support for p in rec.parents))
+                self.model[rec.id] = MNode("op", rec.parents, support=support)
+        self._consume(seen, retain is not False)
+        ids = sorted(self.leaf_values)
+        leaf_exprs = {ex.leaf: i for i, ex in enumerate(self.exprs) if ex.kind == "leaf"}
+        full = jax.grad(lambda env: self.evaluate(root.expr, env))(self._leaf_env())
+        for e, g in zip(targets, grads, strict=True):
+            assert e.node is not None and g.requires_grad
+            np.testing.assert_allclose(g.numpy(), full[e.node], rtol=2e-5, atol=1e-5)
+
+            def gradient(*vals: jax.Array, target: int = e.node, top: int = root.expr) -> Any:
+                env = dict(zip(ids, vals, strict=True))
+                return jax.grad(lambda env: self.evaluate(top, env))(env)[target]
+
+            eid = self.add_expr(Expr("op", fn=gradient, args=tuple(leaf_exprs[i] for i in ids)))
+            self.entries.append(Entry(g, self.node_of(g), eid))
+        del grads, g
         self.settle()
 
     @rule()

@@ -1,4 +1,5 @@
-"""Issue 17: ``python -m bench.programs [--quick] [--repeats N] [--json PATH] [--only a,b]``.
+"""Issue 17: ``python -m bench.programs [--quick] [--repeats N] [--json PATH] [--only a,b]
+[--torch-from JSON]``.
 
 For every program of ``bench.programs.PROGRAMS``, each in fresh processes with one compute
 thread per system (``bench.peers.thread_env``; torch also ``set_num_threads(1)``):
@@ -16,6 +17,10 @@ after the other, not interleaved: read the CPU-time ratio on a busy machine). Co
 run's seconds (build the model and optimizer, ``STEPS`` steps, losses read back) and how much
 longer tapegrad's took than torch's; import times are shown apart.
 
+``--torch-from`` reuses torch's figures (steps 1 and 2) from an earlier ``--json`` output, to
+re-time tapegrad alone after a change (torch's side did not change; its warm figures then come
+from another moment of a shared machine, so compare CPU-time ratios with care).
+
 Targets (issue 17): every warm ratio <= 4x, their median <= 2.5x; cold, primed: <= 0.5 s beyond
 torch's first run; first-ever: <= 1.5 s beyond.
 """
@@ -23,6 +28,7 @@ torch's first run; first-ever: <= 1.5 s beyond.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import statistics
 import tempfile
@@ -59,12 +65,18 @@ def _agreement(a: Sequence[float], b: Sequence[float]) -> float:
     return max(abs(x - y) / max(abs(y), 1e-12) for x, y in zip(a, b, strict=True))
 
 
-def measure_program(name: str, warm_s: float, repeats: int, quick: bool) -> dict[str, Any]:
-    """Run ``name`` in its four processes; return the raw figures."""
+def measure_program(
+    name: str, warm_s: float, repeats: int, quick: bool, torch_from: dict[str, Any]
+) -> dict[str, Any]:
+    """Run ``name`` in its four processes (two when ``torch_from`` has its torch figures);
+    return the raw figures."""
     warm = ["--warm", str(warm_s), "--repeats", str(repeats)]
     steps = ["--steps", "2"] if quick else []
-    torch32 = _child(name, "torch", *warm, *steps)
-    torch64 = _child(name, "torch", "--dtype", "float64", *steps)
+    if name in torch_from:
+        torch32, torch64 = torch_from[name]["torch"], torch_from[name]["torch64"]
+    else:
+        torch32 = _child(name, "torch", *warm, *steps)
+        torch64 = _child(name, "torch", "--dtype", "float64", *steps)
     with tempfile.TemporaryDirectory(prefix="tapegrad-cache-") as cache:
         first = _child(name, "tapegrad", "--cache-dir", cache, *steps)
         primed = _child(name, "tapegrad", "--cache-dir", cache, *warm, *steps)
@@ -80,19 +92,30 @@ def main(argv: Sequence[str] | None = None) -> None:
     p = make_parser(__doc__ or "")
     p.add_argument("--only", default="", help="comma-separated program names")
     p.add_argument("--warm", type=float, default=0.3, help="seconds per warm batch")
+    p.add_argument(
+        "--torch-from",
+        metavar="JSON",
+        default=None,
+        help="take torch's figures from an earlier run's --json output (re-time tapegrad only)",
+    )
     args = finish_args(p, argv, default=7)
     names = [n for n in args.only.split(",") if n] or list(PROGRAMS)
     unknown = set(names) - set(PROGRAMS)
     if unknown:
         p.error(f"unknown programs {sorted(unknown)}; choose from {', '.join(PROGRAMS)}")
     os.environ.update(thread_env(1))
+    torch_from: dict[str, Any] = {}
+    if args.torch_from:
+        with open(args.torch_from) as f:
+            torch_from = json.load(f)["sections"][0]["data"]
     from bench._timing import Report
 
     report = Report("Issue 17: public programs, tapegrad against torch", args.quick, args.repeats)
     rows, data, ratios = [], {}, []
     cold_primed, cold_first = [], []
     for name in names:
-        r = measure_program(name, 0.05 if args.quick else args.warm, args.repeats, args.quick)
+        warm_s = 0.05 if args.quick else args.warm
+        r = measure_program(name, warm_s, args.repeats, args.quick, torch_from)
         data[name] = r
         t, g, g0 = r["torch"], r["tapegrad"], r["tapegrad_first"]
         agree = _agreement(g["losses"], t["losses"])

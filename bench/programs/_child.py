@@ -37,9 +37,8 @@ def _system(system: str, dtype: str, cache_dir: str | None) -> tuple[Any, Any]:
 
     if dtype != "float32":
         raise SystemExit("tapegrad programs run in float32 (JAX's default; x64 is process-wide)")
-    configure = getattr(tg, "set_compilation_cache", None)
-    if configure is not None and cache_dir is not None:
-        configure(cache_dir)
+    if cache_dir is not None:
+        tg.set_compilation_cache(cache_dir)
     return None, block
 
 

@@ -57,7 +57,8 @@ def tapegrad(d: dict[str, Any]) -> Any:
             B, T, C = x.shape
             k = self.key(x)
             q = self.query(x)
-            wei = q @ k.transpose(0, 2, 1) * C**-0.5  # transpose(-2, -1) (swapping two axes of 3 is 2-D only)
+            # transpose(-2, -1): tapegrad swaps two axes only of 2-D tensors yet
+            wei = q @ k.transpose(0, 2, 1) * C**-0.5
             wei = tg.where(self.tril[:T, :T], wei, float("-inf"))  # masked_fill(tril == 0)
             wei = tg.softmax(wei, axis=-1)
             v = self.value(x)

@@ -31,7 +31,6 @@ def data() -> dict[str, Any]:
 
 def tapegrad(d: dict[str, Any]) -> Any:
     import tapegrad as tg
-
     from bench.programs._layers import tg_linear
 
     layers: list[Any] = []

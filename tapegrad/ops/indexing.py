@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from tapegrad.op import defop
 
 __all__ = ["getitem", "normalize_index"]
 
+Shape = tuple[int, ...]
+
 
 def normalize_index(index: Any) -> tuple[Any, ...]:
     """Turn a user index into what jnp indexing takes, with boolean masks made integer.
 
-    Tensors and lists become arrays; a boolean mask becomes its integer coordinates
-    (eagerly, as NumPy does; under a JAX trace a mask raises JAX's own error).
+    Tensors give their arrays, lists become NumPy arrays, and NumPy arrays stay on the host
+    (so their bounds are checked without a device round trip); a boolean mask becomes its
+    integer coordinates (eagerly, as NumPy does; under a JAX trace a mask raises JAX's own
+    error).
 
     Raises:
         TypeError: an index element of an unsupported type.
@@ -36,14 +42,14 @@ def normalize_index(index: Any) -> tuple[Any, ...]:
                 if isinstance(item, jax.core.Tracer):
                     out.append(item)  # jnp raises its NonConcreteBooleanIndexError
                     continue
-                out.extend(jnp.asarray(c) for c in np.nonzero(np.asarray(item)))
+                out.extend(np.nonzero(np.asarray(item)))
                 continue
             if not np.issubdtype(item.dtype, np.integer):
                 raise TypeError(
                     f"Index arrays must be integer or boolean, got {item.dtype}; cast with "
                     ".astype(tg.int32)."
                 )
-            out.append(jnp.asarray(item))
+            out.append(item)
         elif item is None or item is Ellipsis or isinstance(item, (int, slice, np.integer)):
             out.append(item)
         else:
@@ -55,34 +61,121 @@ def normalize_index(index: Any) -> tuple[Any, ...]:
 
 
 def _check_bounds(shape: tuple[int, ...], index: tuple[Any, ...]) -> None:
-    """Raise ``IndexError`` as NumPy does for an out-of-range integer (JAX would clamp).
+    """Raise ``IndexError`` as NumPy does for an out-of-range integer on the host.
 
-    Indexes a zero-stride view of ``shape`` (no allocation of the indexed array); skipped
-    when an index is a tracer (the bounds are unknown until run time).
+    Indexes a zero-stride view of ``shape`` (no allocation of the indexed array). Indices on
+    the device (``jax.Array``s, tracers) are not read back, which would wait for the device:
+    out of range, they select fill values (NaN for floats), as ``mode="fill"`` does.
     """
-    if any(isinstance(i, jax.core.Tracer) for i in index):
+    if any(isinstance(i, jax.Array) for i in index):
         return
     view = np.lib.stride_tricks.as_strided(np.zeros(1, np.bool_), shape, (0,) * len(shape))
-    host = tuple(np.asarray(i) if isinstance(i, jax.Array) else i for i in index)
     try:
-        view[host]
+        view[index]
     except IndexError as err:
         raise IndexError(f"{err} (tensor of shape {shape}); JAX would clamp it silently.") from None
+
+
+Plan = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+
+
+def _slice_plan(shape: tuple[int, ...], index: tuple[Any, ...]) -> Plan | None:
+    """``(starts, sizes, squeezed axes)`` when ``index`` holds only ints and step-1 slices.
+
+    Such an index is one ``lax.dynamic_slice`` whose starts are arguments, so every start
+    (``text[j : j + 8]`` for each ``j``) reuses one compiled kernel. ``None`` otherwise.
+
+    Raises:
+        IndexError: an integer is out of range (NumPy's rule; JAX would clamp it).
+    """
+    if len(index) > len(shape):
+        return None
+    starts: list[int] = []
+    sizes: list[int] = []
+    squeezed: list[int] = []
+    for axis, item in enumerate(index):
+        n = shape[axis]
+        if isinstance(item, slice):
+            start, stop, step = item.indices(n)
+            if step != 1 or stop <= start:
+                return None
+            starts.append(start)
+            sizes.append(stop - start)
+        elif isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
+            i = int(item)
+            if not -n <= i < n:
+                raise IndexError(
+                    f"index {i} is out of bounds for axis {axis} with size {n} (tensor of "
+                    f"shape {shape}); JAX would clamp it silently."
+                )
+            starts.append(i % n)
+            sizes.append(1)
+            squeezed.append(axis)
+        else:
+            return None
+    rest = shape[len(index) :]
+    return (*starts, *(0,) * len(rest)), (*sizes, *rest), tuple(squeezed)
+
+
+def _is_gather(shape: tuple[int, ...], index: tuple[Any, ...]) -> bool:
+    """Whether ``index`` is integer arrays only, one per leading axis (``table[ids]``)."""
+    return 0 < len(index) <= len(shape) and all(
+        isinstance(i, (np.ndarray, jax.Array)) for i in index
+    )
+
+
+@partial(jax.jit, static_argnames=("sizes", "squeezed"))
+def _slice(x: jax.Array, starts: tuple[int, ...], sizes: Shape, squeezed: Shape) -> jax.Array:
+    return jnp.squeeze(lax.dynamic_slice(x, starts, sizes), squeezed)
+
+
+@partial(jax.jit, static_argnames=("shape", "sizes"))
+def _slice_vjp(g: jax.Array, starts: tuple[int, ...], shape: Shape, sizes: Shape) -> jax.Array:
+    return lax.dynamic_update_slice(jnp.zeros(shape, g.dtype), g.reshape(sizes), starts)
+
+
+@jax.jit
+def _gather(x: jax.Array, index: tuple[jax.Array, ...]) -> jax.Array:
+    return x.at[index].get(mode="fill")
+
+
+@partial(jax.jit, static_argnames=("shape",))
+def _scatter_add(g: jax.Array, index: tuple[Any, ...], shape: Shape) -> jax.Array:
+    return jnp.zeros(shape, g.dtype).at[index].add(g, mode="drop")
 
 
 @defop
 def getitem(x: jax.Array, *, index: tuple[Any, ...]) -> tuple[jax.Array, tuple[Any, ...]]:
     """``x[index]`` with ``index`` from ``normalize_index`` (a parameter, not a tensor input).
 
+    Ints and step-1 slices run one compiled ``dynamic_slice`` per (shape, sizes), whatever
+    the starts; integer arrays on the leading axes one compiled gather per shape; other
+    indices go through ``jnp`` indexing. Integer arrays on the device are not checked on the
+    host: out of range, they select fill values (NaN for floats).
+
     Raises:
-        IndexError: an integer index is out of range (checked on concrete indices).
+        IndexError: an integer index on the host is out of range.
     """
-    _check_bounds(x.shape, index)
-    return x[index], (x.shape,)
+    shape = x.shape
+    plan = _slice_plan(shape, index)
+    if plan is not None:
+        starts, sizes, squeezed = plan
+        return _slice(x, starts, sizes, squeezed), (shape,)
+    _check_bounds(shape, index)
+    if _is_gather(shape, index):
+        return _gather(x, index), (shape,)
+    return x.at[index].get(mode="fill"), (shape,)
 
 
 @getitem.defvjp
 def _getitem_vjp(res: tuple[Any, ...], g: jax.Array, *, index: tuple[Any, ...]) -> tuple[jax.Array]:
-    """Scatter-add g into zeros of the input shape (repeated indices accumulate)."""
+    """Scatter-add g into zeros of the input shape (repeated indices accumulate; device
+    indices out of range receive nothing); a slice's is one ``dynamic_update_slice``."""
     (shape,) = res
-    return (jnp.zeros(shape, g.dtype).at[index].add(g),)
+    plan = _slice_plan(shape, index)
+    if plan is not None:
+        starts, sizes, _ = plan
+        return (_slice_vjp(g, starts, shape, sizes),)
+    if _is_gather(shape, index):
+        return (_scatter_add(g, index, shape),)
+    return (jnp.zeros(shape, g.dtype).at[index].add(g, mode="drop"),)

@@ -66,24 +66,26 @@ def _check_labels(logits: jax.Array, labels: jax.Array) -> None:
 
 
 @jax.jit
-def _cross_entropy(logits: jax.Array, labels: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """The loss and the log-probabilities, in one dispatch; a label outside [0, C) picks NaN."""
+def _cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
+    """The loss in one dispatch; a label outside [0, C) picks NaN."""
     logp = jax.nn.log_softmax(logits, axis=-1)
     classes = logits.shape[-1]
     safe = jnp.clip(labels, 0, classes - 1)[..., None]
     picked = jnp.take_along_axis(logp, safe, axis=-1)[..., 0]
     valid = (labels >= 0) & (labels < classes)
-    return -jnp.mean(jnp.where(valid, picked, jnp.nan)), logp
+    return -jnp.mean(jnp.where(valid, picked, jnp.nan))
 
 
 @defop(name="cross_entropy")
 def _cross_entropy_op(
     logits: jax.Array, labels: jax.Array
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-    """Mean over the batch of -log softmax(logits)[label]; logits (..., C), labels (...) int."""
+    """Mean over the batch of -log softmax(logits)[label]; logits (..., C), labels (...) int.
+
+    The residuals are the inputs themselves (no new array is kept), so ``create_graph``
+    differentiates the fused VJP through them."""
     _check_labels(logits, labels)
-    loss, logp = _cross_entropy(logits, labels)
-    return loss, (logp, labels)
+    return _cross_entropy(logits, labels), (logits, labels)
 
 
 @_cross_entropy_op.defvjp
@@ -93,10 +95,10 @@ def _cross_entropy_vjp(
 ) -> tuple[jax.Array | None, None]:
     """g_logits = g * (softmax(logits) - onehot(labels)) / N (one fused rule); NaN on the
     rows whose label is out of range, as their loss term."""
-    logp, labels = res
-    classes = logp.shape[-1]
-    onehot = jax.nn.one_hot(labels, classes, dtype=logp.dtype)
-    gx = (jnp.exp(logp) - onehot) * (g / labels.size)
+    logits, labels = res
+    classes = logits.shape[-1]
+    onehot = jax.nn.one_hot(labels, classes, dtype=logits.dtype)
+    gx = (jax.nn.softmax(logits, axis=-1) - onehot) * (g / labels.size)
     valid = (labels >= 0) & (labels < classes)
     return (jnp.where(valid[..., None], gx, jnp.nan), None)
 
@@ -129,25 +131,23 @@ def cross_entropy(logits: Any, labels: Any) -> Tensor:
     return _cross_entropy_op(logits, labels)
 
 
-@jax.jit
-def _mse(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
-    d = a - b
-    return jnp.mean(d * d), d
+_mse = jax.jit(lambda a, b: jnp.mean(jnp.square(a - b)))
 
 
 @defop(check=broadcast_check)
-def mse_loss(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[jax.Array]]:
-    """Mean of (a - b)**2 over all elements (broadcasting a against b)."""
-    y, d = _mse(a, b)
-    return y, (d,)
+def mse_loss(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    """Mean of (a - b)**2 over all elements (broadcasting a against b); the residuals are the
+    inputs themselves (no new array is kept)."""
+    return _mse(a, b), (a, b)
 
 
 @mse_loss.defvjp
 @partial(jax.jit, static_argnames=("needs",))
 def _mse_loss_vjp(
-    res: tuple[jax.Array], g: jax.Array, needs: tuple[bool, ...]
+    res: tuple[jax.Array, jax.Array], g: jax.Array, needs: tuple[bool, ...]
 ) -> tuple[jax.Array | None, ...]:
-    """ga = 2 (a - b) g / N, gb = -ga."""
-    (d,) = res
+    """ga = 2 (a - b) g / N, gb = -ga (N: the elements of the broadcast difference)."""
+    a, b = res
+    d = a - b
     ga = d * (2 * g / d.size)
     return (ga if needs[0] else None, -ga if needs[1] else None)

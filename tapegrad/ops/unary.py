@@ -230,8 +230,10 @@ def _astype_vjp(res: tuple[()], g: jax.Array, *, dtype: np.dtype) -> tuple[jax.A
     return (g,)
 
 
+_clip = partial(jax.jit, static_argnames=("min", "max"))(jnp.clip)
+
+
 @defop
-@partial(jax.jit, static_argnames=("min", "max"))
 def clip(
     x: jax.Array,
     *,
@@ -239,7 +241,7 @@ def clip(
     max: float | None = None,  # noqa: A002
 ) -> tuple[jax.Array, Res]:
     """Clamp to ``[min, max]`` (either bound may be ``None``), as ``jnp.clip``."""
-    return jnp.clip(x, min, max), (x,)
+    return _clip(x, min=min, max=max), (x,)
 
 
 @clip.defvjp

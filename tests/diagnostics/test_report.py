@@ -480,8 +480,7 @@ def test_a_script_under_a_bracketed_path_reports_everywhere(tmp_path: Path) -> N
     script.write_text("import tapegrad as tg\ndef step():\n    tg.ones(2).require_grad()\nstep()\n")
     runpy.run_path(str(script), run_name="__main__")
     report = diagnostics.leak_report(explain=True)
-    origin = next(r.origin for r in report.rows if r.kind == "hanging")
-    assert "[/]x/train.py:3" in origin
+    assert any(r.origin.endswith("[/]x/train.py:3") for r in report.rows if r.kind == "hanging")
     assert "[/]x/train.py:3" in re.sub(r"\s*\n\s*", "", str(report)).replace(" ", "")
     report._repr_mimebundle_()
     report.save_html(tmp_path / "r.html")

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import tapegrad as tg
 
 from .specs import SPECS
+from .test_second_order import SECOND_ORDER
 
 # Ops whose names are not in jnp: the neural-network losses (no jnp twin exists) and
 # indexing, which is Python's ``operator.getitem`` (``t[index]``).
@@ -20,6 +21,14 @@ def test_every_registered_op_has_exactly_one_spec_row() -> None:
     names = [spec.name for spec in SPECS]
     assert len(names) == len(set(names)), "an op has two rows"
     assert set(tg.registry()) == set(names)
+
+
+def test_every_differentiable_op_has_a_second_order_check() -> None:
+    """create_graph=True through every op: a new op needs a row that test_second_order.py
+    runs (a differentiable row with a case whose output is floating)."""
+    differentiable = {name for name, op in tg.registry().items() if op.differentiable}
+    missing = differentiable - SECOND_ORDER
+    assert not missing, f"ops without a second-order check: {sorted(missing)}"
 
 
 def test_spec_rows_agree_with_the_ops() -> None:

@@ -1,0 +1,113 @@
+"""Where each program's tapegrad time goes: ``python -m bench.programs._profile [--only a,b]``.
+
+Each program runs in a fresh process with an empty compilation cache. Its first run (build
+and ``STEPS`` steps) counts JAX's compiles and the seconds spent tracing, lowering and
+compiling them (``jax.monitoring`` events); then 20 warm steps run under ``cProfile``, which
+counts the ops tapegrad applied and the VJPs it ran per step and names the functions that took
+the most time of their own. One Markdown table is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import importlib
+import os
+import pstats
+import tempfile
+import time
+from collections import Counter
+from typing import Any
+
+from bench._timing import block, emit_child, markdown_table, run_child
+from bench.peers import thread_env
+from bench.programs import PROGRAMS
+
+WARM_STEPS = 20
+EVENTS = {
+    "/jax/core/compile/jaxpr_trace_duration": "trace",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+    "/jax/core/compile/backend_compile_duration": "compile",
+}
+
+
+def profile_one(name: str) -> dict[str, Any]:
+    """Profile program ``name`` in this (fresh) process."""
+    import jax
+
+    import tapegrad as tg
+
+    seconds: Counter[str] = Counter()
+    counts: Counter[str] = Counter()
+
+    def on_duration(event: str, duration: float, **_: Any) -> None:
+        if event in EVENTS:
+            seconds[EVENTS[event]] += duration
+            counts[EVENTS[event]] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(on_duration)
+    program = importlib.import_module(f"bench.programs.{name}")
+    with tempfile.TemporaryDirectory() as cache:
+        tg.set_compilation_cache(cache)
+        d = program.data()
+        t0 = time.perf_counter()
+        step = program.tapegrad(d)
+        for _ in range(program.STEPS):
+            out = step()
+        block(out)
+        first = time.perf_counter() - t0
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(WARM_STEPS):
+        out = step()
+    block(out)
+    profiler.disable()
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    total = sum(tt for (_, _, tt, _, _) in stats.values())
+    calls = {f"{os.path.basename(f)}:{fn}": nc for (f, _, fn), (_, nc, _, _, _) in stats.items()}
+    own = sorted(((tt, f, fn) for (f, _, fn), (_, _, tt, _, _) in stats.items()), reverse=True)
+    return {
+        "first_s": first,
+        "compiles": counts["compile"],
+        "seconds": dict(seconds),
+        "ops": calls.get("op.py:apply", 0) / WARM_STEPS,
+        "vjps": calls.get("op.py:call_vjp", 0) / WARM_STEPS,
+        "getitem": calls.get("indexing.py:getitem", 0) / WARM_STEPS,
+        "top": [(f"{os.path.basename(f)}:{fn}", round(100 * tt / total)) for tt, f, fn in own[:4]],
+    }
+
+
+def main() -> None:
+    """Profile every program (or ``--only``) in its own process; print the table."""
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--only", default="")
+    p.add_argument("--one", default="", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.one:
+        emit_child(profile_one(args.one))
+        return
+    os.environ.update(thread_env(1))
+    rows = []
+    for name in [n for n in args.only.split(",") if n] or PROGRAMS:
+        r = run_child("bench.programs._profile", ["--one", name])
+        s = r["seconds"]
+        rows.append(
+            [
+                name,
+                f"{r['first_s']:.2f} s: {r['compiles']} compiles (trace {s.get('trace', 0):.2f} s, "
+                f"lower {s.get('lower', 0):.2f} s, compile {s.get('compile', 0):.2f} s)",
+                f"{r['ops']:.0f} ops, {r['vjps']:.0f} VJPs, {r['getitem']:.0f} of them indexing",
+                ", ".join(f"{fn} {pct}%" for fn, pct in r["top"]),
+            ]
+        )
+        print(" | ".join(rows[-1]), flush=True)
+    print(
+        markdown_table(
+            ["program", "first run (empty cache)", "per warm step", "own time, warm (top 4)"],
+            rows,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,279 @@
+"""State discovery for ``tg.jit``: what a step reaches, and what it changed while traced.
+
+A step's state is found, not declared (DESIGN.md "Compiled steps"). Starting from its
+arguments, its closure cells and the globals its code names, a walk visits containers (lists,
+tuples, dicts), user objects and tapegrad objects (``nn.Module``, optimizers: anything whose
+class is not from a library) and user functions (their closures and globals, transitively):
+
+- every tensor that requires grad is **lifted** (an input and output of the computation);
+- a tensor that does not require grad is lifted when it is an attribute of an object (a
+  module buffer, an optimizer's tensor); one reached only through a list, a dict, a global
+  or a closure is a constant, unless the step changes it (then it is lifted and traced again);
+- an attribute holding a pytree of ``jax.Array``s (an optimizer's optax state, a random
+  key) is a **slot**: its value goes in and the new value comes out.
+
+Before a trace, ``Watch`` records the containers and attribute dicts the walk met; afterwards
+it says what changed (a module buffer replaced, a list mutated, a tensor stored on ``self``)
+and puts every one of them back, so a trace, successful or not, leaves no trace in the state.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+
+from tapegrad._tensor import Tensor
+from tapegrad.errors import TracerError
+
+__all__ = ["Found", "Watch", "discover", "user_function", "code_names"]
+
+_LIBRARIES = frozenset(
+    {"jax", "jaxlib", "numpy", "optax", "chex", "torch", "rich", "sklearn", "scipy", "diagnostics"}
+)
+_MACHINERY = frozenset({"tapegrad.jit", "tapegrad.tape"})  # compiled steps, tapes: not state
+_MAX_CONTAINER = 4096  # longer lists and dicts (data sets) are not walked item by item
+
+
+def _library(module: str | None) -> bool:
+    top = (module or "").partition(".")[0]
+    return top in _LIBRARIES or top in sys.stdlib_module_names or top == "builtins"
+
+
+def user_function(fn: Any) -> bool:
+    """``fn`` is a Python function defined outside the libraries (its closure and globals
+    are part of what a step can reach)."""
+    return isinstance(fn, types.FunctionType) and not (
+        _library(fn.__module__) or (fn.__module__ or "").startswith("tapegrad")
+    )
+
+
+def code_names(code: types.CodeType) -> Iterator[str]:
+    """The global names ``code`` and the code objects nested in it (lambdas,
+    comprehensions, inner functions) may read."""
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        yield from c.co_names
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+
+
+def _array_pytree(value: Any) -> bool:
+    """A slot value: a ``jax.Array`` or a tuple/list/dict pytree whose leaves are all arrays
+    (optax states; ``EmptyState()`` has none), holding no tensor."""
+    if isinstance(value, jax.Array):
+        return True
+    if not isinstance(value, (tuple, list, dict)):
+        return False
+    leaves = jax.tree_util.tree_leaves(value, is_leaf=lambda x: isinstance(x, Tensor))
+    if not leaves and not isinstance(value, tuple):  # an empty list or dict: bookkeeping
+        return False
+    return all(isinstance(x, jax.Array) and not isinstance(x, Tensor) for x in leaves)
+
+
+@dataclass(eq=False)
+class Found:
+    """What a walk found, in a deterministic order (first visit)."""
+
+    tensors: list[Tensor] = field(default_factory=list)
+    """Lifted tensors (inputs and outputs of the computation)."""
+    labels: list[str] = field(default_factory=list)
+    """Where each lifted tensor was found (``"global model.fc1.weight"``)."""
+    slots: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    """Attribute slots ``(obj.__dict__, name)`` holding array pytrees."""
+    slot_labels: list[str] = field(default_factory=list)
+    slot_owners: list[Any] = field(default_factory=list)
+    """The object of each slot (an optimizer's state is donated with the parameters)."""
+    constants: dict[int, tuple[Tensor, str]] = field(default_factory=dict)
+    """Tensors reached only through containers, globals or closures: not lifted unless changed."""
+    attrs: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    """Attribute dicts of the objects walked (checked and restored around a trace)."""
+    lists: list[tuple[list[Any], str]] = field(default_factory=list)
+    dicts: list[tuple[dict[Any, Any], str]] = field(default_factory=list)
+    """Dicts walked; a module registry's label ends with ``"."`` (entries read ``label.name``)."""
+    buffers: dict[int, dict[str, Tensor]] = field(default_factory=dict)
+    """``Module._buffers`` registries by id: an entry replaced during a trace is an update."""
+    guards: list[tuple[Any, Any, Any]] = field(default_factory=list)
+    """``(mapping or cell, key, value)`` read from globals and closures: the walk stays valid
+    while each still holds the same object."""
+    values: list[tuple[dict[Any, Any], Any, Any]] = field(default_factory=list)
+    """``(mapping, key, value)``: Python numbers, strings and flags of tapegrad's objects (a
+    module's ``training``, an optimizer's hyperparameters in ``param_groups``). The step
+    reads them as constants, so the compiled computation is valid while each is equal."""
+
+
+def discover(
+    fn: Callable[..., Any],
+    roots: list[tuple[Any, str]],
+    extra: set[int] | None = None,
+) -> Found:
+    """Walk from ``roots`` (the step's arguments that are objects, with labels) and from
+    ``fn``'s closure and globals; lift the tensors whose ids are in ``extra`` too.
+
+    Raises:
+        TracerError: a tensor reached holds a JAX tracer (made inside another trace).
+    """
+    found = Found()
+    extra = extra or set()
+    seen: set[int] = set()
+    lifted: set[int] = set()
+    stack: list[tuple[Any, str, bool]] = [(fn, fn.__name__, False)]
+    stack.extend((obj, label, False) for obj, label in reversed(roots))
+    stack.reverse()  # visit roots first, in order, then the function
+    while stack:
+        obj, label, attr = stack.pop()
+        if isinstance(obj, Tensor):
+            if isinstance(obj._data, jax.core.Tracer):
+                raise TracerError(
+                    f"{label} is a tensor holding a JAX tracer from another trace (made inside "
+                    "a tg.jit step or jax transformation that has ended); it has no value "
+                    "outside that trace. Return values from a compiled step instead of "
+                    "storing them, and use the returned tensors."
+                )
+            key = id(obj)
+            if key in lifted:
+                continue
+            if obj._node is not None or attr or key in extra:
+                lifted.add(key)
+                found.constants.pop(key, None)
+                found.tensors.append(obj)
+                found.labels.append(label)
+            else:
+                found.constants.setdefault(key, (obj, label))
+            continue
+        key = id(obj)
+        if key in seen:
+            continue
+        seen.add(key)
+        children: list[tuple[Any, str, bool]] = []
+        if isinstance(obj, (list, tuple)):
+            if len(obj) > _MAX_CONTAINER:
+                continue
+            if isinstance(obj, list):
+                found.lists.append((obj, label))
+            children = [(v, f"{label}[{i}]", False) for i, v in enumerate(obj)]
+        elif isinstance(obj, dict):
+            if len(obj) > _MAX_CONTAINER:
+                continue
+            found.dicts.append((obj, label))
+            children = [(v, f"{label}[{k!r}]", False) for k, v in obj.items()]
+        elif isinstance(obj, types.MethodType):
+            children = [(obj.__self__, label, False), (obj.__func__, label, False)]
+        elif isinstance(obj, types.FunctionType):
+            if user_function(obj):
+                children = _function_children(obj, found)
+        elif _walked_object(obj):
+            children = _object_children(obj, label, found)
+        stack.extend(reversed(children))
+    return found
+
+
+def _walked_object(obj: Any) -> bool:
+    if isinstance(obj, (type, types.ModuleType)) or not hasattr(obj, "__dict__"):
+        return False
+    module = type(obj).__module__
+    return not (_library(module) or module in _MACHINERY)
+
+
+def _function_children(fn: types.FunctionType, found: Found) -> list[tuple[Any, str, bool]]:
+    children: list[tuple[Any, str, bool]] = []
+    code = fn.__code__
+    for name, cell in zip(code.co_freevars, fn.__closure__ or (), strict=True):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell (a name assigned later)
+            continue
+        found.guards.append((cell, None, value))
+        children.append((value, name, False))
+    space = fn.__globals__
+    for name in dict.fromkeys(code_names(code)):
+        if name in space:
+            value = space[name]
+            if isinstance(value, types.ModuleType):
+                continue
+            found.guards.append((space, name, value))
+            children.append((value, name, False))
+    return children
+
+
+def _object_children(obj: Any, label: str, found: Found) -> list[tuple[Any, str, bool]]:
+    attrs = vars(obj)
+    found.attrs.append((attrs, label))
+    if type(obj).__module__.startswith("tapegrad."):
+        _scalars(attrs, found)
+        for value in attrs.values():
+            if isinstance(value, list) and all(isinstance(d, dict) for d in value):
+                for d in value:  # hyperparameter dicts (an optimizer's param_groups)
+                    _scalars(d, found)
+    children: list[tuple[Any, str, bool]] = []
+    for name, value in attrs.items():
+        if name in ("_parameters", "_buffers", "_modules") and isinstance(value, dict):
+            if name == "_buffers":
+                found.buffers[id(value)] = value
+            found.dicts.append((value, f"{label}."))
+            children.extend((v, f"{label}.{k}", True) for k, v in value.items())
+        elif isinstance(value, Tensor):
+            children.append((value, f"{label}.{name}", True))
+        elif _array_pytree(value):
+            found.slots.append((attrs, name))
+            found.slot_labels.append(f"{label}.{name}")
+            found.slot_owners.append(obj)
+        else:
+            children.append((value, f"{label}.{name}", False))
+    return children
+
+
+def _scalars(mapping: dict[Any, Any], found: Found) -> None:
+    for key, value in mapping.items():
+        if value is None or isinstance(value, (bool, int, float, str)):
+            found.values.append((mapping, key, value))
+
+
+class Watch:
+    """The containers and attribute dicts of a ``Found``, as they were before a trace."""
+
+    def __init__(self, found: Found) -> None:
+        self.found = found
+        self.attrs = [(d, dict(d)) for d, _ in found.attrs]
+        self.lists = [(lst, list(lst)) for lst, _ in found.lists]
+        self.dicts = [(d, dict(d)) for d, _ in found.dicts]
+
+    def changes(self, slots: set[tuple[int, str]]) -> Iterator[tuple[str, Any, Any, Any]]:
+        """What the trace changed: ``(label, container, old, new)`` for every attribute, list
+        or dict entry now holding another object (slots excepted; ``old``/``new`` are
+        ``None`` where an entry appeared or went)."""
+        found = self.found
+        for (d, before), (_, label) in zip(self.attrs, found.attrs, strict=True):
+            for name in before.keys() | d.keys():
+                old, new = before.get(name), d.get(name)
+                if old is not new and (id(d), name) not in slots:
+                    yield f"{label}.{name}", d, old, new
+        for (lst, items), (_, label) in zip(self.lists, found.lists, strict=True):
+            if not _same(lst, items):
+                ids = {id(x) for x in items}
+                added = [x for x in lst if id(x) not in ids]
+                yield label, lst, None, added[0] if added else None
+        for (d, before), (_, label) in zip(self.dicts, found.dicts, strict=True):
+            for k in before.keys() | d.keys():
+                old, new = before.get(k), d.get(k)
+                if old is not new:
+                    yield (f"{label}{k}" if label.endswith(".") else f"{label}[{k!r}]"), d, old, new
+
+    def restore(self) -> None:
+        """Put every attribute, list and dict back as it was."""
+        for d, before in self.attrs + self.dicts:
+            if len(d) != len(before) or any(d.get(k, d) is not v for k, v in before.items()):
+                d.clear()
+                d.update(before)
+        for lst, items in self.lists:
+            if not _same(lst, items):
+                lst[:] = items
+
+
+def _same(a: list[Any], b: list[Any]) -> bool:
+    """The two lists hold the same objects in the same order."""
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))

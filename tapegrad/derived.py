@@ -1,0 +1,75 @@
+"""VJPs that JAX derives: ``jax.vjp`` of a jnp function, compiled once and cached.
+
+Used by ``tg.jax_op`` (a user's jnp function) and by ``create_graph=True`` (each application
+of a VJP rule is recorded as one node whose own VJP JAX derives from that rule). The compiled
+pullback is cached per (function, keyword parameters) and ``jax.jit`` caches it per input
+shapes, dtypes and ``needs``, so a call after the first never retraces.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from tapegrad.op import Op
+
+__all__ = ["compiled_vjp", "derived_op"]
+
+_CACHE_SIZE = 512
+
+Pullback = Callable[[tuple[jax.Array, ...], jax.Array, tuple[bool, ...]], tuple[Any, ...]]
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def compiled_vjp(fn: Callable[..., Any], static: tuple[tuple[str, Any], ...] = ()) -> Pullback:
+    """The jitted pullback of ``fn`` with keyword parameters ``static`` (bounded LRU cache).
+
+    The result maps ``(primals, g, needs)`` to one cotangent per primal, ``None`` where
+    ``needs`` is false: JAX differentiates with respect to the needed primals only.
+    """
+    params = dict(static)
+
+    def pullback(
+        primals: tuple[jax.Array, ...], g: jax.Array, needs: tuple[bool, ...]
+    ) -> tuple[Any, ...]:
+        keep = [i for i, n in enumerate(needs) if n]
+
+        def part(*sub: jax.Array) -> Any:
+            full = list(primals)
+            for i, s in zip(keep, sub, strict=True):
+                full[i] = s
+            return fn(*full, **params)
+
+        _, pull = jax.vjp(part, *(primals[i] for i in keep))
+        out: list[Any] = [None] * len(primals)
+        for i, ct in zip(keep, pull(g), strict=True):
+            out[i] = ct
+        return tuple(out)
+
+    return jax.jit(pullback, static_argnames=("needs",))
+
+
+def derived_op(fn: Callable[..., jax.Array], name: str) -> Op:
+    """An op (outside the registry) computing ``fn`` compiled, whose VJP JAX derives.
+
+    Its residuals are its inputs, so under ``create_graph=True`` its VJP is recorded in
+    turn as a derived op of the pullback: differentiable to any order.
+
+    Args:
+        fn: ``(*arrays) -> array``, jnp code without keyword parameters.
+        name: the op name shown in ``repr``, snapshots and leak reports.
+    """
+    compiled = jax.jit(fn)
+
+    def forward(*xs: jax.Array) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+        return compiled(*xs), xs
+
+    def vjp(saved: tuple[jax.Array, ...], g: jax.Array, needs: tuple[bool, ...]) -> Any:
+        return compiled_vjp(fn)(saved, g, needs)
+
+    op = Op(forward, name=name)
+    op.defvjp(vjp)
+    return op

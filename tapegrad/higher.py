@@ -1,0 +1,184 @@
+"""``create_graph=True``: each VJP application recorded as one node whose VJP JAX derives.
+
+A VJP rule is written once, in jnp, over arrays (the fast path of ``backward``). With
+``create_graph=True`` the pass runs on tensors instead: for a node and each parent that needs
+a gradient, the rule becomes the jnp function ``h(g, *residuals)`` (the rule's cotangent for
+that parent, summed to the parent's shape), recorded through ``derived_op`` as one op named
+``vjp(<op>)``. Its inputs are the incoming cotangent and the node's residual arrays, linked
+by provenance to the nodes they came from: an input's node, or the node itself for its
+output (DESIGN.md "Residuals with provenance"). JAX derives that op's VJP from ``h``, compiled
+and cached, so the recorded backward is differentiable again, to any order.
+
+The cache key is the op, the parent slot, the residuals' structure and static values and the
+parent's shape and dtype: the same node kind in the next step reuses the compiled ``h``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any, cast
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from tapegrad._arrays import broadcast_axes
+from tapegrad._tensor import Tensor
+from tapegrad.derived import derived_op
+from tapegrad.errors import VJPShapeError
+from tapegrad.node import Node
+from tapegrad.op import INEXACT, Op, apply
+
+__all__ = ["vjp_on_tensors"]
+
+_new_tensor = object.__new__
+_ARRAYS = (jax.Array, np.ndarray)
+_tree_flatten = jax.tree_util.tree_flatten
+
+
+def _hashable(leaf: Any) -> Any:
+    """A cache-key form of a static residual or parameter (slices are unhashable here)."""
+    if isinstance(leaf, slice):
+        return (slice, leaf.start, leaf.stop, leaf.step)
+    return leaf
+
+
+class _Dyn:
+    """The placeholder of an array leaf in a cached template."""
+
+    def __repr__(self) -> str:
+        return "<array>"
+
+
+_DYN = _Dyn()
+
+
+_CACHE: OrderedDict[tuple[Any, ...], Op] = OrderedDict()
+_CACHE_SIZE = 512
+_LOCK = threading.Lock()
+
+
+def _vjp_op(
+    op: Op,
+    index: int,
+    needs: tuple[bool, ...],
+    treedef: Any,
+    leaves: tuple[Any, ...],
+    shape: tuple[int, ...],
+    dtype: Any,
+) -> Op:
+    """The op computing ``op``'s cotangent for input ``index``, from a bounded LRU cache."""
+    key = (op, index, needs, treedef, tuple(map(_hashable, leaves)), shape, dtype)
+    try:
+        hash(key)
+    except TypeError:  # an unhashable static value: build (and compile) for this call only
+        return _build(op, index, needs, treedef, leaves, shape, dtype)
+    with _LOCK:  # building is cheap (nothing compiles before the first call)
+        vop = _CACHE.get(key)
+        if vop is None:
+            vop = _CACHE[key] = _build(op, index, needs, treedef, leaves, shape, dtype)
+            if len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+        else:
+            _CACHE.move_to_end(key)
+    return vop
+
+
+def _build(
+    op: Op,
+    index: int,
+    needs: tuple[bool, ...],
+    treedef: Any,
+    leaves: tuple[Any, ...],
+    shape: tuple[int, ...],
+    dtype: Any,
+) -> Op:
+    """``derived_op`` of ``h(g, *dyn)``: the rule's cotangent for input ``index`` in the input's
+    shape and dtype; ``leaves`` holds the static leaves of ``(residuals, params)``, ``_DYN``
+    where an array goes (the arrays are ``h``'s inputs after ``g``, in leaf order)."""
+    dyn_at = tuple(i for i, leaf in enumerate(leaves) if leaf is _DYN)
+    name = op.name
+
+    def h(g: jax.Array, *dyn: jax.Array) -> jax.Array:
+        full = list(leaves)
+        for i, a in zip(dyn_at, dyn, strict=True):
+            full[i] = a
+        saved, params = jax.tree_util.tree_unflatten(treedef, full)
+        ct = op.call_vjp(saved, g, needs, params)[index]
+        if ct is None:
+            return jnp.zeros(shape, dtype)
+        if ct.shape != shape:
+            axes = broadcast_axes(ct.shape, shape)
+            if axes is None:
+                raise VJPShapeError.of(name, ct.shape, index, shape)
+            ct = jnp.sum(ct, axis=axes).reshape(shape)
+        out: jax.Array = ct.astype(dtype) if ct.dtype != dtype else ct
+        return out
+
+    return derived_op(h, f"vjp({name})")
+
+
+def vjp_on_tensors(
+    node: Node,
+    op: Op,
+    parents: tuple[Node | None, ...],
+    saved: Any,
+    params: dict[str, Any] | None,
+    g: Tensor,
+) -> list[tuple[Node, Tensor]]:
+    """Apply ``op``'s VJP rule to the cotangent tensor ``g``, recording it on the tape.
+
+    Returns ``(parent, cotangent)`` for each parent that needs a gradient; each cotangent is
+    the output of a ``vjp(<op>)`` node (when grad mode is on and something requires grad).
+
+    Raises:
+        RuntimeError: a floating residual is neither an input nor the output of the op (its
+            dependence on the inputs is unknown, so its VJP cannot be differentiated).
+    """
+    prov = node.prov
+    links: dict[int, Node | None] = {}
+    if prov is not None:
+        for s, slot in zip(saved, prov, strict=True):
+            if slot is not None and isinstance(s, _ARRAYS):
+                links[id(s)] = node if slot == -1 else parents[slot]
+    leaves, treedef = _tree_flatten((saved, params or {}))
+    statics: list[Any] = []
+    dyn: list[Any] = []
+    for leaf in leaves:
+        if isinstance(leaf, _ARRAYS):
+            key = id(leaf)
+            if key in links:
+                link = links[key]
+            elif leaf.dtype in INEXACT:
+                raise RuntimeError(
+                    f"create_graph=True: op {op.name!r} keeps a floating residual that is "
+                    "neither one of its input arrays nor its output array (by identity), so "
+                    "its VJP cannot be differentiated; save the inputs (or the output) and "
+                    "recompute the rest in the VJP rule (a forward compiled whole with "
+                    "jax.jit returns copies: compile its computation instead)."
+                )
+            else:
+                link = None  # integer or boolean: a constant of the derivative
+            if link is None:
+                dyn.append(leaf)
+            else:
+                t = _new_tensor(Tensor)
+                t._data = cast(jax.Array, leaf)  # linked residuals are input or output arrays
+                t._node = link
+                t._grad = None
+                t._tape = None if link.tape is None else link.tape()
+                dyn.append(t)
+            statics.append(_DYN)
+        else:
+            statics.append(leaf)
+    frozen = tuple(statics)
+    out = []
+    count = len(parents)
+    for i, p in enumerate(parents):
+        if p is None:
+            continue
+        needs = tuple(j == i for j in range(count))
+        vop = _vjp_op(op, i, needs, treedef, frozen, p.shape, p.dtype)
+        out.append((p, apply(vop, (g, *dyn), {}, depth=2)))
+    return out

@@ -1,0 +1,635 @@
+"""``tg.jit``: an unchanged eager training step run as one compiled XLA computation.
+
+How a call runs (DESIGN.md "Compiled steps"):
+
+1. The arguments are split into data (arrays, numbers, tensors that do not require grad:
+   traced) and objects (modules, optimizers, tensors that require grad: reached by
+   reference). A **plan** is found per argument structure: ``_discover`` walks the objects,
+   the closure and the globals and lists the state (lifted tensors, array slots). A plan
+   stays valid while every global and closure variable it read, and every object argument,
+   is the same object.
+2. The plan's ``jax.jit`` function takes the state's arrays and the data. While JAX traces
+   it, each lifted tensor holds its tracer and, if it requires grad, a leaf on a private tape
+   that records tracers; the step runs unchanged on that tape; what it changed (values,
+   ``.grad``, slots, module buffers) becomes the outputs; everything is put back.
+3. After the compiled call the outputs are written back: ``t.data``, ``t.grad``, slots.
+
+JAX compiles once per shape, dtype and static value; ``trace_count`` counts those compiles.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import warnings
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, ParamSpec, TypeVar, overload
+
+import jax
+import numpy as np
+
+from tapegrad import _discover
+from tapegrad._tensor import Tensor
+from tapegrad.current import current_tape, use_tape
+from tapegrad.errors import RetraceWarning, TracerError
+from tapegrad.optim.optimizer import Optimizer
+from tapegrad.records import Snapshot
+from tapegrad.tape import Tape
+
+__all__ = ["jit", "JitFunction", "TraceReport"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+RETRACE_WARNING = 8
+"""Compiles after which every further one warns, naming the argument whose shape changes."""
+_DATA = (jax.Array, np.ndarray, np.generic, bool, int, float, complex)
+_CONTAINERS = (list, tuple, dict)
+_new = object.__new__
+_ABSENT = "<not passed>"  # a static argument left to its default
+_MAX_PASSES = 4  # passes over the body to find the state (each finds at least one tensor more)
+
+
+@dataclass(frozen=True)
+class TraceReport:
+    """What the private tape of the last trace held when the step returned.
+
+    Attributes:
+        nodes: nodes the step recorded while traced.
+        hanging: ``(origin, op, count)`` of the nodes left hanging: values the step computed
+            under grad mode and never used in a backward. They are dead code that XLA
+            removes from the compiled computation: counted, not an error.
+        snapshot: the private tape's snapshot at that moment; ``diagnostics`` classifies
+            it like the process tape's: ``diagnostics.report.build_report(snapshot)`` is a
+            ``LeakReport`` (rendered with rich, in Jupyter, or ``to_dict()``).
+    """
+
+    nodes: int
+    hanging: tuple[tuple[str, str, int], ...]
+    snapshot: Snapshot
+
+    @property
+    def hanging_nodes(self) -> int:
+        """How many nodes were left hanging (dead code)."""
+        return sum(count for _, _, count in self.hanging)
+
+
+class _Retrace(Exception):
+    """The trace found more state (a constant tensor the step changed): trace again."""
+
+    def __init__(self, tensors: set[int]) -> None:
+        super().__init__()
+        self.tensors = tensors
+
+
+class _Plan:
+    """The state of one argument structure and the jitted functions that carry it."""
+
+    def __init__(
+        self,
+        owner: JitFunction[Any, Any],
+        key: tuple[Any, tuple[Any, ...], tuple[Any, ...]],
+        objects: list[Any],
+        names: list[str],
+        found: _discover.Found,
+    ) -> None:
+        self.key = key
+        self.treedef, self.kinds, self.statics = key
+        self.objects = objects
+        self.names = names
+        self.found = found
+        pairs = list(zip(found.tensors, found.labels, strict=True))
+        pairs = [p for p in pairs if p[0]._node is not None] + [
+            p for p in pairs if p[0]._node is None
+        ]
+        self.order = [t for t, _ in pairs]  # the order of the tensor values in and out
+        self.labels = [label for _, label in pairs]
+        self.n_donated = sum(t._node is not None for t in self.order)
+        slots = list(zip(found.slots, found.slot_owners, strict=True))
+        own = [s for s, obj in slots if isinstance(obj, Optimizer)]  # donated with params
+        self.slots = own + [s for s, obj in slots if not isinstance(obj, Optimizer)]
+        self.n_donated_slots = len(own)
+        self.grads_used = True  # until the first trace shows the step never reads them
+        self.checked = False
+        # weak references: a plan holds its jitted function, which must not hold it back
+        # (tapegrad makes no reference cycles, so a dropped step frees its state at once)
+        self.inner = functools.partial(_inner, weakref.ref(owner), weakref.ref(self))
+        self.jitted = jax.jit(self.inner, donate_argnums=(0,) if owner.donate else ())
+        self._plain: Any = None
+
+    def plain(self) -> Any:
+        """The jitted function without donation (for a call where a graph saves an array)."""
+        if self._plain is None:
+            self._plain = jax.jit(self.inner)
+        return self._plain
+
+    def valid(self, objects: list[Any]) -> bool:
+        """Every object argument, global and closure variable read is the same object."""
+        for a, b in zip(objects, self.objects, strict=True):
+            if a is not b:
+                return False
+        for where, name, value in self.found.guards:
+            if name is None:
+                if where.cell_contents is not value:
+                    return False
+            elif where.get(name, where) is not value:
+                return False
+        for mapping, key, value in self.found.values:
+            if mapping.get(key, mapping) != value:
+                return False
+        return True
+
+    def inputs(self) -> tuple[list[Any], list[Any]]:
+        """The donated and the kept arrays of the state, now."""
+        values = [t._data for t in self.order]
+        slots = [d[k] for d, k in self.slots]
+        nd, ns = self.n_donated, self.n_donated_slots
+        return values[:nd] + slots[:ns], values[nd:] + slots[ns:]
+
+    def grads(self) -> list[Any] | None:
+        """The incoming ``.grad`` arrays (``None`` when the step never reads them)."""
+        if not self.grads_used:
+            return None
+        return [None if t._grad is None else t._grad._data for t in self.order]
+
+
+class JitFunction(Generic[P, R]):
+    """A step compiled by ``tg.jit``; call it like the function it wraps.
+
+    Attributes:
+        trace_count: computations compiled so far (one per argument structure, shape, dtype
+            and static value; more passes over the body to find the state count once).
+        donate: whether parameter and optimizer-state arrays are donated.
+    """
+
+    __name__: str
+
+    def __init__(
+        self,
+        fn: Callable[P, R],
+        static_argnums: Sequence[int],
+        static_argnames: Sequence[str],
+        donate: bool,
+    ) -> None:
+        functools.update_wrapper(self, fn)
+        self._fn = fn
+        self._params = list(inspect.signature(fn).parameters)
+        self._static_argnums = tuple(sorted(static_argnums))
+        self._static_argnames = tuple(sorted(static_argnames))
+        self.donate = donate
+        self.trace_count = 0
+        self._plans: dict[Any, _Plan] = {}
+        self._traced = False
+        self._report: TraceReport | None = None
+        self._shapes: dict[str, set[Any]] = {}
+
+    # ------------------------------------------------------------------ calling
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        statics: tuple[Any, ...] = ()
+        if self._static_argnums or self._static_argnames:
+            statics, args, kwargs = self._split_statics(args, kwargs)  # type: ignore[assignment]
+        treedef: Any = len(args)  # flat positional arguments: no pytree flattening
+        leaves: Sequence[Any] = args
+        if kwargs or any(isinstance(a, _CONTAINERS) for a in args):
+            leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_tensor)
+        kinds: list[Any] = []
+        data: list[Any] = []
+        objects: list[Any] = []
+        for x in leaves:
+            if isinstance(x, Tensor) and x._node is None:
+                kinds.append(Tensor)
+                data.append(x._data)
+            elif isinstance(x, _DATA):
+                kinds.append(None)
+                data.append(x)
+            else:  # a tensor that requires grad, a module, an optimizer: by reference
+                kinds.append(len(objects))
+                objects.append(x)
+        key = (treedef, tuple(kinds), statics)
+        plan = self._plans.get(key)
+        if plan is None or not plan.valid(objects):
+            plan = self._plan(key, objects, self._leaf_names(args, kwargs), set())
+        for _ in range(_MAX_PASSES):
+            try:
+                return self._call(plan, data)  # type: ignore[no-any-return]
+            except _Retrace as more:
+                lifted = {id(t) for t in plan.order[plan.n_donated :]}
+                plan = self._plan(key, objects, plan.names, lifted | more.tensors)
+        raise RuntimeError(  # pragma: no cover - each pass lifts at least one tensor more
+            f"{self.__name__}: the state kept growing over {_MAX_PASSES} traces."
+        )
+
+    def _split_statics(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], tuple[Any, ...], dict[str, Any]]:
+        statics = tuple(args[i] if i < len(args) else _ABSENT for i in self._static_argnums)
+        statics += tuple(kwargs.get(k, _ABSENT) for k in self._static_argnames)
+        try:
+            hash(statics)
+        except TypeError:
+            raise TypeError(
+                f"{self.__name__}: static arguments must be hashable, got {statics!r}; pass "
+                "tuples instead of lists, or make the argument a traced one."
+            ) from None
+        args = tuple(None if i in self._static_argnums else a for i, a in enumerate(args))
+        kwargs = {k: v for k, v in kwargs.items() if k not in self._static_argnames}
+        return statics, args, kwargs
+
+    def _plan(self, key: Any, objects: list[Any], names: list[str], extra: set[int]) -> _Plan:
+        named = [n for n, kind in zip(names, key[1], strict=True) if type(kind) is int]
+        roots = list(zip(objects, named, strict=True))
+        plan = _Plan(self, key, objects, names, _discover.discover(self._fn, roots, extra))
+        self._plans[key] = plan
+        return plan
+
+    def _call(self, plan: _Plan, data: list[Any]) -> Any:
+        donated, kept = plan.inputs()
+        jitted = plan.jitted
+        if self.donate and plan.n_donated and _pending(plan.order[: plan.n_donated]):
+            jitted = plan.plain()
+        try:
+            if not plan.checked:
+                self._first_trace(plan, jitted, donated, kept, data)
+            out, values, grads, slots = jitted(donated, kept, plan.grads(), data)
+        except BaseException:
+            self._traced = False
+            raise
+        if self._traced:
+            self._traced = False
+            self.trace_count += 1
+            self._note_shapes(plan, data)
+        for t, v in zip(plan.order, values, strict=True):
+            if v is not None:
+                t._data = v
+        for t, g in zip(plan.order, grads, strict=True):
+            if g is not None:
+                if g:
+                    grad = t._grad = _new(Tensor)  # Tensor._wrap, inlined: the hot path
+                    grad._data, grad._node, grad._grad, grad._tape = g[0], None, None, None
+                else:
+                    t._grad = None
+        for (d, k), v in zip(plan.slots, slots, strict=True):
+            if v is not None:
+                d[k] = v
+        return out
+
+    def _first_trace(
+        self, plan: _Plan, jitted: Any, donated: list[Any], kept: list[Any], data: list[Any]
+    ) -> None:
+        """Trace once to learn whether the step reads the incoming ``.grad`` values (a step
+        that starts with ``zero_grad()`` does not): if not, they are never passed, so a
+        ``.grad`` that is ``None`` on the first call and set afterwards does not recompile.
+        This trace passes every gradient (zeros where ``.grad`` is ``None``), so that a
+        step that reads them shows it."""
+        grads = [
+            jax.numpy.zeros_like(t._data) if t._grad is None else t._grad._data for t in plan.order
+        ]
+        jaxpr = jitted.trace(donated, kept, grads, data).jaxpr.jaxpr
+        n_in = len(jax.tree_util.tree_leaves((donated, kept)))
+        n_grads = len(jax.tree_util.tree_leaves(grads))
+        used = {id(v) for eqn in jaxpr.eqns for v in eqn.invars}
+        used |= {id(v) for v in jaxpr.outvars}
+        plan.grads_used = any(id(v) in used for v in jaxpr.invars[n_in : n_in + n_grads])
+        plan.checked = True
+
+    # ------------------------------------------------------------------ tracing
+
+    def _inner(
+        self,
+        plan: _Plan,
+        donated: list[Any],
+        kept: list[Any],
+        grads: list[Any] | None,
+        data: list[Any],
+    ) -> tuple[Any, list[Any], list[Any], list[Any]]:
+        """The traced function: run the step on a private tape, return what it changed."""
+        self._traced = True
+        nd, ns = plan.n_donated, plan.n_donated_slots
+        nk = len(plan.order) - nd
+        values = donated[:nd] + kept[:nk]
+        slot_values = donated[nd:] + kept[nk:]
+        saved = [(t, t._data, t._node, t._grad, t._tape) for t in plan.order]
+        constants = [(t, t._data) for t, _ in plan.found.constants.values()]
+        watch = _discover.Watch(plan.found)
+        private = Tape(allow_tracers=True)
+        outer = current_tape()
+        leaves = []  # (private leaf, original node) of the tensors that require grad
+        try:
+            grad_in: list[Tensor | None] = []
+            for i, (t, v) in enumerate(zip(plan.order, values, strict=True)):
+                t._data = v
+                g = None if grads is None else grads[i]
+                t._grad = None if g is None else Tensor._wrap(g)
+                grad_in.append(t._grad)
+                node = t._node
+                if node is not None:
+                    t._node = private.record(None, (), None, None, t, node.code, node.lineno)
+                    leaves.append((t._node, node))
+            for (d, k), v in zip(plan.slots, slot_values, strict=True):
+                d[k] = v
+            args, kwargs = self._rebuild(plan, data)
+            with use_tape(private):
+                result = self._fn(*args, **kwargs)
+            _check_result(result, self.__name__)
+            new_values, new_grads = self._changed_tensors(plan, values, grad_in, saved)
+            for i, v in self._check_changes(plan, watch).items():
+                new_values[i] = v
+            new_slots = [
+                d[k] if (d[k] is not v or j < ns) else None
+                for j, ((d, k), v) in enumerate(zip(plan.slots, slot_values, strict=True))
+            ]
+            self._check_escapes(private, plan, result)
+            reached = [orig for mine, orig in leaves if mine.reached]
+            if reached:  # trained by compiled steps: never reported as a hanging leaf
+                outer.consume((), (), reached, retain_graph=True)
+            return result, new_values, new_grads, new_slots
+        finally:
+            for t, data_, node_, grad_, tape_ in saved:
+                t._data, t._node, t._grad, t._tape = data_, node_, grad_, tape_
+            for t, data_ in constants:
+                t._data = data_
+            watch.restore()
+
+    def _rebuild(self, plan: _Plan, data: list[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The step's arguments inside the trace: data as tracers, objects as themselves."""
+        it = iter(data)
+        leaves = []
+        for kind in plan.kinds:
+            if kind is Tensor:
+                leaves.append(Tensor._wrap(next(it)))
+            elif kind is None:
+                leaves.append(next(it))
+            else:
+                leaves.append(plan.objects[kind])
+        args: list[Any]
+        kwargs: dict[str, Any]
+        if type(plan.treedef) is int:
+            args, kwargs = leaves, {}
+        else:
+            tree_args, kwargs = jax.tree_util.tree_unflatten(plan.treedef, leaves)
+            args = list(tree_args)
+        if plan.statics:
+            values = iter(plan.statics)
+            for i in self._static_argnums:
+                v = next(values)
+                if v is not _ABSENT:
+                    args[i] = v
+            for k in self._static_argnames:
+                v = next(values)
+                if v is not _ABSENT:
+                    kwargs[k] = v
+        return tuple(args), kwargs
+
+    def _changed_tensors(
+        self,
+        plan: _Plan,
+        values: list[Any],
+        grad_in: list[Tensor | None],
+        saved: list[tuple[Tensor, Any, Any, Any, Any]],
+    ) -> tuple[list[Any], list[Any]]:
+        """New values (every donated one; others where changed, else ``None``) and new
+        gradients (``None``: unchanged; ``()``: set to ``None``; ``(array,)``)."""
+        new_values: list[Any] = []
+        new_grads: list[Any] = []
+        for i, (t, v) in enumerate(zip(plan.order, values, strict=True)):
+            if (t._node is None) != (saved[i][2] is None):
+                raise TracerError(
+                    f"{self.__name__}: the step changed whether {plan.labels[i]} requires "
+                    "grad; do that outside the compiled step."
+                )
+            new_values.append(t._data if (t._data is not v or i < plan.n_donated) else None)
+            g = t._grad
+            if g is grad_in[i]:
+                new_grads.append(None)
+            else:
+                new_grads.append(() if g is None else (g._data,))
+        return new_values, new_grads
+
+    def _check_changes(self, plan: _Plan, watch: _discover.Watch) -> dict[int, Any]:
+        """Module buffers the step replaced are updates (index -> new value); any other
+        container or attribute it changed is an error naming it.
+
+        Raises:
+            TracerError: a list, dict or attribute changed, or holds a tensor made inside.
+            _Retrace: a constant tensor (not lifted) was changed: lift it and trace again.
+        """
+        found = plan.found
+        index = {id(t): i for i, t in enumerate(plan.order)}
+        slots = {(id(d), k) for d, k in plan.slots}
+        updates: dict[int, Any] = {}
+        for label, where, old, new in watch.changes(slots):
+            if (
+                id(where) in found.buffers
+                and isinstance(old, Tensor)
+                and isinstance(new, Tensor)
+                and id(old) in index
+                and new.shape == old.shape
+                and new.dtype == old.dtype
+            ):
+                updates[index[id(old)]] = new._data
+                continue
+            if callable(new) and not isinstance(new, Tensor):
+                continue  # a cache the step filled (an optimizer's compiled update): kept out
+            if isinstance(new, Tensor):
+                made = "" if new._node is None else f" (made at {new._node.origin})"
+                raise TracerError(
+                    f"{self.__name__}: the step stored a tensor made inside it{made} in "
+                    f"{label}, where it would hold a JAX tracer after the trace. Return it "
+                    "from the step instead (results come back as concrete tensors)."
+                )
+            raise TracerError(
+                f"{self.__name__}: the step changed {label} (a Python list, dict or "
+                "attribute) while it was traced; compiled code makes that change only once, "
+                "at the first call. Keep such bookkeeping outside the compiled step, or hold "
+                "the value in a tensor attribute of a module (a buffer)."
+            )
+        more = {k for k, (t, _) in found.constants.items() if _traced_array(t._data)}
+        if more:
+            raise _Retrace(more)
+        return updates
+
+    def _check_escapes(self, private: Tape, plan: _Plan, result: Any) -> None:
+        """Live nodes on the private tape belong to lifted tensors or results; any other
+        tensor alive now escaped the trace. Records the trace report.
+
+        Raises:
+            TracerError: a tensor made inside the step outlived it, naming its origin.
+        """
+        keep = {id(t) for t in plan.order}
+        keep |= {id(x) for x in jax.tree_util.tree_leaves(result, is_leaf=_is_tensor)}
+        snap = private.snapshot()
+        for rec in snap.nodes:
+            tensor = rec.tensor() if rec.tensor is not None else None
+            if tensor is not None and id(tensor) not in keep:
+                raise TracerError(
+                    f"{self.__name__}: a tensor made inside the step at {rec.origin} (op "
+                    f"{rec.op!r} in {rec.function}) is still alive after the trace: it was "
+                    "kept in a list, on an object or in a global, where it would hold a JAX "
+                    "tracer. Return it from the step instead (results come back as concrete "
+                    "tensors), or keep .item() of a returned value outside the step."
+                )
+            del tensor
+        counts: dict[tuple[str, str], int] = {}
+        for rec in snap.nodes:
+            if not rec.useful:
+                counts[(rec.origin, rec.op)] = counts.get((rec.origin, rec.op), 0) + 1
+        hanging = tuple((o, op, n) for (o, op), n in sorted(counts.items()))
+        self._report = TraceReport(len(snap.nodes), hanging, snap)
+
+    # ------------------------------------------------------------------ reporting
+
+    def trace_report(self) -> TraceReport:
+        """What the private tape held at the end of the last trace (nodes left hanging are
+        dead code XLA removes).
+
+        Raises:
+            RuntimeError: the step has not been traced yet.
+        """
+        if self._report is None:
+            raise RuntimeError(f"{self.__name__} has not been traced yet; call it first.")
+        return self._report
+
+    def _leaf_names(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str]:
+        """A name per argument leaf: the parameter's name, then the path inside it."""
+        names = []
+        paths = jax.tree_util.tree_flatten_with_path((args, kwargs), is_leaf=_is_tensor)[0]
+        for path, _ in paths:
+            where, at, *rest = path
+            if where.idx == 0:
+                i = at.idx
+                base = self._params[i] if i < len(self._params) else f"args[{i}]"
+            else:
+                base = str(at.key)
+            names.append(base + "".join(str(k) for k in rest))
+        return names
+
+    def _note_shapes(self, plan: _Plan, data: list[Any]) -> None:
+        """Remember the shapes each argument was compiled for; past ``RETRACE_WARNING``
+        compiles, warn naming the argument whose shape keeps changing."""
+        it = iter(data)
+        for name, kind in zip(plan.names, plan.kinds, strict=True):
+            if kind is Tensor or kind is None:
+                x = next(it)
+                sig = (np.shape(x), str(getattr(x, "dtype", type(x).__name__)))
+                self._shapes.setdefault(name, set()).add(sig)
+        if plan.statics:
+            self._shapes.setdefault("<static arguments>", set()).add(plan.statics)
+        if self.trace_count <= RETRACE_WARNING:
+            return
+        varied = sorted(self._shapes.items(), key=lambda kv: -len(kv[1]))
+        if not varied or len(varied[0][1]) < 2:
+            return
+        name, sigs = varied[0]
+        warnings.warn(
+            RetraceWarning(
+                f"{self.__name__} compiled {self.trace_count} times: argument {name!r} came "
+                f"with {len(sigs)} different shapes/values (e.g. {sorted(map(str, sigs))[:3]}). "
+                "Each new one compiles again: pad or bucket it to a few shapes (e.g. drop "
+                "the last partial batch), or pass Python values as static arguments."
+            ),
+            stacklevel=3,
+        )
+
+
+def _inner(
+    owner: weakref.ref[JitFunction[Any, Any]], plan: weakref.ref[_Plan], *arrays: Any
+) -> Any:
+    step, p = owner(), plan()
+    assert step is not None and p is not None  # both are alive while a call traces
+    return step._inner(p, *arrays)
+
+
+def _is_tensor(x: Any) -> bool:
+    return isinstance(x, Tensor)
+
+
+def _traced_array(x: Any) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+def _pending(tensors: list[Tensor]) -> bool:
+    """Whether a graph on the process tape still saves one of these tensors' arrays."""
+    ids = current_tape().saved_array_ids()
+    return bool(ids) and any(id(t._data) in ids for t in tensors)
+
+
+def _check_result(result: Any, name: str) -> None:
+    """The step's result must be a pytree of tensors, arrays and numbers (its tensors come
+    back as concrete tensors that do not require grad: a tensor is a pytree of its array).
+
+    Raises:
+        TracerError: the result holds something else, naming its type.
+    """
+    for x in jax.tree_util.tree_leaves(result, is_leaf=_is_tensor):
+        if not isinstance(x, (Tensor, *_DATA)):
+            raise TracerError(
+                f"{name}: the step returned a {type(x).__name__}; a compiled step returns "
+                "tensors, arrays, numbers and tuples, lists or dicts of them. Return the "
+                "values you need, and keep other objects outside the step."
+            )
+
+
+@overload
+def jit(
+    fn: Callable[P, R],
+    *,
+    static_argnums: Sequence[int] = (),
+    static_argnames: Sequence[str] = (),
+    donate: bool = True,
+) -> JitFunction[P, R]: ...
+
+
+@overload
+def jit(
+    fn: None = None,
+    *,
+    static_argnums: Sequence[int] = (),
+    static_argnames: Sequence[str] = (),
+    donate: bool = True,
+) -> Callable[[Callable[P, R]], JitFunction[P, R]]: ...
+
+
+def jit(
+    fn: Callable[P, R] | None = None,
+    *,
+    static_argnums: Sequence[int] = (),
+    static_argnames: Sequence[str] = (),
+    donate: bool = True,
+) -> JitFunction[P, R] | Callable[[Callable[P, R]], JitFunction[P, R]]:
+    """Compile an eager tapegrad step into one XLA computation (decorator).
+
+    The step stays ordinary tapegrad code: forward, ``loss.backward()``, ``opt.step()``,
+    ``opt.zero_grad()``, in-place updates under ``tg.no_grad()``. Its state is found, not
+    declared: tensors that require grad, modules and optimizers passed as arguments or
+    reached from its closure and globals become inputs and outputs of the computation, and
+    every change the step makes to them (values, ``.grad``, optimizer state, module buffers)
+    is written back after each call, as if it had run eagerly.
+
+    Args:
+        fn: the step.
+        static_argnums: positions of arguments that are Python values (hashable); each
+            value compiles its own computation.
+        static_argnames: names of keyword arguments that are static.
+        donate: donate the previous parameter and optimizer-state arrays to the computation
+            (no copies; an array taken with ``.data`` before a call is invalid after it).
+            An array that a pending graph on the tape still saves is never donated.
+
+    Returns:
+        A ``JitFunction``: call it like ``fn``; results are concrete tensors that do not
+        require grad. ``trace_count`` counts compiles; ``trace_report()`` describes the last
+        trace.
+
+    Raises:
+        TracerError: (when called) ``.item()``, ``float()``, ``bool()``, ``.numpy()`` or
+            Python control flow on a traced value; a tensor made inside that outlives the
+            call; a result that is not a tensor, array or number; a tensor from another
+            trace.
+    """
+
+    def wrap(f: Callable[P, R]) -> JitFunction[P, R]:
+        return JitFunction(f, static_argnums, static_argnames, donate)
+
+    return wrap if fn is None else wrap(fn)

@@ -1,0 +1,433 @@
+"""Higher-order gradients: ``create_graph=True``, ``tg.hvp`` and the worked scenarios against
+JAX (WGAN-GP, MAML, Newton on least squares, a full MLP Hessian, a third derivative), graph
+memory with the cycle collector off, origins of the recorded backward, bad input."""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import weakref
+from collections.abc import Iterator
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from _support import error_of
+
+import tapegrad as tg
+from tapegrad.testing import gradcheck, gradgradcheck
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((5, 3)).astype(np.float32)
+W1 = RNG.standard_normal((3, 4)).astype(np.float32) * 0.5
+B1 = RNG.standard_normal((4,)).astype(np.float32) * 0.1
+W2 = RNG.standard_normal((4, 1)).astype(np.float32) * 0.5
+
+
+def close(
+    got: tg.Tensor | np.ndarray, want: object, rtol: float = 2e-5, atol: float = 2e-6
+) -> None:
+    g = got.numpy() if isinstance(got, tg.Tensor) else got
+    np.testing.assert_allclose(g, np.asarray(want), rtol=rtol, atol=atol)
+
+
+@pytest.fixture
+def no_cycle_collector() -> Iterator[None]:
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+# ----------------------------------------------------------------------------- basics
+
+
+def test_third_derivative_of_a_scalar_function() -> None:
+    def f(x):  # works on tensors and on jax arrays alike
+        return x.sin() * x**3 if isinstance(x, tg.Tensor) else jnp.sin(x) * x**3
+
+    x = tg.tensor(0.7).require_grad()
+    (d1,) = tg.grad(f(x), x, create_graph=True)
+    (d2,) = tg.grad(d1, x, create_graph=True)
+    (d3,) = tg.grad(d2, x)
+    for got, fn in (
+        (d1, jax.grad(f)),
+        (d2, jax.grad(jax.grad(f))),
+        (d3, jax.grad(jax.grad(jax.grad(f)))),
+    ):
+        close(got, fn(jnp.float32(0.7)), rtol=1e-5)
+    assert d1.requires_grad and d2.requires_grad and not d3.requires_grad
+
+
+def test_backward_create_graph_accumulates_a_recorded_grad() -> None:
+    """.grad requires grad; a second create_graph backward adds to it as a recorded op; the
+    gradient of the gradient norm (a penalty) matches JAX."""
+    w = tg.tensor(W1).require_grad()
+    x = tg.tensor(X)
+    loss = (x @ w).tanh().sum()
+    loss.backward(create_graph=True)
+    loss.backward(create_graph=True)
+    assert w.grad is not None and w.grad.requires_grad
+    penalty = (w.grad * w.grad).sum()
+    (gw,) = tg.grad(penalty, w)
+
+    def f(w):
+        g = 2 * jax.grad(lambda w: jnp.tanh(X @ w).sum())(w)
+        return (g * g).sum()
+
+    close(gw, jax.grad(f)(W1), rtol=1e-4, atol=1e-5)
+
+
+def test_jax_op_to_third_order() -> None:
+    @tg.jax_op
+    def softplus_cube(a, *, k=3.0):
+        return jax.nn.softplus(a) ** k
+
+    def f(a):
+        return jnp.sum(jax.nn.softplus(a) ** 3.0)
+
+    a = np.array([0.3, -1.2, 2.0], np.float32)
+    x = tg.tensor(a).require_grad()
+    (g,) = tg.grad(softplus_cube(x).sum(), x, create_graph=True)
+    (h,) = tg.grad(g.sum(), x, create_graph=True)
+    (t,) = tg.grad(h.sum(), x)
+    close(g, jax.grad(f)(a))
+    close(h, jax.grad(lambda a: jax.grad(f)(a).sum())(a), rtol=1e-5)
+    close(t, jax.grad(lambda a: jax.grad(lambda a: jax.grad(f)(a).sum())(a).sum())(a), rtol=1e-4)
+
+
+def test_a_cotangent_that_requires_grad_is_differentiated_through() -> None:
+    """The double-backward trick: d/dv of <vjp(v), u> is the JVP."""
+    x = tg.tensor(np.array([0.5, 1.5], np.float32)).require_grad()
+    v = tg.tensor(np.array([1.0, -2.0], np.float32)).require_grad()
+    y = x.exp() * x
+    (gx,) = tg.grad(y, x, grad_outputs=v, create_graph=True)
+    (gv,) = tg.grad(gx.sum(), v)
+    close(gv, jnp.exp(x.data) * (1 + x.data))  # the diagonal Jacobian of x * exp(x)
+
+
+def test_non_differentiable_ops_give_zero_higher_gradients_as_jax() -> None:
+    """Comparisons and masks are constants of the derivative; a gradient that depends on
+    nothing still requires grad, and its derivative is zeros (JAX's answer), not an error."""
+    a = np.array([-1.0, 0.5, 2.0], np.float32)
+    x = tg.tensor(a).require_grad()
+    y = tg.where(x > 0.0, x, 0.0 * x).sum() + (x * (x < 1.0).astype(tg.float32)).sum()
+    (g,) = tg.grad(y, x, create_graph=True)
+    assert g.requires_grad
+    (h,) = tg.grad(g.sum(), x)
+
+    def f(x):
+        return jnp.where(x > 0, x, 0.0 * x).sum() + (x * (x < 1.0)).sum()
+
+    close(g, jax.grad(f)(a))
+    close(h, jax.grad(lambda x: jax.grad(f)(x).sum())(a))
+    assert h.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_a_second_backward_through_a_consumed_create_graph_graph_raises() -> None:
+    x = tg.tensor(np.array([0.5, 1.5], np.float32)).require_grad()
+    y = x.tanh().sum()
+    (g,) = tg.grad(y, x, create_graph=True, retain_graph=False)
+    err = error_of(tg.GraphConsumedError, g.sum().backward)
+    assert "retain_graph" in str(err) and "'tanh'" in str(err)
+    assert x.grad is None
+
+
+def test_a_residual_without_provenance_is_refused_with_the_fix() -> None:
+    """An op keeping a new float array as residual cannot be differentiated twice: a clear
+    RuntimeError, and the tape stays consistent."""
+    op = tg.Op(lambda x: (x * x, (x * 2.0,)), name="square_saving_2x")
+    op.defvjp(lambda res, g: (g * res[0],))
+    x = tg.tensor(np.array([1.0, 2.0], np.float32)).require_grad()
+    y = op(x).sum()
+    err = error_of(RuntimeError, tg.grad, y, x, create_graph=True)
+    assert "square_saving_2x" in str(err) and "save the inputs" in str(err)
+    (g,) = tg.grad(y, x)  # first order still works
+    close(g, 2 * x.data)
+
+
+def test_the_derived_vjp_is_compiled_once_per_kind() -> None:
+    """Repeated create_graph steps reuse the cached vjp(<op>) ops and compiled pullbacks."""
+    from tapegrad import derived, higher
+
+    def step() -> None:
+        w = tg.tensor(W1).require_grad()
+        (g,) = tg.grad((tg.tensor(X) @ w).tanh().sum(), w, create_graph=True)
+        (g * g).sum().backward()
+
+    step()
+    ops, pulls = len(higher._CACHE), derived.compiled_vjp.cache_info().misses
+    for _ in range(3):
+        step()
+    assert len(higher._CACHE) == ops
+    assert derived.compiled_vjp.cache_info().misses == pulls
+
+
+# ----------------------------------------------------------------------------- checkers
+
+
+def test_gradcheck_and_gradgradcheck_pass_on_an_mlp_layer() -> None:
+    def layer(x, w, b):
+        return (x @ w + b).tanh().sum(axis=1)
+
+    gradcheck(layer, X, W1, B1)
+    gradgradcheck(layer, X, W1, B1, wrt=[1, 2])
+
+
+def test_gradgradcheck_rejects_a_wrong_second_derivative() -> None:
+    """A VJP rule that is right at first order only (a constant where x should be) fails."""
+    op = tg.Op(lambda x: (x**3, (x,)), name="cube_wrong")
+    op.defvjp(lambda res, g: (g * 3.0 * jax.lax.stop_gradient(res[0]) ** 2,))
+    x = np.array([0.5, -1.0], np.float32)
+    gradcheck(lambda t: op(t), x)
+    with pytest.raises(AssertionError, match="second derivative"):
+        gradgradcheck(lambda t: op(t), x)
+
+
+# ----------------------------------------------------------------------------- memory
+
+
+def test_no_cycle_between_a_leaf_and_its_create_graph_grad(no_cycle_collector: None) -> None:
+    """PyTorch #7343: w.grad's graph reaches w's node, never w itself, so dropping w frees it
+    with the cycle collector off."""
+    w = tg.tensor(W1).require_grad()
+    loss = (tg.tensor(X) @ w).tanh().sum()
+    loss.backward(create_graph=True)
+    assert w.grad is not None and w.grad.requires_grad
+    grad_ref, w_ref = weakref.ref(w.grad), weakref.ref(w)
+    del loss, w
+    assert w_ref() is None and grad_ref() is None
+    assert tg.graph_cleanup().nodes_removed > 0  # the unconsumed graphs hang until a sweep
+    assert tg.graph_stats().nodes == 0
+
+
+@pytest.mark.parametrize("policy", ["manual", "auto"])
+def test_dropping_loss_and_grads_frees_everything(no_cycle_collector: None, policy: str) -> None:
+    tg.set_cleanup_policy(policy)
+    try:
+        w = tg.tensor(W1).require_grad()
+        b = tg.tensor(B1).require_grad()
+        loss = ((tg.tensor(X) @ w + b).sigmoid() ** 2).mean()
+        loss.backward(create_graph=True)
+        assert w.grad is not None and b.grad is not None
+        grad_ref = weakref.ref(w.grad)
+        assert tg.graph_stats().saved_bytes > 0
+        del loss
+        w.grad = None
+        b.grad = None
+        assert grad_ref() is None
+        if policy == "manual":  # retained (unconsumed) graphs wait for a sweep (rule 5)
+            tg.graph_cleanup()
+        stats = tg.graph_stats()
+        assert (stats.nodes, stats.leaves, stats.saved_bytes) == (2, 2, 0)  # w and b
+    finally:
+        tg.set_cleanup_policy("manual")
+
+
+def test_recorded_backward_nodes_carry_the_backward_call_site_and_op() -> None:
+    w = tg.tensor(W1).require_grad()
+    loss = (tg.tensor(X) @ w).tanh().sum()
+    line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+    loss.backward(create_graph=True)
+    records = [r for r in tg.snapshot().nodes if r.op.startswith("vjp(")]
+    assert {r.op for r in records} >= {"vjp(tanh)", "vjp(matmul)"}
+    assert {r.origin for r in records} == {f"tests/test_higher.py:{line}"}
+    assert {r.function for r in records} == {inspect.currentframe().f_code.co_qualname}  # type: ignore[union-attr]
+    del loss
+    w.grad = None
+
+
+def test_the_leak_report_names_what_a_create_graph_backward_left() -> None:
+    """A create_graph backward whose gradients are dropped leaves its retained graph hanging:
+    the leak report names the vjp(<op>) nodes by op and backward call site."""
+    import diagnostics
+
+    w = tg.tensor(W1).require_grad()
+    loss = (tg.tensor(X) @ w).tanh().sum()
+    line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+    loss.backward(create_graph=True)
+    del loss
+    w.grad = None
+    rows = [r for r in diagnostics.leak_report().rows if r.op.startswith("vjp(")]
+    assert {r.op for r in rows} >= {"vjp(tanh)", "vjp(matmul)"}
+    assert {(r.origin, r.kind) for r in rows} == {(f"tests/test_higher.py:{line}", "hanging")}
+    assert tg.graph_cleanup().nodes_removed > 0
+
+
+def test_cleanup_after_create_graph_steps_keeps_later_gradients() -> None:
+    """graph_cleanup between create_graph steps never changes a later backward."""
+
+    def run(clean: bool) -> np.ndarray:
+        w = tg.tensor(W1).require_grad()
+        x = tg.tensor(X)
+        for _ in range(2):
+            (g,) = tg.grad((x @ w).tanh().sum(), w, create_graph=True)
+            junk = (x @ w).sum()  # a graph no backward reaches
+            del junk
+            if clean:
+                tg.graph_cleanup()
+            penalty = (g * g).sum()
+            if clean:
+                tg.graph_cleanup()
+            penalty.backward()
+        assert w.grad is not None
+        return w.grad.numpy()
+
+    close(run(True), run(False), rtol=0, atol=0)
+
+
+# ----------------------------------------------------------------------------- hvp
+
+
+def test_hvp_matches_jax_and_leaves_the_tape_as_it_was(base: tg.GraphStats) -> None:
+    def f(w, b):
+        return ((tg.tensor(X) @ w + b).tanh() ** 2).sum()
+
+    def jf(w, b):
+        return (jnp.tanh(X @ w + b) ** 2).sum()
+
+    w, b = tg.tensor(W1), tg.tensor(B1)
+    v = (tg.ones_like(w), tg.tensor(np.linspace(-1, 1, 4, dtype=np.float32)))
+    value, (hw, hb) = tg.hvp(f, (w, b), v)
+    want_value, (jw, jb) = jax.jvp(jax.grad(jf, argnums=(0, 1)), (W1, B1), (v[0].data, v[1].data))
+    close(value, jf(W1, B1), rtol=1e-6)
+    close(hw, jw, rtol=1e-4, atol=1e-5)
+    close(hb, jb, rtol=1e-4, atol=1e-5)
+    assert not (value.requires_grad or hw.requires_grad or hb.requires_grad)
+    assert tg.graph_stats() == base  # nothing hangs, nothing was swept
+
+
+def test_hvp_single_input_and_bad_vectors() -> None:
+    x = tg.tensor(np.array([0.5, 1.0], np.float32))
+    _, h = tg.hvp(lambda x: (x**3).sum(), x, tg.tensor(np.array([1.0, 1.0], np.float32)))
+    close(h, 6 * x.data)
+    with pytest.raises(ValueError, match="one vector entry per input"):
+        tg.hvp(lambda x: x.sum(), x, tg.ones(3))
+    with pytest.raises(TypeError, match="Tensors"):
+        tg.hvp(lambda x: x.sum(), x, np.ones(2))
+
+
+# ----------------------------------------------------------------------------- scenarios
+
+
+def _critic(x, w1, b1, w2):
+    return (x @ w1 + b1).tanh() @ w2
+
+
+@pytest.mark.slow
+def test_wgan_gp_penalty_step_matches_jax() -> None:
+    """A critic loss with a gradient penalty, E[D(fake)] - E[D(real)] + 10 E[(|dD/dx| - 1)^2]
+    at points between real and fake samples; the parameters' gradients against JAX."""
+    real = RNG.standard_normal((6, 3)).astype(np.float32)
+    fake = RNG.standard_normal((6, 3)).astype(np.float32)
+    eps = RNG.uniform(size=(6, 1)).astype(np.float32)
+
+    def jloss(w1, b1, w2):
+        d = lambda x: jnp.tanh(x @ w1 + b1) @ w2  # noqa: E731
+        xhat = eps * real + (1 - eps) * fake
+        gx = jax.grad(lambda x: d(x).sum())(xhat)
+        gp = ((jnp.sqrt((gx * gx).sum(axis=1)) - 1) ** 2).mean()
+        return d(fake).mean() - d(real).mean() + 10 * gp
+
+    params = [tg.tensor(a).require_grad() for a in (W1, B1, W2)]
+    xhat = (tg.tensor(eps) * real + (1 - tg.tensor(eps)) * fake).require_grad()
+    (gx,) = tg.grad(_critic(xhat, *params).sum(), xhat, create_graph=True)
+    gp = (((gx * gx).sum(axis=1).sqrt() - 1) ** 2).mean()
+    loss = _critic(tg.tensor(fake), *params).mean() - _critic(tg.tensor(real), *params).mean()
+    loss = loss + 10 * gp
+    loss.backward()
+    want = jax.grad(jloss, argnums=(0, 1, 2))(W1, B1, W2)
+    for p, w in zip(params, want, strict=True):
+        assert p.grad is not None
+        close(p.grad, w, rtol=1e-4, atol=1e-5)
+    close(loss, jloss(W1, B1, W2), rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_maml_inner_step_and_outer_loss_match_jax() -> None:
+    xs, ys = X[:3], RNG.standard_normal((3, 1)).astype(np.float32)
+    xq, yq = X[3:], RNG.standard_normal((2, 1)).astype(np.float32)
+    alpha = 0.1
+
+    def inner(w, x, y):
+        return (
+            tg.mse_loss((x @ w).tanh(), y)
+            if isinstance(w, tg.Tensor)
+            else jnp.mean((jnp.tanh(x @ w) - y) ** 2)
+        )
+
+    def jouter(w):
+        adapted = w - alpha * jax.grad(inner)(w, xs, ys)
+        return inner(adapted, xq, yq)
+
+    w0 = RNG.standard_normal((3, 1)).astype(np.float32)
+    w = tg.tensor(w0).require_grad()
+    (g,) = tg.grad(inner(w, tg.tensor(xs), tg.tensor(ys)), w, create_graph=True)
+    adapted = w - alpha * g
+    outer = inner(adapted, tg.tensor(xq), tg.tensor(yq))
+    outer.backward()
+    close(outer, jouter(w0), rtol=1e-5)
+    assert w.grad is not None
+    close(w.grad, jax.grad(jouter)(w0), rtol=1e-4, atol=1e-6)
+
+
+def test_newton_step_on_least_squares_reaches_the_solution() -> None:
+    """f(x) = |Ax - b|^2 / 2 is quadratic: one Newton step with the Hessian built from tg.hvp
+    (and the gradient recorded with create_graph) lands on the least-squares solution."""
+    a = RNG.standard_normal((8, 3)).astype(np.float32)
+    b = RNG.standard_normal(8).astype(np.float32)
+
+    def f(x):
+        r = tg.tensor(a) @ x - b
+        return 0.5 * (r * r).sum()
+
+    x = tg.zeros(3)
+    rows = [tg.hvp(f, x, tg.tensor(np.eye(3, dtype=np.float32)[i]))[1].numpy() for i in range(3)]
+    hessian = np.stack(rows)
+    close(hessian, jax.hessian(lambda x: 0.5 * jnp.sum((a @ x - b) ** 2))(jnp.zeros(3)), rtol=1e-5)
+    xg = x.detach().require_grad()
+    (g,) = tg.grad(f(xg), xg)
+    step = np.linalg.solve(hessian, g.numpy())
+    solution = np.linalg.lstsq(a, b, rcond=None)[0]
+    close(x.numpy() - step, solution, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_full_hessian_of_a_small_mlp_matches_jax_hessian() -> None:
+    """All 16 parameters in one vector (sliced and reshaped inside), Hessian row by row from
+    a create_graph gradient: against jax.hessian of the same function."""
+    theta0 = np.concatenate([W1.ravel(), W2.ravel()])
+
+    def f(theta):
+        if isinstance(theta, tg.Tensor):
+            w1, w2 = theta[:12].reshape(3, 4), theta[12:].reshape(4, 1)
+            return (((tg.tensor(X) @ w1).tanh() @ w2) ** 2).mean()
+        w1, w2 = theta[:12].reshape(3, 4), theta[12:].reshape(4, 1)
+        return jnp.mean((jnp.tanh(X @ w1) @ w2) ** 2)
+
+    theta = tg.tensor(theta0).require_grad()
+    (g,) = tg.grad(f(theta), theta, create_graph=True)
+    rows = [tg.grad(g[i], theta, retain_graph=True)[0].numpy() for i in range(16)]
+    close(np.stack(rows), jax.hessian(f)(jnp.asarray(theta0)), rtol=1e-4, atol=1e-6)
+    close(g, jax.grad(f)(jnp.asarray(theta0)), rtol=1e-5)
+
+
+def test_the_readme_gradient_penalty_example_runs() -> None:
+    """The README's "Higher-order gradients" example, run as written."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text.split("## Higher-order gradients", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    env: dict[str, object] = {}
+    exec(compile(code, "README.md", "exec"), env)
+    for name in ("w1", "w2"):
+        param = env[name]
+        assert isinstance(param, tg.Tensor) and param.grad is not None
+        assert np.isfinite(param.grad.numpy()).all()
+    assert env["g"].requires_grad  # type: ignore[attr-defined]
+    assert env["hv"].shape == (2, 16)  # type: ignore[attr-defined]
+    env.clear()

@@ -1,0 +1,367 @@
+"""tg.jit: an eager step compiled whole, with its state found, written back, and guarded.
+
+Each test builds its own small model (2-3 layers, a few rows), so the state a step finds is
+the test's own; the eager twin of every compiled step is the same function run undecorated.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from diagnostics.report import build_report
+from tapegrad import nn, optim
+from tests._support import error_of
+
+X = tg.randn((8, 5), key=3)
+Y = jnp.arange(8) % 3
+
+
+def make(opt: str = "sgd", key: int = 0) -> tuple[nn.Module, optim.Optimizer]:
+    model = nn.Sequential(nn.Linear(5, 6, key=key), nn.Tanh(), nn.Linear(6, 3, key=key + 1))
+    if opt == "adam":
+        return model, optim.Adam(model.parameters(), lr=0.01)
+    return model, optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+
+def train_step(model: nn.Module, opt: optim.Optimizer, x: tg.Tensor, y: jax.Array) -> tg.Tensor:
+    opt.zero_grad()
+    loss = tg.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def values(model: nn.Module) -> list[np.ndarray]:
+    return [np.asarray(p.data) for p in model.parameters()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("opt", ["sgd", "adam"])
+def test_same_results_as_eager_over_100_steps(opt: str) -> None:
+    eager_model, eager_opt = make(opt)
+    model, optimizer = make(opt)
+    step = tg.jit(train_step)
+    for _ in range(100):
+        want = train_step(eager_model, eager_opt, X, Y)
+        got = step(model, optimizer, X, Y)
+        np.testing.assert_allclose(float(got), float(want), rtol=1e-5)
+    for a, b in zip(values(model), values(eager_model), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    for a, b in zip(model.parameters(), eager_model.parameters(), strict=True):
+        np.testing.assert_allclose(
+            np.asarray(a.grad.data), np.asarray(b.grad.data), rtol=1e-5, atol=1e-7
+        )
+    for a, b in zip(
+        jax.tree.leaves(optimizer.state), jax.tree.leaves(eager_opt.state), strict=True
+    ):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-7)
+    assert step.trace_count == 1
+    assert not got.requires_grad and isinstance(got, tg.Tensor)
+
+
+MODEL, OPT = make(key=10)
+
+
+@tg.jit
+def global_step(x: tg.Tensor, y: jax.Array) -> tg.Tensor:
+    """Reaches its model and optimizer through globals; updates in place under no_grad."""
+    MODEL.zero_grad()
+    loss = tg.cross_entropy(MODEL(x), y)
+    loss.backward()
+    with tg.no_grad():
+        for p in MODEL.parameters():
+            p -= 0.1 * p.grad
+    return loss
+
+
+def test_state_found_in_globals_and_closures_in_place_updates() -> None:
+    before = values(MODEL)
+    losses = [float(global_step(X, Y)) for _ in range(3)]
+    assert losses[2] < losses[0]
+    assert all(not np.allclose(a, b) for a, b in zip(values(MODEL), before, strict=True))
+
+    model, opt = make(key=20)
+
+    @tg.jit
+    def closure_step(x: tg.Tensor) -> tg.Tensor:
+        return train_step(model, opt, x, Y)
+
+    eager_model, eager_opt = make(key=20)
+    for _ in range(3):
+        np.testing.assert_allclose(
+            float(closure_step(X)), float(train_step(eager_model, eager_opt, X, Y)), rtol=1e-5
+        )
+    assert closure_step.trace_count == 1
+
+
+class RunningMean(nn.Module):
+    """A layer with a buffer replaced at each training call, as batch norm's statistics."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(5, 3, key=4)
+        self.running = tg.zeros((5,))
+        self.calls = tg.zeros(())
+
+    def forward(self, x: tg.Tensor) -> tg.Tensor:
+        with tg.no_grad():
+            self.running = 0.9 * self.running + 0.1 * x.mean(axis=0)
+            self.calls += 1.0
+        return self.lin(x - self.running)
+
+
+def test_module_buffers_written_back() -> None:
+    def step(model: RunningMean, opt: optim.Optimizer, x: tg.Tensor) -> tg.Tensor:
+        opt.zero_grad()
+        loss = (model(x) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    eager, compiled = RunningMean(), RunningMean()
+    eager_opt = optim.SGD(eager.parameters(), lr=0.1)
+    opt = optim.SGD(compiled.parameters(), lr=0.1)
+    running = compiled.running
+    jstep = tg.jit(step)
+    for _ in range(5):
+        got, want = float(jstep(compiled, opt, X)), float(step(eager, eager_opt, X))
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+    np.testing.assert_allclose(compiled.running.numpy(), eager.running.numpy(), rtol=1e-6)
+    assert compiled.running is running  # written into the buffer the module holds
+    assert float(compiled.calls) == 5.0
+
+
+def test_hyperparameters_changed_between_calls_are_followed() -> None:
+    eager_model, eager_opt = make(key=35)
+    model, opt = make(key=35)
+    step = tg.jit(train_step)
+    sched = optim.lr_scheduler.StepLR(opt, step_size=2)
+    eager_sched = optim.lr_scheduler.StepLR(eager_opt, step_size=2)
+    for _ in range(4):
+        got, want = step(model, opt, X, Y), train_step(eager_model, eager_opt, X, Y)
+        np.testing.assert_allclose(float(got), float(want), rtol=1e-5)
+        sched.step()
+        eager_sched.step()
+    assert opt.param_groups[0]["lr"] != 0.1
+    assert step.trace_count == 2  # one compile per learning rate: 0.1, then 0.01
+
+
+def test_grads_none_then_set_compiles_once_and_accumulation_reads_them() -> None:
+    model, opt = make(key=30)
+    step = tg.jit(train_step)
+    step(model, opt, X, Y)
+    step(model, opt, X, Y)
+    assert step.trace_count == 1  # .grad None at the first call, arrays after: one compile
+
+    w = tg.ones((3,)).require_grad()
+
+    @tg.jit
+    def accumulate(x: tg.Tensor) -> None:
+        (w * x).sum().backward()  # no zero_grad: .grad accumulates across calls
+
+    for _ in range(3):
+        accumulate(tg.ones((3,)))
+    np.testing.assert_allclose(w.grad.numpy(), [3.0, 3.0, 3.0])
+
+
+def test_one_compile_per_shape_and_static_value_retrace_warning() -> None:
+    w = tg.ones((4, 2)).require_grad()
+
+    @tg.jit(static_argnames=("scale",))
+    def f(x: tg.Tensor, scale: float = 1.0) -> tg.Tensor:
+        return ((x @ w) * scale).sum()
+
+    f(tg.ones((3, 4)))
+    f(tg.ones((3, 4)) * 2)
+    assert f.trace_count == 1
+    f(tg.ones((5, 4)))
+    f(tg.ones((3, 4)), scale=2.0)
+    assert f.trace_count == 3
+    assert float(f(tg.ones((3, 4)), scale=2.0)) == 48.0
+    for n in range(6, 11):
+        f(tg.ones((n, 4)))
+    with pytest.warns(tg.RetraceWarning, match="argument 'x'"):
+        f(tg.ones((11, 4)))
+
+
+def test_tracer_errors_name_the_line() -> None:
+    w = tg.ones((3,)).require_grad()
+
+    def bad_item(x: tg.Tensor) -> tg.Tensor:
+        loss = (w * x).sum()
+        if loss.item() > 0:  # the line the error names
+            loss = loss * 2
+        return loss
+
+    for call, what in [
+        (lambda x: (w * x).sum().item(), "item()"),
+        (lambda x: float((w * x).sum()), "float()"),
+        (lambda x: (w * x).numpy(), ".numpy()"),
+        (lambda x: bool((w * x).sum() > 0) and x, "bool()"),
+        (bad_item, "item()"),
+    ]:
+        err = error_of(tg.TracerError, tg.jit(call), tg.ones((3,)))
+        assert what in str(err) and "test_jit.py:" in str(err) and "Return" in str(err)
+    assert w.grad is None and np.asarray(w.data).tolist() == [1.0, 1.0, 1.0]
+
+
+COUNTER = tg.zeros(())
+
+
+def test_a_constant_the_step_changes_becomes_state() -> None:
+    w = tg.ones((3,)).require_grad()
+
+    @tg.jit
+    def counting(x: tg.Tensor) -> tg.Tensor:
+        with tg.no_grad():
+            COUNTER.data = COUNTER.data + 1.0  # a global tensor without grad, changed
+        return (w * x).sum()
+
+    for _ in range(3):
+        assert float(counting(tg.ones((3,)))) == 3.0
+    assert float(COUNTER) == 3.0 and counting.trace_count == 1
+
+
+HISTORY: list[tg.Tensor] = []
+
+
+def test_escaped_tensors_and_bad_results_raise_and_change_nothing() -> None:
+    model, opt = make(key=40)
+    before = values(model)
+    state = jax.tree.leaves(opt.state)
+
+    @tg.jit
+    def keeps_in_global(x: tg.Tensor) -> tg.Tensor:
+        loss = train_step(model, opt, x, Y)
+        HISTORY.append(loss)
+        return loss
+
+    err = error_of(tg.TracerError, keeps_in_global, X)
+    assert "HISTORY" in str(err) and "Return it" in str(err)
+    assert HISTORY == []
+
+    class Holder:
+        pass
+
+    holder = Holder()
+
+    @tg.jit
+    def keeps_on_object(x: tg.Tensor) -> tg.Tensor:
+        holder.last = model(x)  # a tensor made inside, kept on an object
+        return train_step(model, opt, x, Y)
+
+    err = error_of(tg.TracerError, keeps_on_object, X)
+    assert "holder.last" in str(err)
+    assert not hasattr(holder, "last")
+
+    @tg.jit
+    def returns_object(x: tg.Tensor) -> object:
+        train_step(model, opt, x, Y)
+        return opt
+
+    err = error_of(tg.TracerError, returns_object, X)
+    assert "returned a SGD" in str(err)
+
+    @tg.jit
+    def raises(x: tg.Tensor) -> tg.Tensor:
+        loss = train_step(model, opt, x, Y)
+        raise ValueError("boom")
+        return loss  # pragma: no cover
+
+    error_of(ValueError, raises, X)
+    for a, b in zip(values(model), before, strict=True):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(jax.tree.leaves(opt.state), state, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_list_mutation_and_tensor_from_another_trace() -> None:
+    w = tg.ones((3,)).require_grad()
+    params = [w]
+
+    @tg.jit
+    def mutates(x: tg.Tensor) -> tg.Tensor:
+        loss = (params[0] * x).sum()
+        params.pop()
+        return loss
+
+    err = error_of(tg.TracerError, mutates, tg.ones((3,)))
+    assert "params" in str(err) and "list" in str(err)
+    assert params == [w] or params[0] is w
+
+    leaked: list[tg.Tensor] = []
+
+    def leak(x: tg.Tensor) -> tg.Tensor:
+        leaked.append(x * 2)
+        return x
+
+    jax.jit(lambda a: leak(tg.Tensor(a)).data)(jnp.ones(3))  # a tensor escapes a JAX trace
+
+    @tg.jit
+    def uses_leaked(x: tg.Tensor) -> tg.Tensor:
+        return leaked[0] + x
+
+    err = error_of(tg.TracerError, uses_leaked, tg.ones((3,)))
+    assert "leaked[0]" in str(err) and "another trace" in str(err)
+
+
+@pytest.mark.slow
+def test_process_tape_does_not_grow_and_parameters_never_hang() -> None:
+    model, opt = make(key=50)
+    step = tg.jit(train_step)
+    step(model, opt, X, Y)
+    before = tg.graph_stats()
+    for _ in range(10_000):
+        step(model, opt, X, Y)
+    after = tg.graph_stats()
+    assert after == before
+    assert after.hanging_nodes == 0
+    del model, opt, step
+    stats = tg.graph_stats()
+    assert stats.hanging_leaves == before.hanging_leaves  # reached by compiled backward: freed
+
+
+def test_trace_report_counts_dead_code() -> None:
+    model, opt = make(key=60)
+
+    @tg.jit
+    def with_dead_code(x: tg.Tensor) -> tg.Tensor:
+        (model(x) ** 2).sum()  # computed under grad mode, never used: dead code
+        return train_step(model, opt, x, Y)
+
+    with_dead_code(X)
+    report = with_dead_code.trace_report()
+    assert report.hanging_nodes > 0
+    assert any("test_jit.py" in origin for origin, _, _ in report.hanging)
+    leak = build_report(report.snapshot)  # diagnostics' classes for the private tape
+    assert leak.hanging_nodes == report.hanging_nodes
+    assert {row.op for row in leak.rows if row.kind == "hanging"} >= {"power", "sum"}
+    assert tg.graph_stats().hanging_nodes == 0
+
+
+def test_donation_spares_arrays_a_pending_graph_saves() -> None:
+    model, opt = make(key=70)
+    step = tg.jit(train_step)
+    step(model, opt, X, Y)
+    pending = tg.cross_entropy(model(X), Y)  # an eager graph saving the parameters' arrays
+    step(model, opt, X, Y)
+    pending.backward()  # its saved arrays were not donated: still valid
+    assert all(p.grad is not None for p in model.parameters())
+
+    w = tg.ones((2,)).require_grad()
+    old = w.data
+
+    @tg.jit(donate=False)
+    def sgd(x: tg.Tensor) -> None:
+        w.grad = None
+        (w * x).sum().backward()
+        w.data = w.data - w.grad.data
+
+    sgd(tg.ones((2,)))
+    assert np.asarray(old).tolist() == [1.0, 1.0]  # not donated: still readable
+    assert w.numpy().tolist() == [0.0, 0.0]
