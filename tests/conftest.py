@@ -64,6 +64,7 @@ def tape_guard() -> Iterator[None]:
     """Fail a test that leaves nodes behind (after a cleanup) or changes grad mode or policy
     (MyGrad's state-guard pattern)."""
     tg.graph_cleanup()
+    tg.current_tape()._ledger.clear()  # each test reads only its own sweeps in the ledger
     before = tg.graph_stats()
     yield
     mode_changed = not tg.is_grad_enabled()
