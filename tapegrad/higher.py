@@ -24,9 +24,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from tapegrad._arrays import broadcast_axes
+from tapegrad._dtypes import DIFFERENTIABLE
 from tapegrad.derived import derived_op
 from tapegrad.errors import VJPShapeError
-from tapegrad.op import INEXACT, Op, apply
+from tapegrad.op import Op, apply
 from tapegrad.tape import Node
 from tapegrad.tensor import Tensor
 
@@ -150,7 +151,7 @@ def vjp_on_tensors(
             key = id(leaf)
             if key in links:
                 link = links[key]
-            elif leaf.dtype in INEXACT:
+            elif DIFFERENTIABLE[leaf.dtype]:
                 raise RuntimeError(
                     f"create_graph=True: op {op.name!r} keeps a floating residual that is "
                     "neither one of its input arrays nor its output array (by identity), so "

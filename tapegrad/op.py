@@ -12,12 +12,13 @@ import jax
 import numpy as np
 
 from tapegrad import compilation_cache, grad_mode
+from tapegrad._dtypes import DIFFERENTIABLE
 from tapegrad.errors import DuplicateOpError, MissingVJPError, ShapeError, TracerError
 from tapegrad.origin import user_frame
 from tapegrad.tape import current_tape
 from tapegrad.tensor import Tensor
 
-__all__ = ["Op", "defop", "registry", "apply", "OperandTypeError", "INEXACT"]
+__all__ = ["Op", "defop", "registry", "apply", "OperandTypeError"]
 
 Forward = Callable[..., tuple[Any, Any]]
 VJPRule = Callable[..., tuple[Any, ...]]
@@ -27,11 +28,6 @@ _REGISTRY: dict[str, Op] = {}
 _new_tensor = object.__new__
 _MODE = grad_mode._MODE
 _Tracer = jax.core.Tracer
-
-INEXACT = frozenset(
-    np.dtype(d) for d in ("float16", "float32", "float64", "complex64", "complex128")
-) | {np.dtype(jax.numpy.bfloat16)}
-"""Dtypes whose tensors can require grad and whose op outputs are recorded."""
 
 
 class OperandTypeError(TypeError):
@@ -230,7 +226,7 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
     out = _new_tensor(Tensor)  # Tensor._wrap, inlined: this is every op's hot path
     out._data = y
     out._node = out._grad = None
-    if tracked and op.differentiable and _MODE.enabled and y.dtype in INEXACT:
+    if tracked and op.differentiable and _MODE.enabled and DIFFERENTIABLE[y.dtype]:
         tape = current_tape()
         if isinstance(y, _Tracer) and not tape.tracers:
             raise TracerError(

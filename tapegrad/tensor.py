@@ -9,6 +9,7 @@ import jax
 import numpy as np
 
 from tapegrad import grad_mode
+from tapegrad._dtypes import DIFFERENTIABLE
 from tapegrad.errors import InPlaceError, ShapeError, TracerError
 from tapegrad.origin import format_origin, function_name, user_frame
 from tapegrad.tape import Node, current_tape
@@ -16,10 +17,6 @@ from tapegrad.tape import Node, current_tape
 __all__ = ["Tensor"]
 
 _MODE = grad_mode._MODE
-
-
-def _float_dtype(dtype: Any) -> bool:
-    return bool(np.issubdtype(dtype, np.inexact))
 
 
 class Tensor:
@@ -171,7 +168,7 @@ class Tensor:
             ``self``.
 
         Raises:
-            TypeError: the dtype is not floating point.
+            TypeError: the dtype is not a float (or complex) dtype.
             TracerError: the value is a JAX tracer.
         """
         if self._node is None:
@@ -199,9 +196,9 @@ class Tensor:
 
     def _make_leaf(self) -> None:
         data = self._data
-        if not _float_dtype(data.dtype):
+        if not DIFFERENTIABLE[data.dtype]:
             raise TypeError(
-                f"Only floating-point tensors can require grad; this one is {data.dtype}. "
+                f"Only floating-point (or complex) tensors can require grad; this one is {data.dtype}. "
                 "Cast first, e.g. t.astype(tg.float32).require_grad()."
             )
         tape = current_tape()

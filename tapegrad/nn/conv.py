@@ -8,6 +8,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from tapegrad import ops
+from tapegrad._dtypes import check_float
 from tapegrad.nn import _init
 from tapegrad.nn.module import Module
 from tapegrad.tensor import Tensor
@@ -55,7 +56,7 @@ class _ConvNd(Module):
             )
         if isinstance(padding, str) and padding not in ("same", "valid"):
             raise ValueError(f"{name}: padding must be an int, a tuple, 'same' or 'valid'.")
-        _init.check_dtype(name, dtype)
+        check_float(dtype, name)
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size = _tuple("kernel_size", kernel_size, n)
         self.stride = _tuple("stride", stride, n)
