@@ -20,6 +20,7 @@ from jax.numpy import (
 )
 
 from tapegrad import nn, optim, testing
+from tapegrad.anomaly import detect_anomaly
 from tapegrad.backward import grad
 from tapegrad.compilation_cache import compilation_cache_dir, set_compilation_cache
 from tapegrad.creation import (
@@ -34,6 +35,7 @@ from tapegrad.creation import (
     zeros_like,
 )
 from tapegrad.errors import (
+    AnomalyError,
     DuplicateOpError,
     GraphConsumedError,
     InPlaceError,
@@ -61,17 +63,23 @@ from tapegrad.ops import (
     log_softmax,
     matmul,
     maximum,
+    mean,
     minimum,
     mse_loss,
+    one_hot,
     relu,
+    reshape,
     sigmoid,
     sin,
     softmax,
     sqrt,
     stack,
+    sum,
     tanh,
+    transpose,
     where,
 )
+from tapegrad.ops import concatenate as cat
 from tapegrad.records import CleanupStats, GraphStats, NodeRecord, Snapshot
 from tapegrad.serialization import load, save
 from tapegrad.tape import (
@@ -117,6 +125,7 @@ __all__ = [
     "uint32",
     "grad",
     "hvp",
+    "detect_anomaly",
     "no_grad",
     "enable_grad",
     "set_grad_enabled",
@@ -127,7 +136,13 @@ __all__ = [
     "expand_dims",
     "where",
     "concatenate",
+    "cat",
     "stack",
+    "sum",
+    "mean",
+    "reshape",
+    "transpose",
+    "one_hot",
     "softmax",
     "log_softmax",
     "cross_entropy",
@@ -174,4 +189,5 @@ __all__ = [
     "VJPShapeError",
     "DuplicateOpError",
     "MissingVJPError",
+    "AnomalyError",
 ]

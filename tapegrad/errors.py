@@ -14,6 +14,7 @@ __all__ = [
     "VJPShapeError",
     "DuplicateOpError",
     "MissingVJPError",
+    "AnomalyError",
 ]
 
 
@@ -67,3 +68,7 @@ class MissingVJPError(NotImplementedError):
 
 class RetraceWarning(TapegradWarning):
     """A ``tg.jit`` step keeps compiling: an argument's shape or a static value keeps changing."""
+
+
+class AnomalyError(RuntimeError):
+    """Under ``tg.detect_anomaly()``, a backward produced NaN or inf (the message names the op)."""

@@ -11,7 +11,8 @@ from typing import Any, overload
 import jax
 import numpy as np
 
-from tapegrad import compilation_cache, grad_mode
+from tapegrad import _args, compilation_cache, grad_mode
+from tapegrad._args import torch_keyword
 from tapegrad._dtypes import DIFFERENTIABLE
 from tapegrad.errors import DuplicateOpError, MissingVJPError, ShapeError, TracerError
 from tapegrad.origin import user_frame
@@ -49,6 +50,8 @@ class Op:
         "differentiable",
         "check",
         "arity",
+        "param_names",
+        "checks",
         "_vjp_needs",
         "__dict__",
     )
@@ -68,6 +71,8 @@ class Op:
         self.check = check
         self._vjp_needs = False
         self.arity = _arity(forward)
+        self.param_names = _param_names(forward)
+        self.checks = tuple((p, _args.CHECKS[p]) for p in self.param_names if p in _args.CHECKS)
         functools.update_wrapper(self, forward)
 
     def defvjp(self, rule: VJPRule) -> VJPRule:
@@ -84,10 +89,41 @@ class Op:
         return self.vjp(saved, g, **params)
 
     def __call__(self, *inputs: Any, **params: Any) -> Tensor:
+        """Apply the op; parameters may also follow the tensor inputs positionally, in the
+        forward's order (``tg.sum(x, 1)``, as ``np.sum``). Axes and shapes are checked as NumPy
+        checks them (``tapegrad._args``: any integer, never a float)."""
+        arity = self.arity
+        if arity is not None and len(inputs) > arity:
+            inputs, params = self._positional(inputs, params)
+        if params and self.checks:
+            for name, check in self.checks:
+                if name in params:
+                    params[name] = check(params[name], self.name)
         return apply(self, inputs, params)
+
+    def _positional(
+        self, inputs: tuple[Any, ...], params: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Move the values after the tensor inputs to the parameters they stand for."""
+        assert self.arity is not None
+        extra = inputs[self.arity :]
+        names = self.param_names[: len(extra)]
+        if len(extra) > len(self.param_names) or any(n in params for n in names):
+            raise TypeError(
+                f"{self.name} takes {self.arity} tensor input(s) and the parameters "
+                f"{', '.join(self.param_names) or '(none)'}; got {len(inputs)} positional "
+                "values. Pass parameters once, by keyword or in that order."
+            )
+        return inputs[: self.arity], {**params, **dict(zip(names, extra, strict=True))}
 
     def __repr__(self) -> str:
         return f"<tapegrad op {self.name}>"
+
+
+def _param_names(forward: Forward) -> tuple[str, ...]:
+    """The forward's keyword-only parameters (the op's static parameters), in order."""
+    params = inspect.signature(forward).parameters.values()
+    return tuple(p.name for p in params if p.kind == inspect.Parameter.KEYWORD_ONLY)
 
 
 def _arity(forward: Forward) -> int | None:
@@ -222,6 +258,9 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
     except (TypeError, ValueError) as err:
         if op.check is not None and not isinstance(err, ShapeError):
             op.check(op.name, arrays, params)
+        unknown = torch_keyword((k for k in params if k not in op.param_names), f"{op.name}()")
+        if unknown is not None:
+            raise unknown from None
         raise
     out = _new_tensor(Tensor)  # Tensor._wrap, inlined: this is every op's hot path
     out._data = y

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -9,8 +10,9 @@ import jax
 import numpy as np
 
 from tapegrad import grad_mode
+from tapegrad._args import numpy_keywords
 from tapegrad._dtypes import DIFFERENTIABLE
-from tapegrad.errors import InPlaceError, ShapeError, TracerError
+from tapegrad.errors import InPlaceError, ShapeError, TapegradWarning, TracerError
 from tapegrad.origin import format_origin, function_name, user_frame
 from tapegrad.tape import Node, current_tape
 
@@ -107,8 +109,9 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        """The number of elements."""
-        return int(self._data.size)
+        """The number of elements (NumPy's attribute; calling it, PyTorch's ``x.size()``, raises
+        a ``TypeError`` that names ``x.shape``)."""
+        return _Size(self._data.size)
 
     @property
     def dtype(self) -> Any:
@@ -127,8 +130,20 @@ class Tensor:
 
     @property
     def requires_grad(self) -> bool:
-        """Whether the tensor has a node on the tape (a leaf or a recorded op output)."""
+        """Whether the tensor has a node on the tape (a leaf or a recorded op output).
+
+        Setting it is ``requires_grad_(flag)``: ``False`` freezes a leaf (PyTorch's
+        ``p.requires_grad = False``), ``True`` makes the tensor a leaf that requires grad.
+
+        Raises:
+            RuntimeError: set to ``False`` on the output of a recorded op (use ``.detach()``).
+            TypeError: set to ``True`` on a tensor whose dtype is not float or complex.
+        """
         return self._node is not None
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self.requires_grad_(bool(flag))
 
     @property
     def is_leaf(self) -> bool:
@@ -140,10 +155,27 @@ class Tensor:
         """The accumulated gradient, or ``None``: a ``Tensor`` without a node, except after
         ``backward(create_graph=True)``, whose gradient requires grad (it is differentiable).
 
+        Backward fills it for leaves (and for tensors that called ``retain_grad()``); reading
+        it on any other tensor that requires grad warns, as PyTorch does, since it stays
+        ``None``.
+
+        Warns:
+            TapegradWarning: read on a non-leaf that did not call ``retain_grad()``.
+
         Raises:
             TypeError: set to something other than ``None`` or a ``Tensor``.
             ShapeError: set to a tensor of another shape.
         """
+        node = self._node
+        if node is not None and node.op is not None and not node.retain:
+            warnings.warn(
+                f"Reading .grad of a tensor that is not a leaf (the output of op {node.name!r}); "
+                "backward() fills .grad only for leaves, so it is None here. Call "
+                ".retain_grad() on it before backward() to keep its gradient, or read the "
+                ".grad of the leaf it was computed from (tg.grad(out, t) returns it too).",
+                TapegradWarning,
+                stacklevel=2,
+            )
         return self._grad
 
     @grad.setter
@@ -198,8 +230,8 @@ class Tensor:
         data = self._data
         if not DIFFERENTIABLE[data.dtype]:
             raise TypeError(
-                f"Only floating-point (or complex) tensors can require grad; this one is {data.dtype}. "
-                "Cast first, e.g. t.astype(tg.float32).require_grad()."
+                "Only floating-point (or complex) tensors can require grad; this one is "
+                f"{data.dtype}. Cast first, e.g. t.astype(tg.float32).require_grad()."
             )
         tape = current_tape()
         if isinstance(data, jax.core.Tracer) and not tape.tracers:
@@ -385,42 +417,65 @@ class Tensor:
         """Cast to ``dtype``; differentiable between float dtypes."""
         return _ops.astype(self, dtype=np.dtype(dtype))
 
+    @numpy_keywords
     def sum(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Sum over ``axis`` (an int, negative int or tuple; ``None`` for all)."""
-        return _ops.sum(self, axis=_axis(axis), keepdims=keepdims)
+        return _ops.sum(self, axis=axis, keepdims=keepdims)
 
+    @numpy_keywords
     def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Mean over ``axis``."""
-        return _ops.mean(self, axis=_axis(axis), keepdims=keepdims)
+        return _ops.mean(self, axis=axis, keepdims=keepdims)
 
+    @numpy_keywords
     def max(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Maximum over ``axis`` (ties share the gradient equally, as in JAX)."""
-        return _ops.max(self, axis=_axis(axis), keepdims=keepdims)
+        return _ops.max(self, axis=axis, keepdims=keepdims)
 
+    @numpy_keywords
     def min(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Minimum over ``axis`` (ties share the gradient equally, as in JAX)."""
-        return _ops.min(self, axis=_axis(axis), keepdims=keepdims)
+        return _ops.min(self, axis=axis, keepdims=keepdims)
 
     def reshape(self, *shape: Any) -> Tensor:
-        """Reshape to ``shape`` (ints or one tuple; one entry may be -1)."""
+        """Reshape to ``shape`` (integers or one tuple; one entry may be -1).
+
+        Raises:
+            ShapeError: the sizes do not match.
+            TypeError: a dimension is not an integer (``reshape(2.5, 2)``).
+        """
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        return _ops.reshape(self, shape=tuple(int(s) for s in shape))
+        return _ops.reshape(self, shape=shape)
 
     def transpose(self, *axes: Any) -> Tensor:
-        """Permute axes (reverse them when none are given)."""
-        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
-            axes = tuple(axes[0])
-        return _ops.transpose(self, axes=tuple(int(a) for a in axes) if axes else None)
+        """Transpose: no axes reverses them; two integers ``a, b`` swap those two axes (as in
+        PyTorch, on any ndim); one tuple, or three or more integers, is a full permutation
+        (as in NumPy). See ``tg.transpose``."""
+        return _ops.transpose(self, *axes)
+
+    def permute(self, *axes: Any) -> Tensor:
+        """Permute the axes (PyTorch's ``permute``): ``t.permute(2, 0, 1)`` or a tuple."""
+        return _ops.permute(self, *axes)
+
+    def swapaxes(self, axis1: int, axis2: int) -> Tensor:
+        """Swap two axes (NumPy's ``swapaxes``; PyTorch's ``transpose(a, b)``)."""
+        return _ops.swapaxes(self, axis1, axis2)
 
     @property
     def T(self) -> Tensor:  # noqa: N802 - NumPy's name
         """The tensor with its axes reversed."""
-        return _ops.transpose(self, axes=None)
+        return _ops.transpose(self)
 
+    @numpy_keywords
     def squeeze(self, axis: int | Sequence[int] | None = None) -> Tensor:
         """Remove axes of length one (all of them when ``axis`` is ``None``)."""
-        return _ops.squeeze(self, axis=_axis(axis))
+        return _ops.squeeze(self, axis=axis)
+
+    @numpy_keywords
+    def unsqueeze(self, axis: int) -> Tensor:
+        """Insert an axis of length one at ``axis`` (PyTorch's name for ``expand_dims``)."""
+        return _ops.expand_dims(self, axis)
 
     def clip(self, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002
         """Clamp values to ``[min, max]``."""
@@ -462,8 +517,31 @@ class Tensor:
         """Elementwise cosine."""
         return _ops.cos(self)
 
+    def masked_fill(self, mask: Any, value: Any) -> Tensor:
+        """``value`` where the boolean ``mask`` is true, ``self`` elsewhere (PyTorch's
+        ``masked_fill``; ``tg.where(mask, value, self)``); the gradient flows to ``self``
+        where the mask is false.
+
+        Raises:
+            TypeError: ``mask`` is not boolean.
+            ShapeError: ``mask`` does not broadcast to this tensor's shape.
+        """
+        mask_dtype = getattr(mask, "dtype", None)
+        if mask_dtype is None or np.dtype(mask_dtype) != np.bool_:
+            raise TypeError(
+                f"masked_fill: mask must be boolean, got {mask_dtype or type(mask).__name__}; "
+                "build it with a comparison, e.g. x.masked_fill(x < 0, 0.0)."
+            )
+        out = _ops.where(mask, value, self)
+        if out.shape != self.shape:
+            raise ShapeError(
+                f"masked_fill: mask of shape {tuple(np.shape(mask))} does not broadcast to the "
+                f"tensor's shape {self.shape}."
+            )
+        return out
+
     def __getitem__(self, index: Any) -> Tensor:
-        return _ops.getitem(self, index=_ops.normalize_index(index))
+        return _ops.getitem(self, index=_ops.normalize_index(index, self.shape))
 
     # ------------------------------------------------------------------ operators
 
@@ -540,12 +618,27 @@ class Tensor:
         return self._inplace(_ops.divide, other, "/=")
 
     def _inplace(self, op: Any, other: Any, symbol: str) -> Tensor:
-        """Replace the value in place (keeping the node); see API.md on in-place operators."""
-        if self._node is not None and _MODE.enabled:
+        """In-place operators, as API.md "Tensors" describes them.
+
+        - A leaf that requires grad, under grad mode: ``InPlaceError`` (its value is what the
+          gradient is taken at; the advice names ``.item()``/``.detach()``, then ``no_grad``).
+        - Otherwise, when the result requires grad (grad mode, and ``self`` or ``other``
+          requires grad): the name is rebound to the new tensor, ``c += x`` is ``c = c + x``
+          (as ``+=`` on a ``jax.Array``; PyTorch gives the same values).
+        - Otherwise the value is replaced in place and the node kept (a parameter update
+          under ``no_grad``, or a tensor that does not require grad).
+
+        The result keeps the target's shape and dtype kind in every case (``ShapeError`` /
+        ``TypeError`` otherwise), as PyTorch's in-place operators do.
+        """
+        node = self._node
+        if node is not None and node.op is None and _MODE.enabled:
             raise InPlaceError(
-                f"In-place {symbol} on a tensor that requires grad under grad mode would "
-                "overwrite a value the graph may need. For a parameter update, wrap it in "
-                f"`with tg.no_grad():`; otherwise write `x = x {symbol[0]} y`."
+                f"In-place {symbol} on a leaf that requires grad, under grad mode: it would "
+                "change the value its gradient is taken at. To accumulate a value (a running "
+                f"loss), write `total {symbol} loss.item()` or `total {symbol} loss.detach()`; "
+                f"for a parameter update, wrap it in `with tg.no_grad():`; for a new tensor, "
+                f"write `x = x {symbol[0]} y`."
             )
         try:
             result: Tensor = op(self, other)
@@ -564,17 +657,13 @@ class Tensor:
                     f"this {self._data.dtype} tensor without losing its kind; write "
                     f"`x = x {symbol[0]} y` for a new tensor, or cast y first."
                 )
+            if result._node is not None:
+                return result.astype(self._data.dtype)
             data = data.astype(self._data.dtype)
         if result._node is not None:
-            return result  # ``other`` requires grad: the name is rebound to a tracked tensor
+            return result  # the name is rebound to the tracked result
         self._data = data
         return self
-
-
-def _axis(axis: int | Sequence[int] | None) -> int | tuple[int, ...] | None:
-    if axis is None or isinstance(axis, int):
-        return axis
-    return tuple(int(a) for a in axis)
 
 
 def _binary(op: Any, a: Any, b: Any, reflected: str | None = None) -> Tensor:
@@ -589,6 +678,20 @@ def _binary(op: Any, a: Any, b: Any, reflected: str | None = None) -> Tensor:
             return NotImplemented  # type: ignore[no-any-return]
         raise
     return out
+
+
+class _Size(int):
+    """``t.size``: an ``int`` (NumPy's element count) that names ``t.shape`` when called as
+    PyTorch's ``t.size()``."""
+
+    __slots__ = ()
+
+    def __call__(self, *axis: Any) -> Any:
+        spelling = "x.shape" if not axis else f"x.shape[{axis[0]!r}]"
+        raise TypeError(
+            f"x.size is the number of elements ({int(self)}), NumPy's attribute, not a method; "
+            f"for PyTorch's x.size({', '.join(map(repr, axis))}) write {spelling}."
+        )
 
 
 def _rebuild(value: np.ndarray, requires_grad: bool) -> Tensor:

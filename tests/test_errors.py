@@ -65,7 +65,7 @@ CATALOGUE: list[tuple[str, Trigger, type[BaseException], tuple[str, ...]]] = [
     ("sum-axis", lambda w, m: m.sum(axis=2), ValueError, ("use an axis in",)),
     ("mean-axis-repeat", lambda w, m: m.mean(axis=(0, -2)), ValueError, ("list each axis once",)),
     ("squeeze", lambda w, m: m.squeeze(0), ValueError, ("length one",)),
-    ("transpose", lambda w, m: m.transpose(0, 0), ValueError, ("permutation",)),
+    ("transpose", lambda w, m: m.permute(0, 0), ValueError, ("permutation",)),
     ("concatenate", lambda w, m: tg.concatenate([m, w]), ValueError, ("must match",)),
     ("stack", lambda w, m: tg.stack([w, tg.ones(4)]), ValueError, ("must be equal",)),
     ("expand-dims", lambda w, m: tg.expand_dims(w, 5), ValueError, ("out of range",)),

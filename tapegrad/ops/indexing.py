@@ -17,32 +17,44 @@ __all__ = ["getitem", "normalize_index"]
 Shape = tuple[int, ...]
 
 
-def normalize_index(index: Any) -> tuple[Any, ...]:
+def normalize_index(index: Any, shape: tuple[int, ...] | None = None) -> tuple[Any, ...]:
     """Turn a user index into what jnp indexing takes, with boolean masks made integer.
 
-    Tensors give their arrays, lists become NumPy arrays, and NumPy arrays stay on the host
-    (so their bounds are checked without a device round trip); a boolean mask becomes its
-    integer coordinates (eagerly, as NumPy does; under a JAX trace a mask raises JAX's own
-    error).
+    Tensors give their arrays, lists and ``range``s become NumPy arrays, and NumPy arrays stay
+    on the host (so their bounds are checked without a device round trip); a boolean mask
+    becomes its integer coordinates (eagerly, as NumPy does; under a JAX trace a mask raises
+    JAX's own error). With ``shape``, an index holding a mask is checked against it as NumPy
+    checks it: a mask whose shape does not match the axes it indexes raises ``IndexError``
+    (its coordinates alone would silently select wrong rows). Integers are checked by
+    ``getitem`` itself.
 
     Raises:
-        TypeError: an index element of an unsupported type.
+        IndexError: (with ``shape``) a mask of the wrong length, or an integer out of range
+            beside a mask.
+        TypeError: an index element of an unsupported type (a float, a float array, ...).
     """
     from tapegrad.tensor import Tensor
 
     items = index if isinstance(index, tuple) else (index,)
     out: list[Any] = []
+    host: list[Any] = []  # the index as NumPy sees it, masks kept whole
+    masked = False
     for item in items:
         if isinstance(item, Tensor):
             item = item._data
-        elif isinstance(item, list):
+        elif isinstance(item, (list, range)):
             item = np.asarray(item)
+            if item.size == 0:
+                item = item.astype(np.intp)  # NumPy reads an empty list as an integer index
         if isinstance(item, (np.ndarray, jax.Array)):
             if item.dtype == np.bool_:
                 if isinstance(item, jax.core.Tracer):
                     out.append(item)  # jnp raises its NonConcreteBooleanIndexError
                     continue
-                out.extend(np.nonzero(np.asarray(item)))
+                mask = np.asarray(item)
+                out.extend(np.nonzero(mask))
+                host.append(mask)
+                masked = True
                 continue
             if not np.issubdtype(item.dtype, np.integer):
                 raise TypeError(
@@ -50,13 +62,17 @@ def normalize_index(index: Any) -> tuple[Any, ...]:
                     ".astype(tg.int32)."
                 )
             out.append(item)
+            host.append(item)
         elif item is None or item is Ellipsis or isinstance(item, (int, slice, np.integer)):
             out.append(item)
+            host.append(item)
         else:
             raise TypeError(
                 f"Unsupported index element of type {type(item).__name__}; use ints, slices, "
-                "None, Ellipsis, integer arrays or boolean masks."
+                "None, Ellipsis, integer arrays, ranges or boolean masks."
             )
+    if masked and shape is not None:
+        _check_bounds(shape, tuple(host))
     return tuple(out)
 
 

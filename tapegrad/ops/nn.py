@@ -1,7 +1,9 @@
-"""Neural-network composites with fused VJPs: softmax, log_softmax, cross_entropy, mse_loss."""
+"""Neural-network composites with fused VJPs (softmax, log_softmax, cross_entropy, mse_loss)
+and the label encoding one_hot."""
 
 from __future__ import annotations
 
+import warnings
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -9,13 +11,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tapegrad.errors import ShapeError
+from tapegrad._args import integer
+from tapegrad.errors import ShapeError, TapegradWarning
 from tapegrad.op import broadcast_check, defop
 
 if TYPE_CHECKING:
     from tapegrad.tensor import Tensor
 
-__all__ = ["softmax", "log_softmax", "cross_entropy", "mse_loss"]
+__all__ = ["softmax", "log_softmax", "cross_entropy", "mse_loss", "one_hot"]
 
 
 _softmax = partial(jax.jit, static_argnames=("axis",))(jax.nn.softmax)
@@ -50,6 +53,21 @@ def _log_softmax_vjp(res: tuple[jax.Array], g: jax.Array, *, axis: int = -1) -> 
     """gx = g - exp(y) * sum(g, axis) (d log_softmax_i / dx_j = delta_ij - softmax_j)."""
     (y,) = res
     return (g - jnp.exp(y) * jnp.sum(g, axis=axis, keepdims=True),)
+
+
+def _host_labels(labels: Any, classes: int, name: str) -> Any:
+    """Host labels (a list or NumPy array) outside ``[0, classes)`` raise ``ValueError``;
+    labels already on the device are not read back (that would stall JAX's dispatch)."""
+    if isinstance(labels, (list, tuple, np.ndarray)):
+        labels = np.asarray(labels)
+        if np.issubdtype(labels.dtype, np.integer) and labels.size:
+            bad = int(np.count_nonzero((labels < 0) | (labels >= classes)))
+            if bad:
+                raise ValueError(
+                    f"{name}: {bad} labels are outside [0, {classes}); each label is a class "
+                    f"index below {classes}."
+                )
+    return labels
 
 
 def _check_labels(logits: jax.Array, labels: jax.Array) -> None:
@@ -118,30 +136,21 @@ def cross_entropy(logits: Any, labels: Any) -> Tensor:
             every step): an out-of-range one gives a NaN loss and NaN gradients for its row,
             JAX's out-of-bounds convention.
     """
-    if isinstance(labels, (list, tuple, np.ndarray)):
-        labels = np.asarray(labels)
-        classes = np.shape(logits)[-1] if np.ndim(logits) else 0
-        if np.issubdtype(labels.dtype, np.integer) and labels.size:
-            bad = int(np.count_nonzero((labels < 0) | (labels >= classes)))
-            if bad:
-                raise ValueError(
-                    f"cross_entropy: {bad} labels are outside [0, {classes}); labels index "
-                    f"the last axis of logits (shape {tuple(np.shape(logits))})."
-                )
-    return _cross_entropy_op(logits, labels)
+    classes = np.shape(logits)[-1] if np.ndim(logits) else 0
+    return _cross_entropy_op(logits, _host_labels(labels, classes, "cross_entropy"))
 
 
 _mse = jax.jit(lambda a, b: jnp.mean(jnp.square(a - b)))
 
 
-@defop(check=broadcast_check)
-def mse_loss(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+@defop(name="mse_loss", check=broadcast_check)
+def _mse_loss(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     """Mean of (a - b)**2 over all elements (broadcasting a against b); the residuals are the
     inputs themselves (no new array is kept)."""
     return _mse(a, b), (a, b)
 
 
-@mse_loss.defvjp
+@_mse_loss.defvjp
 @partial(jax.jit, static_argnames=("needs",))
 def _mse_loss_vjp(
     res: tuple[jax.Array, jax.Array], g: jax.Array, needs: tuple[bool, ...]
@@ -151,3 +160,74 @@ def _mse_loss_vjp(
     d = a - b
     ga = d * (2 * g / d.size)
     return (ga if needs[0] else None, -ga if needs[1] else None)
+
+
+def mse_loss(a: Any, b: Any) -> Tensor:
+    """Mean of ``(a - b)**2`` over all elements of the broadcast difference.
+
+    Args:
+        a: the prediction, a float tensor (or array).
+        b: the target; a Python scalar is a constant target.
+
+    Warns:
+        TapegradWarning: (a ``UserWarning``) ``a`` and ``b`` are arrays of different shapes,
+            as PyTorch warns: ``(3, 4)`` against ``(3, 1)`` broadcasts to ``(3, 4)`` and
+            averages twelve differences, which is rarely what a loss means. Reshape one
+            operand (or pass arrays of equal shapes) to silence it.
+
+    Raises:
+        ShapeError: the shapes do not broadcast.
+    """
+    sa, sb = getattr(a, "shape", None), getattr(b, "shape", None)
+    if sa is not None and sb is not None and tuple(sa) != tuple(sb):
+        try:
+            shape = np.broadcast_shapes(tuple(sa), tuple(sb))
+        except ValueError:
+            shape = None  # the op raises its ShapeError
+        if shape is not None:
+            warnings.warn(
+                f"mse_loss: prediction shape {tuple(sa)} and target shape {tuple(sb)} differ; "
+                f"they broadcast to {shape} (PyTorch warns here too). Reshape one so the "
+                "shapes match, e.g. target.reshape(pred.shape).",
+                TapegradWarning,
+                stacklevel=2,
+            )
+    return _mse_loss(a, b)
+
+
+@defop(name="one_hot", differentiable=False)
+def _one_hot(
+    labels: jax.Array, *, num_classes: int, dtype: Any = None
+) -> tuple[jax.Array, tuple[()]]:
+    """``labels`` (...) integer -> (..., num_classes), 1 at each label's index, 0 elsewhere."""
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise TypeError(
+            f"one_hot: labels must be integer class indices, got dtype {labels.dtype}; cast "
+            "with .astype(tg.int32)."
+        )
+    if num_classes <= 0:
+        raise ValueError(f"one_hot: num_classes must be positive, got {num_classes}.")
+    return jax.nn.one_hot(labels, num_classes, dtype=dtype or jnp.float32), ()
+
+
+def one_hot(labels: Any, num_classes: int, *, dtype: Any = None) -> Tensor:
+    """One-hot encoding of integer class labels (not differentiable; never recorded).
+
+    Args:
+        labels: integer class indices of any shape (a tensor, array or list).
+        num_classes: the number of classes, the length of the new last axis.
+        dtype: the result's dtype; float32 by default (JAX's ``jax.nn.one_hot``; PyTorch's
+            ``F.one_hot`` gives int64), ready to multiply with float tensors.
+
+    Returns:
+        A tensor of shape ``labels.shape + (num_classes,)``.
+
+    Raises:
+        TypeError: labels are not integers, or ``num_classes`` is not an integer.
+        ValueError: ``num_classes`` is not positive, or host labels (a list or NumPy array)
+            are outside ``[0, num_classes)``. Labels already on the device are not read back:
+            an out-of-range one gives a row of zeros (JAX's convention).
+    """
+    classes = integer(num_classes, "one_hot: num_classes")
+    labels = _host_labels(labels, classes, "one_hot")
+    return _one_hot(labels, num_classes=classes, dtype=None if dtype is None else np.dtype(dtype))

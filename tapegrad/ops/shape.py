@@ -1,4 +1,5 @@
-"""Shape manipulation: reshape, transpose, squeeze, expand_dims, concatenate, stack."""
+"""Shape manipulation: reshape, transpose (and its PyTorch forms permute, swapaxes), squeeze,
+expand_dims, concatenate, stack."""
 
 from __future__ import annotations
 
@@ -11,13 +12,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tapegrad._args import integer, numpy_keywords
 from tapegrad.errors import ShapeError
 from tapegrad.op import defop
 
 if TYPE_CHECKING:
     from tapegrad.tensor import Tensor
 
-__all__ = ["reshape", "transpose", "squeeze", "expand_dims", "concatenate", "stack"]
+__all__ = [
+    "reshape",
+    "transpose",
+    "permute",
+    "swapaxes",
+    "squeeze",
+    "expand_dims",
+    "concatenate",
+    "stack",
+]
 
 Shape = tuple[int, ...]
 
@@ -64,15 +75,15 @@ def _transpose_check(name: str, arrays: list[Any], params: dict[str, Any]) -> No
         )
 
 
-@defop(check=_transpose_check)
-def transpose(x: jax.Array, *, axes: Shape | None = None) -> tuple[jax.Array, tuple[()]]:
+@defop(name="transpose", check=_transpose_check)
+def _transpose(x: jax.Array, *, axes: Shape | None = None) -> tuple[jax.Array, tuple[()]]:
     """Permute the axes (``None``: reverse them)."""
     if axes is not None:
         _transpose_check("transpose", [x], {"axes": axes})
     return jnp.transpose(x, axes), ()
 
 
-@transpose.defvjp
+@_transpose.defvjp
 def _transpose_vjp(res: tuple[()], g: jax.Array, *, axes: Shape | None = None) -> tuple[jax.Array]:
     """Apply the inverse permutation to g."""
     if axes is None:
@@ -168,16 +179,79 @@ def _stack_vjp(
     return tuple(jnp.take(g, i, axis=axis) if n else None for i, n in enumerate(needs))
 
 
+def _axes_arg(axes: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``f(x, 1, 0)`` and ``f(x, (1, 0))`` both give ``(1, 0)``."""
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+        return tuple(axes[0])
+    return axes
+
+
+@numpy_keywords
+def transpose(x: Any, *axes: Any) -> Tensor:
+    """Transpose, read as both NumPy and PyTorch users mean it.
+
+    - ``transpose(x)``: reverse the axes (NumPy's ``x.T``).
+    - ``transpose(x, a, b)`` with two integers: swap axes ``a`` and ``b`` (PyTorch's reading,
+      on any number of dimensions; NumPy would read ``(0, 1)`` on a 2-D tensor as the
+      identity permutation).
+    - ``transpose(x, (p0, p1, ...))``, or three or more integers: a full permutation (NumPy's).
+
+    Raises:
+        ShapeError: the axes are out of range, or are not a permutation.
+        TypeError: an axis is not an integer.
+    """
+    if len(axes) == 2 and not isinstance(axes[0], (tuple, list)):
+        return swapaxes(x, *axes)
+    axes = _axes_arg(axes)
+    return _transpose(x, axes=axes or None)
+
+
+@numpy_keywords
+def permute(x: Any, *axes: Any) -> Tensor:
+    """Permute the axes: ``permute(x, 2, 0, 1)`` or ``permute(x, (2, 0, 1))`` (PyTorch's
+    ``permute``; always a full permutation, NumPy's ``transpose(x, axes)``).
+
+    Raises:
+        ShapeError: the axes are not a permutation of the tensor's axes.
+    """
+    return _transpose(x, axes=_axes_arg(axes))
+
+
+@numpy_keywords
+def swapaxes(x: Any, axis1: int, axis2: int) -> Tensor:
+    """Swap two axes (NumPy's ``swapaxes``, PyTorch's ``transpose(a, b)``).
+
+    Raises:
+        ShapeError: an axis is out of range.
+        TypeError: an axis is not an integer.
+    """
+    ndim = int(np.ndim(x))
+    a, b = integer(axis1, "swapaxes: axis1"), integer(axis2, "swapaxes: axis2")
+    for v in (a, b):
+        if not -ndim <= v < max(ndim, 1):
+            raise ShapeError(
+                f"swapaxes: axis {v} is out of range for a tensor with {ndim} dimensions."
+            )
+    perm = list(range(ndim))
+    if ndim:
+        perm[a], perm[b] = perm[b], perm[a]
+    return _transpose(x, axes=tuple(perm))
+
+
+@numpy_keywords
 def expand_dims(x: Any, axis: int | Shape) -> Tensor:
-    """Insert length-one axes at ``axis`` (NumPy's ``expand_dims``)."""
+    """Insert length-one axes at ``axis`` (NumPy's ``expand_dims``; PyTorch's ``unsqueeze``)."""
     return _expand_dims(x, axis=axis)
 
 
+@numpy_keywords
 def concatenate(ts: Sequence[Any], axis: int = 0) -> Tensor:
-    """Join a sequence of tensors along an existing ``axis`` (NumPy's ``concatenate``)."""
+    """Join a sequence of tensors along an existing ``axis`` (NumPy's ``concatenate``; also
+    ``tg.cat``, PyTorch's name)."""
     return _concatenate(*ts, axis=axis)
 
 
+@numpy_keywords
 def stack(ts: Sequence[Any], axis: int = 0) -> Tensor:
     """Join a sequence of equal-shaped tensors along a new ``axis`` (NumPy's ``stack``)."""
     return _stack(*ts, axis=axis)
