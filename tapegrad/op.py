@@ -109,10 +109,15 @@ class Op:
         extra = inputs[self.arity :]
         names = self.param_names[: len(extra)]
         if len(extra) > len(self.param_names) or any(n in params for n in names):
+            params_text = ", ".join(self.param_names)
             raise TypeError(
-                f"{self.name} takes {self.arity} tensor input(s) and the parameters "
-                f"{', '.join(self.param_names) or '(none)'}; got {len(inputs)} positional "
-                "values. Pass parameters once, by keyword or in that order."
+                f"{self.name} takes {self.arity} tensor input(s), got {len(inputs)}; "
+                + (
+                    f"values after them stand for its parameters ({params_text}) in that order, "
+                    "each given once (by position or by keyword)."
+                    if self.param_names
+                    else "it takes no parameters."
+                )
             )
         return inputs[: self.arity], {**params, **dict(zip(names, extra, strict=True))}
 
