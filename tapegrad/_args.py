@@ -86,15 +86,10 @@ def _shape_param(value: Any, op: str) -> Any:
     return dims(value, f"{op}: shape")
 
 
-def _count_param(value: Any, op: str) -> Any:
-    return integer(value, f"{op}: {value!r}")
-
-
 CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "axis": _axis_param,
     "axes": _axes_param,
     "shape": _shape_param,
-    "num_classes": _count_param,
 }
 """Op parameter name -> its check ``(value, op name) -> normalised value``."""
 
@@ -103,6 +98,7 @@ _TORCH_KEYWORDS = {
     "keepdim": "keepdims",
     "input": "the tensor itself, positionally",
     "size": "shape",
+    "p": "ord",
 }
 
 
@@ -114,8 +110,7 @@ def torch_keyword(names: Iterable[str], where: str) -> TypeError | None:
         if ours is not None:
             example = f"{ours}=" if ours.isidentifier() else ours
             return TypeError(
-                f"{where} got {name}=, PyTorch's spelling; tapegrad follows NumPy: use "
-                f"{example} (e.g. x.sum(axis=1) for torch's x.sum(dim=1))."
+                f"{where} got {name}=, PyTorch's spelling; tapegrad follows NumPy: use {example}."
             )
     return None
 

@@ -116,7 +116,8 @@ class Op:
                     f"values after them stand for its parameters ({params_text}) in that order, "
                     "each given once (by position or by keyword)."
                     if self.param_names
-                    else "it takes no parameters."
+                    else "it takes no parameters (an op that has some takes them after the "
+                    "tensor inputs or by keyword)."
                 )
             )
         return inputs[: self.arity], {**params, **dict(zip(names, extra, strict=True))}

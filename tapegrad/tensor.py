@@ -517,6 +517,19 @@ class Tensor:
         """Elementwise cosine."""
         return _ops.cos(self)
 
+    @numpy_keywords
+    def norm(
+        self, ord: Any = None, axis: int | Sequence[int] | None = None, keepdims: bool = False
+    ) -> Tensor:
+        """``jnp.linalg.norm``: with the defaults, the 2-norm of all elements (PyTorch's
+        ``norm()``); ``ord`` 1, 2, ``inf``, ... for vectors, ``"fro"``, ``"nuc"``, ... over two
+        axes. Its gradient is JAX's.
+
+        Raises:
+            ShapeError: ``ord`` and ``axis`` do not fit the tensor's dimensions.
+        """
+        return _ops.norm(self, ord=ord, axis=axis, keepdims=keepdims)
+
     def masked_fill(self, mask: Any, value: Any) -> Tensor:
         """``value`` where the boolean ``mask`` is true, ``self`` elsewhere (PyTorch's
         ``masked_fill``; ``tg.where(mask, value, self)``); the gradient flows to ``self``

@@ -67,3 +67,22 @@ def tape_guard() -> Iterator[None]:
         f"the test left {after.nodes - before.nodes} nodes on the tape after cleanup "
         f"(before: {before}, after: {after})"
     )
+
+
+QUICK = {
+    "test_scenarios_core.py",
+    "test_errors.py",
+    "test_tensor_inplace.py",
+    "test_silent_numerics.py",
+    "test_anomaly.py",
+    "test_report.py",
+}
+"""Test files in the ``quick`` subset (``pytest -m quick``, under a minute): the seed bug
+reports, every error message, the first-hour behaviours and the leak report's classes."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests of the files in ``QUICK`` with ``quick``."""
+    for item in items:
+        if item.path.name in QUICK:
+            item.add_marker(pytest.mark.quick)

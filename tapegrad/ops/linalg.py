@@ -1,4 +1,4 @@
-"""Linear algebra: matmul with NumPy's rules (1-D operands, batch broadcasting)."""
+"""Linear algebra: matmul with NumPy's rules (1-D operands, batch broadcasting), norm."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 from tapegrad.errors import ShapeError
 from tapegrad.op import defop
 
-__all__ = ["matmul"]
+__all__ = ["matmul", "norm"]
 
 
 def _matmul_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
@@ -70,3 +70,53 @@ def _matmul_vjp(
         if b.ndim == 1:
             gb = gb[..., 0]
     return (ga, gb)
+
+
+Ord = int | float | str | None
+
+
+@partial(jax.jit, static_argnames=("ord", "axis", "keepdims"))
+def _jnorm(x: jax.Array, ord: Ord, axis: Any, keepdims: bool) -> jax.Array:
+    return jnp.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
+
+
+def _norm_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
+    raise ShapeError(
+        f"norm: ord={params.get('ord')!r} with axis={params.get('axis')!r} does not fit a tensor "
+        f"of shape {tuple(np.shape(arrays[0]))}; vector norms take one axis (or a 1-D tensor), "
+        "matrix norms ('fro', 'nuc', 1, 2, inf) two axes (or a 2-D tensor)."
+    )
+
+
+@defop(check=_norm_check)
+def norm(
+    x: jax.Array,
+    *,
+    ord: Ord = None,
+    axis: int | tuple[int, ...] | None = None,
+    keepdims: bool = False,
+) -> tuple[jax.Array, tuple[jax.Array]]:
+    """``jnp.linalg.norm(x, ord, axis, keepdims)``: with the defaults, the 2-norm of all
+    elements (the Frobenius norm of a matrix)."""
+    return _jnorm(x, ord, axis, keepdims), (x,)
+
+
+@partial(jax.jit, static_argnames=("ord", "axis", "keepdims"))
+def _jnorm_vjp(x: jax.Array, g: jax.Array, ord: Ord, axis: Any, keepdims: bool) -> jax.Array:
+    _, pullback = jax.vjp(lambda z: jnp.linalg.norm(z, ord=ord, axis=axis, keepdims=keepdims), x)
+    return pullback(g)[0]  # type: ignore[no-any-return]
+
+
+@norm.defvjp
+def _norm_vjp(
+    res: tuple[jax.Array],
+    g: jax.Array,
+    *,
+    ord: Ord = None,
+    axis: int | tuple[int, ...] | None = None,
+    keepdims: bool = False,
+) -> tuple[jax.Array]:
+    """JAX's derivative of ``jnp.linalg.norm`` (``jax.vjp``, compiled once per shape, dtype and
+    parameters): x / norm for the 2-norm, sign(x) for the 1-norm, JAX's subgradient at 0."""
+    (x,) = res
+    return (_jnorm_vjp(x, g, ord, axis, keepdims),)

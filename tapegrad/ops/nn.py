@@ -195,23 +195,14 @@ def mse_loss(a: Any, b: Any) -> Tensor:
     return _mse_loss(a, b)
 
 
-@defop(name="one_hot", differentiable=False)
-def _one_hot(
-    labels: jax.Array, *, num_classes: int, dtype: Any = None
-) -> tuple[jax.Array, tuple[()]]:
-    """``labels`` (...) integer -> (..., num_classes), 1 at each label's index, 0 elsewhere."""
-    if not np.issubdtype(labels.dtype, np.integer):
-        raise TypeError(
-            f"one_hot: labels must be integer class indices, got dtype {labels.dtype}; cast "
-            "with .astype(tg.int32)."
-        )
-    if num_classes <= 0:
-        raise ValueError(f"one_hot: num_classes must be positive, got {num_classes}.")
-    return jax.nn.one_hot(labels, num_classes, dtype=dtype or jnp.float32), ()
+@partial(jax.jit, static_argnames=("num_classes", "dtype"))
+def _one_hot(labels: jax.Array, num_classes: int, dtype: Any) -> jax.Array:
+    return jax.nn.one_hot(labels, num_classes, dtype=dtype)
 
 
 def one_hot(labels: Any, num_classes: int, *, dtype: Any = None) -> Tensor:
-    """One-hot encoding of integer class labels (not differentiable; never recorded).
+    """One-hot encoding of integer class labels (a constant: never recorded, never requires
+    grad).
 
     Args:
         labels: integer class indices of any shape (a tensor, array or list).
@@ -228,6 +219,18 @@ def one_hot(labels: Any, num_classes: int, *, dtype: Any = None) -> Tensor:
             are outside ``[0, num_classes)``. Labels already on the device are not read back:
             an out-of-range one gives a row of zeros (JAX's convention).
     """
+    from tapegrad.tensor import Tensor
+
     classes = integer(num_classes, "one_hot: num_classes")
-    labels = _host_labels(labels, classes, "one_hot")
-    return _one_hot(labels, num_classes=classes, dtype=None if dtype is None else np.dtype(dtype))
+    if classes <= 0:
+        raise ValueError(f"one_hot: num_classes must be positive, got {classes}.")
+    if isinstance(labels, Tensor):
+        labels = labels.data
+    labels = jnp.asarray(_host_labels(labels, classes, "one_hot"))
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise TypeError(
+            f"one_hot: labels must be integer class indices, got dtype {labels.dtype}; cast "
+            "with .astype(tg.int32)."
+        )
+    out_dtype = np.dtype(jnp.float32 if dtype is None else dtype)
+    return Tensor._wrap(_one_hot(labels, classes, out_dtype))

@@ -197,6 +197,19 @@ def where_cases() -> tuple[Case, ...]:
     return (Case("broadcast", st.sampled_from(BROADCAST_TRIPLES).flatmap(build)),)
 
 
+def norm_cases() -> tuple[Case, ...]:
+    """The default (2-norm of all elements) on 1-D to 3-D, vector ords along an axis, matrix
+    ords over two axes; values away from 0 (where the 2-norm's derivative is undefined)."""
+    return (
+        Case("default", arrays_in(((3,), (2, 3), (2, 3, 2)), NONZERO).map(lambda x: (x,))),
+        fixed((2, 3), {"ord": 1, "axis": 1}, NONZERO),
+        fixed((2, 3), {"ord": 2, "axis": -1, "keepdims": True}, NONZERO),
+        fixed((3, 2), {"ord": np.inf, "axis": 0}, NONZERO),
+        fixed((2, 3), {"ord": "fro", "axis": (0, 1)}, NONZERO),
+        fixed((2, 3), {"ord": 0.5, "axis": 1}, NONZERO),
+    )
+
+
 def cross_entropy_cases() -> tuple[Case, ...]:
     """Logits (..., C) with integer labels (...) in [0, C)."""
 
@@ -398,6 +411,7 @@ SPECS: tuple[OpSpec, ...] = (
     OpSpec(_R["log_softmax"], along_axis(), jax.nn.log_softmax),
     OpSpec(_R["cross_entropy"], cross_entropy_cases(), _cross_entropy_ref),
     OpSpec(_R["mse_loss"], binary(), _mse_ref),
+    OpSpec(_R["norm"], norm_cases(), jnp.linalg.norm, rtol=1e-4, atol=1e-5),
 )
 
 BY_NAME: dict[str, OpSpec] = {spec.name: spec for spec in SPECS}

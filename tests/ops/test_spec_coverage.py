@@ -12,9 +12,18 @@ import tapegrad as tg
 from .specs import SPECS
 from .test_second_order import SECOND_ORDER
 
-# Ops whose names are not in jnp: the neural-network losses (no jnp twin exists) and
-# indexing, which is Python's ``operator.getitem`` (``t[index]``).
-NOT_JNP = {"cross_entropy", "mse_loss", "getitem", "relu", "sigmoid", "softmax", "log_softmax"}
+# Ops whose names are not in jnp: the neural-network losses (no jnp twin exists), indexing,
+# which is Python's ``operator.getitem`` (``t[index]``), and norm (``jnp.linalg.norm``).
+NOT_JNP = {
+    "cross_entropy",
+    "mse_loss",
+    "getitem",
+    "relu",
+    "sigmoid",
+    "softmax",
+    "log_softmax",
+    "norm",
+}
 
 
 def test_every_registered_op_has_exactly_one_spec_row() -> None:
@@ -67,7 +76,9 @@ def test_public_functions_are_the_registered_ops() -> None:
         "where",
         "softmax",
         "log_softmax",
-        "mse_loss",
+        "sum",
+        "mean",
+        "reshape",
     ):
         assert getattr(tg, name) is tg.registry()[name], name
     a = tg.ones((2,), requires_grad=True)
@@ -76,6 +87,8 @@ def test_public_functions_are_the_registered_ops() -> None:
         ("stack", tg.stack([a, a])),
         ("expand_dims", tg.expand_dims(a, 0)),
         ("cross_entropy", tg.cross_entropy(tg.stack([a, a]), [0, 1])),
+        ("mse_loss", tg.mse_loss(a, a)),
+        ("transpose", tg.transpose(tg.stack([a, a]), 0, 1)),
     ):
         (record,) = [r for r in tg.snapshot().nodes if r.tensor is not None and r.tensor() is out]
         assert record.op == name
