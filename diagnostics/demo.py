@@ -96,7 +96,8 @@ class EpochRecord:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The demo's command line (API.md: ``[--epochs N] [--no-cleanup] [--fixed] [--seed S]``)."""
+    """The demo's command line (docs/api.md: ``[--epochs N] [--no-cleanup] [--fixed]
+    [--seed S]``)."""
     parser = argparse.ArgumentParser(
         prog="python -m diagnostics demo",
         description=(

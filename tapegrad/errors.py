@@ -1,4 +1,4 @@
-"""Exception types raised by tapegrad; each subclasses the built-in type API.md promises."""
+"""Exception types raised by tapegrad; each subclasses the built-in type docs/api.md promises."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class NoGradError(RuntimeError):
 
 
 class TracerError(RuntimeError):
-    """An op that would be recorded on the tape received a JAX tracer (DESIGN.md rule 9)."""
+    """An op that would be recorded on the tape received a JAX tracer (docs/design.md rule 9)."""
 
 
 class InPlaceError(RuntimeError):

@@ -6,7 +6,7 @@ a gradient, the rule becomes the jnp function ``h(g, *residuals)`` (the rule's c
 that parent, summed to the parent's shape), recorded through ``derived_op`` as one op named
 ``vjp(<op>)``. Its inputs are the incoming cotangent and the node's residual arrays, linked
 by provenance to the nodes they came from: an input's node, or the node itself for its
-output (DESIGN.md "Residuals with provenance"). JAX derives that op's VJP from ``h``, compiled
+output (docs/design.md "Residuals with provenance"). JAX derives that op's VJP from ``h``, compiled
 and cached, so the recorded backward is differentiable again, to any order.
 
 The cache key is the op, the parent slot, the residuals' structure and static values and the

@@ -36,7 +36,7 @@ class OperandTypeError(TypeError):
 
 
 class Op:
-    """A forward written in jnp plus its VJP rule (STYLE.md's op pattern).
+    """A forward written in jnp plus its VJP rule (docs/style.md's op pattern).
 
     ``forward(*arrays, **params) -> (output, residuals)``; the VJP rule takes
     ``(residuals, g, needs, **params)`` (``needs`` may be omitted from its signature) and
@@ -197,7 +197,7 @@ def _constant(kind: str, value: Any) -> jax.Array:
     """A Python scalar as a weakly typed 0-d array, made once per (type, value).
 
     Built under ``ensure_compile_time_eval`` so that it is a concrete array even when first
-    met inside a trace (DESIGN.md rule 9: no cache keeps a traced value).
+    met inside a trace (docs/design.md rule 9: no cache keeps a traced value).
     """
     with jax.ensure_compile_time_eval():
         return jax.numpy.asarray(value)
@@ -228,7 +228,7 @@ def as_operand(x: Any, op_name: str) -> Any:
 def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 3) -> Tensor:
     """Run ``op`` on ``inputs`` and record a node when grad mode is on and an input requires grad.
 
-    The inputs stay referenced by this frame until the node is registered (DESIGN.md rule 10).
+    The inputs stay referenced by this frame until the node is registered (docs/design.md rule 10).
     ``depth`` is where the origin search starts: 3, the caller of ``Op.__call__``; an entry
     point that calls ``apply`` itself passes the depth of its own caller, so the search
     starts at the user's frame (each frame it steps over costs a frame object, ~0.3 us).
@@ -296,7 +296,7 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
 
 def provenance(saved: tuple[Any, ...], arrays: list[Any], y: Any) -> tuple[int | None, ...]:
     """For each residual: the index of the input array it is, -1 if it is the output, else
-    ``None`` (DESIGN.md "Residuals with provenance"; compared by identity, at forward time)."""
+    ``None`` (docs/design.md "Residuals with provenance"; compared by identity, at forward time)."""
     slots: list[int | None] = []
     for s in saved:
         slot = None

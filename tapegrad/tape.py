@@ -1,13 +1,13 @@
 """The graph state: nodes, liveness, usefulness, consumption, cleanup, policies, stats, snapshot.
 
-Only this module mutates the tape (DESIGN.md, "Graph lifetime"). Terms used below:
+Only this module mutates the tape (docs/design.md, "Graph lifetime"). Terms used below:
 
 - A node is **live** while its tensor exists (a weak reference resolves). The weak
   reference's callback only appends the reference to ``_dead``; every entry point drains that
   queue first under the lock (rule 5), so counts are always current.
 - A node is **useful** when it is live or a useful node links to it as a parent. Consumed
   nodes drop their parent links, so "reachable from a live node by parent links" is exactly
-  DESIGN.md's definition. The graph is a DAG (a parent has a smaller id than its child), so
+  docs/design.md's definition. The graph is a DAG (a parent has a smaller id than its child), so
   counting each node's useful children (``uc``) decides usefulness exactly and
   incrementally: a node stops being useful when it is not live and ``uc`` drops to 0, and it
   can never become useful again (new nodes only link to live tensors' nodes).
@@ -248,7 +248,7 @@ class Tape:
         linked to ``parents``.
 
         The caller keeps the input tensors alive until this returns, so every parent is live
-        or useful here and cannot be swept concurrently (DESIGN.md rule 10). This is the hot
+        or useful here and cannot be swept concurrently (docs/design.md rule 10). This is the hot
         path of every tracked op: one lock, no calls but the node and its weak reference.
         """
         data = tensor._data
@@ -366,7 +366,7 @@ class Tape:
     # ------------------------------------------------------------------ cleanup
 
     def cleanup(self) -> CleanupStats:
-        """Remove every hanging node with its saved arrays (DESIGN.md rule 6)."""
+        """Remove every hanging node with its saved arrays (docs/design.md rule 6)."""
         start = time.perf_counter()
         with self._lock:
             if self._dead:
@@ -432,7 +432,7 @@ class Tape:
     # ------------------------------------------------------------------ policy
 
     def set_policy(self, policy: str, threshold: int | None = None) -> None:
-        """Switch the cleanup policy (DESIGN.md rule 5); switching to ``"auto"`` sweeps now."""
+        """Switch the cleanup policy (docs/design.md rule 5); switching to ``"auto"`` sweeps now."""
         if policy not in ("manual", "auto", "threshold"):
             raise ValueError(
                 f"Unknown cleanup policy {policy!r}; use 'manual', 'auto' or 'threshold'."
@@ -536,7 +536,7 @@ class Tape:
         )
 
     def stats(self) -> GraphStats:
-        """Counts over the tape now (DESIGN.md rules 7-8)."""
+        """Counts over the tape now (docs/design.md rules 7-8)."""
         with self._lock:
             if self._dead:
                 self._drain()
@@ -661,7 +661,7 @@ def use_tape(tape: Tape) -> Iterator[Tape]:
 
 
 def graph_cleanup() -> CleanupStats:
-    """Remove every hanging node and its saved arrays (DESIGN.md rule 6).
+    """Remove every hanging node and its saved arrays (docs/design.md rule 6).
 
     Never removes a useful node, so every gradient computed afterwards equals the one
     computed without it. Safe at any time, from any thread, repeatedly. Linear in the number
@@ -683,7 +683,7 @@ def graph_stats() -> GraphStats:
 
 
 def set_cleanup_policy(policy: str, *, threshold: int | None = None) -> None:
-    """Choose when hanging nodes are freed, process-wide (DESIGN.md rule 5).
+    """Choose when hanging nodes are freed, process-wide (docs/design.md rule 5).
 
     Args:
         policy: ``"manual"`` (default: only ``graph_cleanup()`` frees unconsumed hanging

@@ -631,7 +631,7 @@ class Tensor:
         return self._inplace(_ops.divide, other, "/=")
 
     def _inplace(self, op: Any, other: Any, symbol: str) -> Tensor:
-        """In-place operators, as API.md "Tensors" describes them.
+        """In-place operators, as docs/api.md "Tensors" describes them.
 
         - A leaf that requires grad, under grad mode: ``InPlaceError`` (its value is what the
           gradient is taken at; the advice names ``.item()``/``.detach()``, then ``no_grad``).

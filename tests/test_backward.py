@@ -1,4 +1,4 @@
-"""The reverse pass (DESIGN.md rules 1-3, API.md "Gradients"): graph shapes, broadcast
+"""The reverse pass (docs/design.md rules 1-3, docs/api.md "Gradients"): graph shapes, broadcast
 reduction, ``grad=``, ``.grad`` writing and accumulation, ``retain_grad``/``retain_graph``,
 rejected backwards, ``tg.grad``, deep chains, raising VJPs and node origins."""
 

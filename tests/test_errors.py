@@ -1,4 +1,4 @@
-"""The error catalogue (API.md "Errors"): each error has the built-in type API.md promises
+"""The error catalogue (docs/api.md "Errors"): each error has the built-in type docs/api.md promises
 (checked by tapegrad, not left to JAX), a message that says what to do, and leaves the tape
 consistent: stats unchanged, a later backward and a cleanup still work."""
 

@@ -1,4 +1,4 @@
-"""Dependencies point one way (DESIGN.md "Layout"): ``import tapegrad`` loads neither rich
+"""Dependencies point one way (docs/design.md "Layout"): ``import tapegrad`` loads neither rich
 nor diagnostics, the engine imports only jax and NumPy, ``tape.py`` imports no tapegrad
 module but ``errors``, ``origin`` and ``records`` (leaf modules), and each tapegrad module
 imports only modules below it. Imports are read with ``ast`` (function-level ones too;

@@ -1,4 +1,4 @@
-"""defop mechanics (STYLE.md "The op-definition pattern"): registration, duplicate names, the
+"""defop mechanics (docs/style.md "The op-definition pattern"): registration, duplicate names, the
 read-only registry, missing VJPs, arity, ``needs`` and static parameters. Throwaway ops are
 built as ``Op`` directly so the built-in registry (checked by the spec-coverage test) stays
 exact."""

@@ -1,4 +1,4 @@
-"""Tensor: construction, dtypes, attributes, methods, Python protocols and operators (API.md
+"""Tensor: construction, dtypes, attributes, methods, Python protocols and operators (docs/api.md
 "Tensors"). Every value and gradient is compared with jnp / jax.vjp as the oracle."""
 
 from __future__ import annotations
@@ -236,7 +236,7 @@ WEAK = [
 
 def test_python_scalars_are_weakly_typed_and_never_upcast() -> None:
     t16 = tg.ones(3, dtype=tg.float16)
-    assert (t16 * 2.0).dtype == np.float16  # the case API.md spells out
+    assert (t16 * 2.0).dtype == np.float16  # the case docs/api.md spells out
     for fn in WEAK:  # abstract evaluation: the same promotion rules, without a compile each
         assert jax.eval_shape(fn, t16).dtype == np.float16
         assert jax.eval_shape(fn, jnp.ones(3, jnp.float16)).dtype == np.float16

@@ -1,6 +1,7 @@
-"""In-place operators on tensors that are not leaves (issue 16, item 5; API.md "Tensors"): under
-grad mode ``c += x`` rebinds ``c`` to ``c + x`` (as on a ``jax.Array``), gradients flow through
-it, and the classic ``total += loss`` builds the kept-alive graph the leak report names."""
+"""In-place operators on tensors that are not leaves (issue 16, item 5; docs/api.md
+"Tensors"): under grad mode ``c += x`` rebinds ``c`` to ``c + x`` (as on a ``jax.Array``),
+gradients flow through it, and the classic ``total += loss`` builds the kept-alive graph the
+leak report names."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The built-in ops, one module per family; each op is a forward/VJP pair (STYLE.md)."""
+"""The built-in ops, one module per family; each op is a forward/VJP pair (docs/style.md)."""
 
 from tapegrad.ops.binary import *  # noqa: F403
 from tapegrad.ops.indexing import *  # noqa: F403

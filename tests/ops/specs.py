@@ -283,7 +283,7 @@ SPECS: tuple[OpSpec, ...] = (
     _unary_spec("log", POSITIVE),
     _unary_spec("tanh"),
     # relu's forward is jnp.maximum(x, 0), whose JAX derivative at 0 is 1/2, while its VJP
-    # follows jax.nn.relu (0 at 0, API.md): so 0 itself is tested in test_unary.py.
+    # follows jax.nn.relu (0 at 0, docs/api.md): so 0 itself is tested in test_unary.py.
     OpSpec(_R["relu"], unary(NONZERO), jax.nn.relu),
     OpSpec(_R["sigmoid"], unary(), jax.nn.sigmoid),
     _unary_spec("sqrt", POSITIVE),
