@@ -19,7 +19,7 @@ from jax.numpy import (
     uint32,
 )
 
-from tapegrad import nn, optim, testing
+from tapegrad import nn, optim, random, testing
 from tapegrad.anomaly import detect_anomaly
 from tapegrad.backward import grad
 from tapegrad.compilation_cache import compilation_cache_dir, set_compilation_cache
@@ -29,7 +29,9 @@ from tapegrad.creation import (
     ones,
     ones_like,
     rand,
+    rand_like,
     randn,
+    randn_like,
     tensor,
     zeros,
     zeros_like,
@@ -54,32 +56,49 @@ from tapegrad.jit import JitFunction, TraceReport, jit
 from tapegrad.op import Op, defop, registry
 from tapegrad.ops import (
     abs,
+    argmax,
+    argmin,
     concatenate,
     cos,
     cross_entropy,
+    cumsum,
+    dropout,
+    einsum,
+    embedding,
     exp,
     expand_dims,
+    flatten,
+    gelu,
     log,
     log_softmax,
+    logsumexp,
     matmul,
     maximum,
     mean,
     minimum,
     mse_loss,
     one_hot,
+    pad,
     relu,
     reshape,
     sigmoid,
+    silu,
     sin,
     softmax,
+    softplus,
+    split,
     sqrt,
     stack,
+    std,
     sum,
+    take_along_axis,
     tanh,
     transpose,
+    var,
     where,
 )
 from tapegrad.ops import concatenate as cat
+from tapegrad.random import manual_seed
 from tapegrad.records import CleanupStats, GraphStats, NodeRecord, Snapshot
 from tapegrad.serialization import load, save
 from tapegrad.tape import (
@@ -110,6 +129,10 @@ __all__ = [
     "ones_like",
     "randn",
     "rand",
+    "randn_like",
+    "rand_like",
+    "random",
+    "manual_seed",
     "bfloat16",
     "bool_",
     "complex64",
@@ -156,6 +179,22 @@ __all__ = [
     "abs",
     "sin",
     "cos",
+    "gelu",
+    "silu",
+    "softplus",
+    "logsumexp",
+    "var",
+    "std",
+    "cumsum",
+    "argmax",
+    "argmin",
+    "pad",
+    "flatten",
+    "split",
+    "take_along_axis",
+    "embedding",
+    "einsum",
+    "dropout",
     "jax_op",
     "set_compilation_cache",
     "compilation_cache_dir",

@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from tapegrad import _args
-from tapegrad._arrays import filled, prng_key
+from tapegrad._arrays import filled
+from tapegrad.random import key_of
 from tapegrad.tensor import Tensor
 
 __all__ = [
@@ -23,6 +24,8 @@ __all__ = [
     "ones_like",
     "randn",
     "rand",
+    "randn_like",
+    "rand_like",
 ]
 
 ShapeLike = int | Sequence[int]
@@ -125,14 +128,41 @@ def arange(
 
 
 def randn(
-    shape: ShapeLike, *, key: Any, dtype: Any = jnp.float32, requires_grad: bool = False
+    shape: ShapeLike, *, key: Any = None, dtype: Any = jnp.float32, requires_grad: bool = False
 ) -> Tensor:
-    """Standard normal samples (``key``: an int seed or a ``jax.random`` key)."""
-    return _finish(jax.random.normal(prng_key(key), _shape(shape), dtype), requires_grad)
+    """Standard normal samples.
+
+    Args:
+        shape: an int or a sequence of ints.
+        key: an int seed or a ``jax.random`` key; ``None`` draws from the process random
+            state (``tg.manual_seed``), which advances.
+        dtype: a floating dtype (float32 by default).
+        requires_grad: make the result a leaf that requires grad.
+
+    Raises:
+        TypeError: ``key`` is not ``None``, an int or a JAX array.
+    """
+    return _finish(jax.random.normal(key_of(key), _shape(shape), dtype), requires_grad)
 
 
 def rand(
-    shape: ShapeLike, *, key: Any, dtype: Any = jnp.float32, requires_grad: bool = False
+    shape: ShapeLike, *, key: Any = None, dtype: Any = jnp.float32, requires_grad: bool = False
 ) -> Tensor:
-    """Uniform samples in [0, 1) (``key``: an int seed or a ``jax.random`` key)."""
-    return _finish(jax.random.uniform(prng_key(key), _shape(shape), dtype), requires_grad)
+    """Uniform samples in [0, 1); ``key`` as for ``randn``."""
+    return _finish(jax.random.uniform(key_of(key), _shape(shape), dtype), requires_grad)
+
+
+def randn_like(
+    t: Tensor, *, key: Any = None, dtype: Any = None, requires_grad: bool = False
+) -> Tensor:
+    """Standard normal samples of ``t``'s shape and dtype (or ``dtype``); ``key`` as for
+    ``randn``."""
+    return randn(t.shape, key=key, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def rand_like(
+    t: Tensor, *, key: Any = None, dtype: Any = None, requires_grad: bool = False
+) -> Tensor:
+    """Uniform samples in [0, 1) of ``t``'s shape and dtype (or ``dtype``); ``key`` as for
+    ``randn``."""
+    return rand(t.shape, key=key, dtype=dtype or t.dtype, requires_grad=requires_grad)

@@ -437,6 +437,34 @@ class Tensor:
         """Minimum over ``axis`` (ties share the gradient equally, as in JAX)."""
         return _ops.min(self, axis=axis, keepdims=keepdims)
 
+    def var(
+        self, axis: int | Sequence[int] | None = None, ddof: int = 0, keepdims: bool = False
+    ) -> Tensor:
+        """Variance over ``axis`` (``ddof=0``: NumPy's default; PyTorch's is 1)."""
+        return _ops.var(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def std(
+        self, axis: int | Sequence[int] | None = None, ddof: int = 0, keepdims: bool = False
+    ) -> Tensor:
+        """Standard deviation over ``axis`` (``ddof=0``: NumPy's default; PyTorch's is 1)."""
+        return _ops.std(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def cumsum(self, axis: int | None = None) -> Tensor:
+        """Running sum along ``axis`` (``None``: over the flattened tensor)."""
+        return _ops.cumsum(self, axis=axis)
+
+    def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        """Index of the largest element along ``axis`` (not differentiable)."""
+        return _ops.argmax(self, axis=axis, keepdims=keepdims)
+
+    def argmin(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        """Index of the smallest element along ``axis`` (not differentiable)."""
+        return _ops.argmin(self, axis=axis, keepdims=keepdims)
+
+    def flatten(self, start: int = 0, end: int = -1) -> Tensor:
+        """Merge axes ``start``..``end`` (inclusive) into one (PyTorch's ``flatten``)."""
+        return _ops.flatten(self, start, end)
+
     def reshape(self, *shape: Any) -> Tensor:
         """Reshape to ``shape`` (integers or one tuple; one entry may be -1).
 

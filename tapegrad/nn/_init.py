@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from tapegrad._arrays import prng_key
+from tapegrad.random import key_of
 from tapegrad.tensor import Tensor
 
 __all__ = ["keys", "uniform", "normal", "constant", "fan_in_bound"]
@@ -17,7 +17,7 @@ __all__ = ["keys", "uniform", "normal", "constant", "fan_in_bound"]
 def keys(key: Any, n: int) -> list[jax.Array]:
     """``n`` independent keys from ``key`` (an int seed, a key, or ``None``: the process
     random state of ``tg.manual_seed``)."""
-    return list(jax.random.split(prng_key(key), n))
+    return list(jax.random.split(key_of(key), n))
 
 
 def fan_in_bound(fan_in: int) -> float:

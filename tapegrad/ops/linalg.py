@@ -1,18 +1,22 @@
-"""Linear algebra: matmul with NumPy's rules (1-D operands, batch broadcasting), norm."""
+"""Linear algebra: matmul with NumPy's rules (1-D operands, batch broadcasting), norm, einsum."""
 
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tapegrad.derived import derived_vjp
 from tapegrad.errors import ShapeError
 from tapegrad.op import defop
 
-__all__ = ["matmul", "norm"]
+if TYPE_CHECKING:
+    from tapegrad.tensor import Tensor
+
+__all__ = ["matmul", "norm", "einsum"]
 
 
 def _matmul_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
@@ -120,3 +124,38 @@ def _norm_vjp(
     parameters): x / norm for the 2-norm, sign(x) for the 1-norm, JAX's subgradient at 0."""
     (x,) = res
     return (_jnorm_vjp(x, g, ord, axis, keepdims),)
+
+
+@partial(jax.jit, static_argnames=("subscripts",))
+def _einsum_fn(*xs: jax.Array, subscripts: str) -> jax.Array:
+    return jnp.einsum(subscripts, *xs)
+
+
+def _einsum_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
+    shapes = ", ".join(str(tuple(np.shape(a))) for a in arrays)
+    raise ShapeError(
+        f"einsum: subscripts {params['subscripts']!r} do not fit operands of shapes {shapes}; "
+        "give one term per operand, one letter per axis, equal sizes for a repeated letter."
+    )
+
+
+@defop(name="einsum", check=_einsum_check)
+def _einsum(*xs: jax.Array, subscripts: str) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+    """Einstein summation ``jnp.einsum(subscripts, *xs)``; its VJP is JAX's (derived)."""
+    return _einsum_fn(*xs, subscripts=subscripts), xs
+
+
+_einsum.defvjp(derived_vjp(_einsum_fn))
+
+
+def einsum(subscripts: str, *operands: Any) -> Tensor:
+    """Einstein summation over the operands, as ``jnp.einsum`` / ``torch.einsum``
+    (e.g. ``tg.einsum("bij,bjk->bik", a, b)``).
+
+    The VJP is JAX's derivative of ``jnp.einsum`` (one compiled function per subscripts,
+    inputs needing a gradient, shapes and dtypes), keeping the operands as residuals.
+
+    Raises:
+        ShapeError: the subscripts do not fit the operands' shapes.
+    """
+    return _einsum(*operands, subscripts=subscripts)

@@ -1,5 +1,5 @@
 """Shape manipulation: reshape, transpose (and its PyTorch forms permute, swapaxes), squeeze,
-expand_dims, concatenate, stack."""
+expand_dims, concatenate, stack, pad, flatten, split."""
 
 from __future__ import annotations
 
@@ -28,6 +28,9 @@ __all__ = [
     "expand_dims",
     "concatenate",
     "stack",
+    "pad",
+    "flatten",
+    "split",
 ]
 
 Shape = tuple[int, ...]
@@ -255,3 +258,105 @@ def concatenate(ts: Sequence[Any], axis: int = 0) -> Tensor:
 def stack(ts: Sequence[Any], axis: int = 0) -> Tensor:
     """Join a sequence of equal-shaped tensors along a new ``axis`` (NumPy's ``stack``)."""
     return _stack(*ts, axis=axis)
+
+
+Pairs = tuple[tuple[int, int], ...]
+
+
+@partial(jax.jit, static_argnums=(1, 2))
+def _jpad(x: jax.Array, pad_width: Pairs, value: float) -> jax.Array:
+    return jnp.pad(x, pad_width, constant_values=value)
+
+
+@defop(name="pad")
+def _pad(x: jax.Array, *, pad_width: Pairs, value: float = 0) -> tuple[jax.Array, tuple[()]]:
+    """Constant padding: ``pad_width[i] = (before, after)`` elements of ``value`` on axis i."""
+    return _jpad(x, pad_width, value), ()
+
+
+@_pad.defvjp
+def _pad_vjp(
+    res: tuple[()], g: jax.Array, *, pad_width: Pairs, value: float = 0
+) -> tuple[jax.Array]:
+    """The padding is constant: gx is g with the padded border cut off."""
+    return (g[tuple(slice(b, g.shape[i] - a) for i, (b, a) in enumerate(pad_width))],)
+
+
+def pad(x: Any, pad_width: Any, value: float = 0) -> Tensor:
+    """Pad with a constant, NumPy's ``pad(x, pad_width, constant_values=value)``.
+
+    Args:
+        x: a tensor.
+        pad_width: NumPy's forms: ``((before, after), ...)`` per axis, one ``(before, after)``
+            pair for every axis, or one int for both sides of every axis. (PyTorch's
+            ``F.pad`` takes a flat list starting from the last axis; this does not.)
+        value: the fill value.
+
+    Raises:
+        ShapeError: ``pad_width`` does not fit the tensor's dimensions.
+        ValueError: a negative width.
+    """
+    ndim = getattr(x, "ndim", None)
+    ndim = np.ndim(x) if ndim is None else ndim
+    try:
+        widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (ndim, 2))
+    except ValueError:
+        raise ShapeError(
+            f"pad: pad_width {pad_width!r} does not fit a tensor with {ndim} dimensions; give "
+            "one (before, after) pair per axis."
+        ) from None
+    if (widths < 0).any():
+        raise ValueError(f"pad: negative widths in {pad_width!r}; widths must be >= 0.")
+    pairs = tuple((int(b), int(a)) for b, a in widths)
+    return _pad(x, pad_width=pairs, value=value)
+
+
+def flatten(x: Any, start: int = 0, end: int = -1) -> Tensor:
+    """Merge axes ``start`` to ``end`` (inclusive, negative counts from the end) into one, as
+    PyTorch's ``flatten(start_dim, end_dim)``; a reshape node.
+
+    Raises:
+        ShapeError: ``start`` or ``end`` out of range, or ``start`` after ``end``.
+    """
+    shape = tuple(x.shape)
+    ndim = max(len(shape), 1)
+    if not (-ndim <= start < ndim and -ndim <= end < ndim) or start % ndim > end % ndim:
+        raise ShapeError(
+            f"flatten: start={start}, end={end} do not select a range of axes of a tensor of "
+            f"shape {shape}."
+        )
+    if not shape:
+        return reshape(x, shape=(1,))
+    lo, hi = start % ndim, end % ndim
+    return reshape(x, shape=(*shape[:lo], math.prod(shape[lo : hi + 1]), *shape[hi + 1 :]))
+
+
+def split(x: Any, indices_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
+    """NumPy's ``split``: ``n`` equal sections, or the parts between the given cut indices,
+    along ``axis``; each part is a slice of ``x`` (a ``getitem`` node). (PyTorch's ``split``
+    takes chunk sizes instead.)
+
+    Raises:
+        ValueError: ``n`` does not divide the axis.
+        ShapeError: ``axis`` out of range.
+    """
+    from tapegrad.ops.indexing import getitem
+
+    shape = tuple(x.shape)
+    if not -len(shape) <= axis < len(shape):
+        raise ShapeError(f"split: axis {axis} is out of range for a tensor of shape {shape}.")
+    axis %= len(shape)
+    n = shape[axis]
+    if isinstance(indices_or_sections, (int, np.integer)):
+        k = int(indices_or_sections)
+        if k <= 0 or n % k:
+            raise ValueError(
+                f"split: {k} sections do not divide axis {axis} of length {n} equally; give "
+                "cut indices for unequal parts."
+            )
+        cuts = [n // k * i for i in range(1, k)]
+    else:
+        cuts = [int(i) for i in indices_or_sections]
+    bounds = zip([0, *cuts], [*cuts, n], strict=True)
+    lead = (slice(None),) * axis
+    return [getitem(x, index=(*lead, slice(a, b))) for a, b in bounds]

@@ -267,6 +267,53 @@ def _mse_ref(a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.mean(jnp.square(a - b))
 
 
+def _einsum_ref(*xs: jax.Array, subscripts: str) -> jax.Array:
+    return jnp.einsum(subscripts, *xs)
+
+
+def _embedding_ref(indices: jax.Array, weight: jax.Array) -> jax.Array:
+    return jnp.asarray(weight)[indices]
+
+
+def _pad_ref(x: jax.Array, *, pad_width: Any, value: float = 0) -> jax.Array:
+    return jnp.pad(x, pad_width, constant_values=value)
+
+
+def _gelu_ref(x: jax.Array, *, approximate: str = "none") -> jax.Array:
+    if approximate == "tanh":
+        return jax.nn.gelu(x, approximate=True)
+    return 0.5 * x * (1 + jax.scipy.special.erf(x / np.sqrt(2.0)))
+
+
+def _dropout_ref(x: jax.Array, key: jax.Array, *, p: float) -> jax.Array:
+    keep = jax.random.bernoulli(jnp.asarray(key), 1.0 - p, x.shape)
+    return jnp.where(keep, x / (1.0 - p), 0.0)
+
+
+def _spread(xs: Arrays) -> Arrays:
+    """Distinct values (a ramp plus small noise): std is not differentiable where every value
+    is equal, and ill-conditioned near there."""
+    (x,) = xs
+    ramp = 0.5 * np.arange(x.size, dtype=np.float32).reshape(x.shape)
+    return (ramp + np.float32(0.05) * x,)
+
+
+def with_ints(
+    shape: Shape, int_shape: Shape, high: int, params: Params, first: bool = False
+) -> Case:
+    """A float array and an integer array in ``[0, high)`` (indices first when ``first``)."""
+    ints = labels(int_shape, high)
+    floats = arrays(shape)
+    pair = st.tuples(ints, floats) if first else st.tuples(floats, ints)
+    return Case(f"{shape}-{int_shape}-{_id(params)}", pair, params)
+
+
+def keyed(shape: Shape, p: float) -> Case:
+    """dropout: a float array and a raw uint32[2] key drawn from a seed."""
+    key = st.integers(0, 2**16).map(lambda k: np.asarray(jax.random.PRNGKey(k)))
+    return Case(f"{shape}-p={p}", st.tuples(arrays(shape), key), {"p": p})
+
+
 def _unary_spec(name: str, domain: Domain = REALS, **kw: Any) -> OpSpec:
     return OpSpec(_R[name], unary(domain), _jnp(name), **kw)
 
@@ -412,6 +459,88 @@ SPECS: tuple[OpSpec, ...] = (
     OpSpec(_R["cross_entropy"], cross_entropy_cases(), _cross_entropy_ref),
     OpSpec(_R["mse_loss"], binary(), _mse_ref),
     OpSpec(_R["norm"], norm_cases(), jnp.linalg.norm, rtol=1e-4, atol=1e-5),
+    # activations
+    OpSpec(
+        _R["gelu"],
+        (fixed((2, 3), {}), fixed((2, 3), {"approximate": "tanh"})),
+        _gelu_ref,
+    ),
+    OpSpec(_R["silu"], unary(), jax.nn.silu),
+    OpSpec(_R["softplus"], unary(), jax.nn.softplus),
+    # reductions and scans
+    OpSpec(_R["logsumexp"], reduction(), jax.nn.logsumexp),
+    *(
+        OpSpec(
+            _R[name],
+            tuple(
+                Case(c.id, c.inputs.map(_spread), c.params)
+                for c in (
+                    *reduction()[1:],
+                    fixed((2, 3), {"axis": 1, "ddof": 1}),
+                    fixed((2, 3, 4), {"axis": (0, 2), "ddof": 1, "keepdims": True}),
+                )
+            ),
+            _jnp(name),
+            rtol=1e-4,
+        )
+        for name in ("var", "std")
+    ),
+    OpSpec(
+        _R["cumsum"],
+        (fixed((2, 3), {}), fixed((2, 3), {"axis": 0}), fixed((2, 3, 4), {"axis": -1})),
+        jnp.cumsum,
+    ),
+    *(
+        OpSpec(
+            _R[name],
+            (
+                fixed((2, 3), {}),
+                fixed((2, 3), {"axis": 1}),
+                fixed((2, 3, 4), {"axis": -1, "keepdims": True}),
+            ),
+            _jnp(name),
+            differentiable=False,
+        )
+        for name in ("argmax", "argmin")
+    ),
+    # shapes and indexing
+    OpSpec(
+        _R["pad"],
+        (
+            fixed((2, 3), {"pad_width": ((1, 0), (2, 1))}),
+            fixed((2, 3, 4), {"pad_width": ((0, 0), (1, 1), (0, 2)), "value": -1.5}),
+        ),
+        _pad_ref,
+    ),
+    OpSpec(
+        _R["take_along_axis"],
+        (with_ints((2, 3), (2, 4), 3, {"axis": 1}), with_ints((3, 2), (2, 2), 3, {"axis": 0})),
+        jnp.take_along_axis,
+    ),
+    OpSpec(
+        _R["embedding"],
+        (with_ints((5, 3), (4,), 5, {}, first=True), with_ints((5, 2), (2, 3), 5, {}, True)),
+        _embedding_ref,
+    ),
+    OpSpec(
+        _R["einsum"],
+        (
+            Case(
+                "ij,jk->ik", inputs(((2, 3), (3, 4)), (REALS, REALS)), {"subscripts": "ij,jk->ik"}
+            ),
+            Case(
+                "bij,bkj->bik",
+                inputs(((2, 2, 3), (2, 4, 3)), (REALS, REALS)),
+                {"subscripts": "bij,bkj->bik"},
+            ),
+            Case("ii->i", inputs(((3, 3),), (REALS,)), {"subscripts": "ii->i"}),
+            Case("i,i,i->", inputs(((3,), (3,), (3,)), (REALS,) * 3), {"subscripts": "i,i,i->"}),
+        ),
+        _einsum_ref,
+        rtol=1e-4,
+    ),
+    # random
+    OpSpec(_R["dropout"], (keyed((2, 3), 0.5), keyed((4, 5), 0.1)), _dropout_ref),
 )
 
 BY_NAME: dict[str, OpSpec] = {spec.name: spec for spec in SPECS}
