@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from tapegrad.derived import derived_vjp
 from tapegrad.errors import ShapeError
 from tapegrad.op import defop
-from tapegrad.ops.conv import Ints, check_window, spatial
+from tapegrad.ops._window import Ints, check_window, spatial
 
 if TYPE_CHECKING:
     from tapegrad.tensor import Tensor

@@ -340,9 +340,10 @@ def split(x: Any, indices_or_sections: int | Sequence[int], axis: int = 0) -> li
         ValueError: ``n`` does not divide the axis.
         ShapeError: ``axis`` out of range.
     """
-    from tapegrad.ops.indexing import getitem
+    from tapegrad.tensor import Tensor  # tensor.py imports the ops last
 
-    shape = tuple(x.shape)
+    t = x if isinstance(x, Tensor) else Tensor(x)
+    shape = t.shape
     if not -len(shape) <= axis < len(shape):
         raise ShapeError(f"split: axis {axis} is out of range for a tensor of shape {shape}.")
     axis %= len(shape)
@@ -359,4 +360,4 @@ def split(x: Any, indices_or_sections: int | Sequence[int], axis: int = 0) -> li
         cuts = [int(i) for i in indices_or_sections]
     bounds = zip([0, *cuts], [*cuts, n], strict=True)
     lead = (slice(None),) * axis
-    return [getitem(x, index=(*lead, slice(a, b))) for a, b in bounds]
+    return [t[(*lead, slice(a, b))] for a, b in bounds]
