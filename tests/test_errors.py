@@ -93,7 +93,7 @@ CATALOGUE: list[tuple[str, Trigger, type[BaseException], tuple[str, ...]]] = [
     ("grad-attr-shape", set_attr("grad", tg.ones(4)), ValueError, ("shape",)),
     ("item-multi", lambda w, m: w.item(), ValueError, (".sum()", ".tolist()")),
     ("bool-multi", lambda w, m: bool(w), ValueError, ("reduce it",)),
-    ("randn-key", lambda w, m: tg.randn(3, key=None), TypeError, ("key=0",)),
+    ("randn-key", lambda w, m: tg.randn(3, key=1.5), TypeError, ("key=0",)),
     ("grad-mode-flag", lambda w, m: tg.set_grad_enabled("yes"), TypeError, ("bool",)),
     # state
     ("in-place", in_place, RuntimeError, ("tg.no_grad()",)),
