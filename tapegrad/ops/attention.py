@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = ["scaled_dot_product_attention"]
 
-Res = tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]
+Res = tuple[jax.Array, jax.Array, jax.Array, jax.Array]
 
 
 @partial(jax.jit, static_argnames=("is_causal", "scale"))
@@ -43,8 +43,8 @@ def _sdpa(
     q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, *, is_causal: bool, scale: float
 ) -> tuple[jax.Array, Res]:
     """Attention of queries (..., Lq, D) over keys (..., Lk, D) and values (..., Lk, Dv)."""
-    y, p = _attention(q, k, v, mask, is_causal=is_causal, scale=scale)
-    return y, (q, k, v, p, mask)
+    y, _ = _attention(q, k, v, mask, is_causal=is_causal, scale=scale)
+    return y, (q, k, v, mask)  # the inputs: create_graph differentiates through them
 
 
 @_sdpa.defvjp
@@ -55,7 +55,8 @@ def _sdpa_vjp(
     """With P the weights and S the scaled scores: gv = P^T g, gP = g v^T,
     gS = P * (gP - sum(gP * P, -1)) (the softmax Jacobian), gq = gS k * scale,
     gk = gS^T q * scale; an additive (float) mask receives gS, a boolean one nothing."""
-    q, k, v, p, mask = res
+    q, k, v, mask = res
+    _, p = _attention(q, k, v, mask, is_causal=is_causal, scale=scale)
     gv = jnp.einsum("...qk,...qd->...kd", p, g) if needs[2] else None
     gp = jnp.einsum("...qd,...kd->...qk", g, v)
     gs = p * (gp - jnp.sum(gp * p, axis=-1, keepdims=True))
@@ -75,7 +76,8 @@ def scaled_dot_product_attention(
     scale: float | None = None,
 ) -> Tensor:
     """``softmax(q k^T * scale + mask) v``, PyTorch's ``F.scaled_dot_product_attention`` (no
-    dropout); one node whose VJP is written by hand, keeping q, k, v and the weights.
+    dropout); one node whose VJP is written by hand, keeping q, k, v and the mask (the
+    weights are recomputed in the VJP).
 
     Args:
         q: queries (batch, heads, Lq, D) (any leading axes that broadcast).

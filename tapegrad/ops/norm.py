@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["layer_norm", "batch_norm"]
 
 Axes = tuple[int, ...]
-Res = tuple[jax.Array, jax.Array, jax.Array]
+Res = tuple[jax.Array, jax.Array]  # the input x and the weight w, as given
 
 
 def _affine_shape(ndim: int, axes: Axes, channel: int | None) -> tuple[int, ...] | None:
@@ -32,37 +32,44 @@ def _affine_shape(ndim: int, axes: Axes, channel: int | None) -> tuple[int, ...]
     return (-1,) + (1,) * (ndim - 2)
 
 
+def _stats(x: jax.Array, axes: Axes, eps: float) -> tuple[jax.Array, jax.Array]:
+    """The normalized input and 1 / sqrt(var + eps) over ``axes`` (biased variance)."""
+    xc = x - jnp.mean(x, axis=axes, keepdims=True)
+    rstd = jax.lax.rsqrt(jnp.mean(xc * xc, axis=axes, keepdims=True) + eps)
+    return xc * rstd, rstd
+
+
+def _affine(w: jax.Array, ndim: int, channel: int | None) -> jax.Array:
+    shape = _affine_shape(ndim, (), channel)
+    return jnp.reshape(w, shape) if shape is not None and jnp.ndim(w) else w
+
+
 @partial(jax.jit, static_argnames=("axes", "eps", "channel"))
 def _normalize(
     x: jax.Array, w: jax.Array, b: jax.Array, *, axes: Axes, eps: float, channel: int | None
-) -> tuple[jax.Array, Res]:
+) -> jax.Array:
     """y = (x - mean) / sqrt(var + eps) * w + b over ``axes`` (biased variance)."""
-    mean = jnp.mean(x, axis=axes, keepdims=True)
-    xc = x - mean
-    rstd = jax.lax.rsqrt(jnp.mean(xc * xc, axis=axes, keepdims=True) + eps)
-    xhat = xc * rstd
-    shape = _affine_shape(x.ndim, axes, channel)
-    if shape is not None:
-        w = jnp.reshape(w, shape) if jnp.ndim(w) else w
-        b = jnp.reshape(b, shape) if jnp.ndim(b) else b
-    return xhat * w + b, (xhat, rstd, w)
+    xhat, _ = _stats(x, axes, eps)
+    return xhat * _affine(w, x.ndim, channel) + _affine(b, x.ndim, channel)
 
 
-@partial(jax.jit, static_argnames=("needs", "axes", "channel", "w_shape"))
+@partial(jax.jit, static_argnames=("needs", "axes", "eps", "channel", "w_shape"))
 def _normalize_vjp(
     res: Res,
     g: jax.Array,
     needs: tuple[bool, ...],
     *,
     axes: Axes,
+    eps: float,
     channel: int | None,
     w_shape: tuple[int, ...],
 ) -> tuple[jax.Array | None, ...]:
     """With xhat the normalized input and gh = g * w:
     gx = rstd (gh - mean(gh) - xhat mean(gh xhat)) (means over ``axes``), gw = sum(g xhat),
     gb = sum(g) (sums over the axes w is broadcast along, then w's shape)."""
-    xhat, rstd, w = res
-    gh = g * w
+    x, w = res
+    xhat, rstd = _stats(x, axes, eps)
+    gh = g * _affine(w, x.ndim, channel)
     gx = None
     if needs[0]:
         gx = rstd * (
@@ -83,8 +90,8 @@ def _layer_norm(
     x: jax.Array, w: jax.Array, b: jax.Array, *, axes: Axes, eps: float
 ) -> tuple[jax.Array, Res]:
     """Normalize over the trailing ``axes``, then scale by w and shift by b."""
-    out: tuple[jax.Array, Res] = _normalize(x, w, b, axes=axes, eps=eps, channel=None)
-    return out
+    y: jax.Array = _normalize(x, w, b, axes=axes, eps=eps, channel=None)
+    return y, (x, w)  # the inputs: create_graph differentiates through them
 
 
 @_layer_norm.defvjp
@@ -92,9 +99,9 @@ def _layer_norm_vjp(
     res: Res, g: jax.Array, needs: tuple[bool, ...], *, axes: Axes, eps: float
 ) -> tuple[jax.Array | None, ...]:
     """The normalization VJP (see ``_normalize_vjp``); gw, gb summed over the leading axes."""
-    w_shape = tuple(g.shape[g.ndim - len(axes) :]) if jnp.ndim(res[2]) else ()
+    w_shape = tuple(g.shape[g.ndim - len(axes) :]) if jnp.ndim(res[1]) else ()
     grads: tuple[jax.Array | None, ...] = _normalize_vjp(
-        res, g, needs, axes=axes, channel=None, w_shape=w_shape
+        res, g, needs, axes=axes, eps=eps, channel=None, w_shape=w_shape
     )
     return grads
 
@@ -166,11 +173,9 @@ def _batch_norm(
     """Training: normalize per channel (axis 1) with the batch statistics; evaluation: with
     ``mean`` and ``var`` (the running statistics, which training ignores)."""
     if training:
-        out: tuple[jax.Array, Res] = _normalize(
-            x, w, b, axes=(0, *range(2, x.ndim)), eps=eps, channel=1
-        )
-        return out
-    y: jax.Array = _bn_eval_fn(x, mean, var, w, b, eps=eps)
+        y: jax.Array = _normalize(x, w, b, axes=(0, *range(2, x.ndim)), eps=eps, channel=1)
+        return y, (x, w)  # the inputs: create_graph differentiates through them
+    y = _bn_eval_fn(x, mean, var, w, b, eps=eps)
     return y, (x, mean, var, w, b)
 
 
@@ -182,13 +187,13 @@ def _batch_norm_vjp(
     running statistics get no gradient (unused). Evaluation: an affine map per channel, its
     VJP derived by JAX."""
     if training:
-        w_shape = (g.shape[1],) if jnp.ndim(res[2]) else ()
+        w_shape = (g.shape[1],) if jnp.ndim(res[1]) else ()
         axes = (0, *range(2, g.ndim))
         gx, gw, gb = _normalize_vjp(
-            res, g, (needs[0], needs[3], needs[4]), axes=axes, channel=1, w_shape=w_shape
+            res, g, (needs[0], needs[3], needs[4]), axes=axes, eps=eps, channel=1, w_shape=w_shape
         )
         return gx, None, None, gw, gb
-    return compiled_vjp(_bn_eval_fn, (("eps", eps),), needs)(res, g)
+    return compiled_vjp(_bn_eval_fn, (("eps", eps),))(res, g, needs)
 
 
 @partial(jax.jit, static_argnames=("momentum",))

@@ -181,13 +181,11 @@ def _count(x: jax.Array, axis: Axis, ddof: int) -> int:
 
 
 @partial(jax.jit, static_argnames=("axis", "keepdims", "ddof", "root"))
-def _moments(
-    x: jax.Array, axis: Axis, keepdims: bool, ddof: int, root: bool
-) -> tuple[jax.Array, jax.Array]:
-    """The variance (or its square root) and the centred input, in one dispatch."""
+def _moments(x: jax.Array, axis: Axis, keepdims: bool, ddof: int, root: bool) -> jax.Array:
+    """The variance (or its square root), in one dispatch."""
     d = x - jnp.mean(x, axis=axis, keepdims=True)
     v = jnp.sum(d * d, axis=axis, keepdims=keepdims) / _count(x, axis, ddof)
-    return (jnp.sqrt(v) if root else v), d
+    return jnp.sqrt(v) if root else v
 
 
 @defop
@@ -197,8 +195,8 @@ def var(
     """Variance over ``axis``: ``sum((x - mean)**2) / (N - ddof)``; ``ddof=0`` by default
     (NumPy's convention; PyTorch's ``var`` defaults to the unbiased ``ddof=1``)."""
     _check(x, axis)
-    y, d = _moments(x, axis, keepdims, ddof, False)
-    return y, (d,)
+    y = _moments(x, axis, keepdims, ddof, False)
+    return y, (x,)  # the input (not x - mean): create_graph differentiates through it
 
 
 @var.defvjp
@@ -207,7 +205,8 @@ def _var_vjp(
     res: tuple[jax.Array], g: jax.Array, *, axis: Axis = None, ddof: int = 0, keepdims: bool = False
 ) -> tuple[jax.Array]:
     """d var / dx_i = 2 (x_i - mean) / (N - ddof) (the mean's own derivative sums to zero)."""
-    (d,) = res
+    (x,) = res
+    d = x - jnp.mean(x, axis=axis, keepdims=True)
     return (_expand(g, d.shape, axis, keepdims) * d * (2.0 / _count(d, axis, ddof)),)
 
 
@@ -218,8 +217,8 @@ def std(
     """Standard deviation over ``axis``: ``sqrt(var(x, ddof))``, ``ddof=0`` by default
     (NumPy's; PyTorch's ``std`` defaults to ``ddof=1``)."""
     _check(x, axis)
-    y, d = _moments(x, axis, keepdims, ddof, True)
-    return y, (d, y)
+    y = _moments(x, axis, keepdims, ddof, True)
+    return y, (x, y)  # input and output: create_graph differentiates through them
 
 
 @std.defvjp
@@ -233,7 +232,8 @@ def _std_vjp(
     keepdims: bool = False,
 ) -> tuple[jax.Array]:
     """d std / dx_i = (x_i - mean) / ((N - ddof) std) (infinite where std is 0, as JAX's)."""
-    d, y = res
+    x, y = res
+    d = x - jnp.mean(x, axis=axis, keepdims=True)
     scale = _expand(g / y, d.shape, axis, keepdims)
     return (scale * d / _count(d, axis, ddof),)
 
