@@ -77,7 +77,7 @@ def derived_op(fn: Callable[..., jax.Array], name: str) -> Op:
 
 def derived_vjp(fn: Callable[..., Any]) -> Callable[..., tuple[Any, ...]]:
     """A VJP rule for a built-in op whose residuals are its inputs, taken from ``jax.vjp`` of
-    ``fn`` (DESIGN.md "New ops": conv, pooling, einsum), compiled per keyword parameters.
+    ``fn`` (docs/design.md "New ops": conv, pooling, einsum), compiled per keyword parameters.
 
     Args:
         fn: ``(*arrays, **params) -> array``, the op's jnp function (traceable).

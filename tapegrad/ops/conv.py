@@ -122,7 +122,7 @@ def conv(
         (N, O, *S') with ``S' = (S + lo + hi - dilation (K - 1) - 1) // stride + 1``.
 
     The VJP is JAX's derivative of ``lax.conv_general_dilated`` (compiled and cached per shape,
-    dtype and parameters; DESIGN.md "New ops"); the node keeps x, w and b.
+    dtype and parameters; docs/design.md "New ops"); the node keeps x, w and b.
 
     Raises:
         ShapeError: shapes that do not fit: ``x`` and ``w`` ranks, input channels other than

@@ -1,4 +1,4 @@
-"""Differential tests against PyTorch (CPU): every op of API.md "Building models" on the same
+"""Differential tests against PyTorch (CPU): every op of docs/api.md "Building models" on the same
 inputs gives the same output and the same input gradients for one random cotangent.
 
 Each row is ``(id, tapegrad function, torch function, inputs)``; float inputs require grad on
