@@ -76,21 +76,17 @@ class _ConvNd(Module):
         self.bias = _init.uniform(kb, (out_channels,), k, dtype) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
-        """Convolve ``x`` of shape ``(N, C_in, *spatial)`` (or unbatched ``(C_in, *spatial)``)."""
-        unbatched = x.ndim == self._dims + 1
-        if unbatched:
-            x = x.reshape(1, *x.shape)
-        y = ops.conv(
+        """Convolve ``x`` of shape ``(N, C_in, *spatial)`` (or unbatched ``(C_in, *spatial)``);
+        the bias is added in the same node (``tg.conv``)."""
+        return ops.conv(
             x,
             self.weight,
+            self.bias,
             stride=self.stride,
             padding=self.padding,
             dilation=self.dilation,
             groups=self.groups,
         )
-        if self.bias is not None:
-            y = y + self.bias.reshape(-1, *(1,) * self._dims)
-        return y.reshape(*y.shape[1:]) if unbatched else y
 
     def extra_repr(self) -> str:
         s = (
