@@ -22,6 +22,9 @@ def run_model(args: argparse.Namespace, console: Console, data: Data) -> int:
     Returns:
         The exit status: 0, or 2 for bad arguments.
     """
+    if getattr(args, "jit", False):
+        print("python -m diagnostics demo: --jit applies to --model mlp only", file=sys.stderr)
+        return 2
     if args.steps is not None and args.steps < 1:
         print("python -m diagnostics demo: --steps must be at least 1", file=sys.stderr)
         return 2
