@@ -51,7 +51,7 @@ def axis(value: Any, what: str = "axis") -> int | tuple[int, ...] | None:
         TypeError: an entry is not an integer (see :func:`integer`).
     """
     if value is None or type(value) is int:
-        return value  # type: ignore[no-any-return]
+        return value
     if isinstance(value, (tuple, list)):
         return tuple(integer(a, what) for a in value)
     return integer(value, what)

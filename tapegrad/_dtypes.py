@@ -64,7 +64,7 @@ def check_float(dtype: Any, what: str) -> np.dtype[Any]:
         TypeError: ``dtype`` is not a real floating dtype.
     """
     try:
-        dt = np.dtype(dtype)
+        dt: np.dtype[Any] = np.dtype(dtype)
     except TypeError:
         raise TypeError(f"{what}: dtype must be a floating dtype, got {dtype!r}.") from None
     if not _FLOAT[dt]:

@@ -81,7 +81,8 @@ Ord = int | float | str | None
 
 @partial(jax.jit, static_argnames=("ord", "axis", "keepdims"))
 def _jnorm(x: jax.Array, ord: Ord, axis: Any, keepdims: bool) -> jax.Array:
-    return jnp.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
+    y: jax.Array = jnp.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
+    return y
 
 
 def _norm_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
