@@ -437,26 +437,31 @@ class Tensor:
         """Minimum over ``axis`` (ties share the gradient equally, as in JAX)."""
         return _ops.min(self, axis=axis, keepdims=keepdims)
 
+    @numpy_keywords
     def var(
         self, axis: int | Sequence[int] | None = None, ddof: int = 0, keepdims: bool = False
     ) -> Tensor:
         """Variance over ``axis`` (``ddof=0``: NumPy's default; PyTorch's is 1)."""
         return _ops.var(self, axis=axis, ddof=ddof, keepdims=keepdims)
 
+    @numpy_keywords
     def std(
         self, axis: int | Sequence[int] | None = None, ddof: int = 0, keepdims: bool = False
     ) -> Tensor:
         """Standard deviation over ``axis`` (``ddof=0``: NumPy's default; PyTorch's is 1)."""
         return _ops.std(self, axis=axis, ddof=ddof, keepdims=keepdims)
 
+    @numpy_keywords
     def cumsum(self, axis: int | None = None) -> Tensor:
         """Running sum along ``axis`` (``None``: over the flattened tensor)."""
         return _ops.cumsum(self, axis=axis)
 
+    @numpy_keywords
     def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
         """Index of the largest element along ``axis`` (not differentiable)."""
         return _ops.argmax(self, axis=axis, keepdims=keepdims)
 
+    @numpy_keywords
     def argmin(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
         """Index of the smallest element along ``axis`` (not differentiable)."""
         return _ops.argmin(self, axis=axis, keepdims=keepdims)
@@ -556,7 +561,7 @@ class Tensor:
         Raises:
             ShapeError: ``ord`` and ``axis`` do not fit the tensor's dimensions.
         """
-        return _ops.norm(self, ord=ord, axis=axis, keepdims=keepdims)
+        return _ops.linalg.norm(self, ord=ord, axis=axis, keepdims=keepdims)  # ops.norm: a module
 
     def masked_fill(self, mask: Any, value: Any) -> Tensor:
         """``value`` where the boolean ``mask`` is true, ``self`` elsewhere (PyTorch's
