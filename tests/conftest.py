@@ -3,6 +3,7 @@ leaves the tape as it found it."""
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 
@@ -50,7 +51,12 @@ def start(tape_guard: None) -> int:
 @pytest.fixture(autouse=True)
 def tape_guard() -> Iterator[None]:
     """Fail a test that leaves nodes behind (after a cleanup) or changes grad mode or policy
-    (MyGrad's state-guard pattern)."""
+    (MyGrad's state-guard pattern).
+
+    Python's cycle collector runs first on both sides: a reference cycle an earlier test left
+    (a module holding itself through a closure, a frame in a traceback) would otherwise be
+    collected at a random allocation inside a later test and change that test's counts."""
+    gc.collect()
     tg.graph_cleanup()
     before = tg.graph_stats()
     yield
@@ -59,6 +65,7 @@ def tape_guard() -> Iterator[None]:
     tg.set_grad_enabled(True)
     if policy != "manual":
         tg.set_cleanup_policy("manual")
+    gc.collect()
     tg.graph_cleanup()
     after = tg.graph_stats()
     assert not mode_changed, "the test left grad mode disabled"
