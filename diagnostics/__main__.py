@@ -25,13 +25,19 @@ and how many bytes it holds."""
 
 _EPILOG = """\
 subcommands:
-  demo [--epochs N] [--no-cleanup] [--fixed] [--seed S] [--jit]
-      Train a small network on real data with a planted hanging-tensor mistake, printing the
-      leak report at each epoch end and cleaning up.
+  demo [--model {mlp,cnn,transformer}] [--epochs N] [--no-cleanup] [--fixed] [--seed S]
+       [--checkpoint PATH] [--steps N] [--jit]
+      Train a network on real data with a planted graph-memory mistake typical of its kind,
+      printing the leak report at each epoch end and cleaning up.
+        --model M      mlp (default; hanging tensors), cnn (a running loss kept as a tensor),
+                       transformer (attention maps kept with their graphs)
         --epochs N     number of epochs
         --no-cleanup   do not call graph_cleanup() at epoch ends (watch the tape grow)
         --fixed        run the corrected training loop (no leak to report)
         --seed S       random seed
+        --checkpoint P cnn/transformer: resume from P if it exists, save after each epoch
+        --steps N      cnn/transformer: at most N batches per epoch
+        --jit          mlp: compile the training step with tg.jit
   run [--cleanup] [--html PATH] SCRIPT [ARGS...]
       Run SCRIPT as __main__ with ARGS as its sys.argv[1:], then print a leak report (also
       when the script raises: its traceback is shown and its exit status kept).
@@ -44,6 +50,7 @@ SCRIPT is missing or unreadable.
 
 examples:
   python -m diagnostics demo --epochs 3
+  python -m diagnostics demo --model transformer --checkpoint run.safetensors
   python -m diagnostics run --cleanup train.py --lr 0.1
   python -m diagnostics run --html leak.html train.py"""
 

@@ -3,7 +3,7 @@
 Plain logic over ``tg.NodeRecord``s: no rich, no report objects. ``report.py`` groups the
 result by origin; ``picture.py`` draws it.
 
-Classes (DESIGN.md, "Graph lifetime"), each with its consequence:
+Classes (docs/design.md, "Graph lifetime"), each with its consequence:
 
 - ``hanging``: a node that is not useful (hanging leaves are among them). A graph with no
   useful node is a dead graph. ``graph_cleanup()`` frees them.

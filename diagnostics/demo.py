@@ -36,11 +36,12 @@ import numpy as np
 from rich import box
 from rich.console import Console
 from rich.filesize import decimal
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 from rich.table import Table
 
 import tapegrad as tg
 from diagnostics import clear_history, epoch_end
+from diagnostics.training import progress_bar
 from tapegrad import nn, optim
 
 __all__ = ["main", "build_parser", "Data", "load_data", "make_model", "EpochRecord"]
@@ -49,6 +50,7 @@ BATCH_SIZE = 32
 HIDDEN = 128
 LEARNING_RATE = 3e-3
 JITTER = 0.1
+DEFAULT_EPOCHS = {"mlp": 5, "cnn": 10, "transformer": 3}
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,8 @@ class EpochRecord:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The demo's command line (API.md: ``[--epochs N] [--no-cleanup] [--fixed] [--seed S]``)."""
+    """The demo's command line (docs/api.md: ``[--epochs N] [--no-cleanup] [--fixed]
+    [--seed S]``)."""
     parser = argparse.ArgumentParser(
         prog="python -m diagnostics demo",
         description=(
@@ -104,7 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
             "print the leak report and what cleanup freed at each epoch end."
         ),
     )
-    parser.add_argument("--epochs", type=int, default=5, metavar="N", help="epochs (default 5)")
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        metavar="N",
+        help="epochs (default: 5 for mlp, 10 for cnn, 3 for transformer)",
+    )
     parser.add_argument(
         "--no-cleanup",
         action="store_true",
@@ -117,6 +125,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", type=int, default=0, metavar="S", help="seed of init, shuffling, jitter"
     )
     parser.add_argument("--jit", action="store_true", help="compile the training step with tg.jit")
+    parser.add_argument(
+        "--model",
+        choices=("mlp", "cnn", "transformer"),
+        default="mlp",
+        help="mlp (default), cnn (a convnet on the digits: a running loss kept as a tensor) "
+        "or transformer (characters of Python's standard library: attention maps kept)",
+    )
+    parser.add_argument(
+        "--checkpoint",
+        metavar="PATH",
+        help="cnn/transformer: resume from PATH if it exists, save to it after each epoch",
+    )
+    parser.add_argument(
+        "--steps", type=int, metavar="N", help="cnn/transformer: at most N batches per epoch"
+    )
     return parser
 
 
@@ -295,16 +318,7 @@ def run(
     step = tg.jit(_train_step, static_argnames=("fixed",)) if jit else _train_step
     records: list[EpochRecord] = []
     clear_history()  # a new run: no baseline from an earlier one
-    progress = Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]:.3f}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    )
+    progress = progress_bar(console)
     for epoch in range(1, epochs + 1):
         with progress:
             loss, jittered = _train_epoch(
@@ -374,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     console = Console()
+    if args.epochs is None:
+        args.epochs = DEFAULT_EPOCHS[args.model]
     if args.epochs < 1:
         print("python -m diagnostics demo: --epochs must be at least 1", file=sys.stderr)
         return 2
@@ -385,6 +401,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.model != "mlp":
+        from diagnostics.demo_models import run_model  # the convnet and the transformer
+
+        return run_model(args, console, data)
     mode = "mistakes removed (--fixed)" if args.fixed else "with planted mistakes"
     cleanup = "" if args.no_cleanup else ", cleanup at each epoch end"
     cleanup += ", step compiled with tg.jit" if args.jit else ""

@@ -154,7 +154,7 @@ class Explanation:
 
 @dataclass(frozen=True)
 class LeakReport:
-    """What the tape held at one moment, classified (DESIGN.md) and grouped by origin.
+    """What the tape held at one moment, classified (docs/design.md) and grouped by origin.
 
     Attributes:
         hanging_leaves: leaves on the tape that are not useful.
@@ -323,7 +323,7 @@ def _build(cls: type[Any], data: Mapping[str, Any]) -> Any:
 
 
 def leak_report(*, baseline: LeakReport | None = None, explain: bool = False) -> LeakReport:
-    """Classify what the tape holds now (DESIGN.md "Graph lifetime"); changes nothing.
+    """Classify what the tape holds now (docs/design.md "Graph lifetime"); changes nothing.
 
     Pure: it reads one ``tg.snapshot()`` (its nodes and its ledger of swept nodes), keeps no
     state, calls no ``gc.collect()`` and keeps no reference to any tensor, node or array.

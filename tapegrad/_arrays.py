@@ -1,4 +1,4 @@
-"""Array helpers shared by constructors and the engine: compiled fills, PRNG keys, the
+"""Array helpers shared by constructors and the engine: compiled fills and the
 unbroadcast axes."""
 
 from __future__ import annotations
@@ -8,11 +8,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from tapegrad import compilation_cache
 
-__all__ = ["filled", "prng_key", "broadcast_axes"]
+__all__ = ["filled", "broadcast_axes"]
 
 
 @partial(jax.jit, static_argnums=(0, 2))
@@ -24,29 +23,12 @@ def filled(shape: tuple[int, ...], value: Any, dtype: Any) -> jax.Array:
     """An array of ``shape`` and ``dtype`` filled with ``value``.
 
     One compiled constructor per (shape, dtype): ~5 us a call instead of ``jnp.zeros``' ~50.
-    It caches code, never values, so it is safe under a trace (DESIGN.md rule 9).
+    It caches code, never values, so it is safe under a trace (docs/design.md rule 9).
     """
     if not compilation_cache.ready:
         compilation_cache.ensure()
     out: jax.Array = _filled(shape, value, dtype)
     return out
-
-
-def prng_key(key: Any) -> jax.Array:
-    """A ``jax.random`` key from an int seed (or the key itself).
-
-    Raises:
-        TypeError: ``key`` is neither an int nor a JAX array.
-    """
-    if not compilation_cache.ready:
-        compilation_cache.ensure()  # a draw from the key compiles
-    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        return jax.random.PRNGKey(int(key))
-    if isinstance(key, jax.Array):
-        return key
-    raise TypeError(
-        f"key must be an int seed or a jax.random key, got {type(key).__name__}; e.g. key=0."
-    )
 
 
 def broadcast_axes(gshape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...] | None:

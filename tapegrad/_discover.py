@@ -1,6 +1,6 @@
 """State discovery for ``tg.jit``: what a step reaches, and what it changed while traced.
 
-A step's state is found, not declared (DESIGN.md "Compiled steps"). Starting from its
+A step's state is found, not declared (docs/design.md "Compiled steps"). Starting from its
 arguments, its closure cells and the globals its code names, a walk visits containers (lists,
 tuples, dicts), user objects and tapegrad objects (``nn.Module``, optimizers: anything whose
 class is not from a library) and user functions (their closures and globals, transitively):

@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import jax
 import numpy as np
 
+from tapegrad._args import numpy_keywords
+from tapegrad._dtypes import DIFFERENTIABLE
 from tapegrad.current import current_tape
-from tapegrad.errors import InPlaceError, ShapeError, TracerError
+from tapegrad.errors import InPlaceError, ShapeError, TapegradWarning, TracerError
 from tapegrad.grad_mode import grad_enabled
 from tapegrad.node import Node
 from tapegrad.origin import format_origin, function_name, user_frame
 from tapegrad.tape import Tape
 
 __all__ = ["Tensor"]
-
-
-def _float_dtype(dtype: Any) -> bool:
-    return bool(np.issubdtype(dtype, np.inexact))
 
 
 class Tensor:
@@ -104,8 +103,9 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        """The number of elements."""
-        return int(self._data.size)
+        """The number of elements (NumPy's attribute; calling it, PyTorch's ``x.size()``, raises
+        a ``TypeError`` that names ``x.shape``)."""
+        return _Size(self._data.size)
 
     @property
     def dtype(self) -> Any:
@@ -124,8 +124,20 @@ class Tensor:
 
     @property
     def requires_grad(self) -> bool:
-        """Whether the tensor has a node on the tape (a leaf or a recorded op output)."""
+        """Whether the tensor has a node on the tape (a leaf or a recorded op output).
+
+        Setting it is ``requires_grad_(flag)``: ``False`` freezes a leaf (PyTorch's
+        ``p.requires_grad = False``), ``True`` makes the tensor a leaf that requires grad.
+
+        Raises:
+            RuntimeError: set to ``False`` on the output of a recorded op (use ``.detach()``).
+            TypeError: set to ``True`` on a tensor whose dtype is not float or complex.
+        """
         return self._node is not None
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self.requires_grad_(bool(flag))
 
     @property
     def is_leaf(self) -> bool:
@@ -137,10 +149,27 @@ class Tensor:
         """The accumulated gradient, or ``None``: a ``Tensor`` without a node, except after
         ``backward(create_graph=True)``, whose gradient requires grad (it is differentiable).
 
+        Backward fills it for leaves (and for tensors that called ``retain_grad()``); reading
+        it on any other tensor that requires grad warns, as PyTorch does, since it stays
+        ``None``.
+
+        Warns:
+            TapegradWarning: read on a non-leaf that did not call ``retain_grad()``.
+
         Raises:
             TypeError: set to something other than ``None`` or a ``Tensor``.
             ShapeError: set to a tensor of another shape.
         """
+        node = self._node
+        if node is not None and node.op is not None and not node.retain:
+            warnings.warn(
+                f"Reading .grad of a tensor that is not a leaf (the output of op {node.name!r}); "
+                "backward() fills .grad only for leaves, so it is None here. Call "
+                ".retain_grad() on it before backward() to keep its gradient, or read the "
+                ".grad of the leaf it was computed from (tg.grad(out, t) returns it too).",
+                TapegradWarning,
+                stacklevel=2,
+            )
         return self._grad
 
     @grad.setter
@@ -165,7 +194,7 @@ class Tensor:
             ``self``.
 
         Raises:
-            TypeError: the dtype is not floating point.
+            TypeError: the dtype is not a float (or complex) dtype.
             TracerError: the value is a JAX tracer and the current tape does not allow them.
         """
         if self._node is None:
@@ -195,10 +224,10 @@ class Tensor:
 
     def _make_leaf(self) -> None:
         data = self._data
-        if not _float_dtype(data.dtype):
+        if not DIFFERENTIABLE[data.dtype]:
             raise TypeError(
-                f"Only floating-point tensors can require grad; this one is {data.dtype}. "
-                "Cast first, e.g. t.astype(tg.float32).require_grad()."
+                "Only floating-point (or complex) tensors can require grad; this one is "
+                f"{data.dtype}. Cast first, e.g. t.astype(tg.float32).require_grad()."
             )
         code, lineno = user_frame(2)
         self._node = current_tape().record(None, (), None, None, self, code, lineno)
@@ -379,42 +408,98 @@ class Tensor:
         """Cast to ``dtype``; differentiable between float dtypes."""
         return _ops.astype(self, dtype=np.dtype(dtype))
 
+    @numpy_keywords
     def sum(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Sum over ``axis`` (an int, negative int or tuple; ``None`` for all)."""
-        return _ops.sum(self, axis=_axis(axis), keepdims=keepdims)
+        return _ops.sum(self, axis=axis, keepdims=keepdims)
 
+    @numpy_keywords
     def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Mean over ``axis``."""
-        return _ops.mean(self, axis=_axis(axis), keepdims=keepdims)
+        return _ops.mean(self, axis=axis, keepdims=keepdims)
 
+    @numpy_keywords
     def max(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Maximum over ``axis`` (ties share the gradient equally, as in JAX)."""
-        return _ops.max(self, axis=_axis(axis), keepdims=keepdims)
+        return _ops.max(self, axis=axis, keepdims=keepdims)
 
+    @numpy_keywords
     def min(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Minimum over ``axis`` (ties share the gradient equally, as in JAX)."""
-        return _ops.min(self, axis=_axis(axis), keepdims=keepdims)
+        return _ops.min(self, axis=axis, keepdims=keepdims)
+
+    @numpy_keywords
+    def var(
+        self, axis: int | Sequence[int] | None = None, ddof: int = 0, keepdims: bool = False
+    ) -> Tensor:
+        """Variance over ``axis`` (``ddof=0``: NumPy's default; PyTorch's is 1)."""
+        return _ops.var(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    @numpy_keywords
+    def std(
+        self, axis: int | Sequence[int] | None = None, ddof: int = 0, keepdims: bool = False
+    ) -> Tensor:
+        """Standard deviation over ``axis`` (``ddof=0``: NumPy's default; PyTorch's is 1)."""
+        return _ops.std(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    @numpy_keywords
+    def cumsum(self, axis: int | None = None) -> Tensor:
+        """Running sum along ``axis`` (``None``: over the flattened tensor)."""
+        return _ops.cumsum(self, axis=axis)
+
+    @numpy_keywords
+    def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        """Index of the largest element along ``axis`` (not differentiable)."""
+        return _ops.argmax(self, axis=axis, keepdims=keepdims)
+
+    @numpy_keywords
+    def argmin(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        """Index of the smallest element along ``axis`` (not differentiable)."""
+        return _ops.argmin(self, axis=axis, keepdims=keepdims)
+
+    def flatten(self, start: int = 0, end: int = -1) -> Tensor:
+        """Merge axes ``start``..``end`` (inclusive) into one (PyTorch's ``flatten``)."""
+        return _ops.flatten(self, start, end)
 
     def reshape(self, *shape: Any) -> Tensor:
-        """Reshape to ``shape`` (ints or one tuple; one entry may be -1)."""
+        """Reshape to ``shape`` (integers or one tuple; one entry may be -1).
+
+        Raises:
+            ShapeError: the sizes do not match.
+            TypeError: a dimension is not an integer (``reshape(2.5, 2)``).
+        """
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        return _ops.reshape(self, shape=tuple(int(s) for s in shape))
+        return _ops.reshape(self, shape=shape)
 
     def transpose(self, *axes: Any) -> Tensor:
-        """Permute axes (reverse them when none are given)."""
-        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
-            axes = tuple(axes[0])
-        return _ops.transpose(self, axes=tuple(int(a) for a in axes) if axes else None)
+        """Transpose: no axes reverses them; two integers ``a, b`` swap those two axes (as in
+        PyTorch, on any ndim); one tuple, or three or more integers, is a full permutation
+        (as in NumPy). See ``tg.transpose``."""
+        return _ops.transpose(self, *axes)
+
+    def permute(self, *axes: Any) -> Tensor:
+        """Permute the axes (PyTorch's ``permute``): ``t.permute(2, 0, 1)`` or a tuple."""
+        return _ops.permute(self, *axes)
+
+    def swapaxes(self, axis1: int, axis2: int) -> Tensor:
+        """Swap two axes (NumPy's ``swapaxes``; PyTorch's ``transpose(a, b)``)."""
+        return _ops.swapaxes(self, axis1, axis2)
 
     @property
     def T(self) -> Tensor:  # noqa: N802 - NumPy's name
         """The tensor with its axes reversed."""
-        return _ops.transpose(self, axes=None)
+        return _ops.transpose(self)
 
+    @numpy_keywords
     def squeeze(self, axis: int | Sequence[int] | None = None) -> Tensor:
         """Remove axes of length one (all of them when ``axis`` is ``None``)."""
-        return _ops.squeeze(self, axis=_axis(axis))
+        return _ops.squeeze(self, axis=axis)
+
+    @numpy_keywords
+    def unsqueeze(self, axis: int) -> Tensor:
+        """Insert an axis of length one at ``axis`` (PyTorch's name for ``expand_dims``)."""
+        return _ops.expand_dims(self, axis)
 
     def clip(self, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002
         """Clamp values to ``[min, max]``."""
@@ -456,8 +541,44 @@ class Tensor:
         """Elementwise cosine."""
         return _ops.cos(self)
 
+    @numpy_keywords
+    def norm(
+        self, ord: Any = None, axis: int | Sequence[int] | None = None, keepdims: bool = False
+    ) -> Tensor:
+        """``jnp.linalg.norm``: with the defaults, the 2-norm of all elements (PyTorch's
+        ``norm()``); ``ord`` 1, 2, ``inf``, ... for vectors, ``"fro"``, ``"nuc"``, ... over two
+        axes. Its gradient is JAX's.
+
+        Raises:
+            ShapeError: ``ord`` and ``axis`` do not fit the tensor's dimensions.
+        """
+        return _ops.linalg.norm(self, ord=ord, axis=axis, keepdims=keepdims)  # ops.norm: a module
+
+    def masked_fill(self, mask: Any, value: Any) -> Tensor:
+        """``value`` where the boolean ``mask`` is true, ``self`` elsewhere (PyTorch's
+        ``masked_fill``; ``tg.where(mask, value, self)``); the gradient flows to ``self``
+        where the mask is false.
+
+        Raises:
+            TypeError: ``mask`` is not boolean.
+            ShapeError: ``mask`` does not broadcast to this tensor's shape.
+        """
+        mask_dtype = getattr(mask, "dtype", None)
+        if mask_dtype is None or np.dtype(mask_dtype) != np.bool_:
+            raise TypeError(
+                f"masked_fill: mask must be boolean, got {mask_dtype or type(mask).__name__}; "
+                "build it with a comparison, e.g. x.masked_fill(x < 0, 0.0)."
+            )
+        out = _ops.where(mask, value, self)
+        if out.shape != self.shape:
+            raise ShapeError(
+                f"masked_fill: mask of shape {tuple(np.shape(mask))} does not broadcast to the "
+                f"tensor's shape {self.shape}."
+            )
+        return out
+
     def __getitem__(self, index: Any) -> Tensor:
-        return _ops.getitem(self, index=_ops.normalize_index(index))
+        return _ops.getitem(self, index=_ops.normalize_index(index, self.shape))
 
     # ------------------------------------------------------------------ operators
 
@@ -534,12 +655,27 @@ class Tensor:
         return self._inplace(_ops.divide, other, "/=")
 
     def _inplace(self, op: Any, other: Any, symbol: str) -> Tensor:
-        """Replace the value in place (keeping the node); see API.md on in-place operators."""
-        if self._node is not None and grad_enabled():
+        """In-place operators, as docs/api.md "Tensors" describes them.
+
+        - A leaf that requires grad, under grad mode: ``InPlaceError`` (its value is what the
+          gradient is taken at; the advice names ``.item()``/``.detach()``, then ``no_grad``).
+        - Otherwise, when the result requires grad (grad mode, and ``self`` or ``other``
+          requires grad): the name is rebound to the new tensor, ``c += x`` is ``c = c + x``
+          (as ``+=`` on a ``jax.Array``; PyTorch gives the same values).
+        - Otherwise the value is replaced in place and the node kept (a parameter update
+          under ``no_grad``, or a tensor that does not require grad).
+
+        The result keeps the target's shape and dtype kind in every case (``ShapeError`` /
+        ``TypeError`` otherwise), as PyTorch's in-place operators do.
+        """
+        node = self._node
+        if node is not None and node.op is None and grad_enabled():
             raise InPlaceError(
-                f"In-place {symbol} on a tensor that requires grad under grad mode would "
-                "overwrite a value the graph may need. For a parameter update, wrap it in "
-                f"`with tg.no_grad():`; otherwise write `x = x {symbol[0]} y`."
+                f"In-place {symbol} on a leaf that requires grad, under grad mode: it would "
+                "change the value its gradient is taken at. To accumulate a value (a running "
+                f"loss), write `total {symbol} loss.item()` or `total {symbol} loss.detach()`; "
+                f"for a parameter update, wrap it in `with tg.no_grad():`; for a new tensor, "
+                f"write `x = x {symbol[0]} y`."
             )
         try:
             result: Tensor = op(self, other)
@@ -558,17 +694,13 @@ class Tensor:
                     f"this {self._data.dtype} tensor without losing its kind; write "
                     f"`x = x {symbol[0]} y` for a new tensor, or cast y first."
                 )
+            if result._node is not None:
+                return result.astype(self._data.dtype)
             data = data.astype(self._data.dtype)
         if result._node is not None:
-            return result  # ``other`` requires grad: the name is rebound to a tracked tensor
+            return result  # the name is rebound to the tracked result
         self._data = data
         return self
-
-
-def _axis(axis: int | Sequence[int] | None) -> int | tuple[int, ...] | None:
-    if axis is None or isinstance(axis, int):
-        return axis
-    return tuple(int(a) for a in axis)
 
 
 def _binary(op: Any, a: Any, b: Any, reflected: str | None = None) -> Tensor:
@@ -583,6 +715,20 @@ def _binary(op: Any, a: Any, b: Any, reflected: str | None = None) -> Tensor:
             return NotImplemented  # type: ignore[no-any-return]
         raise
     return out
+
+
+class _Size(int):
+    """``t.size``: an ``int`` (NumPy's element count) that names ``t.shape`` when called as
+    PyTorch's ``t.size()``."""
+
+    __slots__ = ()
+
+    def __call__(self, *axis: Any) -> Any:
+        spelling = "x.shape" if not axis else f"x.shape[{axis[0]!r}]"
+        raise TypeError(
+            f"x.size is the number of elements ({int(self)}), NumPy's attribute, not a method; "
+            f"for PyTorch's x.size({', '.join(map(repr, axis))}) write {spelling}."
+        )
 
 
 def _rebuild(value: np.ndarray, requires_grad: bool) -> Tensor:

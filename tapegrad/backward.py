@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tapegrad import anomaly
 from tapegrad._arrays import broadcast_axes, filled
 from tapegrad._tensor import Tensor
 from tapegrad.current import use_tape
@@ -82,6 +83,7 @@ def _run(
     Consumption (rules 2-4) is reported to the tape in ``finally``: on an exception the nodes
     whose VJP ran stay consumed and no leaf counts as reached.
     """
+    check = anomaly.checker(seeds)  # None unless tg.detect_anomaly() is on
     steps = tape.ancestors(roots, claim=not retain_graph)  # raises before any VJP runs
     cots: dict[int, Any] = {}
     for node, seed in zip(roots, seeds, strict=True):
@@ -110,6 +112,8 @@ def _run(
                     continue
                 needs = tuple(p is not None for p in parents)
                 cts = op.call_vjp(saved, g, needs, params or _NO_PARAMS)
+                if check is not None:
+                    check(node, cts)
                 if len(cts) != len(parents):
                     raise VJPShapeError(
                         f"VJP of {node.name!r} returned {len(cts)} cotangents for "

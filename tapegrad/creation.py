@@ -9,8 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tapegrad._arrays import filled, prng_key
+from tapegrad import _args
+from tapegrad._arrays import filled
 from tapegrad._tensor import Tensor
+from tapegrad.random import key_of
 
 __all__ = [
     "tensor",
@@ -22,18 +24,15 @@ __all__ = [
     "ones_like",
     "randn",
     "rand",
+    "randn_like",
+    "rand_like",
 ]
 
 ShapeLike = int | Sequence[int]
 
 
 def _shape(shape: ShapeLike) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
-        return (int(shape),)
-    try:
-        dims = tuple(int(s) for s in shape)
-    except TypeError:
-        raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}.") from None
+    dims = _args.dims(shape, "shape")
     if any(d < 0 for d in dims):
         raise ValueError(f"shape {dims} has a negative dimension.")
     return dims
@@ -53,10 +52,14 @@ def tensor(data: Any, *, dtype: Any = None, requires_grad: bool = False) -> Tens
     JAX's rules apply (x64 off: Python floats give float32, ints int32).
 
     Raises:
-        TypeError: ``requires_grad=True`` for a non-float dtype, or data JAX cannot convert.
+        TypeError: ``requires_grad=True`` for a non-float dtype, data JAX cannot convert, or
+            a list holding a tensor that requires grad (its value would be copied without
+            its graph: ``tg.stack`` keeps the gradient).
     """
     if isinstance(data, Tensor):
         data = data._data
+    elif isinstance(data, (list, tuple)):
+        _no_tracked_elements(data)
     if isinstance(data, jax.Array) and (dtype is None or data.dtype == np.dtype(dtype)):
         array = data
     else:
@@ -67,6 +70,22 @@ def tensor(data: Any, *, dtype: Any = None, requires_grad: bool = False) -> Tens
                 f"tg.tensor cannot convert {type(data).__name__} to an array ({err})."
             ) from None
     return _finish(array, requires_grad)
+
+
+def _no_tracked_elements(data: list[Any] | tuple[Any, ...]) -> None:
+    """Raise when a (nested) list holds a tensor that requires grad (an iterative walk)."""
+    stack: list[Any] = [data]
+    while stack:
+        for item in stack.pop():
+            if isinstance(item, (list, tuple)):
+                stack.append(item)
+            elif isinstance(item, Tensor) and item.requires_grad:
+                raise TypeError(
+                    "tg.tensor: the list holds a tensor that requires grad; tg.tensor copies "
+                    "values and would silently drop its gradient. Use tg.stack([a, b]) (or "
+                    "tg.concatenate) to build a tensor that keeps the graph, or .detach() the "
+                    "elements to copy only their values."
+                )
 
 
 def full(shape: ShapeLike, value: Any, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
@@ -109,14 +128,41 @@ def arange(
 
 
 def randn(
-    shape: ShapeLike, *, key: Any, dtype: Any = jnp.float32, requires_grad: bool = False
+    shape: ShapeLike, *, key: Any = None, dtype: Any = jnp.float32, requires_grad: bool = False
 ) -> Tensor:
-    """Standard normal samples (``key``: an int seed or a ``jax.random`` key)."""
-    return _finish(jax.random.normal(prng_key(key), _shape(shape), dtype), requires_grad)
+    """Standard normal samples.
+
+    Args:
+        shape: an int or a sequence of ints.
+        key: an int seed or a ``jax.random`` key; ``None`` draws from the process random
+            state (``tg.manual_seed``), which advances.
+        dtype: a floating dtype (float32 by default).
+        requires_grad: make the result a leaf that requires grad.
+
+    Raises:
+        TypeError: ``key`` is not ``None``, an int or a JAX array.
+    """
+    return _finish(jax.random.normal(key_of(key), _shape(shape), dtype), requires_grad)
 
 
 def rand(
-    shape: ShapeLike, *, key: Any, dtype: Any = jnp.float32, requires_grad: bool = False
+    shape: ShapeLike, *, key: Any = None, dtype: Any = jnp.float32, requires_grad: bool = False
 ) -> Tensor:
-    """Uniform samples in [0, 1) (``key``: an int seed or a ``jax.random`` key)."""
-    return _finish(jax.random.uniform(prng_key(key), _shape(shape), dtype), requires_grad)
+    """Uniform samples in [0, 1); ``key`` as for ``randn``."""
+    return _finish(jax.random.uniform(key_of(key), _shape(shape), dtype), requires_grad)
+
+
+def randn_like(
+    t: Tensor, *, key: Any = None, dtype: Any = None, requires_grad: bool = False
+) -> Tensor:
+    """Standard normal samples of ``t``'s shape and dtype (or ``dtype``); ``key`` as for
+    ``randn``."""
+    return randn(t.shape, key=key, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def rand_like(
+    t: Tensor, *, key: Any = None, dtype: Any = None, requires_grad: bool = False
+) -> Tensor:
+    """Uniform samples in [0, 1) of ``t``'s shape and dtype (or ``dtype``); ``key`` as for
+    ``randn``."""
+    return rand(t.shape, key=key, dtype=dtype or t.dtype, requires_grad=requires_grad)

@@ -70,7 +70,7 @@ class use_tape:  # noqa: N801 - a context manager, named like no_grad
 
 
 def graph_cleanup() -> CleanupStats:
-    """Remove every hanging node of the current tape and its saved arrays (DESIGN.md rule 6).
+    """Remove every hanging node of the current tape and its saved arrays (docs/design.md rule 6).
 
     Never removes a useful node, so every gradient computed afterwards equals the one
     computed without it. Safe at any time, from any thread, repeatedly. Linear in the number
@@ -92,7 +92,7 @@ def graph_stats() -> GraphStats:
 
 
 def set_cleanup_policy(policy: str, *, threshold: int | None = None) -> None:
-    """Choose when the current tape frees hanging nodes (DESIGN.md rule 5); the process
+    """Choose when the current tape frees hanging nodes (docs/design.md rule 5); the process
     tape's policy is process-wide.
 
     Args:

@@ -16,7 +16,7 @@ import jax
 
 from tapegrad.op import Op
 
-__all__ = ["compiled_vjp", "derived_op"]
+__all__ = ["compiled_vjp", "derived_op", "derived_vjp"]
 
 _CACHE_SIZE = 512
 
@@ -73,3 +73,21 @@ def derived_op(fn: Callable[..., jax.Array], name: str) -> Op:
     op = Op(forward, name=name)
     op.defvjp(vjp)
     return op
+
+
+def derived_vjp(fn: Callable[..., Any]) -> Callable[..., tuple[Any, ...]]:
+    """A VJP rule for a built-in op whose residuals are its inputs, taken from ``jax.vjp`` of
+    ``fn`` (docs/design.md "New ops": conv, pooling, einsum), compiled per keyword parameters.
+
+    Args:
+        fn: ``(*arrays, **params) -> array``, the op's jnp function (traceable).
+
+    Returns:
+        ``rule(res, g, needs, **params)`` for ``Op.defvjp``.
+    """
+
+    def rule(res: tuple[Any, ...], g: Any, needs: tuple[bool, ...], **params: Any) -> Any:
+        return compiled_vjp(fn, tuple(sorted(params.items())))(res, g, needs)
+
+    rule.__doc__ = f"JAX's derivative of {getattr(fn, '__name__', 'the forward')} (jax.vjp)."
+    return rule

@@ -1,4 +1,4 @@
-"""Exception types raised by tapegrad; each subclasses the built-in type API.md promises."""
+"""Exception types raised by tapegrad; each subclasses the built-in type docs/api.md promises."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ __all__ = [
     "VJPShapeError",
     "DuplicateOpError",
     "MissingVJPError",
+    "AnomalyError",
     "TapeMismatchError",
 ]
 
@@ -35,7 +36,7 @@ class NoGradError(RuntimeError):
 
 
 class TracerError(RuntimeError):
-    """An op that would be recorded on the tape received a JAX tracer (DESIGN.md rule 9)."""
+    """An op that would be recorded on the tape received a JAX tracer (docs/design.md rule 9)."""
 
 
 class InPlaceError(RuntimeError):
@@ -68,6 +69,10 @@ class MissingVJPError(NotImplementedError):
 
 class RetraceWarning(TapegradWarning):
     """A ``tg.jit`` step keeps compiling: an argument's shape or a static value keeps changing."""
+
+
+class AnomalyError(RuntimeError):
+    """Under ``tg.detect_anomaly()``, a backward produced NaN or inf (the message names the op)."""
 
 
 class TapeMismatchError(RuntimeError):

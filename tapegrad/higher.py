@@ -6,7 +6,7 @@ a gradient, the rule becomes the jnp function ``h(g, *residuals)`` (the rule's c
 that parent, summed to the parent's shape), recorded through ``derived_op`` as one op named
 ``vjp(<op>)``. Its inputs are the incoming cotangent and the node's residual arrays, linked
 by provenance to the nodes they came from: an input's node, or the node itself for its
-output (DESIGN.md "Residuals with provenance"). JAX derives that op's VJP from ``h``, compiled
+output (docs/design.md "Residuals with provenance"). JAX derives that op's VJP from ``h``, compiled
 and cached, so the recorded backward is differentiable again, to any order.
 
 The cache key is the op, the parent slot, the residuals' structure and static values and the
@@ -24,11 +24,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from tapegrad._arrays import broadcast_axes
+from tapegrad._dtypes import DIFFERENTIABLE
 from tapegrad._tensor import Tensor
 from tapegrad.derived import derived_op
 from tapegrad.errors import VJPShapeError
 from tapegrad.node import Node
-from tapegrad.op import INEXACT, Op, apply
+from tapegrad.op import Op, apply
 
 __all__ = ["vjp_on_tensors"]
 
@@ -150,7 +151,7 @@ def vjp_on_tensors(
             key = id(leaf)
             if key in links:
                 link = links[key]
-            elif leaf.dtype in INEXACT:
+            elif DIFFERENTIABLE[leaf.dtype]:
                 raise RuntimeError(
                     f"create_graph=True: op {op.name!r} keeps a floating residual that is "
                     "neither one of its input arrays nor its output array (by identity), so "

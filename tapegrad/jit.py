@@ -1,6 +1,6 @@
 """``tg.jit``: an unchanged eager training step run as one compiled XLA computation.
 
-How a call runs (DESIGN.md "Compiled steps"):
+How a call runs (docs/design.md "Compiled steps"):
 
 1. The arguments are split into data (arrays, numbers, tensors that do not require grad:
    traced) and objects (modules, optimizers, tensors that require grad: reached by

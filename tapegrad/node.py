@@ -84,7 +84,7 @@ class Node:
         # its tape, weakly (the tape's one shared weak reference, set by the tape): the
         # tensor keeps the tape alive, so no dead node ever holds a dropped tape
         self.tape: weakref.ref[Tape] | None = None
-        # Residual provenance (DESIGN.md "Residuals with provenance"): per entry of a tuple
+        # Residual provenance (docs/design.md "Residuals with provenance"): per entry of a tuple
         # of residuals, the index of the op input whose array it is, -1 for the op's output,
         # None for an array the forward derived. Plain ints: no reference, so no cycle.
         self.prov = prov

@@ -11,14 +11,16 @@ from typing import Any, overload
 import jax
 import numpy as np
 
-from tapegrad import compilation_cache
+from tapegrad import _args, compilation_cache
+from tapegrad._args import torch_keyword
+from tapegrad._dtypes import DIFFERENTIABLE
 from tapegrad._tensor import Tensor
 from tapegrad.current import current_tape
 from tapegrad.errors import DuplicateOpError, MissingVJPError, ShapeError
 from tapegrad.grad_mode import grad_enabled
 from tapegrad.origin import user_frame
 
-__all__ = ["Op", "defop", "registry", "apply", "OperandTypeError", "INEXACT"]
+__all__ = ["Op", "defop", "registry", "apply", "OperandTypeError"]
 
 Forward = Callable[..., tuple[Any, Any]]
 VJPRule = Callable[..., tuple[Any, ...]]
@@ -27,18 +29,13 @@ ShapeCheck = Callable[[str, list[Any], dict[str, Any]], None]
 _REGISTRY: dict[str, Op] = {}
 _new_tensor = object.__new__
 
-INEXACT = frozenset(
-    np.dtype(d) for d in ("float16", "float32", "float64", "complex64", "complex128")
-) | {np.dtype(jax.numpy.bfloat16)}
-"""Dtypes whose tensors can require grad and whose op outputs are recorded."""
-
 
 class OperandTypeError(TypeError):
     """An op received an operand it cannot use (not a tensor, array or Python scalar)."""
 
 
 class Op:
-    """A forward written in jnp plus its VJP rule (STYLE.md's op pattern).
+    """A forward written in jnp plus its VJP rule (docs/style.md's op pattern).
 
     ``forward(*arrays, **params) -> (output, residuals)``; the VJP rule takes
     ``(residuals, g, needs, **params)`` (``needs`` may be omitted from its signature) and
@@ -52,6 +49,8 @@ class Op:
         "differentiable",
         "check",
         "arity",
+        "param_names",
+        "checks",
         "_vjp_needs",
         "__dict__",
     )
@@ -71,6 +70,8 @@ class Op:
         self.check = check
         self._vjp_needs = False
         self.arity = _arity(forward)
+        self.param_names = _param_names(forward)
+        self.checks = tuple((p, _args.CHECKS[p]) for p in self.param_names if p in _args.CHECKS)
         functools.update_wrapper(self, forward)
 
     def defvjp(self, rule: VJPRule) -> VJPRule:
@@ -87,10 +88,47 @@ class Op:
         return self.vjp(saved, g, **params)
 
     def __call__(self, *inputs: Any, **params: Any) -> Tensor:
+        """Apply the op; parameters may also follow the tensor inputs positionally, in the
+        forward's order (``tg.sum(x, 1)``, as ``np.sum``). Axes and shapes are checked as NumPy
+        checks them (``tapegrad._args``: any integer, never a float)."""
+        arity = self.arity
+        if arity is not None and len(inputs) > arity:
+            inputs, params = self._positional(inputs, params)
+        if params and self.checks:
+            for name, check in self.checks:
+                if name in params:
+                    params[name] = check(params[name], self.name)
         return apply(self, inputs, params)
+
+    def _positional(
+        self, inputs: tuple[Any, ...], params: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Move the values after the tensor inputs to the parameters they stand for."""
+        assert self.arity is not None
+        extra = inputs[self.arity :]
+        names = self.param_names[: len(extra)]
+        if len(extra) > len(self.param_names) or any(n in params for n in names):
+            params_text = ", ".join(self.param_names)
+            raise TypeError(
+                f"{self.name} takes {self.arity} tensor input(s), got {len(inputs)}; "
+                + (
+                    f"values after them stand for its parameters ({params_text}) in that order, "
+                    "each given once (by position or by keyword)."
+                    if self.param_names
+                    else "it takes no parameters (an op that has some takes them after the "
+                    "tensor inputs or by keyword)."
+                )
+            )
+        return inputs[: self.arity], {**params, **dict(zip(names, extra, strict=True))}
 
     def __repr__(self) -> str:
         return f"<tapegrad op {self.name}>"
+
+
+def _param_names(forward: Forward) -> tuple[str, ...]:
+    """The forward's keyword-only parameters (the op's static parameters), in order."""
+    params = inspect.signature(forward).parameters.values()
+    return tuple(p.name for p in params if p.kind == inspect.Parameter.KEYWORD_ONLY)
 
 
 def _arity(forward: Forward) -> int | None:
@@ -158,7 +196,7 @@ def _constant(kind: str, value: Any) -> jax.Array:
     """A Python scalar as a weakly typed 0-d array, made once per (type, value).
 
     Built under ``ensure_compile_time_eval`` so that it is a concrete array even when first
-    met inside a trace (DESIGN.md rule 9: no cache keeps a traced value).
+    met inside a trace (docs/design.md rule 9: no cache keeps a traced value).
     """
     with jax.ensure_compile_time_eval():
         return jax.numpy.asarray(value)
@@ -189,7 +227,7 @@ def as_operand(x: Any, op_name: str) -> Any:
 def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 3) -> Tensor:
     """Run ``op`` on ``inputs`` and record a node when grad mode is on and an input requires grad.
 
-    The inputs stay referenced by this frame until the node is registered (DESIGN.md rule 10).
+    The inputs stay referenced by this frame until the node is registered (docs/design.md rule 10).
     ``depth`` is where the origin search starts: 3, the caller of ``Op.__call__``; an entry
     point that calls ``apply`` itself passes the depth of its own caller, so the search
     starts at the user's frame (each frame it steps over costs a frame object, ~0.3 us).
@@ -227,11 +265,14 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
     except (TypeError, ValueError) as err:
         if op.check is not None and not isinstance(err, ShapeError):
             op.check(op.name, arrays, params)
+        unknown = torch_keyword((k for k in params if k not in op.param_names), f"{op.name}()")
+        if unknown is not None:
+            raise unknown from None
         raise
     out = _new_tensor(Tensor)  # Tensor._wrap, inlined: this is every op's hot path
     out._data = y
     out._node = out._grad = out._tape = None
-    if tracked and op.differentiable and grad_enabled() and y.dtype in INEXACT:
+    if tracked and op.differentiable and grad_enabled() and DIFFERENTIABLE[y.dtype]:
         if op.vjp is None:
             raise MissingVJPError(
                 f"Op {op.name!r} is differentiable but has no VJP rule; define one with "

@@ -33,7 +33,7 @@ class CleanupStats:
 
 @dataclass(frozen=True)
 class GraphStats:
-    """Counts over the tape at one moment (DESIGN.md rules 7-8). Reading them changes nothing.
+    """Counts over the tape at one moment (docs/design.md rules 7-8). Reading them changes nothing.
 
     Attributes:
         graphs: connected components of the nodes on the tape.
@@ -66,7 +66,7 @@ class NodeRecord:
         op: the op name (``"leaf"`` for leaves).
         graph: the id of the node's graph (the smallest node id in its component).
         live: its tensor still exists.
-        useful: live, or reachable from a live node (DESIGN.md).
+        useful: live, or reachable from a live node (docs/design.md).
         consumed: its VJP ran in a backward without ``retain_graph``.
         origin: ``"path:line"`` of the first frame outside tapegrad that created it.
         function: the qualified name of that frame's function.

@@ -1,14 +1,14 @@
 """The graph state: nodes, liveness, usefulness, consumption, cleanup, policies, the lock.
 
 Only this module mutates the tape; ``census`` counts what it holds and ``sweep`` what a sweep
-removes (DESIGN.md, "Graph lifetime"). Terms used below:
+removes (docs/design.md, "Graph lifetime"). Terms used below:
 
 - A node is **live** while its tensor exists (a weak reference resolves). The weak
   reference's callback only appends the reference to ``_dead``; every entry point drains that
   queue first under the lock (rule 5), so counts are always current.
 - A node is **useful** when it is live or a useful node links to it as a parent. Consumed
   nodes drop their parent links, so "reachable from a live node by parent links" is exactly
-  DESIGN.md's definition. The graph is a DAG (a parent has a smaller id than its child), so
+  docs/design.md's definition. The graph is a DAG (a parent has a smaller id than its child), so
   counting each node's useful children (``uc``) decides usefulness exactly and
   incrementally: a node stops being useful when it is not live and ``uc`` drops to 0, and it
   can never become useful again (new nodes only link to live tensors' nodes).
@@ -67,7 +67,7 @@ _numbers = itertools.count(1)
 
 
 DEFAULT_THRESHOLD = 10_000
-"""The default policy's node count (DESIGN.md rule 5: ``"threshold"``, 10,000 nodes)."""
+"""The default policy's node count (docs/design.md rule 5: ``"threshold"``, 10,000 nodes)."""
 
 
 def _entry(
@@ -104,13 +104,13 @@ class Tape:
     otherwise). A tensor that requires grad keeps its tape alive, and a node refers to its
     tape only weakly, so a dropped tape whose tensors are gone is freed at once with
     everything on it (no reference cycle). One re-entrant lock guards it; the graph-lifetime
-    rules of DESIGN.md hold per tape, and nothing done to one tape touches another.
+    rules of docs/design.md hold per tape, and nothing done to one tape touches another.
 
     Args:
         name: shown in ``repr`` and in error messages (default: ``"tape <n>"``).
         allow_tracers: record ops whose arrays are JAX tracers (a private tape that lives
             while ``jax.jit`` traces, as ``tg.jit`` uses); otherwise recording a tracer raises
-            ``TracerError`` (DESIGN.md rule 9).
+            ``TracerError`` (docs/design.md rule 9).
     """
 
     def __init__(self, name: str | None = None, *, allow_tracers: bool = False) -> None:
@@ -237,7 +237,7 @@ class Tape:
         ``Node.prov``).
 
         The caller keeps the input tensors alive until this returns, so every parent is live
-        or useful here and cannot be swept concurrently (DESIGN.md rule 10). This is the hot
+        or useful here and cannot be swept concurrently (docs/design.md rule 10). This is the hot
         path of every tracked op: one lock, no calls but the node, its weak reference and the
         holder count of its residuals.
 
@@ -274,7 +274,7 @@ class Tape:
         return node
 
     def check_value(self, value: Any, what: str) -> None:
-        """The one tracer refusal (DESIGN.md rule 9): raise unless ``value`` may belong to a
+        """The one tracer refusal (docs/design.md rule 9): raise unless ``value`` may belong to a
         node on this tape (a concrete array; a tracer only on a tape that allows tracers).
 
         Raises:
@@ -390,7 +390,7 @@ class Tape:
 
     @_entry
     def cleanup(self) -> CleanupStats:
-        """Remove every hanging node with its saved arrays (DESIGN.md rule 6).
+        """Remove every hanging node with its saved arrays (docs/design.md rule 6).
 
         Never removes a useful node, so every gradient computed afterwards equals the one
         computed without it. Safe at any time, from any thread, repeatedly.
@@ -438,7 +438,7 @@ class Tape:
     # ------------------------------------------------------------------ policy
 
     def set_cleanup_policy(self, policy: str, *, threshold: int | None = None) -> None:
-        """Choose when this tape frees hanging nodes (DESIGN.md rule 5).
+        """Choose when this tape frees hanging nodes (docs/design.md rule 5).
 
         Args:
             policy: ``"manual"`` (only ``cleanup()`` frees unconsumed hanging nodes),
@@ -581,7 +581,7 @@ class Tape:
 
     @_entry
     def stats(self) -> GraphStats:
-        """Counts over the tape now (DESIGN.md rules 7-8)."""
+        """Counts over the tape now (docs/design.md rules 7-8)."""
         return self._stats()
 
     @_entry

@@ -1,4 +1,4 @@
-"""Brute-force recount of the tape from DESIGN.md's definitions (a reference for the tests).
+"""Brute-force recount of the tape from docs/design.md's definitions (a reference for the tests).
 
 Everything here is recomputed from ``tg.snapshot()`` records, never from the engine's
 ``useful`` flags or its incremental counters:
@@ -42,7 +42,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Recount:
-    """What DESIGN.md's definitions give for one snapshot.
+    """What docs/design.md's definitions give for one snapshot.
 
     Attributes:
         stats: the ``GraphStats`` recomputed from the records (``saved_bytes`` deduplicated

@@ -11,7 +11,7 @@
   them in snapshot records and error messages, computed independently of the engine.
 - ``gc_off``: a block in which only reference counting frees objects.
 
-Graph-memory recounts live in ``_recount`` (DESIGN.md's definitions, brute force); the shared
+Graph-memory recounts live in ``_recount`` (docs/design.md's definitions, brute force); the shared
 fixtures ``base`` and ``start`` in ``conftest.py``; notebook execution in ``_notebooks``.
 """
 

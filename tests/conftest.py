@@ -3,6 +3,7 @@ leaves the tape as it found it."""
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 
@@ -62,7 +63,12 @@ def manual_policy() -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def tape_guard() -> Iterator[None]:
     """Fail a test that leaves nodes behind (after a cleanup) or changes grad mode or policy
-    (MyGrad's state-guard pattern)."""
+    (MyGrad's state-guard pattern).
+
+    Python's cycle collector runs first on both sides: a reference cycle an earlier test left
+    (a module holding itself through a closure, a frame in a traceback) would otherwise be
+    collected at a random allocation inside a later test and change that test's counts."""
+    gc.collect()
     tg.graph_cleanup()
     tg.current_tape()._ledger.clear()  # each test reads only its own sweeps in the ledger
     before = tg.graph_stats()
@@ -72,6 +78,7 @@ def tape_guard() -> Iterator[None]:
     tg.set_grad_enabled(True)
     if policy != "manual":
         tg.set_cleanup_policy("manual")
+    gc.collect()
     tg.graph_cleanup()
     after = tg.graph_stats()
     assert not mode_changed, "the test left grad mode disabled"
@@ -80,3 +87,22 @@ def tape_guard() -> Iterator[None]:
         f"the test left {after.nodes - before.nodes} nodes on the tape after cleanup "
         f"(before: {before}, after: {after})"
     )
+
+
+QUICK = {
+    "test_scenarios_core.py",
+    "test_errors.py",
+    "test_tensor_inplace.py",
+    "test_silent_numerics.py",
+    "test_anomaly.py",
+    "test_report.py",
+}
+"""Test files in the ``quick`` subset (``pytest -m quick``, under a minute): the seed bug
+reports, every error message, the first-hour behaviours and the leak report's classes."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests of the files in ``QUICK`` with ``quick``."""
+    for item in items:
+        if item.path.name in QUICK:
+            item.add_marker(pytest.mark.quick)

@@ -164,3 +164,15 @@ def test_programs_quick(tmp_path: Path) -> None:
     names = [t["name"] for t in report["targets"]]
     assert names[0] == "issue 17: micrograd_readme, warm / torch"
     assert len(names) == 4
+
+
+def test_models_quick(tmp_path: Path) -> None:
+    report = _run("bench.models", tmp_path)
+    assert _titles(report) == [
+        "convnet step (eager), per step",
+        "transformer-block step (eager), per step",
+    ]
+    assert [t["name"] for t in report["targets"]] == [
+        "issue 13: tapegrad eager convnet step / torch eager",
+        "issue 13: tapegrad eager transformer-block step / torch eager",
+    ]

@@ -1,4 +1,4 @@
-"""graph_cleanup() (DESIGN.md rules 6-8): safety, idempotence and completeness as Hypothesis
+"""graph_cleanup() (docs/design.md rules 6-8): safety, idempotence and completeness as Hypothesis
 properties over random programs, and the cases Burn got wrong (hanging nodes next to a live
 parameter, deep dead chains, graphs that split)."""
 

@@ -1,4 +1,4 @@
-"""The error catalogue (API.md "Errors"): each error has the built-in type API.md promises
+"""The error catalogue (docs/api.md "Errors"): each error has the built-in type docs/api.md promises
 (checked by tapegrad, not left to JAX), a message that says what to do, and leaves the tape
 consistent: stats unchanged, a later backward and a cleanup still work."""
 
@@ -65,7 +65,7 @@ CATALOGUE: list[tuple[str, Trigger, type[BaseException], tuple[str, ...]]] = [
     ("sum-axis", lambda w, m: m.sum(axis=2), ValueError, ("use an axis in",)),
     ("mean-axis-repeat", lambda w, m: m.mean(axis=(0, -2)), ValueError, ("list each axis once",)),
     ("squeeze", lambda w, m: m.squeeze(0), ValueError, ("length one",)),
-    ("transpose", lambda w, m: m.transpose(0, 0), ValueError, ("permutation",)),
+    ("transpose", lambda w, m: m.permute(0, 0), ValueError, ("permutation",)),
     ("concatenate", lambda w, m: tg.concatenate([m, w]), ValueError, ("must match",)),
     ("stack", lambda w, m: tg.stack([w, tg.ones(4)]), ValueError, ("must be equal",)),
     ("expand-dims", lambda w, m: tg.expand_dims(w, 5), ValueError, ("out of range",)),
@@ -93,7 +93,7 @@ CATALOGUE: list[tuple[str, Trigger, type[BaseException], tuple[str, ...]]] = [
     ("grad-attr-shape", set_attr("grad", tg.ones(4)), ValueError, ("shape",)),
     ("item-multi", lambda w, m: w.item(), ValueError, (".sum()", ".tolist()")),
     ("bool-multi", lambda w, m: bool(w), ValueError, ("reduce it",)),
-    ("randn-key", lambda w, m: tg.randn(3, key=None), TypeError, ("key=0",)),
+    ("randn-key", lambda w, m: tg.randn(3, key=1.5), TypeError, ("key=0",)),
     ("grad-mode-flag", lambda w, m: tg.set_grad_enabled("yes"), TypeError, ("bool",)),
     # state
     ("in-place", in_place, RuntimeError, ("tg.no_grad()",)),

@@ -1,4 +1,4 @@
-"""Grad mode (API.md "Gradients"): no_grad / enable_grad / set_grad_enabled as context
+"""Grad mode (docs/api.md "Gradients"): no_grad / enable_grad / set_grad_enabled as context
 managers and decorators, nesting, per-thread state, and no_grad recording nothing."""
 
 from __future__ import annotations

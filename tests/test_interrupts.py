@@ -1,5 +1,5 @@
 """A KeyboardInterrupt at any line of tapegrad's bookkeeping leaves the tape consistent
-(DESIGN.md "Interrupts", issue 16 item 8): stats agree with the snapshot, cleanup frees what
+(docs/design.md "Interrupts", issue 16 item 8): stats agree with the snapshot, cleanup frees what
 it should, a graph built before the interrupt either backwards or says it was consumed (never
 that another thread holds it), and new graphs differentiate correctly.
 

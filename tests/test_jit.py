@@ -14,7 +14,7 @@ import pytest
 import tapegrad as tg
 from diagnostics.report import build_report
 from tapegrad import nn, optim
-from tests._support import error_of
+from _support import error_of
 
 X = tg.randn((8, 5), key=3)
 Y = jnp.arange(8) % 3

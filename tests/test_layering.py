@@ -1,4 +1,4 @@
-"""Dependencies point one way (DESIGN.md "Layout"): ``import tapegrad`` loads neither rich
+"""Dependencies point one way (docs/design.md "Layout"): ``import tapegrad`` loads neither rich
 nor diagnostics, the engine imports only jax and NumPy, ``tape.py`` imports no tapegrad
 module but its parts (``node``, ``census``) and leaf modules, and each tapegrad module
 imports only modules below it. Imports are read with ``ast`` (function-level ones too;
@@ -24,8 +24,12 @@ RANK = {
     "tapegrad.grad_mode": 0,
     "tapegrad._arrays": 1,
     "tapegrad.compilation_cache": 0,
+    "tapegrad._dtypes": 0,
+    "tapegrad._args": 0,
+    "tapegrad.anomaly": 1,
     "tapegrad.origin": 0,
     "tapegrad.records": 0,
+    "tapegrad.random": 1,
     "tapegrad.node": 1,
     "tapegrad.census": 2,
     "tapegrad.tape": 4,
@@ -34,12 +38,19 @@ RANK = {
     "tapegrad._compare": 6,
     "tapegrad.op": 7,
     "tapegrad.creation": 7,
-    "tapegrad.derived": 8,
+    "tapegrad.ops._window": 7,
+    "tapegrad.derived": 7.5,  # builds Ops (rank 7); op families (rank 8) take VJPs from it
+    "tapegrad.ops.activation": 8,
+    "tapegrad.ops.attention": 8,
     "tapegrad.ops.binary": 8,
+    "tapegrad.ops.conv": 8,
     "tapegrad.ops.indexing": 8,
     "tapegrad.ops.linalg": 8,
     "tapegrad.ops.nn": 8,
     "tapegrad.ops.nondiff": 8,
+    "tapegrad.ops.norm": 8,
+    "tapegrad.ops.pool": 8,
+    "tapegrad.ops.random": 8,
     "tapegrad.ops.reduce": 8,
     "tapegrad.ops.shape": 8,
     "tapegrad.ops.unary": 8,

@@ -1,4 +1,4 @@
-"""Graph lifetime end to end (DESIGN.md "Graph lifetime"): the worked example line by line, the
+"""Graph lifetime end to end (docs/design.md "Graph lifetime"): the worked example line by line, the
 scenarios of issue 3 with exact values, rule 4 in every policy, and freeing by refcount alone."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""defop mechanics (STYLE.md "The op-definition pattern"): registration, duplicate names, the
+"""defop mechanics (docs/style.md "The op-definition pattern"): registration, duplicate names, the
 read-only registry, missing VJPs, arity, ``needs`` and static parameters. Throwaway ops are
 built as ``Op`` directly so the built-in registry (checked by the spec-coverage test) stays
 exact."""
@@ -143,7 +143,8 @@ def test_cotangents_in_the_output_broadcast_shape_are_summed_by_the_engine() -> 
         (lambda w: tg.exp(w, w), "exp takes 1 tensor input(s), got 2"),
         (lambda w: tg.exp(), "exp takes 1 tensor input(s), got 0"),
         (lambda w: tg.maximum(w), "maximum takes 2 tensor input(s), got 1"),
-        (lambda w: tg.registry()["sum"](w, 0), "pass parameters such as axis by keyword"),
+        (lambda w: tg.registry()["sum"](w, 0, False, 1), "parameters (axis, keepdims) in that"),
+        (lambda w: tg.registry()["sum"](w, 0, axis=0), "each given once"),
         (lambda w: tg.where(w > 0, w), "where takes 3 tensor input(s), got 2"),
     ],
 )
@@ -153,6 +154,13 @@ def test_wrong_number_of_tensor_inputs_is_type_error(call: Any, fragment: str) -
     with pytest.raises(TypeError, match=re.escape(fragment)):
         call(w)
     assert tg.graph_stats() == stats
+
+
+def test_parameters_may_follow_the_tensor_inputs_positionally() -> None:
+    w = tg.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    summed = tg.registry()["sum"](w, 1, True)  # np.sum(x, axis, keepdims)'s order
+    assert summed.tolist() == w.sum(axis=1, keepdims=True).tolist() == [[3.0], [12.0]]
+    assert tg.softmax(w, 0).tolist() == tg.softmax(w, axis=0).tolist()
 
 
 def test_variadic_ops_take_any_number_of_inputs() -> None:

@@ -1,4 +1,4 @@
-"""Cleanup policies (DESIGN.md rule 5): "manual" keeps unconsumed hanging nodes for a sweep,
+"""Cleanup policies (docs/design.md rule 5): "manual" keeps unconsumed hanging nodes for a sweep,
 "auto" frees each node the moment it becomes hanging, "threshold" sweeps when the node count
 reaches ``survivors + max(threshold, survivors)``; the policy is process-wide."""
 
@@ -290,7 +290,7 @@ def test_threshold_survivors_are_what_the_last_sweep_kept(manual_after: None) ->
     tg.set_cleanup_policy("manual")
     tg.graph_cleanup()
     del w, v
-    assert hanging == 0  # DESIGN.md: the record that reached the limit swept
+    assert hanging == 0  # docs/design.md: the record that reached the limit swept
 
 
 # ----------------------------------------------------------------------------- errors, scope

@@ -1,4 +1,4 @@
-"""Tensor as a JAX pytree, and JAX transformations (DESIGN.md rule 9): ops on tensors that do
+"""Tensor as a JAX pytree, and JAX transformations (docs/design.md rule 9): ops on tensors that do
 not require grad work under jit/vmap/grad; recording with a tracer raises RuntimeError and
 leaves the tape consistent; no cache keeps a value made under a trace."""
 

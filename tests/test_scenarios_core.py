@@ -1,4 +1,4 @@
-"""Public bug-report scenarios from PyTorch's and Burn's trackers (LESSONS.md), replayed with
+"""Public bug-report scenarios from PyTorch's and Burn's trackers (docs/lessons.md), replayed with
 exact values: each either gives JAX's gradient or fails loudly, naming the fix."""
 
 from __future__ import annotations
@@ -209,7 +209,7 @@ def test_dropped_require_grad_tensors_are_hanging_leaves_that_cleanup_removes() 
 
 
 def test_design_worked_example() -> None:
-    """DESIGN.md's worked example (manual policy), line by line, with the gradients."""
+    """docs/design.md's worked example (manual policy), line by line, with the gradients."""
     base = tg.graph_stats().nodes
     x = tg.ones((4, 3))
     w = tg.randn((3, 2), key=0).require_grad()

@@ -1,11 +1,11 @@
-"""A stateful test of the tape (MyGrad's ``state_testing`` model, STYLE.md).
+"""A stateful test of the tape (MyGrad's ``state_testing`` model, docs/style.md).
 
 A ``RuleBasedStateMachine`` makes leaves, applies random ops to the tensors it holds (unary,
 binary with broadcasting, reductions, mixing graphs), drops references, backwards from a
 random live scalar (with and without ``retain_graph``), takes gradients with
 ``create_graph=True`` (which become tensors of the program, differentiable again), switches
 the cleanup policy and sweeps, in random order. Beside the engine it keeps a reference model
-written straight from DESIGN.md "Graph lifetime" (which nodes exist, their parents,
+written straight from docs/design.md "Graph lifetime" (which nodes exist, their parents,
 consumption, reached leaves, policies) and the ``jnp`` expression of every tensor.
 Invariants after every step:
 
@@ -107,7 +107,7 @@ class Entry:
 
 @dataclass
 class MNode:
-    """The model of one tape node (DESIGN.md's terms)."""
+    """The model of one tape node (docs/design.md's terms)."""
 
     kind: str  # "leaf" | "op"
     parents: tuple[int, ...]

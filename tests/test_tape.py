@@ -1,6 +1,6 @@
 """tapegrad/tape.py: what is recorded, liveness and usefulness, graphs (components), stats and
-snapshot records, origins; reading changes nothing and holds nothing (DESIGN.md "Graph
-lifetime", API.md "Graph memory")."""
+snapshot records, origins; reading changes nothing and holds nothing (docs/design.md "Graph
+lifetime", docs/api.md "Graph memory")."""
 
 from __future__ import annotations
 

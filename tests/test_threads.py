@@ -1,4 +1,4 @@
-"""Threads (DESIGN.md rule 10, rule 6 "safe from any thread"): training threads beside a thread
+"""Threads (docs/design.md rule 10, rule 6 "safe from any thread"): training threads beside a thread
 that cleans up in a loop, and a bounded stress of concurrent backward, cleanup and graph
 merging. Every loop is bounded and every join has a timeout, so a deadlock fails, not hangs."""
 
@@ -264,8 +264,8 @@ def test_concurrent_backward_through_a_shared_node_raises_graph_consumed() -> No
     assert out["alive"] is False
     assert not isinstance(out["a"], str), out["a"]
     np.testing.assert_allclose(out["a"], out["expected_a"], rtol=1e-5, atol=1e-7)
-    # DESIGN.md rule 1: the walk meets a node consumed by the other pass: RuntimeError
-    # naming retain_graph, before any VJP runs (API.md "Errors")
+    # docs/design.md rule 1: the walk meets a node consumed by the other pass: RuntimeError
+    # naming retain_graph, before any VJP runs (docs/api.md "Errors")
     assert out["b"] == "GraphConsumedError"
 
 

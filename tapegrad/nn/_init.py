@@ -7,25 +7,17 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from tapegrad._arrays import prng_key
 from tapegrad._tensor import Tensor
+from tapegrad.random import key_of
 
-__all__ = ["keys", "uniform", "normal", "constant", "check_dtype", "fan_in_bound"]
+__all__ = ["keys", "uniform", "normal", "constant", "fan_in_bound"]
 
 
 def keys(key: Any, n: int) -> list[jax.Array]:
     """``n`` independent keys from ``key`` (an int seed, a key, or ``None``: the process
     random state of ``tg.manual_seed``)."""
-    return list(jax.random.split(prng_key(key), n))
-
-
-def check_dtype(layer: str, dtype: Any) -> Any:
-    """``dtype`` when it is floating, else ``TypeError`` naming ``layer``."""
-    if not jnp.issubdtype(dtype, jnp.floating):
-        raise TypeError(f"{layer}: dtype must be floating, got {np.dtype(dtype)}.")
-    return dtype
+    return list(jax.random.split(key_of(key), n))
 
 
 def fan_in_bound(fan_in: int) -> float:

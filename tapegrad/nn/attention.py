@@ -8,6 +8,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from tapegrad import ops
+from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor
 from tapegrad.errors import ShapeError
 from tapegrad.nn import _init
@@ -75,7 +76,7 @@ class MultiheadAttention(Module):
                 f"MultiheadAttention: embed_dim ({embed_dim}) must be a positive multiple of "
                 f"num_heads ({num_heads})."
             )
-        _init.check_dtype("MultiheadAttention", dtype)
+        check_float(dtype, "MultiheadAttention")
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
         self.dropout = check_p("MultiheadAttention", dropout)

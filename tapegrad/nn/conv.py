@@ -8,6 +8,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from tapegrad import ops
+from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor
 from tapegrad.nn import _init
 from tapegrad.nn.module import Module
@@ -55,7 +56,7 @@ class _ConvNd(Module):
             )
         if isinstance(padding, str) and padding not in ("same", "valid"):
             raise ValueError(f"{name}: padding must be an int, a tuple, 'same' or 'valid'.")
-        _init.check_dtype(name, dtype)
+        check_float(dtype, name)
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size = _tuple("kernel_size", kernel_size, n)
         self.stride = _tuple("stride", stride, n)
@@ -75,21 +76,17 @@ class _ConvNd(Module):
         self.bias = _init.uniform(kb, (out_channels,), k, dtype) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
-        """Convolve ``x`` of shape ``(N, C_in, *spatial)`` (or unbatched ``(C_in, *spatial)``)."""
-        unbatched = x.ndim == self._dims + 1
-        if unbatched:
-            x = x.reshape(1, *x.shape)
-        y = ops.conv(
+        """Convolve ``x`` of shape ``(N, C_in, *spatial)`` (or unbatched ``(C_in, *spatial)``);
+        the bias is added in the same node (``tg.conv``)."""
+        return ops.conv(
             x,
             self.weight,
+            self.bias,
             stride=self.stride,
             padding=self.padding,
             dilation=self.dilation,
             groups=self.groups,
         )
-        if self.bias is not None:
-            y = y + self.bias.reshape(-1, *(1,) * self._dims)
-        return y.reshape(*y.shape[1:]) if unbatched else y
 
     def extra_repr(self) -> str:
         s = (

@@ -7,9 +7,9 @@ from typing import Any
 import jax
 
 from tapegrad import ops
-from tapegrad._arrays import prng_key
 from tapegrad._tensor import Tensor
 from tapegrad.nn.module import Module
+from tapegrad.random import key_of
 
 __all__ = ["Dropout"]
 
@@ -47,7 +47,7 @@ class Dropout(Module):
             return x
         key = None
         if self._key is not None:
-            key = jax.random.fold_in(prng_key(self._key), self._calls)
+            key = jax.random.fold_in(key_of(self._key), self._calls)
             self._calls += 1
         return ops.dropout(x, self.p, training=True, key=key)
 

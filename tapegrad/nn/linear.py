@@ -6,6 +6,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
+from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor
 from tapegrad.nn import _init
 from tapegrad.nn.module import Module
@@ -52,7 +53,7 @@ class Linear(Module):
         super().__init__()
         if in_features < 0 or out_features < 0:
             raise ValueError(f"Linear({in_features}, {out_features}): sizes must be non-negative.")
-        _init.check_dtype("Linear", dtype)
+        check_float(dtype, "Linear")
         self.in_features = int(in_features)
         self.out_features = int(out_features)
         k = _init.fan_in_bound(in_features)

@@ -8,6 +8,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from tapegrad import ops
+from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor
 from tapegrad.errors import ShapeError
 from tapegrad.grad_mode import no_grad
@@ -42,7 +43,7 @@ class LayerNorm(Module):
         dtype: Any = jnp.float32,
     ) -> None:
         super().__init__()
-        _init.check_dtype("LayerNorm", dtype)
+        check_float(dtype, "LayerNorm")
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
         self.normalized_shape = tuple(int(d) for d in shape)
         self.eps = float(eps)
@@ -84,7 +85,7 @@ class _BatchNorm(Module):
             raise ValueError(f"{name}({num_features}): num_features must be positive.")
         if not 0.0 <= momentum <= 1.0:
             raise ValueError(f"{name}: momentum must be in [0, 1], got {momentum}.")
-        _init.check_dtype(name, dtype)
+        check_float(dtype, name)
         self.num_features, self.eps, self.momentum = num_features, float(eps), float(momentum)
         self.track_running_stats = track_running_stats
         c = (num_features,)

@@ -7,6 +7,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from tapegrad import ops
+from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor
 from tapegrad.errors import ShapeError
 from tapegrad.nn import _init
@@ -39,7 +40,7 @@ class _RNNBase(Module):
         name = type(self).__name__
         if input_size <= 0 or hidden_size <= 0 or num_layers <= 0:
             raise ValueError(f"{name}: input_size, hidden_size and num_layers must be positive.")
-        _init.check_dtype(name, dtype)
+        check_float(dtype, name)
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first = bias, batch_first
         k = _init.fan_in_bound(hidden_size)

@@ -7,6 +7,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from tapegrad import ops
+from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor
 from tapegrad.nn import _init
 from tapegrad.nn.module import Module
@@ -47,7 +48,7 @@ class Embedding(Module):
             raise ValueError(
                 f"Embedding({num_embeddings}, {embedding_dim}): sizes must be positive."
             )
-        _init.check_dtype("Embedding", dtype)
+        check_float(dtype, "Embedding")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         (k,) = _init.keys(key, 1)
         self.weight = _init.normal(k, (num_embeddings, embedding_dim), dtype)

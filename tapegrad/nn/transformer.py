@@ -87,10 +87,12 @@ class TransformerEncoderLayer(Module):
             attn_mask=mask,
             is_causal=is_causal,
         )
-        return self.dropout1(out)
+        y: Tensor = self.dropout1(out)
+        return y
 
     def _ff(self, x: Tensor) -> Tensor:
-        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        y: Tensor = self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        return y
 
     def forward(
         self,
@@ -112,4 +114,5 @@ class TransformerEncoderLayer(Module):
             x = x + self._sa(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
             return x + self._ff(self.norm2(x))
         x = self.norm1(x + self._sa(x, src_mask, src_key_padding_mask, is_causal))
-        return self.norm2(x + self._ff(x))
+        y: Tensor = self.norm2(x + self._ff(x))
+        return y

@@ -1,48 +1,64 @@
-"""Indexing ``t[...]``: basic slices, integer arrays (repeats accumulate) and boolean masks."""
+"""Indexing: ``t[...]`` (slices, integer arrays, boolean masks), take_along_axis, embedding."""
 
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from tapegrad.errors import ShapeError
 from tapegrad.op import defop
 
-__all__ = ["getitem", "normalize_index"]
+if TYPE_CHECKING:
+    from tapegrad._tensor import Tensor
+
+__all__ = ["getitem", "normalize_index", "take_along_axis", "embedding"]
 
 Shape = tuple[int, ...]
 
 
-def normalize_index(index: Any) -> tuple[Any, ...]:
+def normalize_index(index: Any, shape: tuple[int, ...] | None = None) -> tuple[Any, ...]:
     """Turn a user index into what jnp indexing takes, with boolean masks made integer.
 
-    Tensors give their arrays, lists become NumPy arrays, and NumPy arrays stay on the host
-    (so their bounds are checked without a device round trip); a boolean mask becomes its
-    integer coordinates (eagerly, as NumPy does; under a JAX trace a mask raises JAX's own
-    error).
+    Tensors give their arrays, lists and ``range``s become NumPy arrays, and NumPy arrays stay
+    on the host (so their bounds are checked without a device round trip); a boolean mask
+    becomes its integer coordinates (eagerly, as NumPy does; under a JAX trace a mask raises
+    JAX's own error). With ``shape``, an index holding a mask is checked against it as NumPy
+    checks it: a mask whose shape does not match the axes it indexes raises ``IndexError``
+    (its coordinates alone would silently select wrong rows). Integers are checked by
+    ``getitem`` itself.
 
     Raises:
-        TypeError: an index element of an unsupported type.
+        IndexError: (with ``shape``) a mask of the wrong length, or an integer out of range
+            beside a mask.
+        TypeError: an index element of an unsupported type (a float, a float array, ...).
     """
     from tapegrad._tensor import Tensor
 
     items = index if isinstance(index, tuple) else (index,)
     out: list[Any] = []
+    host: list[Any] = []  # the index as NumPy sees it, masks kept whole
+    masked = False
     for item in items:
         if isinstance(item, Tensor):
             item = item._data
-        elif isinstance(item, list):
+        elif isinstance(item, (list, range)):
             item = np.asarray(item)
+            if item.size == 0:
+                item = item.astype(np.intp)  # NumPy reads an empty list as an integer index
         if isinstance(item, (np.ndarray, jax.Array)):
             if item.dtype == np.bool_:
                 if isinstance(item, jax.core.Tracer):
                     out.append(item)  # jnp raises its NonConcreteBooleanIndexError
                     continue
-                out.extend(np.nonzero(np.asarray(item)))
+                mask = np.asarray(item)
+                out.extend(np.nonzero(mask))
+                host.append(mask)
+                masked = True
                 continue
             if not np.issubdtype(item.dtype, np.integer):
                 raise TypeError(
@@ -50,13 +66,17 @@ def normalize_index(index: Any) -> tuple[Any, ...]:
                     ".astype(tg.int32)."
                 )
             out.append(item)
+            host.append(item)
         elif item is None or item is Ellipsis or isinstance(item, (int, slice, np.integer)):
             out.append(item)
+            host.append(item)
         else:
             raise TypeError(
                 f"Unsupported index element of type {type(item).__name__}; use ints, slices, "
-                "None, Ellipsis, integer arrays or boolean masks."
+                "None, Ellipsis, integer arrays, ranges or boolean masks."
             )
+    if masked and shape is not None:
+        _check_bounds(shape, tuple(host))
     return tuple(out)
 
 
@@ -179,3 +199,136 @@ def _getitem_vjp(res: tuple[Any, ...], g: jax.Array, *, index: tuple[Any, ...]) 
     if _is_gather(shape, index):
         return (_scatter_add(g, index, shape),)
     return (jnp.zeros(shape, g.dtype).at[index].add(g, mode="drop"),)
+
+
+def _host_indices(indices: Any, name: str, low: int, high: int, what: str) -> Any:
+    """Integer indices given on the host (a list or NumPy array) are checked against
+    ``[low, high)`` and raise ``IndexError`` naming ``what``; indices already on the device are
+    not read back (that would stall JAX's asynchronous dispatch every step)."""
+    if not isinstance(indices, (list, tuple, np.ndarray)):
+        return indices
+    host = np.asarray(indices)
+    if not np.issubdtype(host.dtype, np.integer) and host.size:
+        raise TypeError(f"{name}: indices must be integers, got dtype {host.dtype}.")
+    host = host.astype(np.int32) if host.size == 0 else host
+    bad = (host < low) | (host >= high)
+    if bad.any():
+        raise IndexError(
+            f"{name}: {int(bad.sum())} indices outside [{low}, {high}) (first: "
+            f"{int(host[bad][0])}); {what}."
+        )
+    return host
+
+
+def _integer_input(name: str, indices: Any) -> None:
+    if not np.issubdtype(indices.dtype, np.integer):
+        raise TypeError(
+            f"{name}: indices must be integers, got dtype {indices.dtype}; cast with "
+            ".astype(tg.int32)."
+        )
+
+
+@partial(jax.jit, static_argnames=("axis",))
+def _take_along(x: jax.Array, indices: jax.Array, axis: int) -> jax.Array:
+    return jnp.take_along_axis(x, indices, axis=axis, mode="fill")
+
+
+@defop(name="take_along_axis")
+def _take_along_axis(
+    x: jax.Array, indices: jax.Array, *, axis: int
+) -> tuple[jax.Array, tuple[tuple[int, ...], jax.Array]]:
+    """NumPy's ``take_along_axis``: ``y[..., i, ...] = x[..., indices[..., i, ...], ...]``."""
+    _integer_input("take_along_axis", indices)
+    if x.ndim != indices.ndim or not -x.ndim <= axis < x.ndim:
+        raise ShapeError(
+            f"take_along_axis: indices of shape {tuple(indices.shape)} and axis {axis} do not fit "
+            f"a tensor of shape {tuple(x.shape)}; indices need the same number of dimensions."
+        )
+    return _take_along(x, indices, axis), (x.shape, indices)
+
+
+@partial(jax.jit, static_argnums=(2, 3))
+def _take_along_transpose(
+    indices: jax.Array, g: jax.Array, shape: tuple[int, ...], axis: int
+) -> jax.Array:
+    _, pullback = jax.vjp(lambda z: _take_along(z, indices, axis), jnp.zeros(shape, g.dtype))
+    return pullback(g)[0]  # type: ignore[no-any-return]
+
+
+@_take_along_axis.defvjp
+def _take_along_axis_vjp(
+    res: tuple[tuple[int, ...], jax.Array], g: jax.Array, *, axis: int
+) -> tuple[jax.Array, None]:
+    """Gather's transpose: scatter-add g into zeros of x's shape at the taken positions
+    (repeats accumulate); the integer indices get no gradient."""
+    shape, indices = res
+    return (_take_along_transpose(indices, g, shape, axis), None)
+
+
+def take_along_axis(x: Any, indices: Any, axis: int) -> Tensor:
+    """Pick values along ``axis`` by integer ``indices`` of the same rank (NumPy's
+    ``take_along_axis``; PyTorch's ``gather(x, dim, index)``).
+
+    Raises:
+        IndexError: host indices (a list or NumPy array) outside ``[-n, n)``, n the length of
+            ``axis``; device indices out of range give NaN (JAX's fill convention).
+        ShapeError: ``indices`` has another number of dimensions, or ``axis`` is out of range.
+        TypeError: the indices are not integers.
+    """
+    shape = tuple(x.shape)
+    n = shape[axis] if -len(shape) <= axis < len(shape) else 0
+    indices = _host_indices(indices, "take_along_axis", -n, n, f"axis {axis} of {shape}")
+    return _take_along_axis(x, indices, axis=axis)
+
+
+_take_rows = jax.jit(lambda weight, indices: jnp.take(weight, indices, axis=0, mode="fill"))
+
+
+@defop(name="embedding")
+def _embedding(
+    indices: jax.Array, weight: jax.Array
+) -> tuple[jax.Array, tuple[jax.Array, tuple[int, ...]]]:
+    """Rows of ``weight`` (num, dim) picked by integer ``indices`` (...): shape (..., dim)."""
+    _integer_input("embedding", indices)
+    if weight.ndim != 2:
+        raise ShapeError(
+            f"embedding: weight must be (num_embeddings, embedding_dim), got shape "
+            f"{tuple(weight.shape)}."
+        )
+    return _take_rows(weight, indices), (indices, weight.shape)
+
+
+@partial(jax.jit, static_argnums=(2,))
+def _scatter_rows(indices: jax.Array, g: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    return jnp.zeros(shape, g.dtype).at[indices].add(g, mode="drop")
+
+
+@_embedding.defvjp
+def _embedding_vjp(res: tuple[jax.Array, tuple[int, ...]], g: jax.Array) -> tuple[None, jax.Array]:
+    """Each picked row receives its g; repeated indices accumulate (scatter-add into zeros)."""
+    indices, shape = res
+    return (None, _scatter_rows(indices, g, shape))
+
+
+def embedding(indices: Any, weight: Any) -> Tensor:
+    """Look up rows of an embedding table (PyTorch's ``F.embedding(indices, weight)``).
+
+    Args:
+        indices: integer indices of any shape, in ``[0, num_embeddings)``.
+        weight: a float tensor of shape (num_embeddings, embedding_dim).
+
+    Returns:
+        A tensor of shape ``indices.shape + (embedding_dim,)``.
+
+    Raises:
+        IndexError: host indices (a list or NumPy array) outside ``[0, num_embeddings)``,
+            naming the table's shape. Indices already on the device are not read back: an
+            out-of-range one gives a row of NaN (JAX's fill convention) and no gradient.
+        ShapeError: ``weight`` is not 2-D.
+        TypeError: the indices are not integers.
+    """
+    shape = tuple(weight.shape)
+    indices = _host_indices(
+        indices, "embedding", 0, shape[0] if shape else 0, f"the table has shape {shape}"
+    )
+    return _embedding(indices, weight)

@@ -1,18 +1,22 @@
-"""Linear algebra: matmul with NumPy's rules (1-D operands, batch broadcasting)."""
+"""Linear algebra: matmul with NumPy's rules (1-D operands, batch broadcasting), norm, einsum."""
 
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tapegrad.derived import derived_vjp
 from tapegrad.errors import ShapeError
 from tapegrad.op import defop
 
-__all__ = ["matmul"]
+if TYPE_CHECKING:
+    from tapegrad._tensor import Tensor
+
+__all__ = ["matmul", "norm", "einsum"]
 
 
 def _matmul_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
@@ -70,3 +74,89 @@ def _matmul_vjp(
         if b.ndim == 1:
             gb = gb[..., 0]
     return (ga, gb)
+
+
+Ord = int | float | str | None
+
+
+@partial(jax.jit, static_argnames=("ord", "axis", "keepdims"))
+def _jnorm(x: jax.Array, ord: Ord, axis: Any, keepdims: bool) -> jax.Array:
+    y: jax.Array = jnp.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
+    return y
+
+
+def _norm_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
+    raise ShapeError(
+        f"norm: ord={params.get('ord')!r} with axis={params.get('axis')!r} does not fit a tensor "
+        f"of shape {tuple(np.shape(arrays[0]))}; vector norms take one axis (or a 1-D tensor), "
+        "matrix norms ('fro', 'nuc', 1, 2, inf) two axes (or a 2-D tensor)."
+    )
+
+
+@defop(check=_norm_check)
+def norm(
+    x: jax.Array,
+    *,
+    ord: Ord = None,
+    axis: int | tuple[int, ...] | None = None,
+    keepdims: bool = False,
+) -> tuple[jax.Array, tuple[jax.Array]]:
+    """``jnp.linalg.norm(x, ord, axis, keepdims)``: with the defaults, the 2-norm of all
+    elements (the Frobenius norm of a matrix)."""
+    return _jnorm(x, ord, axis, keepdims), (x,)
+
+
+@partial(jax.jit, static_argnames=("ord", "axis", "keepdims"))
+def _jnorm_vjp(x: jax.Array, g: jax.Array, ord: Ord, axis: Any, keepdims: bool) -> jax.Array:
+    _, pullback = jax.vjp(lambda z: jnp.linalg.norm(z, ord=ord, axis=axis, keepdims=keepdims), x)
+    return pullback(g)[0]  # type: ignore[no-any-return]
+
+
+@norm.defvjp
+def _norm_vjp(
+    res: tuple[jax.Array],
+    g: jax.Array,
+    *,
+    ord: Ord = None,
+    axis: int | tuple[int, ...] | None = None,
+    keepdims: bool = False,
+) -> tuple[jax.Array]:
+    """JAX's derivative of ``jnp.linalg.norm`` (``jax.vjp``, compiled once per shape, dtype and
+    parameters): x / norm for the 2-norm, sign(x) for the 1-norm, JAX's subgradient at 0."""
+    (x,) = res
+    return (_jnorm_vjp(x, g, ord, axis, keepdims),)
+
+
+@partial(jax.jit, static_argnames=("subscripts",))
+def _einsum_fn(*xs: jax.Array, subscripts: str) -> jax.Array:
+    return jnp.einsum(subscripts, *xs)
+
+
+def _einsum_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
+    shapes = ", ".join(str(tuple(np.shape(a))) for a in arrays)
+    raise ShapeError(
+        f"einsum: subscripts {params['subscripts']!r} do not fit operands of shapes {shapes}; "
+        "give one term per operand, one letter per axis, equal sizes for a repeated letter."
+    )
+
+
+@defop(name="einsum", check=_einsum_check)
+def _einsum(*xs: jax.Array, subscripts: str) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+    """Einstein summation ``jnp.einsum(subscripts, *xs)``; its VJP is JAX's (derived)."""
+    return _einsum_fn(*xs, subscripts=subscripts), xs
+
+
+_einsum.defvjp(derived_vjp(_einsum_fn))
+
+
+def einsum(subscripts: str, *operands: Any) -> Tensor:
+    """Einstein summation over the operands, as ``jnp.einsum`` / ``torch.einsum``
+    (e.g. ``tg.einsum("bij,bjk->bik", a, b)``).
+
+    The VJP is JAX's derivative of ``jnp.einsum`` (one compiled function per subscripts,
+    inputs needing a gradient, shapes and dtypes), keeping the operands as residuals.
+
+    Raises:
+        ShapeError: the subscripts do not fit the operands' shapes.
+    """
+    return _einsum(*operands, subscripts=subscripts)

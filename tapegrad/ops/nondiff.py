@@ -1,13 +1,25 @@
-"""Comparisons: never recorded; their outputs are boolean and never require grad."""
+"""Non-differentiable ops: comparisons and argmax/argmin (never recorded, never require grad)."""
 
 from __future__ import annotations
+
+from functools import partial
 
 import jax
 import jax.numpy as jnp
 
+from tapegrad.errors import ShapeError
 from tapegrad.op import broadcast_check, defop
 
-__all__ = ["less", "less_equal", "greater", "greater_equal", "equal", "not_equal"]
+__all__ = [
+    "less",
+    "less_equal",
+    "greater",
+    "greater_equal",
+    "equal",
+    "not_equal",
+    "argmax",
+    "argmin",
+]
 
 
 _less = jax.jit(jnp.less)
@@ -62,3 +74,38 @@ _not_equal = jax.jit(jnp.not_equal)
 def not_equal(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
     """Elementwise a != b."""
     return _not_equal(a, b), ()
+
+
+def _arg_check(name: str, x: jax.Array, axis: int | None) -> None:
+    if axis is None:
+        if x.size == 0:
+            raise ValueError(f"{name} of an empty tensor; it has no element to pick.")
+        return
+    if not -x.ndim <= axis < max(x.ndim, 1):
+        raise ShapeError(
+            f"{name}: axis {axis} is out of range for a tensor of shape {tuple(x.shape)}."
+        )
+
+
+_argstatic = partial(jax.jit, static_argnames=("axis", "keepdims"))
+_argmax = _argstatic(jnp.argmax)
+_argmin = _argstatic(jnp.argmin)
+
+
+@defop(differentiable=False)
+def argmax(
+    x: jax.Array, *, axis: int | None = None, keepdims: bool = False
+) -> tuple[jax.Array, tuple[()]]:
+    """Index of the largest element along ``axis`` (``None``: of the flattened input); the
+    first one on ties; int32 (int64 with x64). Not differentiable: never recorded."""
+    _arg_check("argmax", x, axis)
+    return _argmax(x, axis=axis, keepdims=keepdims), ()
+
+
+@defop(differentiable=False)
+def argmin(
+    x: jax.Array, *, axis: int | None = None, keepdims: bool = False
+) -> tuple[jax.Array, tuple[()]]:
+    """Index of the smallest element along ``axis``, as ``argmax``."""
+    _arg_check("argmin", x, axis)
+    return _argmin(x, axis=axis, keepdims=keepdims), ()

@@ -1,4 +1,4 @@
-"""Reductions over axes: sum, mean, max, min."""
+"""Reductions over axes: sum, mean, max, min, logsumexp, var, std, and the scan cumsum."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from tapegrad.errors import ShapeError
 from tapegrad.op import defop
 
-__all__ = ["sum", "mean", "max", "min"]
+__all__ = ["sum", "mean", "max", "min", "logsumexp", "var", "std", "cumsum"]
 
 Axis = int | tuple[int, ...] | None
 
@@ -149,3 +149,116 @@ def _min_vjp(
 ) -> tuple[jax.Array]:
     """d min / dx = [x == min] / (number of ties)."""
     return _chooser_vjp(res, g, axis, keepdims)
+
+
+_jlogsumexp = _static(jax.nn.logsumexp)
+
+
+@defop
+def logsumexp(
+    x: jax.Array, *, axis: Axis = None, keepdims: bool = False
+) -> tuple[jax.Array, tuple[jax.Array]]:
+    """``log(sum(exp(x)))`` over ``axis``, computed stably (shift by the maximum)."""
+    _check(x, axis)
+    return _jlogsumexp(x, axis=axis, keepdims=keepdims), (x,)
+
+
+@logsumexp.defvjp
+@partial(jax.jit, static_argnames=("axis", "keepdims"))
+def _logsumexp_vjp(
+    res: tuple[jax.Array], g: jax.Array, *, axis: Axis = None, keepdims: bool = False
+) -> tuple[jax.Array]:
+    """d/dx_i logsumexp(x) = softmax(x)_i over ``axis`` (shifted by the maximum, so exact even
+    where y itself rounds): gx = g * softmax(x)."""
+    (x,) = res
+    e = jnp.exp(x - jnp.max(x, axis=axis, keepdims=True))
+    return (_expand(g, x.shape, axis, keepdims) * (e / jnp.sum(e, axis=axis, keepdims=True)),)
+
+
+def _count(x: jax.Array, axis: Axis, ddof: int) -> int:
+    n = math.prod(x.shape[a] for a in _axes(axis, x.ndim))
+    return n - ddof
+
+
+@partial(jax.jit, static_argnames=("axis", "keepdims", "ddof", "root"))
+def _moments(x: jax.Array, axis: Axis, keepdims: bool, ddof: int, root: bool) -> jax.Array:
+    """The variance (or its square root), in one dispatch."""
+    d = x - jnp.mean(x, axis=axis, keepdims=True)
+    v = jnp.sum(d * d, axis=axis, keepdims=keepdims) / _count(x, axis, ddof)
+    return jnp.sqrt(v) if root else v
+
+
+@defop
+def var(
+    x: jax.Array, *, axis: Axis = None, ddof: int = 0, keepdims: bool = False
+) -> tuple[jax.Array, tuple[jax.Array]]:
+    """Variance over ``axis``: ``sum((x - mean)**2) / (N - ddof)``; ``ddof=0`` by default
+    (NumPy's convention; PyTorch's ``var`` defaults to the unbiased ``ddof=1``)."""
+    _check(x, axis)
+    y = _moments(x, axis, keepdims, ddof, False)
+    return y, (x,)  # the input (not x - mean): create_graph differentiates through it
+
+
+@var.defvjp
+@partial(jax.jit, static_argnames=("axis", "ddof", "keepdims"))
+def _var_vjp(
+    res: tuple[jax.Array], g: jax.Array, *, axis: Axis = None, ddof: int = 0, keepdims: bool = False
+) -> tuple[jax.Array]:
+    """d var / dx_i = 2 (x_i - mean) / (N - ddof) (the mean's own derivative sums to zero)."""
+    (x,) = res
+    d = x - jnp.mean(x, axis=axis, keepdims=True)
+    return (_expand(g, d.shape, axis, keepdims) * d * (2.0 / _count(d, axis, ddof)),)
+
+
+@defop
+def std(
+    x: jax.Array, *, axis: Axis = None, ddof: int = 0, keepdims: bool = False
+) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    """Standard deviation over ``axis``: ``sqrt(var(x, ddof))``, ``ddof=0`` by default
+    (NumPy's; PyTorch's ``std`` defaults to ``ddof=1``)."""
+    _check(x, axis)
+    y = _moments(x, axis, keepdims, ddof, True)
+    return y, (x, y)  # input and output: create_graph differentiates through them
+
+
+@std.defvjp
+@partial(jax.jit, static_argnames=("axis", "ddof", "keepdims"))
+def _std_vjp(
+    res: tuple[jax.Array, jax.Array],
+    g: jax.Array,
+    *,
+    axis: Axis = None,
+    ddof: int = 0,
+    keepdims: bool = False,
+) -> tuple[jax.Array]:
+    """d std / dx_i = (x_i - mean) / ((N - ddof) std) (infinite where std is 0, as JAX's)."""
+    x, y = res
+    d = x - jnp.mean(x, axis=axis, keepdims=True)
+    scale = _expand(g / y, d.shape, axis, keepdims)
+    return (scale * d / _count(d, axis, ddof),)
+
+
+_jcumsum = partial(jax.jit, static_argnames=("axis",))(jnp.cumsum)
+
+
+@defop
+def cumsum(x: jax.Array, *, axis: int | None = None) -> tuple[jax.Array, tuple[tuple[int, ...]]]:
+    """Running sum along ``axis`` (``None``: over the flattened input, as NumPy)."""
+    if axis is not None:
+        _check(x, axis)
+    return _jcumsum(x, axis=axis), (x.shape,)
+
+
+@partial(jax.jit, static_argnums=(1, 2))
+def _reverse_cumsum(g: jax.Array, axis: int | None, in_shape: tuple[int, ...]) -> jax.Array:
+    a = 0 if axis is None else axis
+    return jnp.flip(jnp.cumsum(jnp.flip(g, a), axis=a), a).reshape(in_shape)
+
+
+@cumsum.defvjp
+def _cumsum_vjp(
+    res: tuple[tuple[int, ...]], g: jax.Array, *, axis: int | None = None
+) -> tuple[jax.Array]:
+    """y_j = sum_{i <= j} x_i, so gx_i = sum_{j >= i} g_j: a reversed cumulative sum."""
+    (in_shape,) = res
+    return (_reverse_cumsum(g, axis, in_shape),)

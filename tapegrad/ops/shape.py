@@ -1,4 +1,5 @@
-"""Shape manipulation: reshape, transpose, squeeze, expand_dims, concatenate, stack."""
+"""Shape manipulation: reshape, transpose (and its PyTorch forms permute, swapaxes), squeeze,
+expand_dims, concatenate, stack, pad, flatten, split."""
 
 from __future__ import annotations
 
@@ -11,13 +12,26 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tapegrad._args import integer, numpy_keywords
 from tapegrad.errors import ShapeError
 from tapegrad.op import defop
 
 if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
 
-__all__ = ["reshape", "transpose", "squeeze", "expand_dims", "concatenate", "stack"]
+__all__ = [
+    "reshape",
+    "transpose",
+    "permute",
+    "swapaxes",
+    "squeeze",
+    "expand_dims",
+    "concatenate",
+    "stack",
+    "pad",
+    "flatten",
+    "split",
+]
 
 Shape = tuple[int, ...]
 
@@ -64,15 +78,15 @@ def _transpose_check(name: str, arrays: list[Any], params: dict[str, Any]) -> No
         )
 
 
-@defop(check=_transpose_check)
-def transpose(x: jax.Array, *, axes: Shape | None = None) -> tuple[jax.Array, tuple[()]]:
+@defop(name="transpose", check=_transpose_check)
+def _transpose(x: jax.Array, *, axes: Shape | None = None) -> tuple[jax.Array, tuple[()]]:
     """Permute the axes (``None``: reverse them)."""
     if axes is not None:
         _transpose_check("transpose", [x], {"axes": axes})
     return jnp.transpose(x, axes), ()
 
 
-@transpose.defvjp
+@_transpose.defvjp
 def _transpose_vjp(res: tuple[()], g: jax.Array, *, axes: Shape | None = None) -> tuple[jax.Array]:
     """Apply the inverse permutation to g."""
     if axes is None:
@@ -168,16 +182,182 @@ def _stack_vjp(
     return tuple(jnp.take(g, i, axis=axis) if n else None for i, n in enumerate(needs))
 
 
+def _axes_arg(axes: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``f(x, 1, 0)`` and ``f(x, (1, 0))`` both give ``(1, 0)``."""
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+        return tuple(axes[0])
+    return axes
+
+
+@numpy_keywords
+def transpose(x: Any, *axes: Any) -> Tensor:
+    """Transpose, read as both NumPy and PyTorch users mean it.
+
+    - ``transpose(x)``: reverse the axes (NumPy's ``x.T``).
+    - ``transpose(x, a, b)`` with two integers: swap axes ``a`` and ``b`` (PyTorch's reading,
+      on any number of dimensions; NumPy would read ``(0, 1)`` on a 2-D tensor as the
+      identity permutation).
+    - ``transpose(x, (p0, p1, ...))``, or three or more integers: a full permutation (NumPy's).
+
+    Raises:
+        ShapeError: the axes are out of range, or are not a permutation.
+        TypeError: an axis is not an integer.
+    """
+    if len(axes) == 2 and not isinstance(axes[0], (tuple, list)):
+        return swapaxes(x, *axes)
+    axes = _axes_arg(axes)
+    return _transpose(x, axes=axes or None)
+
+
+@numpy_keywords
+def permute(x: Any, *axes: Any) -> Tensor:
+    """Permute the axes: ``permute(x, 2, 0, 1)`` or ``permute(x, (2, 0, 1))`` (PyTorch's
+    ``permute``; always a full permutation, NumPy's ``transpose(x, axes)``).
+
+    Raises:
+        ShapeError: the axes are not a permutation of the tensor's axes.
+    """
+    return _transpose(x, axes=_axes_arg(axes))
+
+
+@numpy_keywords
+def swapaxes(x: Any, axis1: int, axis2: int) -> Tensor:
+    """Swap two axes (NumPy's ``swapaxes``, PyTorch's ``transpose(a, b)``).
+
+    Raises:
+        ShapeError: an axis is out of range.
+        TypeError: an axis is not an integer.
+    """
+    ndim = int(np.ndim(x))
+    a, b = integer(axis1, "swapaxes: axis1"), integer(axis2, "swapaxes: axis2")
+    for v in (a, b):
+        if not -ndim <= v < max(ndim, 1):
+            raise ShapeError(
+                f"swapaxes: axis {v} is out of range for a tensor with {ndim} dimensions."
+            )
+    perm = list(range(ndim))
+    if ndim:
+        perm[a], perm[b] = perm[b], perm[a]
+    return _transpose(x, axes=tuple(perm))
+
+
+@numpy_keywords
 def expand_dims(x: Any, axis: int | Shape) -> Tensor:
-    """Insert length-one axes at ``axis`` (NumPy's ``expand_dims``)."""
+    """Insert length-one axes at ``axis`` (NumPy's ``expand_dims``; PyTorch's ``unsqueeze``)."""
     return _expand_dims(x, axis=axis)
 
 
+@numpy_keywords
 def concatenate(ts: Sequence[Any], axis: int = 0) -> Tensor:
-    """Join a sequence of tensors along an existing ``axis`` (NumPy's ``concatenate``)."""
+    """Join a sequence of tensors along an existing ``axis`` (NumPy's ``concatenate``; also
+    ``tg.cat``, PyTorch's name)."""
     return _concatenate(*ts, axis=axis)
 
 
+@numpy_keywords
 def stack(ts: Sequence[Any], axis: int = 0) -> Tensor:
     """Join a sequence of equal-shaped tensors along a new ``axis`` (NumPy's ``stack``)."""
     return _stack(*ts, axis=axis)
+
+
+Pairs = tuple[tuple[int, int], ...]
+
+
+@partial(jax.jit, static_argnums=(1, 2))
+def _jpad(x: jax.Array, pad_width: Pairs, value: float) -> jax.Array:
+    return jnp.pad(x, pad_width, constant_values=value)
+
+
+@defop(name="pad")
+def _pad(x: jax.Array, *, pad_width: Pairs, value: float = 0) -> tuple[jax.Array, tuple[()]]:
+    """Constant padding: ``pad_width[i] = (before, after)`` elements of ``value`` on axis i."""
+    return _jpad(x, pad_width, value), ()
+
+
+@_pad.defvjp
+def _pad_vjp(
+    res: tuple[()], g: jax.Array, *, pad_width: Pairs, value: float = 0
+) -> tuple[jax.Array]:
+    """The padding is constant: gx is g with the padded border cut off."""
+    return (g[tuple(slice(b, g.shape[i] - a) for i, (b, a) in enumerate(pad_width))],)
+
+
+def pad(x: Any, pad_width: Any, value: float = 0) -> Tensor:
+    """Pad with a constant, NumPy's ``pad(x, pad_width, constant_values=value)``.
+
+    Args:
+        x: a tensor.
+        pad_width: NumPy's forms: ``((before, after), ...)`` per axis, one ``(before, after)``
+            pair for every axis, or one int for both sides of every axis. (PyTorch's
+            ``F.pad`` takes a flat list starting from the last axis; this does not.)
+        value: the fill value.
+
+    Raises:
+        ShapeError: ``pad_width`` does not fit the tensor's dimensions.
+        ValueError: a negative width.
+    """
+    ndim = getattr(x, "ndim", None)
+    ndim = np.ndim(x) if ndim is None else ndim
+    try:
+        widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (ndim, 2))
+    except ValueError:
+        raise ShapeError(
+            f"pad: pad_width {pad_width!r} does not fit a tensor with {ndim} dimensions; give "
+            "one (before, after) pair per axis."
+        ) from None
+    if (widths < 0).any():
+        raise ValueError(f"pad: negative widths in {pad_width!r}; widths must be >= 0.")
+    pairs = tuple((int(b), int(a)) for b, a in widths)
+    return _pad(x, pad_width=pairs, value=value)
+
+
+def flatten(x: Any, start: int = 0, end: int = -1) -> Tensor:
+    """Merge axes ``start`` to ``end`` (inclusive, negative counts from the end) into one, as
+    PyTorch's ``flatten(start_dim, end_dim)``; a reshape node.
+
+    Raises:
+        ShapeError: ``start`` or ``end`` out of range, or ``start`` after ``end``.
+    """
+    shape = tuple(x.shape)
+    ndim = max(len(shape), 1)
+    if not (-ndim <= start < ndim and -ndim <= end < ndim) or start % ndim > end % ndim:
+        raise ShapeError(
+            f"flatten: start={start}, end={end} do not select a range of axes of a tensor of "
+            f"shape {shape}."
+        )
+    if not shape:
+        return reshape(x, shape=(1,))
+    lo, hi = start % ndim, end % ndim
+    return reshape(x, shape=(*shape[:lo], math.prod(shape[lo : hi + 1]), *shape[hi + 1 :]))
+
+
+def split(x: Any, indices_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
+    """NumPy's ``split``: ``n`` equal sections, or the parts between the given cut indices,
+    along ``axis``; each part is a slice of ``x`` (a ``getitem`` node). (PyTorch's ``split``
+    takes chunk sizes instead.)
+
+    Raises:
+        ValueError: ``n`` does not divide the axis.
+        ShapeError: ``axis`` out of range.
+    """
+    from tapegrad._tensor import Tensor  # tensor.py imports the ops last
+
+    t = x if isinstance(x, Tensor) else Tensor(x)
+    shape = t.shape
+    if not -len(shape) <= axis < len(shape):
+        raise ShapeError(f"split: axis {axis} is out of range for a tensor of shape {shape}.")
+    axis %= len(shape)
+    n = shape[axis]
+    if isinstance(indices_or_sections, (int, np.integer)):
+        k = int(indices_or_sections)
+        if k <= 0 or n % k:
+            raise ValueError(
+                f"split: {k} sections do not divide axis {axis} of length {n} equally; give "
+                "cut indices for unequal parts."
+            )
+        cuts = [n // k * i for i in range(1, k)]
+    else:
+        cuts = [int(i) for i in indices_or_sections]
+    bounds = zip([0, *cuts], [*cuts, n], strict=True)
+    lead = (slice(None),) * axis
+    return [t[(*lead, slice(a, b))] for a, b in bounds]

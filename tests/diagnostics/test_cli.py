@@ -97,7 +97,9 @@ def test_help_explains_every_subcommand(capsys: pytest.CaptureFixture[str]) -> N
     assert info.value.code == 0
     out = capsys.readouterr().out
     for text in (
-        "demo [--epochs N] [--no-cleanup] [--fixed] [--seed S]",
+        "demo [--model {mlp,cnn,transformer}] [--epochs N] [--no-cleanup] [--fixed] [--seed S]",
+        "--checkpoint P",
+        "--steps N",
         "--epochs N",
         "--no-cleanup",
         "--fixed",

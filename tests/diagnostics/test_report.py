@@ -116,7 +116,7 @@ def test_a_loss_total_kept_as_a_tensor_is_kept_alive_and_survives_cleanup() -> N
     for _ in range(3):
         loss = ((x @ w) ** 2).mean()  # @mean
         loss.backward()
-        running = running + loss  # the mistake (DESIGN.md worked example)  # @running
+        running = running + loss  # the mistake (docs/design.md worked example)  # @running
     add_line, loss_line = at("running"), at("mean")
     del loss
     report = diagnostics.leak_report()

@@ -112,3 +112,38 @@ def test_iteration_and_gather_in_a_program() -> None:
         return a[0] * a[2] + a[jnp.array([1, 1])].sum(axis=0)
 
     check_program(tg_fn, jnp_fn, X)
+
+
+TABLE = np.arange(15, dtype=np.float32).reshape(5, 3)
+
+
+@pytest.mark.parametrize("bad", [[0, 5], np.array([[1], [-1]])], ids=["past-end", "negative"])
+def test_embedding_host_indices_out_of_range_raise_index_error(bad: Any) -> None:
+    w = tg.tensor(TABLE, requires_grad=True)
+    before = tg.graph_stats().nodes
+    with pytest.raises(IndexError, match=r"outside \[0, 5\).*\(5, 3\)"):
+        tg.embedding(bad, w)
+    assert tg.graph_stats().nodes == before
+    out = tg.embedding([4, 0, 4], w)  # the tape still works
+    (g,) = tg.grad(out.sum(), w)
+    np.testing.assert_array_equal(g.numpy()[:, 0], [1, 0, 0, 0, 2])
+
+
+def test_embedding_device_indices_out_of_range_give_nan_rows() -> None:
+    w = tg.tensor(TABLE, requires_grad=True)
+    out = tg.embedding(jnp.array([1, 7]), w)
+    assert np.isnan(out.numpy()[1]).all() and not np.isnan(out.numpy()[0]).any()
+    (g,) = tg.grad(out[0].sum(), w)
+    assert g.numpy().sum() == 3.0
+
+
+def test_embedding_and_take_along_axis_reject_bad_inputs() -> None:
+    w = tg.tensor(TABLE, requires_grad=True)
+    with pytest.raises(TypeError, match="integers"):
+        tg.embedding(np.array([0.5]), w)
+    with pytest.raises(ValueError, match="embedding_dim"):
+        tg.embedding([0], tg.ones(3, requires_grad=True))
+    with pytest.raises(IndexError, match="axis 1"):
+        tg.take_along_axis(w, [[3], [0], [0], [0], [0]], axis=1)
+    with pytest.raises(ValueError, match="same number of dimensions"):
+        tg.take_along_axis(w, jnp.array([0]), axis=1)

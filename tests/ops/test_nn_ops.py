@@ -102,11 +102,13 @@ def test_softmax_gradient_of_the_sum_is_zero() -> None:
     np.testing.assert_allclose(np.asarray(g.data), np.zeros_like(LOGITS), atol=1e-6)
 
 
-def test_mse_loss_broadcasts_and_matches_jnp() -> None:
+def test_mse_loss_broadcasts_with_a_warning_and_matches_jnp() -> None:
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     b = np.array([1.0, 0.0, -1.0], np.float32)
     ta, tb = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)
-    loss = tg.mse_loss(ta, tb)
+    with pytest.warns(UserWarning, match=r"\(2, 3\) and target shape \(3,\) differ") as seen:
+        loss = tg.mse_loss(ta, tb)
+    assert [w.filename for w in seen] == [__file__]  # it points at the caller's line
     np.testing.assert_allclose(float(loss), float(jnp.mean((a - b) ** 2)), rtol=1e-6)
     ga, gb = tg.grad(loss, [ta, tb])
     np.testing.assert_allclose(np.asarray(ga.data), 2 * (a - b) / 6, rtol=1e-6)

@@ -84,3 +84,29 @@ def test_bad_axes_raise_value_error(name: str, axis: object) -> None:
     t = tg.tensor(X, requires_grad=True)
     with pytest.raises(ValueError, match="axis"):
         getattr(t, name)(axis=axis)
+
+
+def test_var_std_ddof_and_tensor_methods() -> None:
+    a = np.array([[1.0, 2.0, 4.0], [0.0, -1.0, 3.0]], np.float32)
+    x = tg.tensor(a)
+    np.testing.assert_allclose(x.var().item(), a.var(), rtol=1e-6)
+    np.testing.assert_allclose(x.std(axis=1, ddof=1).numpy(), a.std(axis=1, ddof=1), rtol=1e-6)
+    np.testing.assert_allclose(x.cumsum(axis=0).numpy(), a.cumsum(axis=0))
+    np.testing.assert_allclose(tg.cumsum(x).numpy(), a.cumsum())
+    np.testing.assert_allclose(tg.logsumexp(x, axis=0).numpy(), np.log(np.exp(a).sum(0)), 1e-6)
+    assert x.argmax(axis=1).tolist() == [2, 2] and x.argmin().item() == 4
+
+
+def test_logsumexp_is_stable_for_large_inputs() -> None:
+    x = tg.tensor([1000.0, 1000.0], requires_grad=True)
+    y = tg.logsumexp(x)
+    np.testing.assert_allclose(y.item(), 1000.0 + np.log(2.0), rtol=1e-6)
+    (g,) = tg.grad(y, x)
+    np.testing.assert_allclose(g.numpy(), [0.5, 0.5])
+
+
+def test_argmax_errors() -> None:
+    with pytest.raises(ValueError, match="out of range"):
+        tg.argmax(tg.ones((2, 3)), axis=2)
+    with pytest.raises(ValueError, match="empty"):
+        tg.argmin(tg.ones((0,)))

@@ -93,3 +93,39 @@ def test_join_errors_are_value_errors() -> None:
         tg.stack([a, tg.ones((3, 2))])
     with pytest.raises(ValueError):
         tg.concatenate([])
+
+
+def test_pad_widths_in_numpy_forms() -> None:
+    x = tg.ones((2, 3), requires_grad=True)
+    assert tg.pad(x, 1).shape == (4, 5)
+    assert tg.pad(x, (1, 2)).shape == (5, 6)
+    assert tg.pad(x, ((0, 0), (2, 0)), value=-1.0).numpy()[0].tolist() == [-1, -1, 1, 1, 1]
+    with pytest.raises(ValueError, match="one \\(before, after\\) pair per axis"):
+        tg.pad(x, ((1, 1), (1, 1), (1, 1)))
+    with pytest.raises(ValueError, match="negative"):
+        tg.pad(x, -1)
+
+
+def test_flatten_ranges_and_errors() -> None:
+    x = tg.ones((2, 3, 4, 5))
+    assert x.flatten().shape == (120,)
+    assert x.flatten(1).shape == (2, 60)
+    assert tg.flatten(x, 1, -2).shape == (2, 12, 5)
+    assert tg.flatten(tg.tensor(1.0)).shape == (1,)
+    with pytest.raises(ValueError, match="do not select"):
+        x.flatten(3, 1)
+    with pytest.raises(ValueError, match="do not select"):
+        x.flatten(0, 4)
+
+
+def test_split_sections_and_cuts_with_gradient() -> None:
+    check_program(
+        lambda x: tg.concatenate([p * (i + 1) for i, p in enumerate(tg.split(x, 3, axis=1))], 1),
+        lambda x: jnp.concatenate([p * (i + 1) for i, p in enumerate(jnp.split(x, 3, 1))], 1),
+        np.arange(12, dtype=np.float32).reshape(2, 6),
+    )
+    assert [p.shape for p in tg.split(tg.ones(5), [1, 4])] == [(1,), (3,), (1,)]
+    with pytest.raises(ValueError, match="equally"):
+        tg.split(tg.ones(5), 2)
+    with pytest.raises(ValueError, match="out of range"):
+        tg.split(tg.ones(5), 1, axis=1)

@@ -43,7 +43,7 @@ def test_sqrt_at_zero_has_infinite_gradient() -> None:
 
 
 def test_relu_at_zero_has_gradient_zero_as_jax_nn_relu() -> None:
-    """API.md: relu's subgradient at 0 follows JAX (jax.nn.relu: 0)."""
+    """docs/api.md: relu's subgradient at 0 follows JAX (jax.nn.relu: 0)."""
     x = np.array([-1.0, 0.0, -0.0, 2.0], np.float32)
     np.testing.assert_array_equal(_grad(tg.relu, x), [0.0, 0.0, 0.0, 1.0])
     check_program(lambda t: t.relu(), jax.nn.relu, x)

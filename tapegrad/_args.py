@@ -1,0 +1,131 @@
+"""Argument validation shared by every entry point: axes and dimensions checked as NumPy does.
+
+NumPy takes any integer (a Python ``int``, ``np.int64``, a 0-d integer array: whatever
+``operator.index`` accepts) where an axis or a dimension is expected, and refuses floats
+(``reshape(2.5, 2)``) and booleans rather than truncating them. Ops declare these arguments by
+name (``axis``, ``axes``, ``shape``, ...): ``Op.__call__`` runs the matching check here, so a
+new op gets the same rules without code of its own; functions and methods that compute with an
+axis before calling an op use the same checks.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import Callable, Iterable
+from typing import Any, ParamSpec, TypeVar
+
+__all__ = ["integer", "axis", "dims", "CHECKS", "torch_keyword", "numpy_keywords"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def integer(value: Any, what: str) -> int:
+    """``value`` as an ``int`` when it is an integer of any kind (``operator.index``).
+
+    Raises:
+        TypeError: a float, a bool, or anything else that is not an integer.
+    """
+    if type(value) is int:
+        return value
+    if isinstance(value, bool) or getattr(getattr(value, "dtype", None), "kind", "") == "b":
+        raise TypeError(f"{what} must be an integer, got the boolean {value!r}.")
+    try:
+        return operator.index(value)
+    except TypeError:
+        hint = "; floats are not truncated (NumPy refuses them too)" if _is_float(value) else ""
+        raise TypeError(
+            f"{what} must be an integer, got {type(value).__name__} {value!r}{hint}."
+        ) from None
+
+
+def _is_float(value: Any) -> bool:
+    return isinstance(value, float) or getattr(getattr(value, "dtype", None), "kind", "") == "f"
+
+
+def axis(value: Any, what: str = "axis") -> int | tuple[int, ...] | None:
+    """An axis argument: ``None``, one integer, or a sequence of integers (a tuple).
+
+    Raises:
+        TypeError: an entry is not an integer (see :func:`integer`).
+    """
+    if value is None or type(value) is int:
+        return value
+    if isinstance(value, (tuple, list)):
+        return tuple(integer(a, what) for a in value)
+    return integer(value, what)
+
+
+def dims(value: Any, what: str = "shape") -> tuple[int, ...]:
+    """A shape argument: one integer or a sequence of integers, as a tuple of ints.
+
+    Raises:
+        TypeError: an entry is not an integer (see :func:`integer`).
+    """
+    if isinstance(value, (tuple, list)):
+        return tuple(integer(d, what) for d in value)
+    try:
+        iter(value)
+    except TypeError:
+        return (integer(value, what),)
+    if hasattr(value, "ndim") and value.ndim == 0:  # a 0-d array is one dimension
+        return (integer(value, what),)
+    return tuple(integer(d, what) for d in value)
+
+
+def _axis_param(value: Any, op: str) -> Any:
+    return axis(value, f"{op}: axis")
+
+
+def _axes_param(value: Any, op: str) -> Any:
+    return axis(value, f"{op}: axes")
+
+
+def _shape_param(value: Any, op: str) -> Any:
+    return dims(value, f"{op}: shape")
+
+
+CHECKS: dict[str, Callable[[Any, str], Any]] = {
+    "axis": _axis_param,
+    "axes": _axes_param,
+    "shape": _shape_param,
+}
+"""Op parameter name -> its check ``(value, op name) -> normalised value``."""
+
+_TORCH_KEYWORDS = {
+    "dim": "axis",
+    "keepdim": "keepdims",
+    "input": "the tensor itself, positionally",
+    "size": "shape",
+    "p": "ord",
+}
+
+
+def torch_keyword(names: Iterable[str], where: str) -> TypeError | None:
+    """The error for the first of ``names`` that is PyTorch's spelling of a tapegrad keyword
+    (``dim`` for ``axis``, ...), or ``None`` when there is none."""
+    for name in names:
+        ours = _TORCH_KEYWORDS.get(name)
+        if ours is not None:
+            example = f"{ours}=" if ours.isidentifier() else ours
+            return TypeError(
+                f"{where} got {name}=, PyTorch's spelling; tapegrad follows NumPy: use {example}."
+            )
+    return None
+
+
+def numpy_keywords(fn: Callable[P, R]) -> Callable[P, R]:
+    """Decorate a function or method that takes ``axis``/``keepdims``: PyTorch's ``dim=`` and
+    ``keepdim=`` raise a ``TypeError`` naming the tapegrad spelling instead of Python's bare
+    "unexpected keyword argument"."""
+
+    @functools.wraps(fn)
+    def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+        if kwargs:
+            err = torch_keyword(kwargs, f"{fn.__qualname__}()")
+            if err is not None:
+                raise err
+        return fn(*args, **kwargs)
+
+    return checked

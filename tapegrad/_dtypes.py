@@ -1,0 +1,74 @@
+"""The one definition of which dtypes are differentiable: every float and complex dtype JAX has.
+
+JAX's floats include ``bfloat16`` and the ``float8``/``float6``/``float4`` families from
+``ml_dtypes``, which NumPy's own type hierarchy does not know (``np.issubdtype(bfloat16,
+np.inexact)`` is ``False``); ``jnp.issubdtype`` knows them all. Every check in tapegrad (which
+tensors may require grad, which op outputs are recorded, which dtypes a layer accepts) asks
+this module, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["is_differentiable", "is_float", "check_float", "DIFFERENTIABLE"]
+
+
+class _DtypeTable(dict[Any, bool]):
+    """``dtype -> bool``, filled on first use of each dtype (one dict lookup afterwards)."""
+
+    __slots__ = ("_kind",)
+
+    def __init__(self, kind: Any) -> None:
+        super().__init__()
+        self._kind = kind
+
+    def __missing__(self, dtype: Any) -> bool:
+        try:
+            value = bool(jnp.issubdtype(dtype, self._kind))
+        except TypeError:  # not a dtype at all
+            return False
+        self[dtype] = value
+        return value
+
+
+DIFFERENTIABLE = _DtypeTable(jnp.inexact)
+"""``DIFFERENTIABLE[dtype]``: ``True`` for every float dtype JAX supports (``bfloat16``,
+``float16``, ``float8_*``, ...) and for complex dtypes; the op hot path reads it directly."""
+
+_FLOAT = _DtypeTable(jnp.floating)
+
+
+def is_differentiable(dtype: Any) -> bool:
+    """Whether a tensor of ``dtype`` can require grad (any JAX float or complex dtype)."""
+    return DIFFERENTIABLE[np.dtype(dtype)]
+
+
+def is_float(dtype: Any) -> bool:
+    """Whether ``dtype`` is a real floating dtype JAX supports (``bfloat16`` and ``float8_*``
+    included; complex excluded)."""
+    return _FLOAT[np.dtype(dtype)]
+
+
+def check_float(dtype: Any, what: str) -> np.dtype[Any]:
+    """Return ``dtype`` as a NumPy dtype when it is a real float dtype (for parameters).
+
+    Args:
+        dtype: anything ``np.dtype`` accepts (``tg.bfloat16``, ``"float16"``, ...).
+        what: who asks, for the message (``"Linear"``).
+
+    Raises:
+        TypeError: ``dtype`` is not a real floating dtype.
+    """
+    try:
+        dt: np.dtype[Any] = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{what}: dtype must be a floating dtype, got {dtype!r}.") from None
+    if not _FLOAT[dt]:
+        raise TypeError(
+            f"{what}: dtype must be a floating dtype (float32, bfloat16, float16, ...), got {dt}."
+        )
+    return dt

@@ -1,0 +1,89 @@
+"""Smooth activations of neural networks: gelu, silu, softplus (elementwise, one input)."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+
+from tapegrad.op import defop
+
+__all__ = ["gelu", "silu", "softplus"]
+
+Res = tuple[jax.Array, ...]
+
+_APPROXIMATIONS = ("none", "tanh")
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+@partial(jax.jit, static_argnames=("approximate",))
+def _gelu(x: jax.Array, approximate: str) -> jax.Array:
+    return jax.nn.gelu(x, approximate=approximate == "tanh")
+
+
+@defop
+def gelu(x: jax.Array, *, approximate: str = "none") -> tuple[jax.Array, Res]:
+    """Gaussian error linear unit, PyTorch's convention: ``approximate="none"`` (the default)
+    is the exact ``x * Phi(x)`` with the erf-based normal CDF (JAX's default is the tanh
+    form); ``"tanh"`` is ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``.
+
+    Raises:
+        ValueError: ``approximate`` is neither ``"none"`` nor ``"tanh"``.
+    """
+    if approximate not in _APPROXIMATIONS:
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}.")
+    return _gelu(x, approximate), (x,)
+
+
+@gelu.defvjp
+@partial(jax.jit, static_argnames=("approximate",))
+def _gelu_vjp(res: Res, g: jax.Array, *, approximate: str = "none") -> tuple[jax.Array]:
+    """Exact: d/dx x Phi(x) = Phi(x) + x phi(x). Tanh form, with u = sqrt(2/pi)(x + 0.044715
+    x**3) and t = tanh(u): 0.5 (1 + t) + 0.5 x (1 - t**2) sqrt(2/pi) (1 + 3 * 0.044715 x**2)."""
+    (x,) = res
+    if approximate == "tanh":
+        t = jnp.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x**3))
+        d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
+    else:
+        cdf = 0.5 * (1 + jax.lax.erf(x / math.sqrt(2.0)))
+        pdf = jnp.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+        d = cdf + x * pdf
+    return (g * d,)
+
+
+_silu = jax.jit(jax.nn.silu)
+
+
+@defop
+def silu(x: jax.Array) -> tuple[jax.Array, Res]:
+    """Sigmoid linear unit (swish): ``x * sigmoid(x)``."""
+    return _silu(x), (x,)
+
+
+@silu.defvjp
+@jax.jit
+def _silu_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """d/dx x s(x) = s(x) (1 + x (1 - s(x))), s the logistic sigmoid."""
+    (x,) = res
+    s = jax.nn.sigmoid(x)
+    return (g * s * (1 + x * (1 - s)),)
+
+
+_softplus = jax.jit(jax.nn.softplus)
+
+
+@defop
+def softplus(x: jax.Array) -> tuple[jax.Array, Res]:
+    """``log(1 + exp(x))``, computed stably (``jax.nn.softplus``; PyTorch's default ``beta=1``
+    with its linear regime above ``threshold=20`` agrees to float32 precision)."""
+    return _softplus(x), (x,)
+
+
+@softplus.defvjp
+@jax.jit
+def _softplus_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """d/dx log(1 + e**x) = sigmoid(x)."""
+    (x,) = res
+    return (g * jax.nn.sigmoid(x),)

@@ -1,0 +1,114 @@
+"""Scaled dot-product attention as one fused op (one node, hand-written VJP)."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from tapegrad.errors import ShapeError
+from tapegrad.op import defop
+
+if TYPE_CHECKING:
+    from tapegrad._tensor import Tensor
+
+__all__ = ["scaled_dot_product_attention"]
+
+Res = tuple[jax.Array, jax.Array, jax.Array, jax.Array]
+
+
+@partial(jax.jit, static_argnames=("is_causal", "scale"))
+def _attention(
+    q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, *, is_causal: bool, scale: float
+) -> tuple[jax.Array, jax.Array]:
+    """softmax(q k^T * scale, masked) v, and the attention weights."""
+    s = jnp.einsum("...qd,...kd->...qk", q, k) * scale
+    if mask.dtype == jnp.bool_:
+        s = jnp.where(mask, s, -jnp.inf)
+    else:
+        s = s + mask
+    if is_causal:
+        lq, lk = s.shape[-2], s.shape[-1]
+        s = jnp.where(jnp.tril(jnp.ones((lq, lk), jnp.bool_)), s, -jnp.inf)
+    p = jax.nn.softmax(s, axis=-1)
+    return jnp.einsum("...qk,...kd->...qd", p, v), p
+
+
+@defop(name="scaled_dot_product_attention")
+def _sdpa(
+    q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, *, is_causal: bool, scale: float
+) -> tuple[jax.Array, Res]:
+    """Attention of queries (..., Lq, D) over keys (..., Lk, D) and values (..., Lk, Dv)."""
+    y, _ = _attention(q, k, v, mask, is_causal=is_causal, scale=scale)
+    return y, (q, k, v, mask)  # the inputs: create_graph differentiates through them
+
+
+@_sdpa.defvjp
+@partial(jax.jit, static_argnames=("needs", "is_causal", "scale"))
+def _sdpa_vjp(
+    res: Res, g: jax.Array, needs: tuple[bool, ...], *, is_causal: bool, scale: float
+) -> tuple[jax.Array | None, ...]:
+    """With P the weights and S the scaled scores: gv = P^T g, gP = g v^T,
+    gS = P * (gP - sum(gP * P, -1)) (the softmax Jacobian), gq = gS k * scale,
+    gk = gS^T q * scale; an additive (float) mask receives gS, a boolean one nothing."""
+    q, k, v, mask = res
+    _, p = _attention(q, k, v, mask, is_causal=is_causal, scale=scale)
+    gv = jnp.einsum("...qk,...qd->...kd", p, g) if needs[2] else None
+    gp = jnp.einsum("...qd,...kd->...qk", g, v)
+    gs = p * (gp - jnp.sum(gp * p, axis=-1, keepdims=True))
+    gq = jnp.einsum("...qk,...kd->...qd", gs, k) * scale if needs[0] else None
+    gk = jnp.einsum("...qk,...qd->...kd", gs, q) * scale if needs[1] else None
+    gmask = gs if needs[3] else None
+    return gq, gk, gv, gmask
+
+
+def scaled_dot_product_attention(
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    mask: Any = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+) -> Tensor:
+    """``softmax(q k^T * scale + mask) v``, PyTorch's ``F.scaled_dot_product_attention`` (no
+    dropout); one node whose VJP is written by hand, keeping q, k, v and the mask (the
+    weights are recomputed in the VJP).
+
+    Args:
+        q: queries (batch, heads, Lq, D) (any leading axes that broadcast).
+        k: keys (batch, heads, Lk, D).
+        v: values (batch, heads, Lk, Dv).
+        mask: optional, broadcastable to (..., Lq, Lk): boolean, ``True`` where a query may
+            attend (PyTorch's convention), or float, added to the scores.
+        is_causal: query i attends to keys ``j <= i`` only (a lower-triangular mask).
+        scale: the score factor (default ``1 / sqrt(D)``).
+
+    Returns:
+        (batch, heads, Lq, Dv). A query row that may attend to nothing gives NaN, as the
+        softmax of only -inf does.
+
+    Raises:
+        ShapeError: q, k, v do not agree (D, Lk), or the mask does not broadcast to the scores.
+    """
+    qs, ks, vs = tuple(q.shape), tuple(k.shape), tuple(v.shape)
+    if len(qs) < 2 or len(ks) < 2 or len(vs) < 2 or qs[-1] != ks[-1] or ks[-2] != vs[-2]:
+        raise ShapeError(
+            f"scaled_dot_product_attention: q {qs}, k {ks}, v {vs} must be (..., Lq, D), "
+            "(..., Lk, D), (..., Lk, Dv)."
+        )
+    if mask is not None:
+        scores = (*np.broadcast_shapes(qs[:-2], ks[:-2]), qs[-2], ks[-2])
+        try:
+            np.broadcast_shapes(tuple(mask.shape), scores)
+        except ValueError:
+            raise ShapeError(
+                f"scaled_dot_product_attention: mask of shape {tuple(mask.shape)} does not "
+                f"broadcast to the scores {scores}."
+            ) from None
+    factor = 1.0 / math.sqrt(qs[-1]) if scale is None else float(scale)
+    return _sdpa(q, k, v, True if mask is None else mask, is_causal=bool(is_causal), scale=factor)

@@ -1,0 +1,297 @@
+"""Normalization layers as fused ops: layer_norm and batch_norm (one node each, hand VJPs)."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from tapegrad.derived import compiled_vjp
+from tapegrad.errors import ShapeError
+from tapegrad.grad_mode import no_grad
+from tapegrad.op import defop
+
+if TYPE_CHECKING:
+    from tapegrad._tensor import Tensor
+
+__all__ = ["layer_norm", "batch_norm"]
+
+Axes = tuple[int, ...]
+Res = tuple[jax.Array, jax.Array]  # the input x and the weight w, as given
+
+
+def _affine_shape(ndim: int, axes: Axes, channel: int | None) -> tuple[int, ...] | None:
+    """How weight and bias are reshaped to broadcast: (C, 1, ..., 1) for batch norm (the
+    channel axis 1), unchanged (the normalized trailing shape) for layer norm."""
+    if channel is None:
+        return None
+    return (-1,) + (1,) * (ndim - 2)
+
+
+def _stats(x: jax.Array, axes: Axes, eps: float) -> tuple[jax.Array, jax.Array]:
+    """The normalized input and 1 / sqrt(var + eps) over ``axes`` (biased variance)."""
+    xc = x - jnp.mean(x, axis=axes, keepdims=True)
+    rstd = jax.lax.rsqrt(jnp.mean(xc * xc, axis=axes, keepdims=True) + eps)
+    return xc * rstd, rstd
+
+
+def _affine(w: jax.Array, ndim: int, channel: int | None) -> jax.Array:
+    shape = _affine_shape(ndim, (), channel)
+    return jnp.reshape(w, shape) if shape is not None and jnp.ndim(w) else w
+
+
+@partial(jax.jit, static_argnames=("axes", "eps", "channel"))
+def _normalize(
+    x: jax.Array, w: jax.Array, b: jax.Array, *, axes: Axes, eps: float, channel: int | None
+) -> jax.Array:
+    """y = (x - mean) / sqrt(var + eps) * w + b over ``axes`` (biased variance)."""
+    xhat, _ = _stats(x, axes, eps)
+    return xhat * _affine(w, x.ndim, channel) + _affine(b, x.ndim, channel)
+
+
+@partial(jax.jit, static_argnames=("needs", "axes", "eps", "channel", "w_shape"))
+def _normalize_vjp(
+    res: Res,
+    g: jax.Array,
+    needs: tuple[bool, ...],
+    *,
+    axes: Axes,
+    eps: float,
+    channel: int | None,
+    w_shape: tuple[int, ...],
+) -> tuple[jax.Array | None, ...]:
+    """With xhat the normalized input and gh = g * w:
+    gx = rstd (gh - mean(gh) - xhat mean(gh xhat)) (means over ``axes``), gw = sum(g xhat),
+    gb = sum(g) (sums over the axes w is broadcast along, then w's shape)."""
+    x, w = res
+    xhat, rstd = _stats(x, axes, eps)
+    gh = g * _affine(w, x.ndim, channel)
+    gx = None
+    if needs[0]:
+        gx = rstd * (
+            gh
+            - jnp.mean(gh, axis=axes, keepdims=True)
+            - xhat * jnp.mean(gh * xhat, axis=axes, keepdims=True)
+        )
+    lead = tuple(i for i in range(g.ndim) if i != channel) if channel is not None else None
+    if lead is None:  # layer norm: w spans the trailing axes
+        lead = tuple(range(g.ndim - len(w_shape)))
+    gw = jnp.sum(g * xhat, axis=lead).reshape(w_shape) if needs[1] else None
+    gb = jnp.sum(g, axis=lead).reshape(w_shape) if needs[2] else None
+    return gx, gw, gb
+
+
+@defop(name="layer_norm")
+def _layer_norm(
+    x: jax.Array, w: jax.Array, b: jax.Array, *, axes: Axes, eps: float
+) -> tuple[jax.Array, Res]:
+    """Normalize over the trailing ``axes``, then scale by w and shift by b."""
+    y: jax.Array = _normalize(x, w, b, axes=axes, eps=eps, channel=None)
+    return y, (x, w)  # the inputs: create_graph differentiates through them
+
+
+@_layer_norm.defvjp
+def _layer_norm_vjp(
+    res: Res, g: jax.Array, needs: tuple[bool, ...], *, axes: Axes, eps: float
+) -> tuple[jax.Array | None, ...]:
+    """The normalization VJP (see ``_normalize_vjp``); gw, gb summed over the leading axes."""
+    w_shape = tuple(g.shape[g.ndim - len(axes) :]) if jnp.ndim(res[1]) else ()
+    grads: tuple[jax.Array | None, ...] = _normalize_vjp(
+        res, g, needs, axes=axes, eps=eps, channel=None, w_shape=w_shape
+    )
+    return grads
+
+
+def layer_norm(
+    x: Any, shape: int | tuple[int, ...], weight: Any = None, bias: Any = None, eps: float = 1e-5
+) -> Tensor:
+    """Layer normalization, PyTorch's ``F.layer_norm(x, normalized_shape, weight, bias, eps)``:
+    over the trailing axes given by ``shape``, ``(x - mean) / sqrt(var + eps) * weight + bias``
+    with the biased variance. One node (fused forward and VJP).
+
+    Args:
+        x: a float tensor whose trailing axes equal ``shape``.
+        shape: the normalized (trailing) shape, an int or a tuple.
+        weight: optional, of ``shape`` (default: ones).
+        bias: optional, of ``shape`` (default: zeros).
+        eps: added to the variance.
+
+    Raises:
+        ShapeError: the trailing axes of ``x``, or weight/bias, do not have ``shape``.
+    """
+    norm_shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    x_shape = tuple(x.shape)
+    k = len(norm_shape)
+    if not k or x_shape[len(x_shape) - k :] != norm_shape or len(x_shape) < k:
+        raise ShapeError(
+            f"layer_norm: input of shape {x_shape} does not end with the normalized shape "
+            f"{norm_shape}."
+        )
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != norm_shape:
+            raise ShapeError(
+                f"layer_norm: {name} of shape {tuple(t.shape)} must have the normalized shape "
+                f"{norm_shape}."
+            )
+    axes = tuple(range(len(x_shape) - k, len(x_shape)))
+    return _layer_norm(
+        x,
+        1.0 if weight is None else weight,
+        0.0 if bias is None else bias,
+        axes=axes,
+        eps=float(eps),
+    )
+
+
+@partial(jax.jit, static_argnames=("eps",))
+def _bn_eval_fn(
+    x: jax.Array, mean: jax.Array, var: jax.Array, w: jax.Array, b: jax.Array, *, eps: float
+) -> jax.Array:
+    """Evaluation: normalize with the running statistics (constants per channel)."""
+    shape = (-1,) + (1,) * (x.ndim - 2)
+    scale = jax.lax.rsqrt(jnp.reshape(var, shape) + eps)
+    w = jnp.reshape(w, shape) if jnp.ndim(w) else w
+    b = jnp.reshape(b, shape) if jnp.ndim(b) else b
+    return (x - jnp.reshape(mean, shape)) * scale * w + b
+
+
+@defop(name="batch_norm")
+def _batch_norm(
+    x: jax.Array,
+    mean: jax.Array,
+    var: jax.Array,
+    w: jax.Array,
+    b: jax.Array,
+    *,
+    training: bool,
+    eps: float,
+) -> tuple[jax.Array, Any]:
+    """Training: normalize per channel (axis 1) with the batch statistics; evaluation: with
+    ``mean`` and ``var`` (the running statistics, which training ignores)."""
+    if training:
+        y: jax.Array = _normalize(x, w, b, axes=(0, *range(2, x.ndim)), eps=eps, channel=1)
+        return y, (x, w)  # the inputs: create_graph differentiates through them
+    y = _bn_eval_fn(x, mean, var, w, b, eps=eps)
+    return y, (x, mean, var, w, b)
+
+
+@_batch_norm.defvjp
+def _batch_norm_vjp(
+    res: Any, g: jax.Array, needs: tuple[bool, ...], *, training: bool, eps: float
+) -> tuple[jax.Array | None, ...]:
+    """Training: the normalization VJP over axes (0, 2, ...) (see ``_normalize_vjp``); the
+    running statistics get no gradient (unused). Evaluation: an affine map per channel, its
+    VJP derived by JAX."""
+    if training:
+        w_shape = (g.shape[1],) if jnp.ndim(res[1]) else ()
+        axes = (0, *range(2, g.ndim))
+        gx, gw, gb = _normalize_vjp(
+            res, g, (needs[0], needs[3], needs[4]), axes=axes, eps=eps, channel=1, w_shape=w_shape
+        )
+        return gx, None, None, gw, gb
+    return compiled_vjp(_bn_eval_fn, (("eps", eps),))(res, g, needs)
+
+
+@partial(jax.jit, static_argnames=("momentum",))
+def _running(
+    x: jax.Array, mean: jax.Array, var: jax.Array, momentum: float
+) -> tuple[jax.Array, jax.Array]:
+    """PyTorch's update: mean and the *unbiased* variance of the batch, blended by momentum."""
+    axes = (0, *range(2, x.ndim))
+    n = math.prod(x.shape[a] for a in axes)
+    batch_var = jnp.var(x, axis=axes) * (n / (n - 1))
+    new_mean = (1 - momentum) * mean + momentum * jnp.mean(x, axis=axes)
+    new_var = (1 - momentum) * var + momentum * batch_var
+    return new_mean.astype(mean.dtype), new_var.astype(var.dtype)
+
+
+def batch_norm(
+    x: Any,
+    running_mean: Any,
+    running_var: Any,
+    weight: Any = None,
+    bias: Any = None,
+    *,
+    training: bool,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Batch normalization over the channel axis 1, PyTorch's ``F.batch_norm``. One node.
+
+    In training, each channel is normalized with the batch mean and biased variance over
+    every axis but 1, and ``running_mean``/``running_var`` (when given) are updated in place
+    (their ``.data``, outside the graph) as PyTorch does:
+    ``running = (1 - momentum) running + momentum batch``, with the *unbiased* batch variance.
+    In evaluation, the running statistics normalize instead.
+
+    Args:
+        x: (N, C) or (N, C, *spatial).
+        running_mean: a (C,) tensor, or ``None`` (training only, no running statistics).
+        running_var: a (C,) tensor, or ``None`` (likewise).
+        weight: optional (C,) scale (default ones); bias: optional (C,) shift (default zeros).
+        training: use (and update) batch statistics, or use the running ones.
+        momentum: the running statistics' update factor.
+        eps: added to the variance.
+
+    Raises:
+        ShapeError: ``x`` has fewer than 2 axes, or a statistic, weight or bias is not (C,).
+        ValueError: training with one value per channel (N times the spatial size is 1), or
+            evaluation without running statistics.
+        TypeError: running statistics to update that are not tensors.
+    """
+    from tapegrad._tensor import Tensor
+
+    x_shape = tuple(x.shape)
+    if len(x_shape) < 2:
+        raise ShapeError(f"batch_norm: input of shape {x_shape} must be (N, C, ...).")
+    c = x_shape[1]
+    for name, t in (
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+        ("weight", weight),
+        ("bias", bias),
+    ):
+        if t is not None and tuple(t.shape) != (c,):
+            raise ShapeError(
+                f"batch_norm: {name} of shape {tuple(t.shape)} must be ({c},) for an input of "
+                f"shape {x_shape} (channels on axis 1)."
+            )
+    if (running_mean is None) != (running_var is None):
+        raise ValueError("batch_norm: give both running_mean and running_var, or neither.")
+    if training:
+        if math.prod(x_shape) // c <= 1:
+            raise ValueError(
+                f"batch_norm: training needs more than one value per channel, got input shape "
+                f"{x_shape}; use a larger batch or evaluation mode."
+            )
+        if running_mean is not None and not (
+            isinstance(running_mean, Tensor) and isinstance(running_var, Tensor)
+        ):
+            raise TypeError(
+                "batch_norm: running_mean and running_var are updated in place in training, "
+                "so they must be tensors (tg.zeros(C), tg.ones(C))."
+            )
+    elif running_mean is None:
+        raise ValueError(
+            "batch_norm: evaluation (training=False) needs running_mean and running_var."
+        )
+    y = _batch_norm(
+        x,
+        0.0 if running_mean is None else running_mean,
+        1.0 if running_var is None else running_var,
+        1.0 if weight is None else weight,
+        0.0 if bias is None else bias,
+        training=bool(training),
+        eps=float(eps),
+    )
+    if training and running_mean is not None:
+        with no_grad():
+            data = x.data if isinstance(x, Tensor) else jnp.asarray(x)
+            new_mean, new_var = _running(data, running_mean.data, running_var.data, float(momentum))
+            running_mean.data = new_mean
+            running_var.data = new_var
+    return y

@@ -1,0 +1,117 @@
+"""2-D pooling over NCHW inputs with PyTorch's arguments: max_pool2d and avg_pool2d."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import jax
+import jax.numpy as jnp
+
+from tapegrad.derived import derived_vjp
+from tapegrad.errors import ShapeError
+from tapegrad.op import defop
+from tapegrad.ops._window import Ints, check_window, spatial
+
+if TYPE_CHECKING:
+    from tapegrad._tensor import Tensor
+
+__all__ = ["max_pool2d", "avg_pool2d"]
+
+
+def _window(x: jax.Array, kernel: Ints, stride: Ints, padding: Ints) -> dict[str, Any]:
+    lead = (1,) * (x.ndim - 2)
+    return {
+        "window_dimensions": lead + kernel,
+        "window_strides": lead + stride,
+        "padding": ((0, 0),) * (x.ndim - 2) + tuple((p, p) for p in padding),
+    }
+
+
+@partial(jax.jit, static_argnames=("kernel", "stride", "padding"))
+def _max_pool_fn(x: jax.Array, *, kernel: Ints, stride: Ints, padding: Ints) -> jax.Array:
+    """The jnp forward: ``lax.reduce_window`` with max, padding with -inf (never chosen)."""
+    y: jax.Array = jax.lax.reduce_window(
+        x, -jnp.inf, jax.lax.max, **_window(x, kernel, stride, padding)
+    )
+    return y
+
+
+@partial(jax.jit, static_argnames=("kernel", "stride", "padding"))
+def _avg_pool_fn(x: jax.Array, *, kernel: Ints, stride: Ints, padding: Ints) -> jax.Array:
+    """The jnp forward: window sums over zero padding divided by the window size (PyTorch's
+    ``count_include_pad=True``)."""
+    total = jax.lax.reduce_window(x, 0.0, jax.lax.add, **_window(x, kernel, stride, padding))
+    y: jax.Array = total / (kernel[0] * kernel[1])
+    return y
+
+
+@defop(name="max_pool2d")
+def _max_pool2d(
+    x: jax.Array, *, kernel: Ints, stride: Ints, padding: Ints
+) -> tuple[jax.Array, tuple[jax.Array]]:
+    """The maximum of each (kernel) window over the last two axes."""
+    return _max_pool_fn(x, kernel=kernel, stride=stride, padding=padding), (x,)
+
+
+_max_pool2d.defvjp(derived_vjp(_max_pool_fn))
+
+
+@defop(name="avg_pool2d")
+def _avg_pool2d(
+    x: jax.Array, *, kernel: Ints, stride: Ints, padding: Ints
+) -> tuple[jax.Array, tuple[jax.Array]]:
+    """The mean of each (kernel) window over the last two axes."""
+    return _avg_pool_fn(x, kernel=kernel, stride=stride, padding=padding), (x,)
+
+
+_avg_pool2d.defvjp(derived_vjp(_avg_pool_fn))
+
+
+def _pool_args(name: str, x: Any, kernel: Any, stride: Any, padding: Any) -> dict[str, Ints]:
+    shape = tuple(x.shape)
+    if len(shape) not in (3, 4):
+        raise ShapeError(f"{name}: input of shape {shape} must be (N, C, H, W) or (C, H, W).")
+    k = spatial(kernel, 2, name, "kernel")
+    s = k if stride is None else spatial(stride, 2, name, "stride")
+    p = spatial(padding, 2, name, "padding", low=0)
+    if any(2 * pi > ki for pi, ki in zip(p, k, strict=True)):
+        raise ValueError(
+            f"{name}: padding {p} must be at most half the kernel {k} (as in PyTorch)."
+        )
+    check_window(name, shape, k, (1, 1), tuple((pi, pi) for pi in p), "window")
+    return {"kernel": k, "stride": s, "padding": p}
+
+
+def max_pool2d(
+    x: Any, kernel: int | Ints, stride: int | Ints | None = None, padding: int | Ints = 0
+) -> Tensor:
+    """Max pooling over the last two axes, PyTorch's ``F.max_pool2d`` (floor mode, no
+    dilation).
+
+    Args:
+        x: (N, C, H, W) or (C, H, W).
+        kernel: window size, an int or (kh, kw).
+        stride: step between windows (default: the kernel, as PyTorch).
+        padding: implicit -inf padding on both sides, at most half the kernel.
+
+    Returns:
+        (N, C, H', W') with ``H' = (H + 2 p - kh) // sh + 1``.
+
+    The VJP is JAX's derivative of ``lax.reduce_window`` (the gradient goes to the maximum
+    of each window), compiled and cached per shape, dtype and parameters.
+
+    Raises:
+        ShapeError: the input is not 3- or 4-D, or the window is larger than the padded input.
+        ValueError: malformed kernel, stride or padding, or padding over half the kernel.
+    """
+    return _max_pool2d(x, **_pool_args("max_pool2d", x, kernel, stride, padding))
+
+
+def avg_pool2d(
+    x: Any, kernel: int | Ints, stride: int | Ints | None = None, padding: int | Ints = 0
+) -> Tensor:
+    """Average pooling over the last two axes, PyTorch's ``F.avg_pool2d`` (floor mode,
+    ``count_include_pad=True``: padded zeros count in the mean). Arguments, result and
+    errors as ``max_pool2d``; the VJP spreads each window's g evenly (JAX's derivative)."""
+    return _avg_pool2d(x, **_pool_args("avg_pool2d", x, kernel, stride, padding))

@@ -1,0 +1,75 @@
+"""Random ops on tensors: dropout (its mask drawn from a key, or from the process random state)."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import jax
+import jax.numpy as jnp
+
+from tapegrad.op import defop
+from tapegrad.random import key_of
+
+if TYPE_CHECKING:
+    from tapegrad._tensor import Tensor
+
+__all__ = ["dropout"]
+
+
+@partial(jax.jit, static_argnames=("p",))
+def _dropout_scale(key: jax.Array, x: jax.Array, p: float) -> jax.Array:
+    """The factor each element is multiplied by: 0 with probability ``p``, else 1 / (1 - p)."""
+    keep = jax.random.bernoulli(key, 1.0 - p, x.shape)
+    return jnp.where(keep, jnp.asarray(1.0 / (1.0 - p), x.dtype), jnp.zeros((), x.dtype))
+
+
+@partial(jax.jit, static_argnames=("p",))
+def _dropout_apply(x: jax.Array, key: jax.Array, p: float) -> jax.Array:
+    y: jax.Array = x * _dropout_scale(key, x, p)
+    return y
+
+
+@defop(name="dropout")
+def _dropout(x: jax.Array, key: jax.Array, *, p: float) -> tuple[jax.Array, tuple[jax.Array]]:
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``; the mask
+    comes from ``key`` (an input that never requires grad). Only the key is kept: the VJP
+    draws the same mask again (8 bytes saved instead of a mask of x's size)."""
+    return _dropout_apply(x, key, p), (key,)
+
+
+@_dropout.defvjp
+@partial(jax.jit, static_argnames=("p", "needs"))
+def _dropout_vjp(
+    res: tuple[jax.Array], g: jax.Array, needs: tuple[bool, ...], *, p: float
+) -> tuple[jax.Array, None]:
+    """The op is x * scale with scale fixed by the key: gx = g * scale (the same mask)."""
+    (key,) = res
+    return (g * _dropout_scale(key, g, p), None)
+
+
+def dropout(x: Any, p: float = 0.5, *, training: bool = True, key: Any = None) -> Tensor:
+    """Inverted dropout, PyTorch's ``F.dropout``: in training, each element is zeroed with
+    probability ``p`` and the others are scaled by ``1 / (1 - p)``; otherwise ``x`` itself is
+    returned (as when ``p == 0``).
+
+    Args:
+        x: a float tensor.
+        p: the probability of zeroing an element, in ``[0, 1]`` (``p == 1`` gives zeros).
+        training: ``False`` makes dropout the identity (evaluation).
+        key: an int seed or a ``jax.random`` key for the mask; ``None`` draws a fresh key from
+            the process random state (``tg.manual_seed``), so a seeded program is reproducible.
+
+    Returns:
+        A tensor of ``x``'s shape and dtype (one ``dropout`` node when ``x`` requires grad).
+
+    Raises:
+        ValueError: ``p`` is outside ``[0, 1]`` (checked before any key is drawn).
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p must be a probability in [0, 1], got {p}.")
+    if not training or p == 0.0:
+        return x  # type: ignore[no-any-return]
+    if p == 1.0:
+        return x * 0.0  # type: ignore[no-any-return]
+    return _dropout(x, key_of(key), p=float(p))

@@ -1,0 +1,147 @@
+"""The process random state: one JAX key, split once per random call that is given no ``key=``.
+
+``tg.manual_seed(seed)`` resets it; every random op (``tg.randn``, ``tg.rand``,
+``tg.randn_like``, ``tg.dropout``, the layers' initialisers) takes ``key=`` (an int seed or a
+``jax.random`` key) and draws from this state only when ``key`` is ``None``. Given a seed, a
+program's random numbers are reproducible.
+
+The state is one object, ``STATE`` (a ``RandomState``), read and written through
+``get_state()``/``set_state()``, so a compiled step (``tg.jit``) can lift the key to an input
+of its computation and write the advanced key back after each call. Before the first use the
+state is as after ``manual_seed(0)``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import jax
+import numpy as np
+
+from tapegrad import compilation_cache
+from tapegrad.errors import TracerError
+
+__all__ = ["RandomState", "STATE", "manual_seed", "get_state", "set_state", "next_key", "key_of"]
+
+
+@jax.jit
+def _split(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    new, sub = jax.random.split(key)
+    return new, sub
+
+
+class RandomState:
+    """A JAX PRNG key that advances by one split per draw (thread-safe).
+
+    Attributes:
+        key: the current key (a raw ``uint32[2]`` key or a typed ``jax.random.key``), or
+            ``None`` before the first use (then ``manual_seed(0)``'s key is made on demand).
+    """
+
+    __slots__ = ("key", "_lock")
+
+    def __init__(self) -> None:
+        self.key: jax.Array | None = None
+        self._lock = threading.Lock()
+
+    def seed(self, seed: int) -> None:
+        """Reset the key to ``jax.random.PRNGKey(seed)``."""
+        self.key = jax.random.PRNGKey(seed)
+
+    def next_key(self) -> jax.Array:
+        """Split the key: keep one half as the new state and return the other.
+
+        Raises:
+            TracerError: the state is concrete but the split happened under a JAX trace
+                (``jax.jit`` of code that draws without ``key=``); the traced key would
+                leak out of the trace and every call of the compiled function would reuse one
+                number stream. Pass ``key=`` inside ``jax.jit``, or use ``tg.jit``, which
+                lifts this state into the computation.
+        """
+        with self._lock:
+            key = self.key
+            if key is None:
+                key = jax.random.PRNGKey(0)
+            pair: tuple[jax.Array, jax.Array] = _split(key)
+            new, sub = pair
+            if isinstance(new, jax.core.Tracer) and not isinstance(key, jax.core.Tracer):
+                raise TracerError(
+                    "A random op without key= ran inside a JAX trace (jax.jit, vmap, ...): "
+                    "the process random state cannot advance there. Pass key=... explicitly, "
+                    "or compile the step with tg.jit, which carries the random state."
+                )
+            self.key = new
+            return sub
+
+
+STATE = RandomState()
+"""The process random state (one per process, shared by all threads)."""
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the process random state (PyTorch's ``torch.manual_seed``).
+
+    Args:
+        seed: a non-negative int; the state becomes ``jax.random.PRNGKey(seed)``.
+
+    Raises:
+        TypeError: ``seed`` is not an int.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"manual_seed takes an int seed, got {type(seed).__name__}.")
+    STATE.seed(int(seed))
+
+
+def get_state() -> jax.Array:
+    """The current key of the process random state (a ``jax.Array``; made from seed 0 on
+    first use). Passing it to ``set_state`` later replays the same draws."""
+    with STATE._lock:
+        if STATE.key is None:
+            STATE.key = jax.random.PRNGKey(0)
+        return STATE.key
+
+
+def set_state(key: jax.Array) -> None:
+    """Replace the key of the process random state.
+
+    Args:
+        key: a ``jax.random`` key (raw ``uint32[2]`` or typed), e.g. one ``get_state()``
+            returned; ``tg.jit`` passes a traced key here while it traces a step.
+
+    Raises:
+        TypeError: ``key`` is not a ``jax.Array``.
+    """
+    if not isinstance(key, jax.Array):
+        raise TypeError(
+            f"set_state takes a jax.random key (a jax.Array), got {type(key).__name__}; "
+            "use manual_seed(int) to seed from an integer."
+        )
+    with STATE._lock:
+        STATE.key = key
+
+
+def next_key() -> jax.Array:
+    """A fresh key from the process random state (which advances by one split)."""
+    return STATE.next_key()
+
+
+def key_of(key: Any) -> jax.Array:
+    """The key a random op uses: ``key`` itself (an int seed or a ``jax.random`` key), or a
+    fresh key from the process random state when ``key`` is ``None``.
+
+    Raises:
+        TypeError: ``key`` is neither ``None``, an int nor a JAX array.
+    """
+    if not compilation_cache.ready:
+        compilation_cache.ensure()  # a draw from the key compiles
+    if key is None:
+        return STATE.next_key()
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        return jax.random.PRNGKey(int(key))
+    if isinstance(key, jax.Array):
+        return key
+    raise TypeError(
+        f"key must be None, an int seed or a jax.random key, got {type(key).__name__}; "
+        "e.g. key=0, or tg.manual_seed(0) and no key."
+    )

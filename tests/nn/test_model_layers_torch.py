@@ -1,0 +1,155 @@
+"""The layers over the building-model ops against PyTorch: convolution, pooling, activations,
+embedding, layer and batch norm, dropout, the transformer encoder layer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from _parity import check_against_torch
+
+import tapegrad as tg
+from tapegrad import nn
+
+torch = pytest.importorskip("torch")
+
+
+def _x(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs", "shape"),
+    [
+        (
+            lambda: nn.Conv2d(3, 4, 3, padding=1, key=0),
+            lambda: torch.nn.Conv2d(3, 4, 3, padding=1),
+            (2, 3, 6, 6),
+        ),
+        (
+            lambda: nn.Conv2d(4, 6, (3, 2), stride=2, dilation=(1, 2), groups=2, key=0),
+            lambda: torch.nn.Conv2d(4, 6, (3, 2), stride=2, dilation=(1, 2), groups=2),
+            (2, 4, 7, 8),
+        ),
+        (
+            lambda: nn.Conv2d(2, 3, 3, padding="same", bias=False, key=0),
+            lambda: torch.nn.Conv2d(2, 3, 3, padding="same", bias=False),
+            (1, 2, 5, 5),
+        ),
+        (
+            lambda: nn.Conv1d(3, 5, 3, padding=2, key=0),
+            lambda: torch.nn.Conv1d(3, 5, 3, padding=2),
+            (2, 3, 9),
+        ),
+    ],
+    ids=["conv2d", "conv2d-strided-grouped", "conv2d-same", "conv1d"],
+)
+def test_convolutions(ours: Any, theirs: Any, shape: tuple[int, ...]) -> None:
+    torch.manual_seed(0)
+    check_against_torch(ours(), theirs(), [_x(*shape)])
+
+
+def test_pooling_flatten_and_activations() -> None:
+    layers = [
+        (nn.MaxPool2d(2), torch.nn.MaxPool2d(2)),
+        (nn.MaxPool2d(3, stride=2, padding=1), torch.nn.MaxPool2d(3, stride=2, padding=1)),
+        (nn.AvgPool2d(2), torch.nn.AvgPool2d(2)),
+        (nn.Flatten(), torch.nn.Flatten()),
+        (nn.GELU(), torch.nn.GELU()),
+        (nn.GELU("tanh"), torch.nn.GELU("tanh")),
+        (nn.SiLU(), torch.nn.SiLU()),
+        (nn.Sigmoid(), torch.nn.Sigmoid()),
+        (nn.Tanh(), torch.nn.Tanh()),
+        (nn.ReLU(), torch.nn.ReLU()),
+    ]
+    for ours, theirs in layers:
+        check_against_torch(ours, theirs, [_x(2, 3, 6, 6)])
+
+
+def test_embedding_and_layer_norm() -> None:
+    torch.manual_seed(0)
+    ids = np.array([[1, 4, 4], [0, 9, 2]], dtype=np.int32)
+    check_against_torch(nn.Embedding(10, 6, key=0), torch.nn.Embedding(10, 6), [ids])
+    check_against_torch(nn.LayerNorm(6), torch.nn.LayerNorm(6), [_x(2, 3, 6)])
+    check_against_torch(
+        nn.LayerNorm((3, 6), elementwise_affine=False),
+        torch.nn.LayerNorm((3, 6), elementwise_affine=False),
+        [_x(2, 3, 6)],
+    )
+    with pytest.raises(IndexError):
+        nn.Embedding(10, 6, key=0)(np.array([3, 10]))
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs", "shape"),
+    [
+        (lambda: nn.BatchNorm1d(4), lambda: torch.nn.BatchNorm1d(4), (5, 4)),
+        (lambda: nn.BatchNorm1d(4), lambda: torch.nn.BatchNorm1d(4), (5, 4, 3)),
+        (
+            lambda: nn.BatchNorm2d(3, momentum=0.3),
+            lambda: torch.nn.BatchNorm2d(3, momentum=0.3),
+            (4, 3, 2, 2),
+        ),
+    ],
+    ids=["bn1d", "bn1d-seq", "bn2d"],
+)
+def test_batch_norm_train_and_eval(ours: Any, theirs: Any, shape: tuple[int, ...]) -> None:
+    mine, ref = ours(), theirs()
+    check_against_torch(mine, ref, [_x(*shape)])  # training: batch stats, running stats move
+    check_against_torch(mine, ref, [_x(*shape, seed=5)])  # a second step from the loaded state
+    assert int(mine.num_batches_tracked.item()) == 2  # torch's 1 loaded, then one more step
+    mine.eval(), ref.eval()
+    check_against_torch(mine, ref, [_x(*shape, seed=6)])  # eval: running statistics
+    with pytest.raises(ValueError, match="channels on axis 1"):
+        mine(tg.ones((2, 7)))
+
+
+def test_dropout_is_reproducible_scaled_and_off_in_eval() -> None:
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        nn.Dropout(1.5)
+    x = tg.ones((200, 50))
+    drop = nn.Dropout(0.25, key=3)
+    a, b = np.asarray(drop(x)), np.asarray(drop(x))
+    assert set(np.unique(a).tolist()) <= {0.0, float(np.float32(1.0) / np.float32(0.75))}
+    assert abs((a == 0).mean() - 0.25) < 0.02
+    assert not np.array_equal(a, b)  # a fresh mask per call
+    np.testing.assert_array_equal(np.asarray(nn.Dropout(0.25, key=3)(x)), a)  # same key: same
+    tg.manual_seed(11)
+    c = np.asarray(nn.Dropout(0.5)(x))
+    tg.manual_seed(11)
+    np.testing.assert_array_equal(np.asarray(nn.Dropout(0.5)(x)), c)
+    drop.eval()
+    assert drop(x) is x
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_transformer_encoder_layer(norm_first: bool) -> None:
+    torch.manual_seed(0)
+    theirs = torch.nn.TransformerEncoderLayer(
+        8, 2, 16, dropout=0.0, batch_first=True, norm_first=norm_first, activation="gelu"
+    )
+    ours = nn.TransformerEncoderLayer(
+        8, 2, 16, dropout=0.0, batch_first=True, norm_first=norm_first, activation="gelu", key=0
+    )
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    theirs.eval()  # torch's fast path is off in training mode; the math is the same
+    ours.eval()
+    check_against_torch(ours, theirs, [_x(2, 5, 8)])
+    mask = np.triu(np.ones((5, 5), dtype=bool), k=1)
+
+    def causal(m: Any, xs: list[Any]) -> Any:
+        return m(xs[0], src_mask=xs[1])
+
+    check_against_torch(ours, theirs, [_x(2, 5, 8, seed=2), mask], call=causal)
+
+
+def test_multihead_attention_fused_path_matches_the_weights_path() -> None:
+    mha = nn.MultiheadAttention(8, 2, batch_first=True, key=0)
+    x = tg.tensor(_x(2, 5, 8))
+    fused, none = mha(x, x, x, need_weights=False, is_causal=True)
+    explicit, weights = mha(x, x, x, need_weights=True, is_causal=True)
+    assert none is None and weights is not None and weights.shape == (2, 5, 5)
+    np.testing.assert_allclose(np.asarray(fused), np.asarray(explicit), rtol=1e-5, atol=1e-6)
+    assert np.allclose(np.triu(np.asarray(weights)[0], k=1), 0.0)

@@ -1,0 +1,79 @@
+"""Convolution and pooling (ops/conv.py, ops/pool.py): PyTorch's argument forms, one node per
+call, and clear errors on shapes that do not fit (checked before JAX, tape unchanged)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+X = np.linspace(-1.0, 1.0, 2 * 4 * 5 * 5, dtype=np.float32).reshape(2, 4, 5, 5)
+W = np.linspace(-0.5, 0.5, 3 * 4 * 3 * 3, dtype=np.float32).reshape(3, 4, 3, 3)
+
+
+def test_conv_with_bias_is_one_node() -> None:
+    x, w, b = (tg.tensor(a, requires_grad=True) for a in (X, W, np.ones(3, np.float32)))
+    before = tg.graph_stats().nodes
+    y = tg.conv2d(x, w, b, padding="same")
+    assert y.shape == (2, 3, 5, 5)
+    assert tg.graph_stats().nodes == before + 1
+    gx, gw, gb = tg.grad(y.sum(), [x, w, b])
+    assert gx.shape == X.shape and gw.shape == W.shape
+    np.testing.assert_allclose(gb.numpy(), [50.0, 50.0, 50.0])
+
+
+def _fails(fn: Callable[[], Any], kind: type[Exception], match: str) -> None:
+    x = tg.tensor(X, requires_grad=True)
+    before = tg.graph_stats()
+    with pytest.raises(kind, match=match):
+        fn()
+    assert tg.graph_stats() == before
+    del x
+
+
+@pytest.mark.parametrize(
+    ("call", "kind", "match"),
+    [
+        (lambda: tg.conv2d(X, W[:, :3]), ValueError, r"4 channels.*\(3, 3, 3, 3\)"),
+        (lambda: tg.conv2d(X, W, groups=2), ValueError, "groups=2 expects 8"),
+        (
+            lambda: tg.conv2d(X[..., :2, :2], W),
+            ValueError,
+            r"spans \(3, 3\).*padded input \(2, 2\)",
+        ),
+        (lambda: tg.conv2d(X, W, dilation=3), ValueError, r"spans \(7, 7\)"),
+        (lambda: tg.conv2d(X, W, np.ones(4, np.float32)), ValueError, r"bias of shape \(4,\)"),
+        (lambda: tg.conv1d(X, W), ValueError, "must have 3 axes"),
+        (lambda: tg.conv2d(X[0, 0], W), ValueError, "must be \\(N, C, \\*spatial\\)"),
+        (lambda: tg.conv2d(X, W, stride=0), ValueError, "stride=0"),
+        (lambda: tg.conv2d(X, W, stride=2, padding="same"), ValueError, "stride 1"),
+        (lambda: tg.conv2d(X, W, padding="full"), ValueError, "'same', 'valid'"),
+        (lambda: tg.max_pool2d(X, 6), ValueError, r"window spans \(6, 6\).*\(5, 5\)"),
+        (lambda: tg.avg_pool2d(X, 2, padding=2), ValueError, "at most half"),
+        (lambda: tg.max_pool2d(X[0, 0], 2), ValueError, r"\(N, C, H, W\)"),
+    ],
+)
+def test_bad_shapes_raise_before_jax_and_leave_the_tape(
+    call: Callable[[], Any], kind: type[Exception], match: str
+) -> None:
+    _fails(call, kind, match)
+
+
+def test_padding_forms_agree() -> None:
+    a = tg.conv2d(X, W, padding=1).numpy()
+    np.testing.assert_array_equal(tg.conv2d(X, W, padding=(1, 1)).numpy(), a)
+    np.testing.assert_array_equal(tg.conv2d(X, W, padding=((1, 1), (1, 1))).numpy(), a)
+    np.testing.assert_array_equal(tg.conv2d(X, W, padding="same").numpy(), a)
+    assert tg.conv2d(X, W, padding="valid").shape == (2, 3, 3, 3)
+
+
+def test_pooling_shapes_and_unbatched_input() -> None:
+    assert tg.max_pool2d(X, 2).shape == (2, 4, 2, 2)
+    assert tg.avg_pool2d(X[0], 3, stride=1, padding=1).shape == (4, 5, 5)
+    x = tg.tensor(X, requires_grad=True)
+    (g,) = tg.grad(tg.max_pool2d(x, 5).sum(), x)
+    assert g.numpy().sum() == 2 * 4  # one maximum per window

@@ -1,0 +1,102 @@
+"""The fused ops (layer_norm, batch_norm, attention, losses): one node each, running statistics,
+and clear errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+RNG = np.random.default_rng(1)
+X = RNG.standard_normal((4, 3, 2)).astype(np.float32)
+
+
+def test_each_fused_op_is_one_node() -> None:
+    x = tg.tensor(X, requires_grad=True)
+    w, b = tg.ones(2, requires_grad=True), tg.zeros(2, requires_grad=True)
+    q = tg.tensor(RNG.standard_normal((1, 2, 3, 4)).astype(np.float32), requires_grad=True)
+    logits = tg.tensor(X.reshape(12, 2), requires_grad=True)
+    for make in (
+        lambda: tg.layer_norm(x, 2, w, b),
+        lambda: tg.batch_norm(x, None, None, training=True),
+        lambda: tg.scaled_dot_product_attention(q, q, q, is_causal=True),
+        lambda: tg.cross_entropy(logits, [0, 1] * 6, label_smoothing=0.2),
+    ):
+        before = tg.graph_stats().nodes
+        y = make()
+        assert tg.graph_stats().nodes == before + 1
+        del y
+
+
+def test_layer_norm_output_is_normalized() -> None:
+    y = tg.layer_norm(X, (3, 2)).numpy()
+    np.testing.assert_allclose(y.reshape(4, 6).mean(1), 0, atol=1e-6)
+    np.testing.assert_allclose(y.reshape(4, 6).var(1), 1, rtol=1e-3)
+
+
+def test_batch_norm_updates_running_statistics_unbiased_and_eval_uses_them() -> None:
+    rm, rv = tg.zeros(3), tg.ones(3)
+    tg.batch_norm(X, rm, rv, training=True, momentum=0.5)
+    flat = X.transpose(1, 0, 2).reshape(3, -1)
+    np.testing.assert_allclose(rm.numpy(), 0.5 * flat.mean(1), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(rv.numpy(), 0.5 + 0.5 * flat.var(1, ddof=1), rtol=1e-5)
+    y = tg.batch_norm(X, rm, rv, training=False).numpy()
+    want = (X - rm.numpy()[:, None]) / np.sqrt(rv.numpy()[:, None] + 1e-5)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("call", "kind", "match"),
+    [
+        (lambda: tg.layer_norm(X, 3), ValueError, r"does not end with the normalized shape \(3,\)"),
+        (lambda: tg.layer_norm(X, 2, tg.ones(3)), ValueError, r"weight of shape \(3,\)"),
+        (lambda: tg.batch_norm(X, tg.zeros(2), tg.ones(2), training=True), ValueError, r"\(3,\)"),
+        (
+            lambda: tg.batch_norm(X[:1, :, :1], None, None, training=True),
+            ValueError,
+            "more than one",
+        ),
+        (lambda: tg.batch_norm(X, None, None, training=False), ValueError, "running_mean"),
+        (lambda: tg.batch_norm(X, np.zeros(3), np.ones(3), training=True), TypeError, "tensors"),
+        (
+            lambda: tg.scaled_dot_product_attention(X, X, X[..., :1, :]),
+            ValueError,
+            r"q \(4, 3, 2\)",
+        ),
+        (
+            lambda: tg.scaled_dot_product_attention(X, X, X, mask=np.ones((2, 2), bool)),
+            ValueError,
+            "does not broadcast",
+        ),
+        (lambda: tg.cross_entropy(X[:, :, 0], [0, 1, 2, 3]), ValueError, r"outside \[0, 3\)"),
+        (lambda: tg.cross_entropy(X[:, :, 0], [0] * 4, reduction="avg"), ValueError, "'mean'"),
+        (lambda: tg.nll_loss(X[:, :, 0], [0, 1]), ValueError, "labels of shape"),
+        (lambda: tg.binary_cross_entropy_with_logits(X, X[:1]), ValueError, "targets of shape"),
+    ],
+)
+def test_bad_inputs_raise_and_leave_the_tape(
+    call: object, kind: type[Exception], match: str
+) -> None:
+    x = tg.tensor(X, requires_grad=True)
+    before = tg.graph_stats()
+    with pytest.raises(kind, match=match):
+        call()  # type: ignore[operator]
+    assert tg.graph_stats() == before
+    del x
+
+
+def test_attention_row_with_nothing_to_attend_is_nan() -> None:
+    q = RNG.standard_normal((1, 2, 4)).astype(np.float32)
+    mask = np.array([[True, False], [False, False]])
+    y = tg.scaled_dot_product_attention(q, q, q, mask=mask).numpy()
+    assert np.isfinite(y[0, 0]).all() and np.isnan(y[0, 1]).all()
+
+
+def test_bce_with_logits_gradient_at_zero_is_sigmoid_minus_target() -> None:
+    x = tg.zeros(3, requires_grad=True)
+    t = np.array([0.0, 0.25, 1.0], np.float32)
+    loss = tg.binary_cross_entropy_with_logits(x, t, reduction="sum")
+    np.testing.assert_allclose(loss.item(), 3 * np.log(2.0), rtol=1e-6)
+    (g,) = tg.grad(loss, x)
+    np.testing.assert_allclose(g.numpy(), 0.5 - t)

@@ -1,0 +1,60 @@
+"""dropout (tapegrad/ops/random.py): PyTorch's semantics, keys, the process state, bad p."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+X = np.linspace(1.0, 2.0, 400, dtype=np.float32).reshape(20, 20)
+
+
+def test_dropout_zeroes_about_p_and_scales_the_rest() -> None:
+    x = tg.tensor(X, requires_grad=True)
+    y = tg.dropout(x, 0.25, key=0)
+    out = y.numpy()
+    kept = out != 0
+    assert 0.15 < 1 - kept.mean() < 0.35
+    np.testing.assert_allclose(out[kept], X[kept] / 0.75, rtol=1e-6)
+    (g,) = tg.grad(y.sum(), x)
+    np.testing.assert_allclose(g.numpy(), kept / np.float32(0.75), rtol=1e-6)
+
+
+def test_dropout_is_reproducible_with_a_key_or_a_seed() -> None:
+    saved = tg.random.get_state()
+    try:
+        assert tg.dropout(X, 0.5, key=3).tolist() == tg.dropout(X, 0.5, key=3).tolist()
+        tg.manual_seed(11)
+        a = tg.dropout(tg.tensor(X), 0.5).tolist()
+        b = tg.dropout(tg.tensor(X), 0.5).tolist()
+        tg.manual_seed(11)
+        assert tg.dropout(tg.tensor(X), 0.5).tolist() == a
+        assert a != b
+    finally:
+        tg.random.set_state(saved)
+
+
+def test_dropout_saves_only_the_key() -> None:
+    x = tg.tensor(X, requires_grad=True)
+    before = tg.graph_stats().saved_bytes
+    y = tg.dropout(x, 0.5, key=0)
+    assert tg.graph_stats().saved_bytes - before == 8  # a uint32[2] key, not a mask
+    del y
+
+
+def test_identity_cases() -> None:
+    x = tg.tensor(X, requires_grad=True)
+    assert tg.dropout(x, 0.5, training=False) is x
+    assert tg.dropout(x, 0.0) is x
+    z = tg.dropout(x, 1.0)
+    assert (z.numpy() == 0).all() and z.requires_grad
+
+
+@pytest.mark.parametrize("p", [-0.1, 1.5, float("nan")])
+def test_p_outside_the_unit_interval_is_a_value_error(p: float) -> None:
+    x = tg.tensor(X, requires_grad=True)
+    before = tg.graph_stats().nodes
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        tg.dropout(x, p)
+    assert tg.graph_stats().nodes == before

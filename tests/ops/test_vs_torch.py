@@ -1,0 +1,322 @@
+"""Differential tests against PyTorch (CPU): every op of docs/api.md "Building models" on the same
+inputs gives the same output and the same input gradients for one random cotangent.
+
+Each row is ``(id, tapegrad function, torch function, inputs)``; float inputs require grad on
+both sides, integer and boolean inputs are passed as they are. Conventions that differ on
+purpose (``var``/``std`` ``ddof``, ``pad`` pairs, NumPy's ``split``) are mapped in the torch
+twin, so the row also documents the mapping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+RNG = np.random.default_rng(0)
+
+
+def f32(*shape: int, scale: float = 1.0) -> np.ndarray:
+    return (scale * RNG.standard_normal(shape)).astype(np.float32)
+
+
+def ints(high: int, *shape: int) -> np.ndarray:
+    return RNG.integers(0, high, shape).astype(np.int32)
+
+
+MEAN = f32(3)
+VAR = RNG.uniform(0.5, 2.0, 3).astype(np.float32)
+MASK = RNG.uniform(size=(3, 5)) < 0.5
+MASK[np.arange(3), np.arange(3)] = True  # every query attends to something
+
+
+def _is_float(a: np.ndarray) -> bool:
+    return bool(np.issubdtype(a.dtype, np.floating))
+
+
+def _torch_input(a: np.ndarray) -> Any:
+    if _is_float(a):
+        return torch.tensor(a, requires_grad=True)
+    return torch.tensor(a.astype(np.int64) if np.issubdtype(a.dtype, np.integer) else a)
+
+
+def _outputs(out: Any) -> list[Any]:
+    return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def compare(
+    tg_fn: Callable[..., Any],
+    torch_fn: Callable[..., Any],
+    arrays: Sequence[np.ndarray],
+    rtol: float = 1e-5,
+    atol: float = 1e-5,
+) -> None:
+    """Same outputs, and the same gradients of every float input along random cotangents."""
+    ts = [tg.tensor(a, requires_grad=_is_float(a)) for a in arrays]
+    outs = _outputs(tg_fn(*ts))
+    vs = [RNG.standard_normal(o.shape).astype(np.float32) for o in outs]
+    floats = [t for t in ts if t.requires_grad]
+    total = sum(((o * v).sum() for o, v in zip(outs, vs, strict=True)), start=tg.tensor(0.0))
+    grads = tg.grad(total, floats)
+
+    pts = [_torch_input(a) for a in arrays]
+    pouts = _outputs(torch_fn(*pts))
+    for o, p in zip(outs, pouts, strict=True):
+        np.testing.assert_allclose(o.numpy(), p.detach().numpy(), rtol=rtol, atol=atol)
+    ptotal = sum((p * torch.tensor(v)).sum() for p, v in zip(pouts, vs, strict=True))
+    pfloats = [p for p in pts if p.requires_grad]
+    pgrads = torch.autograd.grad(ptotal, pfloats)
+    for i, (g, pg) in enumerate(zip(grads, pgrads, strict=True)):
+        np.testing.assert_allclose(
+            g.numpy(), pg.numpy(), rtol=rtol, atol=atol, err_msg=f"gradient of float input {i}"
+        )
+
+
+ROWS: list[tuple[str, Callable[..., Any], Callable[..., Any], tuple[np.ndarray, ...]]] = [
+    ("gelu", tg.gelu, F.gelu, (f32(3, 4, scale=2),)),
+    (
+        "gelu-tanh",
+        lambda x: tg.gelu(x, approximate="tanh"),
+        lambda x: F.gelu(x, approximate="tanh"),
+        (f32(3, 4, scale=2),),
+    ),
+    ("silu", tg.silu, F.silu, (f32(3, 4, scale=2),)),
+    ("softplus", tg.softplus, F.softplus, (f32(3, 4, scale=3),)),
+    (
+        "logsumexp",
+        lambda x: tg.logsumexp(x, axis=1),
+        lambda x: torch.logsumexp(x, dim=1),
+        (f32(3, 4, 2),),
+    ),
+    ("var", lambda x: tg.var(x, axis=0), lambda x: torch.var(x, dim=0, correction=0), (f32(5, 3),)),
+    (
+        "std-ddof1",
+        lambda x: x.std(axis=(0, 2), ddof=1, keepdims=True),
+        lambda x: torch.std(x, dim=(0, 2), correction=1, keepdim=True),
+        (f32(3, 2, 4),),
+    ),
+    ("cumsum", lambda x: tg.cumsum(x, axis=1), lambda x: torch.cumsum(x, dim=1), (f32(2, 5),)),
+    (
+        "take_along_axis",
+        lambda x, i: tg.take_along_axis(x, i, axis=1),
+        lambda x, i: torch.gather(x, 1, i),
+        (f32(3, 4), ints(4, 3, 6)),
+    ),
+    ("embedding", tg.embedding, F.embedding, (ints(5, 2, 6), f32(5, 3))),
+    (
+        "pad",
+        lambda x: tg.pad(x, ((0, 0), (1, 2), (3, 0)), value=0.5),
+        lambda x: F.pad(x, (3, 0, 1, 2), value=0.5),
+        (f32(2, 3, 4),),
+    ),
+    (
+        "flatten",
+        lambda x: x.flatten(1, 2),
+        lambda x: torch.flatten(x, 1, 2),
+        (f32(2, 3, 4, 5),),
+    ),
+    (
+        "split",
+        lambda x: tg.split(x, [1, 3], axis=1),
+        lambda x: torch.split(x, [1, 2, 2], dim=1),
+        (f32(2, 5),),
+    ),
+    (
+        "einsum",
+        lambda a, b: tg.einsum("bij,bkj->bik", a, b),
+        lambda a, b: torch.einsum("bij,bkj->bik", a, b),
+        (f32(2, 3, 4), f32(2, 5, 4)),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("tg_fn", "torch_fn", "arrays"), [r[1:] for r in ROWS], ids=[r[0] for r in ROWS]
+)
+def test_matches_torch(
+    tg_fn: Callable[..., Any], torch_fn: Callable[..., Any], arrays: tuple[np.ndarray, ...]
+) -> None:
+    compare(tg_fn, torch_fn, arrays)
+
+
+def test_argmax_argmin_match_torch() -> None:
+    x = f32(4, 5)
+    for axis in (0, 1):
+        assert tg.argmax(x, axis=axis).tolist() == torch.argmax(torch.tensor(x), dim=axis).tolist()
+        assert tg.argmin(x, axis=axis).tolist() == torch.argmin(torch.tensor(x), dim=axis).tolist()
+    assert tg.tensor(x).argmax().item() == torch.argmax(torch.tensor(x)).item()
+
+
+MODEL_ROWS: list[tuple[str, Callable[..., Any], Callable[..., Any], tuple[np.ndarray, ...]]] = [
+    (
+        "conv2d-stride-pad-dilation-groups",
+        lambda x, w, b: tg.conv2d(
+            x, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2
+        ),
+        lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2),
+        (f32(2, 4, 7, 6), f32(6, 2, 3, 3), f32(6)),
+    ),
+    (
+        "conv2d-same-even-kernel",
+        lambda x, w: tg.conv2d(x, w, padding="same"),
+        lambda x, w: F.conv2d(x, w, padding="same"),
+        (f32(1, 2, 5, 6), f32(3, 2, 2, 4)),
+    ),
+    (
+        "conv1d-same-dilated",
+        lambda x, w, b: tg.conv1d(x, w, b, padding="same", dilation=2),
+        lambda x, w, b: F.conv1d(x, w, b, padding="same", dilation=2),
+        (f32(2, 3, 9), f32(4, 3, 3), f32(4)),
+    ),
+    (
+        "conv1d-unbatched",
+        lambda x, w: tg.conv1d(x, w, stride=2),
+        lambda x, w: F.conv1d(x, w, stride=2),
+        (f32(3, 9), f32(4, 3, 3)),
+    ),
+    (
+        "conv3d",
+        lambda x, w, b: tg.conv(x, w, b, padding=1),
+        lambda x, w, b: F.conv3d(x, w, b, padding=1),
+        (f32(1, 2, 4, 3, 5), f32(3, 2, 2, 3, 2), f32(3)),
+    ),
+    (
+        "max_pool2d",
+        lambda x: tg.max_pool2d(x, 3, 2, 1),
+        lambda x: F.max_pool2d(x, 3, 2, 1),
+        (f32(2, 3, 7, 6),),
+    ),
+    (
+        "max_pool2d-default-stride",
+        lambda x: tg.max_pool2d(x, 2),
+        lambda x: F.max_pool2d(x, 2),
+        (f32(2, 2, 5, 4),),
+    ),
+    (
+        "avg_pool2d-padded",
+        lambda x: tg.avg_pool2d(x, 3, 2, 1),
+        lambda x: F.avg_pool2d(x, 3, 2, 1),
+        (f32(2, 3, 7, 6),),
+    ),
+    (
+        "avg_pool2d-rect",
+        lambda x: tg.avg_pool2d(x, (2, 3), (1, 2)),
+        lambda x: F.avg_pool2d(x, (2, 3), (1, 2)),
+        (f32(1, 2, 5, 7),),
+    ),
+    (
+        "layer_norm-affine",
+        lambda x, w, b: tg.layer_norm(x, (3, 4), w, b),
+        lambda x, w, b: F.layer_norm(x, (3, 4), w, b),
+        (f32(2, 3, 4, scale=3), f32(3, 4), f32(3, 4)),
+    ),
+    (
+        "layer_norm-plain",
+        lambda x: tg.layer_norm(x, 5),
+        lambda x: F.layer_norm(x, (5,)),
+        (f32(4, 5),),
+    ),
+    (
+        "batch_norm-eval",
+        lambda x, w, b: tg.batch_norm(x, tg.tensor(MEAN), tg.tensor(VAR), w, b, training=False),
+        lambda x, w, b: F.batch_norm(x, torch.tensor(MEAN), torch.tensor(VAR), w, b),
+        (f32(2, 3, 4, 4), f32(3), f32(3)),
+    ),
+    (
+        "attention-bool-mask",
+        lambda q, k, v, m: tg.scaled_dot_product_attention(q, k, v, mask=m),
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+        (f32(2, 2, 3, 4), f32(2, 2, 5, 4), f32(2, 2, 5, 6), MASK),
+    ),
+    (
+        "attention-causal-scaled",
+        lambda q, k, v: tg.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3),
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3),
+        (f32(1, 2, 4, 8), f32(1, 2, 4, 8), f32(1, 2, 4, 8)),
+    ),
+    (
+        "attention-float-mask",
+        lambda q, k, v, m: tg.scaled_dot_product_attention(q, k, v, mask=m),
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+        (f32(2, 1, 3, 4), f32(2, 1, 5, 4), f32(2, 1, 5, 4), f32(3, 5)),
+    ),
+    *(
+        (
+            f"cross_entropy-smoothing-{r}",
+            lambda x, y, r=r: tg.cross_entropy(x, y, label_smoothing=0.1, reduction=r),
+            lambda x, y, r=r: F.cross_entropy(x, y, label_smoothing=0.1, reduction=r),
+            (f32(6, 4), ints(4, 6)),
+        )
+        for r in ("mean", "sum", "none")
+    ),
+    (
+        "nll_loss",
+        lambda x, y: tg.nll_loss(tg.log_softmax(x), y),
+        lambda x, y: F.nll_loss(F.log_softmax(x, -1), y),
+        (f32(5, 3), ints(3, 5)),
+    ),
+    (
+        "nll_loss-sum",
+        lambda x, y: tg.nll_loss(x, y, reduction="sum"),
+        lambda x, y: F.nll_loss(x, y, reduction="sum"),
+        (f32(5, 3), ints(3, 5)),
+    ),
+    *(
+        (
+            f"bce_with_logits-{r}",
+            lambda x, t, r=r: tg.binary_cross_entropy_with_logits(x, t, reduction=r),
+            lambda x, t, r=r: F.binary_cross_entropy_with_logits(x, t, reduction=r),
+            (f32(4, 3, scale=5), RNG.uniform(0, 1, (4, 3)).astype(np.float32)),
+        )
+        for r in ("mean", "sum", "none")
+    ),
+    *(
+        (
+            f"mse_loss-{r}",
+            lambda a, b, r=r: tg.mse_loss(a, b, reduction=r),
+            lambda a, b, r=r: F.mse_loss(a, b, reduction=r),
+            (f32(4, 3), f32(4, 3)),
+        )
+        for r in ("sum", "none")
+    ),
+]
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")  # torch's own note
+@pytest.mark.parametrize(
+    ("tg_fn", "torch_fn", "arrays"), [r[1:] for r in MODEL_ROWS], ids=[r[0] for r in MODEL_ROWS]
+)
+def test_model_ops_match_torch(
+    tg_fn: Callable[..., Any], torch_fn: Callable[..., Any], arrays: tuple[np.ndarray, ...]
+) -> None:
+    compare(tg_fn, torch_fn, arrays, rtol=1e-4, atol=1e-5)
+
+
+def test_batch_norm_training_matches_torch_with_running_statistics() -> None:
+    """Batch statistics normalize; running mean and the unbiased running variance update as
+    in PyTorch, for several steps; gradients of x, weight and bias agree."""
+    x, w, b = f32(4, 3, 2, 2, scale=2), f32(3), f32(3)
+    rm, rv = tg.zeros(3), tg.ones(3)
+    trm, trv = torch.zeros(3), torch.ones(3)
+    for _ in range(3):
+        compare(
+            lambda x, w, b: tg.batch_norm(x, rm, rv, w, b, training=True, momentum=0.2),
+            lambda x, w, b: F.batch_norm(x, trm, trv, w, b, training=True, momentum=0.2),
+            (x, w, b),
+            rtol=1e-4,
+        )
+        np.testing.assert_allclose(rm.numpy(), trm.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(rv.numpy(), trv.numpy(), rtol=1e-5, atol=1e-6)
+    compare(
+        lambda x: tg.batch_norm(x, None, None, training=True),
+        lambda x: F.batch_norm(x, None, None, training=True),
+        (f32(5, 4),),
+        rtol=1e-4,
+    )

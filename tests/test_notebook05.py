@@ -1,0 +1,37 @@
+"""notebooks/05_models.ipynb: committed with outputs, and executes with small parameters."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from _notebooks import execute_small, html_outputs, outputs, read, texts
+
+NOTEBOOK = "05_models.ipynb"
+
+
+def _check(nb: Any, full: bool) -> None:
+    outs = outputs(nb)
+    assert not [o for o in outs if o["output_type"] == "error"]
+    reports = [h for h in html_outputs(outs) if "tapegrad leak report" in h]
+    assert len(reports) >= 3  # the convnet's epochs, its fixed run, the transformer's epochs
+    kept = [h for h in reports if "demo_cnn.py" in h and "kept-alive" in h]
+    assert kept, "the convnet's planted leak is not named"
+    assert any("demo_text.py" in h and "kept-alive" in h for h in reports)
+    text = texts(outs) + "".join(html_outputs(outs))
+    assert "kept-alive graphs with the fix: 0" in text
+    assert re.search(r"unigram baseline [\d.]+", text)
+    accuracy = re.search(r"final test accuracy: ([\d.]+)%", text)
+    assert accuracy is not None
+    if full:
+        assert float(accuracy.group(1)) >= 97.0
+
+
+def test_committed_notebook_has_its_outputs() -> None:
+    _check(read(NOTEBOOK), full=True)
+
+
+@pytest.mark.slow
+def test_notebook_runs_with_small_parameters(monkeypatch: pytest.MonkeyPatch) -> None:
+    _check(execute_small(NOTEBOOK, monkeypatch), full=False)

@@ -1,0 +1,137 @@
+"""PyTorch hands find their way (issue 16, item 10): PyTorch's spellings give PyTorch's values
+(checked against torch itself), ``transpose(a, b)`` swaps on any ndim, freezing a leaf works
+with optimizers, and refused spellings name tapegrad's (also in ``test_args.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from _support import error_of
+
+import tapegrad as tg
+
+torch = pytest.importorskip("torch")
+
+X = np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 7.0 - 1.05  # no 0: abs'(0) differs
+
+
+def _both(tg_fn: Callable[[tg.Tensor], tg.Tensor], torch_fn: Callable[[Any], Any]) -> None:
+    """Same values and same gradient (of a weighted sum) in tapegrad and torch."""
+    t = tg.tensor(X, requires_grad=True)
+    p = torch.tensor(X, requires_grad=True)
+    y, q = tg_fn(t), torch_fn(p)
+    np.testing.assert_allclose(np.asarray(y.data), q.detach().numpy(), rtol=1e-6, atol=1e-6)
+    w = np.cos(np.arange(q.numel(), dtype=np.float32)).reshape(tuple(q.shape))
+    (g,) = tg.grad((y * w).sum(), t)
+    (q * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(np.asarray(g.data), p.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+SPELLINGS: list[tuple[str, Callable[[tg.Tensor], tg.Tensor], Callable[[Any], Any]]] = [
+    ("unsqueeze", lambda t: t.unsqueeze(1), lambda p: p.unsqueeze(1)),
+    ("unsqueeze-neg", lambda t: t.unsqueeze(-1), lambda p: p.unsqueeze(-1)),
+    ("permute", lambda t: t.permute(2, 0, 1), lambda p: p.permute(2, 0, 1)),
+    ("permute-tuple", lambda t: t.permute((1, 2, 0)), lambda p: p.permute((1, 2, 0))),
+    ("swapaxes", lambda t: t.swapaxes(0, 2), lambda p: p.swapaxes(0, 2)),
+    ("transpose-3d", lambda t: t.transpose(0, 1), lambda p: p.transpose(0, 1)),
+    ("transpose-neg", lambda t: t.transpose(-1, 0), lambda p: p.transpose(-1, 0)),
+    ("transpose-2d", lambda t: t[0].transpose(0, 1), lambda p: p[0].transpose(0, 1)),
+    ("transpose-2d-rev", lambda t: t[0].transpose(1, 0), lambda p: p[0].transpose(1, 0)),
+    ("transpose-same", lambda t: t.transpose(1, 1), lambda p: p.transpose(1, 1)),
+    ("tg.transpose", lambda t: tg.transpose(t, 0, 2), lambda p: torch.transpose(p, 0, 2)),
+    ("cat", lambda t: tg.cat([t, t * 2.0], 1), lambda p: torch.cat([p, p * 2.0], 1)),
+    ("norm", lambda t: t.norm(), lambda p: p.norm()),
+    ("norm-axis", lambda t: t.norm(axis=-1), lambda p: p.norm(dim=-1)),
+    ("norm-1", lambda t: t.norm(1, axis=1), lambda p: p.norm(p=1, dim=1)),
+    (
+        "masked_fill",
+        lambda t: t.masked_fill(t < 0, 0.5),
+        lambda p: p.masked_fill(p < 0, 0.5),
+    ),
+    ("tg.sum", lambda t: tg.sum(t, 1), lambda p: torch.sum(p, 1)),
+    ("tg.mean", lambda t: tg.mean(t, (0, 2)), lambda p: torch.mean(p, (0, 2))),
+    ("tg.reshape", lambda t: tg.reshape(t, (4, 6)), lambda p: torch.reshape(p, (4, 6))),
+    ("range-index", lambda t: t[:, range(1, 3)], lambda p: p[:, range(1, 3)]),
+]
+
+
+@pytest.mark.parametrize(("name", "ours", "theirs"), SPELLINGS, ids=[s[0] for s in SPELLINGS])
+def test_pytorch_spellings_give_pytorchs_values_and_gradients(
+    name: str, ours: Callable[[tg.Tensor], tg.Tensor], theirs: Callable[[Any], Any]
+) -> None:
+    _both(ours, theirs)
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 3, 4])
+def test_transpose_of_two_axes_swaps_them_on_any_ndim(ndim: int) -> None:
+    shape = (2, 3, 4, 5)[:ndim]
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    for a in range(-ndim, ndim):
+        for b in range(-ndim, ndim):
+            want = torch.tensor(x).transpose(a, b).numpy()
+            np.testing.assert_array_equal(tg.tensor(x).transpose(a, b).numpy(), want)
+            np.testing.assert_array_equal(np.swapaxes(x, a, b), want)
+
+
+def test_numpys_forms_of_transpose_still_permute() -> None:
+    x = tg.tensor(X)
+    assert x.transpose().shape == x.T.shape == (4, 3, 2)
+    assert x.transpose(2, 0, 1).shape == (4, 2, 3)  # three or more axes: a permutation
+    assert x.transpose((1, 0, 2)).shape == (3, 2, 4)  # one tuple: a permutation
+    assert x[0].transpose((0, 1)).shape == (3, 4)  # NumPy's identity permutation, as a tuple
+    assert tg.tensor(X[0, 0]).transpose(0).shape == (4,)
+    with pytest.raises(tg.ShapeError):
+        x.transpose(0, 3)
+    with pytest.raises(tg.ShapeError):
+        x.permute(0, 1)  # permute needs every axis
+
+
+def test_one_hot_gives_pytorchs_encoding_as_floats() -> None:
+    labels = [2, 0, 1]
+    want = torch.nn.functional.one_hot(torch.tensor(labels), 4).numpy()
+    got = tg.one_hot(labels, 4)
+    np.testing.assert_array_equal(got.numpy(), want)
+    assert got.dtype == np.float32 and not got.requires_grad
+    assert tg.one_hot(tg.tensor(labels), 4, dtype=tg.int32).dtype == np.int32
+    assert error_of(ValueError, tg.one_hot, [4], 4)
+    assert error_of(TypeError, tg.one_hot, [0.5], 4)
+
+
+def test_requires_grad_setter_freezes_and_unfreezes_a_leaf() -> None:
+    w = tg.tensor([1.0, 2.0], requires_grad=True)
+    w.requires_grad = False
+    assert not w.requires_grad and w.is_leaf
+    assert not (w * 2.0).requires_grad  # frozen: nothing is recorded
+    w.requires_grad = True
+    (w * w).sum().backward()
+    assert w.grad is not None and w.grad.tolist() == [2.0, 4.0]
+    y = w * 1.0
+    err = error_of(RuntimeError, setattr, y, "requires_grad", False)
+    assert ".detach()" in str(err)  # only leaves can be frozen, as in PyTorch
+    with pytest.raises(TypeError):
+        tg.tensor([1, 2]).requires_grad = True
+
+
+def test_frozen_parameters_are_skipped_by_optimizers() -> None:
+    model = tg.nn.Sequential(tg.nn.Linear(3, 2, key=0), tg.nn.Linear(2, 1, key=1))
+    model[0].requires_grad_(False)
+    frozen = [p.data for p in model[0].parameters()]
+    assert all(not p.requires_grad for p in model[0].parameters())
+    assert all(p.requires_grad for p in model[1].parameters())
+    opt = tg.optim.SGD(model.parameters(), lr=0.1)  # frozen ones are accepted, as in PyTorch
+    model(tg.ones((4, 3))).sum().backward()
+    before = [p.data for p in model[1].parameters()]
+    opt.step()
+    for p, old in zip(model[0].parameters(), frozen, strict=True):
+        assert p.data is old  # untouched
+    assert all(
+        not np.array_equal(np.asarray(p.data), np.asarray(old))
+        for p, old in zip(model[1].parameters(), before, strict=True)
+    )
+    w = tg.tensor([1.0], requires_grad=True)
+    w.requires_grad = False
+    tg.optim.Adam([w, tg.tensor([2.0], requires_grad=True)], lr=0.1).step()  # no grad: skipped
+    assert w.tolist() == [1.0]

@@ -1,0 +1,99 @@
+"""Silent numerics made visible (issue 16, item 9): broadcasting in ``mse_loss`` warns as PyTorch
+does, ``tg.tensor`` refuses to drop the gradient of the tensors in a list, and reading ``.grad``
+of a non-leaf warns. (``tg.detect_anomaly`` is tested in ``test_anomaly.py``.)"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from _support import error_of
+
+import tapegrad as tg
+
+
+@pytest.mark.parametrize(
+    ("pred", "target"),
+    [((3, 4), (3, 1)), ((3,), (3, 1)), ((4,), ()), ((2, 1, 3), (3,)), ((1,), (5,))],
+    ids=["column", "to-a-third", "0-d", "rank", "pred-broadcast"],
+)
+def test_mse_loss_of_different_shapes_warns_at_the_callers_line(
+    pred: tuple[int, ...], target: tuple[int, ...]
+) -> None:
+    a = tg.ones(pred).require_grad()
+    b = tg.zeros(target)
+    with pytest.warns(tg.errors.TapegradWarning, match="broadcast") as seen:
+        loss = tg.mse_loss(a, b)
+    assert len(seen) == 1 and seen[0].filename == __file__
+    assert issubclass(seen[0].category, UserWarning)
+    assert str(pred) in str(seen[0].message) and str(target) in str(seen[0].message)
+    assert loss.item() == 1.0
+
+
+@pytest.mark.parametrize(
+    "target",
+    [lambda s: tg.zeros(s), lambda s: np.zeros(s, np.float32), lambda s: 0.0],
+    ids=["tensor", "numpy", "python-scalar"],
+)
+def test_mse_loss_of_equal_shapes_or_a_scalar_constant_is_silent(
+    target: Callable[[tuple[int, ...]], Any],
+) -> None:
+    a = tg.ones((3, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tg.mse_loss(a, target((3, 4))).item() == 1.0
+        assert tg.mse_loss(a, 0.0).item() == 1.0
+
+
+def test_mse_loss_of_shapes_that_do_not_broadcast_raises_without_a_warning() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        err = error_of(ValueError, tg.mse_loss, tg.ones((3, 4)), tg.ones(3))
+    assert isinstance(err, tg.ShapeError)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda a, b: [a, b],
+        lambda a, b: (a, b),
+        lambda a, b: [[a], [b]],
+        lambda a, b: [1.0, a],
+        lambda a, b: [[tg.ones(2), b]],
+    ],
+    ids=["list", "tuple", "nested", "mixed", "one-of-many"],
+)
+def test_tensor_of_a_list_holding_a_tensor_that_requires_grad_raises(
+    build: Callable[[tg.Tensor, tg.Tensor], Any],
+) -> None:
+    a = tg.ones(2).require_grad()
+    b = tg.ones(2).require_grad()
+    err = error_of(TypeError, tg.tensor, build(a, b))
+    assert "tg.stack" in str(err) and ".detach()" in str(err)
+
+
+def test_the_advice_keeps_the_gradient() -> None:
+    a = tg.tensor([1.0, 2.0], requires_grad=True)
+    np.testing.assert_array_equal(tg.tensor([a.detach(), a.detach()]).numpy(), [[1, 2], [1, 2]])
+    np.testing.assert_array_equal(tg.tensor([tg.ones(2), tg.zeros(2)]).numpy(), [[1, 1], [0, 0]])
+    (g,) = tg.grad(tg.stack([a, a]).sum(), a)
+    assert g.tolist() == [2.0, 2.0]
+
+
+def test_reading_grad_of_a_non_leaf_warns_at_the_callers_line() -> None:
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 3.0
+    y.sum().backward(retain_graph=True)
+    with pytest.warns(tg.errors.TapegradWarning, match="retain_grad") as seen:
+        assert y.grad is None
+    assert seen[0].filename == __file__ and "'multiply'" in str(seen[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert x.grad is not None  # a leaf
+        assert tg.ones(2).grad is None  # a tensor that does not require grad
+        y.retain_grad()  # asked for: no warning, and backward fills it
+        y.sum().backward()
+        assert y.grad is not None and y.grad.tolist() == [1.0, 1.0]

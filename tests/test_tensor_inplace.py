@@ -1,0 +1,104 @@
+"""In-place operators on tensors that are not leaves (issue 16, item 5; docs/api.md
+"Tensors"): under grad mode ``c += x`` rebinds ``c`` to ``c + x`` (as on a ``jax.Array``),
+gradients flow through it, and the classic ``total += loss`` builds the kept-alive graph the
+leak report names."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from _support import assert_close, error_of
+
+import diagnostics
+import tapegrad as tg
+
+IN_PLACE: list[tuple[str, Callable[[Any, Any], Any], Callable[[Any, Any], Any]]] = [
+    ("+=", operator.iadd, operator.add),
+    ("-=", operator.isub, operator.sub),
+    ("*=", operator.imul, operator.mul),
+    ("/=", operator.itruediv, operator.truediv),
+]
+A = np.array([1.0, -2.0, 3.0], np.float32)
+B = np.array([0.5, 4.0, -1.5], np.float32)
+
+
+@pytest.mark.parametrize(("symbol", "inplace", "plain"), IN_PLACE, ids=[s for s, *_ in IN_PLACE])
+def test_in_place_on_a_non_leaf_rebinds_and_differentiates(
+    symbol: str, inplace: Callable[[Any, Any], Any], plain: Callable[[Any, Any], Any]
+) -> None:
+    x = tg.tensor(A, requires_grad=True)
+    y = tg.tensor(B, requires_grad=True)
+    c = x * 2.0
+    before = c
+    c = inplace(c, y)
+    assert c is not before, f"{symbol} on a non-leaf must rebind to a new tensor"
+    assert c.requires_grad and not c.is_leaf and c.shape == before.shape
+    assert_close(before.data, 2.0 * A)  # the old tensor (saved by no one) is unchanged
+    c.sum().backward()
+
+    def f(a: jax.Array, b: jax.Array) -> jax.Array:
+        return plain(a * 2.0, b).sum()
+
+    ga, gb = jax.grad(f, argnums=(0, 1))(jnp.asarray(A), jnp.asarray(B))
+    assert_close(c.data, plain(2.0 * A, B))
+    assert x.grad is not None and y.grad is not None
+    assert_close(x.grad.data, ga)
+    assert_close(y.grad.data, gb)
+
+
+@pytest.mark.parametrize(("symbol", "inplace", "plain"), IN_PLACE, ids=[s for s, *_ in IN_PLACE])
+def test_in_place_with_a_constant_on_a_non_leaf_rebinds(
+    symbol: str, inplace: Callable[[Any, Any], Any], plain: Callable[[Any, Any], Any]
+) -> None:
+    x = tg.tensor(A, requires_grad=True)
+    c = x + 0.0
+    c = inplace(c, 3.0)
+    (g,) = tg.grad(c.sum(), x)
+    assert_close(g.data, jax.grad(lambda a: plain(a + 0.0, 3.0).sum())(jnp.asarray(A)))
+
+
+def test_in_place_keeps_shape_and_dtype_kind_on_a_non_leaf() -> None:
+    c = tg.tensor(A, requires_grad=True) * 1.0
+    err = error_of(ValueError, operator.iadd, c, tg.ones((2, 3)))
+    assert "In-place +=" in str(err)
+    h = tg.tensor(A.astype(np.float16), requires_grad=True) * 1.0
+    h += tg.tensor(B, requires_grad=True)  # float32 into float16: same kind, cast back
+    assert h.dtype == np.float16 and h.requires_grad
+
+
+def test_in_place_on_a_non_leaf_under_no_grad_replaces_the_value() -> None:
+    x = tg.tensor(A, requires_grad=True)
+    c = x * 1.0
+    node = c._node
+    with tg.no_grad():
+        c += 1.0
+    assert c._node is node  # same tensor, same node, new value
+    assert_close(c.data, A + 1.0)
+
+
+def test_a_running_total_is_a_kept_alive_graph_named_by_the_report() -> None:
+    w = tg.tensor(A, requires_grad=True)
+    total_loss = tg.tensor(0.0)
+    for _ in range(3):
+        loss = (w * w).sum()
+        loss.backward()
+        total_loss += loss  # the classic mistake: works, and keeps each step's graph
+    line = _line_of("total_loss += loss  # the classic")
+    assert total_loss.requires_grad and total_loss.item() == pytest.approx(3 * float(A @ A))
+    report = diagnostics.leak_report(explain=True)
+    rows = [r for r in report.rows if r.kind == "kept-alive"]
+    assert [(r.op, r.count) for r in rows] == [("add", 3)]
+    assert rows[0].origin.endswith(f"test_tensor_inplace.py:{line}")
+    assert any("total_loss" in " ".join(e.chain) for e in report.explanations)
+    del total_loss, loss
+
+
+def _line_of(text: str) -> int:
+    with open(__file__) as f:
+        return next(i for i, s in enumerate(f, 1) if text in s and "_line_of" not in s)
