@@ -10,7 +10,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _recount import check_tape, checked_cleanup, delta
+from _recount import check_tape, checked_cleanup, delta, plain
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -75,56 +75,54 @@ def _broadcastable(a: tg.Tensor, b: tg.Tensor) -> bool:
     return True
 
 
-def run(program: list[tuple[Any, ...]], clean: bool) -> list[Any]:
-    """Run ``program`` (calling ``graph_cleanup`` at its ``cleanup`` steps only when ``clean``)
-    and return what it observed: values, gradients, and which backward passes raised.
+def execute(ins: tuple[Any, ...], regs: list[tg.Tensor], log: list[Any], clean: bool) -> None:
+    """Run one instruction on the tensors ``regs`` holds, appending what it observed to ``log``
+    (``cleanup`` calls ``graph_cleanup`` on the current tape only when ``clean``)."""
+    kind = ins[0]
+    if kind == "leaf":
+        t = tg.tensor(value(ins[1], ins[2]))
+        regs.append(t.require_grad() if ins[3] else t)
+        return
+    if kind == "cleanup":
+        if clean:
+            checked_cleanup()
+        return
+    if not regs:
+        return
+    at = ins[1] % len(regs)
+    x = regs[at]
+    if kind == "unary":
+        regs.append(UNARY[ins[2]](x))
+    elif kind == "binary":
+        other = regs[ins[2] % len(regs)]
+        if not _broadcastable(x, other):
+            other = other.sum()
+        regs.append(BINARY[ins[3]](x, other))
+    elif kind == "reduce":
+        regs.append(x.mean(axis=-1) if ins[2] and x.ndim else x.sum())
+    elif kind == "eval":  # a forward under grad mode whose result is only read
+        log.append(UNARY[ins[2]](x).sum().item())
+    elif kind == "drop":
+        del regs[at]
+    elif kind == "backward" and x.requires_grad:
+        targets = _leaves(regs)
+        for t in targets:
+            t.grad = None
+        try:
+            x.sum().backward(retain_graph=ins[2])
+        except tg.GraphConsumedError:
+            log.append("consumed")
+        else:
+            log.append([None if t.grad is None else t.grad.numpy() for t in targets])
 
-    Every tensor is local: when this returns, the program's tensors are gone.
-    """
-    regs: list[tg.Tensor] = []
-    log: list[Any] = []
 
-    def leaves() -> list[tg.Tensor]:
-        return [t for t in regs if t.requires_grad and t.is_leaf]
+def _leaves(regs: list[tg.Tensor]) -> list[tg.Tensor]:
+    return [t for t in regs if t.requires_grad and t.is_leaf]
 
-    for ins in program:
-        kind = ins[0]
-        if kind == "leaf":
-            t = tg.tensor(value(ins[1], ins[2]))
-            regs.append(t.require_grad() if ins[3] else t)
-            continue
-        if kind == "cleanup":
-            if clean:
-                checked_cleanup()
-            continue
-        if not regs:
-            continue
-        at = ins[1] % len(regs)
-        x = regs[at]
-        if kind == "unary":
-            regs.append(UNARY[ins[2]](x))
-        elif kind == "binary":
-            other = regs[ins[2] % len(regs)]
-            if not _broadcastable(x, other):
-                other = other.sum()
-            regs.append(BINARY[ins[3]](x, other))
-        elif kind == "reduce":
-            regs.append(x.mean(axis=-1) if ins[2] and x.ndim else x.sum())
-        elif kind == "eval":  # a forward under grad mode whose result is only read
-            log.append(UNARY[ins[2]](x).sum().item())
-        elif kind == "drop":
-            del regs[at]
-        elif kind == "backward" and x.requires_grad:
-            targets = leaves()
-            for t in targets:
-                t.grad = None
-            try:
-                x.sum().backward(retain_graph=ins[2])
-            except tg.GraphConsumedError:
-                log.append("consumed")
-            else:
-                log.append([None if t.grad is None else t.grad.numpy() for t in targets])
-    targets = leaves()
+
+def final_gradients(regs: list[tg.Tensor], log: list[Any]) -> None:
+    """Append the gradient of every tensor that still requires grad w.r.t. the leaves held."""
+    targets = _leaves(regs)
     for t in regs:
         if t.requires_grad and targets:
             try:
@@ -133,6 +131,19 @@ def run(program: list[tuple[Any, ...]], clean: bool) -> list[Any]:
                 log.append("consumed")
             else:
                 log.append([g.numpy() for g in grads])
+
+
+def run(program: list[tuple[Any, ...]], clean: bool) -> list[Any]:
+    """Run ``program`` (calling ``graph_cleanup`` at its ``cleanup`` steps only when ``clean``)
+    and return what it observed: values, gradients, and which backward passes raised.
+
+    Every tensor is local: when this returns, the program's tensors are gone.
+    """
+    regs: list[tg.Tensor] = []
+    log: list[Any] = []
+    for ins in program:
+        execute(ins, regs, log, clean)
+    final_gradients(regs, log)
     return log
 
 
@@ -178,6 +189,54 @@ def test_cleanup_after_dropping_everything_empties_the_tape(program: list[tuple[
     stats = checked_cleanup()
     assert stats.nodes_removed >= 0
     assert delta(base) == GS()  # zero nodes, zero graphs, zero bytes
+
+
+# ----------------------------------------------------------------------------- two tapes
+
+two_tape_programs = st.lists(st.tuples(st.integers(0, 1), instructions), min_size=10, max_size=30)
+"""Each step runs on tape 0 (the process tape) or tape 1 (a private ``tg.Tape``)."""
+
+
+def run_on_two_tapes(
+    program: list[tuple[int, tuple[Any, ...]]], cleaned: int | None, second: tg.Tape
+) -> list[Any]:
+    """Run ``program`` over two tapes, each with its own tensors; ``cleanup`` steps clean tape
+    ``cleaned`` only (``None``: never). Each such cleanup must leave the other tape exactly as
+    it was (its records, before and after). Returns what both halves observed."""
+    tapes = (tg.current_tape(), second)
+    regs: tuple[list[tg.Tensor], list[tg.Tensor]] = ([], [])
+    log: list[Any] = []
+    for which, ins in program:
+        with tg.use_tape(tapes[which]):
+            if ins[0] == "cleanup" and which == cleaned:
+                with tg.use_tape(tapes[1 - which]):
+                    other = plain(tg.snapshot().nodes)
+                execute(ins, regs[which], log, clean=True)
+                with tg.use_tape(tapes[1 - which]):
+                    assert plain(tg.snapshot().nodes) == other
+            else:
+                execute(ins, regs[which], log, clean=False)
+    for which in (0, 1):
+        with tg.use_tape(tapes[which]):
+            final_gradients(regs[which], log)
+    return log
+
+
+@given(program=two_tape_programs, cleaned=st.integers(0, 1))
+def test_cleanup_of_one_tape_never_changes_a_gradient_on_either(
+    program: list[tuple[int, tuple[Any, ...]]], cleaned: int
+) -> None:
+    base = tg.graph_stats()
+    second = tg.Tape("second")
+    without = run_on_two_tapes(program, None, second)
+    with_cleanup = run_on_two_tapes(program, cleaned, second)
+    assert_same(without, with_cleanup)
+    assert delta(base).live_nodes == 0
+    assert second.stats().live_nodes == 0
+    for tape in (tg.current_tape(), second):
+        with tg.use_tape(tape):
+            checked_cleanup()
+    assert delta(base) == GS() and second.stats() == GS()
 
 
 # ----------------------------------------------------------------------------- targeted cases

@@ -540,3 +540,41 @@ def _model_components(nodes: dict[int, MNode]) -> dict[int, int]:
 
 TapeMachine.TestCase.settings = settings(stateful_step_count=30)
 TestTapeMachine = TapeMachine.TestCase
+
+
+class TwoTapeMachine(TapeMachine):
+    """The same random programs on a private ``tg.Tape`` while the process tape holds a graph
+    of its own (a live output, a hanging node, a consumed graph's leaf): every sweep, policy
+    change and backward of the machine happens on the private tape, and the process tape's
+    records stay exactly as they were after every step (docs/design.md "Tapes as values")."""
+
+    def __init__(self) -> None:
+        self.process = tg.current_tape()
+        self.w = tg.randn((3,), key=7).require_grad()
+        self.kept = (self.w * 2.0).tanh()  # live
+        (self.w + 1.0).sin()  # hanging: never backwarded, never swept here
+        (self.w * self.w).sum().backward()  # consumed, freed; w reached
+        self.bystander = plain(tg.snapshot().nodes)
+        tape = tg.Tape("machine")
+        tape.set_cleanup_policy("manual")  # the machine's start, as on the suite's process tape
+        self.private = tg.use_tape(tape)
+        self.private.__enter__()
+        super().__init__()
+        assert tg.current_tape() is not self.process
+
+    def teardown(self) -> None:
+        super().teardown()
+        self.private.__exit__(None, None, None)
+        assert tg.current_tape() is self.process
+        assert plain(tg.snapshot().nodes) == self.bystander
+        del self.kept, self.w
+        tg.graph_cleanup()
+
+    @invariant()
+    def process_tape_untouched(self) -> None:
+        with tg.use_tape(self.process):
+            assert plain(tg.snapshot().nodes) == self.bystander
+
+
+TwoTapeMachine.TestCase.settings = settings(stateful_step_count=30, max_examples=25)
+TestTwoTapeMachine = TwoTapeMachine.TestCase

@@ -98,6 +98,63 @@ def test_scenario_6_training_threads_beside_a_cleaning_thread(base: tg.GraphStat
     assert delta(base) == GS()
 
 
+def test_eight_threads_on_their_own_tapes_beside_the_process_tape_and_a_sweeper(
+    base: tg.GraphStats,
+) -> None:
+    # docs/design.md "Tapes as values": each thread trains on its own tg.Tape, one more on the
+    # process tape, while a sweeper cleans every tape in a loop; gradients equal the
+    # single-threaded ones and no tape sees another's nodes
+    seeds, steps = range(8), 60
+    expected = {s: train(s, steps) for s in range(9)}  # single-threaded, process tape
+    checked_cleanup()
+    tapes: dict[int, tg.Tape] = {s: tg.Tape(f"thread {s}") for s in seeds}
+    got: dict[int, list[np.ndarray]] = {}
+    seen: dict[int, tg.Tape] = {}  # the tape each thread recorded on
+    done = threading.Event()
+    sweeps: list[int] = []
+
+    def trainer(seed: int) -> Callable[[], None]:
+        def body() -> None:
+            if seed in tapes:
+                with tg.use_tape(tapes[seed]):
+                    got[seed] = train(seed, steps)
+                    seen[seed] = tg.current_tape()
+            else:  # a new thread starts on the process tape
+                got[seed] = train(seed, steps)
+                seen[seed] = tg.current_tape()
+
+        return body
+
+    def sweeper() -> None:
+        for _ in range(1_000_000):  # bounded
+            if done.is_set():
+                return
+            sweeps.append(tg.graph_cleanup().leaves_removed)
+            for tape in tapes.values():
+                sweeps.append(tape.cleanup().leaves_removed)
+
+    sweeping = threading.Thread(target=sweeper, daemon=True)
+    sweeping.start()
+    errors = run_threads([trainer(s) for s in range(9)])
+    done.set()
+    sweeping.join(timeout=JOIN_S)
+    assert not sweeping.is_alive()
+    assert errors == []
+    assert sum(sweeps) > 0
+    for s in range(9):
+        for step, (a, b) in enumerate(zip(got[s], expected[s], strict=True)):
+            np.testing.assert_array_equal(a, b, err_msg=f"thread {s}, step {step}")
+    assert seen[8] is tg.current_tape()
+    for s in seeds:
+        assert seen[s] is tapes[s]
+        # train() returned: its tensors are gone, so its tape holds nothing useful
+        tapes[s].cleanup()
+        assert tapes[s].stats() == GS()
+    check_tape()
+    checked_cleanup()
+    assert delta(base) == GS()
+
+
 def test_stress_concurrent_backward_cleanup_and_merging(base: tg.GraphStats) -> None:
     # every thread's graph merges with `shared` (held in a dict the test clears at the end)
     state = {"shared": tg.randn((3,), key=50).require_grad()}
