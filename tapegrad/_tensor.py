@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -18,7 +18,7 @@ from tapegrad.node import Node
 from tapegrad.origin import format_origin, function_name, user_frame
 from tapegrad.tape import Tape
 
-__all__ = ["Tensor"]
+__all__ = ["Tensor", "zero_grads"]
 
 
 class Tensor:
@@ -701,6 +701,22 @@ class Tensor:
             return result  # the name is rebound to the tracked result
         self._data = data
         return self
+
+
+def zero_grads(tensors: Iterable[Tensor], set_to_none: bool = True) -> None:
+    """Reset ``.grad`` of each tensor (``Module.zero_grad`` and ``Optimizer.zero_grad``).
+
+    Args:
+        tensors: the parameters.
+        set_to_none: set ``.grad`` to ``None`` (PyTorch's default: frees the arrays, and the
+            next optimizer step skips a parameter no backward reached); with ``False``,
+            existing gradients become zeros of the parameter's shape and dtype.
+    """
+    for t in tensors:
+        if set_to_none:
+            t._grad = None
+        elif t._grad is not None:
+            t._grad = Tensor(jax.numpy.zeros_like(t._data))
 
 
 def _binary(op: Any, a: Any, b: Any, reflected: str | None = None) -> Tensor:

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tapegrad._tensor import Tensor
+from tapegrad._tensor import Tensor, zero_grads
 from tapegrad.errors import ShapeError
 
 __all__ = ["Module", "LoadResult"]
@@ -207,11 +207,7 @@ class Module:
             set_to_none: set ``.grad`` to ``None`` (PyTorch's default; frees the arrays);
                 with ``False``, set it to zeros of the parameter's shape and dtype.
         """
-        for p in self.parameters():
-            if set_to_none:
-                p.grad = None
-            elif p.grad is not None:
-                p.grad = Tensor(jnp.zeros_like(p.data))
+        zero_grads(self.parameters(), set_to_none)
 
     def train(self, mode: bool = True) -> Module:
         """Set ``training`` on this module and every sub-module.

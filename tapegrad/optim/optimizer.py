@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from tapegrad._tensor import Tensor
+from tapegrad._tensor import Tensor, zero_grads
 from tapegrad.grad_mode import enable_grad
 
 __all__ = ["Optimizer"]
@@ -217,12 +217,7 @@ class Optimizer:
                 skips a parameter no backward reached); with ``False``, existing gradients
                 become zeros instead.
         """
-        for group in self.param_groups:
-            for p in group["params"]:
-                if set_to_none:
-                    p.grad = None
-                elif p.grad is not None:
-                    p.grad = Tensor(jnp.zeros_like(p.data))
+        zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     def _step_fn(self) -> Callable[..., Any]:
         if self._compiled is None:
