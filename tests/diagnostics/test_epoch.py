@@ -34,14 +34,6 @@ def train_epoch(w: tg.Tensor, steps: int) -> None:
         tg.ones(4).require_grad()  # the planted mistake: one hanging leaf a step
 
 
-LEDGER = hasattr(tg.Snapshot, "ledger") or "ledger" in getattr(
-    tg.Snapshot, "__dataclass_fields__", {}
-)
-
-
-@pytest.mark.xfail(
-    not LEDGER, reason="Δ as 'new since the last report' needs the tape's ledger", strict=True
-)
 def test_epoch_end_prints_deltas_against_the_previous_epoch_then_cleans() -> None:
     w = tg.ones(4).require_grad()
     out = StringIO()
