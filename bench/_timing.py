@@ -49,6 +49,7 @@ __all__ = [
     "timing_row",
     "timing_target",
     "calibrate",
+    "calibrated_batch",
     "alternate",
     "ratio",
     "rss_bytes",
@@ -56,6 +57,8 @@ __all__ = [
     "settle",
     "make_parser",
     "finish_args",
+    "parse_args",
+    "Clock",
     "ratio_target",
     "fmt_ratio",
     "tracing",
@@ -162,6 +165,26 @@ class Timing(NamedTuple):
     cpu: float
 
 
+class Clock:
+    """Accumulates both clocks (wall, CPU) over the timed sections of one batch."""
+
+    def __init__(self) -> None:
+        self.wall = self.cpu = 0.0
+
+    def start(self) -> None:
+        """Open a timed section."""
+        self._w, self._c = time.perf_counter(), time.process_time()
+
+    def stop(self) -> None:
+        """Close the timed section, adding its time on both clocks."""
+        self.wall += time.perf_counter() - self._w
+        self.cpu += time.process_time() - self._c
+
+    def per(self, n: int) -> Timing:
+        """The accumulated time per one of ``n`` steps."""
+        return Timing(self.wall / n, self.cpu / n)
+
+
 def measure(step: Callable[[], Any], number: int, sync: Callable[[Any], None] = block) -> Timing:
     """Call ``step`` ``number`` times; return seconds per call on both clocks.
 
@@ -205,6 +228,14 @@ def calibrate(
             break
         number *= 4
     return max(1, min(max_number, round(seconds / max(per, 1e-9))))
+
+
+def calibrated_batch(
+    step: Callable[[], Any], seconds: float, sync: Callable[[Any], None] = block
+) -> Callable[[], Timing]:
+    """A batch of ``step`` sized by ``calibrate`` to about ``seconds``: call it to time one."""
+    number = calibrate(step, seconds, sync=sync)
+    return lambda: measure(step, number, sync)
 
 
 def alternate(batches: Mapping[str, Callable[[], float]], repeats: int) -> dict[str, list[float]]:
@@ -504,6 +535,12 @@ def finish_args(p: argparse.ArgumentParser, argv: Sequence[str] | None, default:
     if not args.quick and args.repeats < MIN_REPEATS:
         p.error(f"--repeats must be at least {MIN_REPEATS} (medians of fewer are noise)")
     return args
+
+
+def parse_args(doc: str, argv: Sequence[str] | None, default: int) -> Any:
+    """The common options of a benchmark whose docstring is ``doc`` (its first line describes
+    it), parsed from ``argv`` with ``default`` repeats: ``make_parser`` then ``finish_args``."""
+    return finish_args(make_parser(doc.splitlines()[0]), argv, default)
 
 
 # ----------------------------------------------------------------------------- children

@@ -24,9 +24,8 @@ from bench._timing import (
     Stat,
     Target,
     alternate,
-    finish_args,
     fmt_time,
-    make_parser,
+    parse_args,
     time_batch,
 )
 
@@ -57,7 +56,7 @@ def build_tape(total: int) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> Report:
     """Run the report benchmark, print its table and targets, and return the report."""
-    args = finish_args(make_parser(__doc__.splitlines()[0]), argv, default=5)
+    args = parse_args(__doc__, argv, default=5)
     import jax
 
     import diagnostics

@@ -9,24 +9,24 @@
 
 Each pair runs alternately in one process. The tracked op's outputs are dropped, so their nodes
 hang (the default ``"threshold"`` policy sweeps them every 10,000 nodes, inside the timing, as a
-user pays it); an untimed ``graph_cleanup()`` before every batch keeps the tape small. The chain is built untimed before each timed backward.
+user pays it); an untimed ``graph_cleanup()`` before every batch keeps the tape small. The chain
+is built untimed before each timed backward.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench._timing import (
+    Clock,
     Report,
     Timing,
     alternate_timings,
     block,
     calibrate,
-    finish_args,
-    make_parser,
     measure,
+    parse_args,
     timing_row,
     timing_target,
 )
@@ -53,27 +53,9 @@ def _batch(
     return run
 
 
-class _Clock:
-    """Accumulates both clocks over the timed sections of one batch."""
-
-    def __init__(self) -> None:
-        self.wall = self.cpu = 0.0
-
-    def start(self) -> None:
-        self._w, self._c = time.perf_counter(), time.process_time()
-
-    def stop(self) -> None:
-        self.wall += time.perf_counter() - self._w
-        self.cpu += time.process_time() - self._c
-
-    def per(self, n: int) -> Timing:
-        return Timing(self.wall / n, self.cpu / n)
-
-
 def main(argv: Sequence[str] | None = None) -> Report:
     """Run the engine benchmark, print its tables and targets, and return the report."""
-    p = make_parser(__doc__.splitlines()[0])
-    args = finish_args(p, argv, default=15)
+    args = parse_args(__doc__, argv, default=15)
     quick: bool = args.quick
 
     import jax
@@ -166,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> Report:
         return y
 
     def backward_batch() -> Timing:
-        clock = _Clock()
+        clock = Clock()
         for _ in range(chains_per_batch):
             y = build()
             block(y)
@@ -179,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> Report:
         return clock.per(chains_per_batch * chain)
 
     def forward_batch() -> Timing:
-        clock = _Clock()
+        clock = Clock()
         for _ in range(chains_per_batch):
             clock.start()
             y = build()
@@ -190,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> Report:
         return clock.per(chains_per_batch * chain)
 
     def raw_chain_batch() -> Timing:
-        clock = _Clock()
+        clock = Clock()
         for _ in range(chains_per_batch):
             clock.start()
             y = a

@@ -14,23 +14,11 @@ Each pair runs alternately in one process (A B A B ...).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench import _data
-from bench._timing import (
-    Report,
-    Timing,
-    alternate_timings,
-    block,
-    calibrate,
-    finish_args,
-    make_parser,
-    measure,
-    timing_row,
-    timing_target,
-)
+from bench import _timing as bt
 
 __all__ = ["main"]
 
@@ -44,10 +32,9 @@ def _forward(tg: Any, params: Sequence[Any], x: Any, y: Any) -> Any:
     return tg.cross_entropy(h @ params[-2] + params[-1], y)
 
 
-def main(argv: Sequence[str] | None = None) -> Report:
+def main(argv: Sequence[str] | None = None) -> bt.Report:
     """Run the higher-order benchmark, print its tables and targets, and return the report."""
-    p = make_parser(__doc__.splitlines()[0])
-    args = finish_args(p, argv, default=7)
+    args = bt.parse_args(__doc__, argv, default=7)
     quick: bool = args.quick
 
     import jax
@@ -58,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> Report:
     import tapegrad as tg
 
     torch.set_num_threads(1)
-    report = Report("bench.higher (issue 11)", quick, args.repeats)
+    report = bt.Report("bench.higher (issue 11)", quick, args.repeats)
     report.meta["jax"] = jax.__version__
     report.meta["torch"] = torch.__version__
     seconds = 0.002 if quick else 0.1
@@ -68,23 +55,22 @@ def main(argv: Sequence[str] | None = None) -> Report:
     params = [tg.tensor(a).require_grad() for a in init]
 
     # ---------------------------------------------------------------- create_graph / plain
-    def backward_batch(create_graph: bool) -> Callable[[], Timing]:
-        def run() -> Timing:
-            wall = cpu = 0.0
+    def backward_batch(create_graph: bool) -> Callable[[], bt.Timing]:
+        def run() -> bt.Timing:
+            clock = bt.Clock()
             number = 2 if quick else 10
             for _ in range(number):
                 loss = _forward(tg, params, x, y)
-                block(loss)
-                w0, c0 = time.perf_counter(), time.process_time()
+                bt.block(loss)
+                clock.start()
                 loss.backward(create_graph=create_graph)
-                block([q.grad for q in params])
-                wall += time.perf_counter() - w0
-                cpu += time.process_time() - c0
+                bt.block([q.grad for q in params])
+                clock.stop()
                 del loss
                 for q in params:
                     q.grad = None
                 tg.graph_cleanup()
-            return Timing(wall / number, cpu / number)
+            return clock.per(number)
 
         return run
 
@@ -94,19 +80,19 @@ def main(argv: Sequence[str] | None = None) -> Report:
     }
     for run in batches.values():
         run()  # warm up (compiles)
-    times = alternate_timings(batches, args.repeats)
+    times = bt.alternate_timings(batches, args.repeats)
     base = times["plain backward"]
     report.add(
         f"Backward of the MLP {'-'.join(map(str, _data.SIZES))} on a batch of {_data.BATCH}",
         HEADERS,
-        [timing_row(name, ts, base) for name, ts in times.items()],
+        [bt.timing_row(name, ts, base) for name, ts in times.items()],
         note="The forward is built untimed before each backward; the timed part ends when every "
         "parameter's .grad is computed. create_graph records each VJP application as a node "
         "(vjp(<op>)), so its gradients can be differentiated again.",
         data={k: [t._asdict() for t in v] for k, v in times.items()},
     )
     report.target(
-        timing_target(
+        bt.timing_target(
             "issue 11: backward(create_graph=True) / plain backward, MLP",
             times["backward(create_graph=True)"],
             base,
@@ -150,30 +136,29 @@ def main(argv: Sequence[str] | None = None) -> Report:
 
     steps: dict[str, tuple[Callable[[], Any], Callable[[Any], None]]] = {
         "torch.autograd.functional.hvp": (torch_step, lambda out: None),
-        "tg.hvp": (lambda: tg.hvp(tg_loss, tg_in, tg_v), block),
-        "(floor) jax.jit(jvp(grad(f)))": (lambda: jax_hvp(j_in, j_v), block),
+        "tg.hvp": (lambda: tg.hvp(tg_loss, tg_in, tg_v), bt.block),
+        "(floor) jax.jit(jvp(grad(f)))": (lambda: jax_hvp(j_in, j_v), bt.block),
     }
     got = tg.hvp(tg_loss, tg_in, tg_v)[1]
     want = torch_step()[1]
     for a, b in zip(got, want, strict=True):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=2e-3, atol=2e-5)
-    hvp_batches = {}
-    for name, (step, sync) in steps.items():
-        number = calibrate(step, seconds, sync=sync)
-        hvp_batches[name] = lambda step=step, sync=sync, number=number: measure(step, number, sync)
-    hvp_times = alternate_timings(hvp_batches, args.repeats)
+    hvp_batches = {
+        name: bt.calibrated_batch(step, seconds, sync) for name, (step, sync) in steps.items()
+    }
+    hvp_times = bt.alternate_timings(hvp_batches, args.repeats)
     torch_times = hvp_times["torch.autograd.functional.hvp"]
     report.add(
         f"Hessian-vector product of the MLP's loss (batch {_data.BATCH}), all six parameters",
         HEADERS,
-        [timing_row(name, ts, torch_times) for name, ts in hvp_times.items()],
+        [bt.timing_row(name, ts, torch_times) for name, ts in hvp_times.items()],
         note="The same function, data, weights and vector in each system; the results agree "
         "(checked before timing). torch runs on one thread. The floor is JAX compiling the "
         "whole forward-over-reverse product into one XLA computation.",
         data={k: [t._asdict() for t in v] for k, v in hvp_times.items()},
     )
     report.target(
-        timing_target(
+        bt.timing_target(
             "issue 11: tg.hvp / torch.autograd.functional.hvp, digits MLP",
             hvp_times["tg.hvp"],
             torch_times,

@@ -23,10 +23,8 @@ from typing import Any
 from bench._timing import (
     Report,
     alternate_timings,
-    calibrate,
-    finish_args,
-    make_parser,
-    measure,
+    calibrated_batch,
+    parse_args,
     timing_row,
     timing_target,
 )
@@ -132,8 +130,7 @@ def _cases(quick: bool) -> dict[str, dict[str, tuple[Callable[[], Any], Callable
 
 def main(argv: Sequence[str] | None = None) -> Report:
     """Run the model-step benchmark, print its tables and targets, and return the report."""
-    p = make_parser(__doc__.splitlines()[0])
-    args = finish_args(p, argv, default=7)
+    args = parse_args(__doc__, argv, default=7)
     import jax
     import torch
 
@@ -143,12 +140,10 @@ def main(argv: Sequence[str] | None = None) -> Report:
     report.meta.update(jax=jax.__version__, torch=torch.__version__, tapegrad=tg.__version__)
     seconds = 0.01 if args.quick else 0.5
     for workload, systems in _cases(args.quick).items():
-        batches = {}
-        for system, (step, sync) in systems.items():
-            number = calibrate(step, seconds, sync=sync)
-            batches[f"{system} {workload}"] = lambda step=step, number=number, sync=sync: measure(
-                step, number, sync
-            )
+        batches = {
+            f"{system} {workload}": calibrated_batch(step, seconds, sync)
+            for system, (step, sync) in systems.items()
+        }
         times = alternate_timings(batches, args.repeats)
         base = times[f"torch {workload}"]
         report.add(

@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from bench._timing import Report, Stat, Target, finish_args, fmt_time, make_parser, settle
+from bench._timing import Report, Stat, Target, fmt_time, parse_args, settle
 
 __all__ = ["main"]
 
@@ -61,7 +61,7 @@ def _drop_seconds(tg: Any, arr: Any, rounds: int) -> float:
 
 def main(argv: Sequence[str] | None = None) -> Report:
     """Run the benchmark, print its table and targets, and return the report."""
-    args = finish_args(make_parser(__doc__.splitlines()[0]), argv, default=7)
+    args = parse_args(__doc__, argv, default=7)
     quick: bool = args.quick
 
     import jax

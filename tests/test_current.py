@@ -1,6 +1,6 @@
 """Tapes as values (tapegrad/current.py, tapegrad/tape.py): ``tg.Tape``, ``tg.current_tape()``,
 ``tg.use_tape``, ``tg.TapeMismatchError``, per-tape stats, cleanup, snapshot and policy, backward
-on the root's tape, and bad input (docs/api.md "Tapes as values", docs/design.md "Tapes as values")."""
+on the root's tape, and bad input (docs/api.md and docs/design.md, "Tapes as values")."""
 
 from __future__ import annotations
 

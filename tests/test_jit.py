@@ -10,11 +10,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _support import error_of
 
 import tapegrad as tg
 from diagnostics.report import build_report
 from tapegrad import nn, optim
-from _support import error_of
 
 X = tg.randn((8, 5), key=3)
 Y = jnp.arange(8) % 3

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from bench.programs._layers import linear_init, tg_linear, torch_linear
+from bench.programs._steps import optimizer_step
 
 SOURCE = "A Gentle Introduction to torch.autograd: fine-tune step"
 STEPS = 20
@@ -48,15 +49,12 @@ def tapegrad(d: dict[str, Any]) -> Any:
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = tg.optim.SGD(trainable, lr=LR, momentum=0.9)
 
-    def step() -> Any:
+    def loss_of() -> Any:
         prediction = model(image)
         loss = (prediction - labels).sum()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
         return loss
 
-    return step
+    return optimizer_step(loss_of, optimizer)
 
 
 def torch(d: dict[str, Any], dtype: Any) -> Any:
@@ -73,12 +71,9 @@ def torch(d: dict[str, Any], dtype: Any) -> Any:
     labels = torch.tensor(d["labels"], dtype=dtype)
     optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
 
-    def step() -> Any:
+    def loss_of() -> Any:
         prediction = model(image)
         loss = (prediction - labels).sum()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
         return loss
 
-    return step
+    return optimizer_step(loss_of, optimizer)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from bench.programs._layers import linear_init, tg_linear, torch_linear
+from bench.programs._steps import optimizer_step
 
 SOURCE = "Let's build GPT: one self-attention head"
 STEPS = 20
@@ -95,15 +96,12 @@ def tapegrad(d: dict[str, Any]) -> Any:
         y = tg.stack([text[int(j) + 1 : int(j) + BLOCK + 1] for j in ix])
         return x, y
 
-    def step() -> Any:
+    def loss_of() -> Any:
         xb, yb = get_batch()
         logits, loss = model(xb, yb)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
         return loss
 
-    return step
+    return optimizer_step(loss_of, optimizer)
 
 
 def torch(d: dict[str, Any], dtype: Any) -> Any:
@@ -162,12 +160,9 @@ def torch(d: dict[str, Any], dtype: Any) -> Any:
         y = torch.stack([text[j + 1 : j + BLOCK + 1] for j in ix])
         return x, y
 
-    def step() -> Any:
+    def loss_of() -> Any:
         xb, yb = get_batch()
         logits, loss = model(xb, yb)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
         return loss
 
-    return step
+    return optimizer_step(loss_of, optimizer)

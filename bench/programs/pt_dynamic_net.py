@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.programs._steps import optimizer_step
+
 SOURCE = "Learning PyTorch with Examples: DynamicNet (SGD momentum)"
 STEPS = 20
 LR = 1e-8
@@ -38,15 +40,12 @@ def tapegrad(d: dict[str, Any]) -> Any:
     model = DynamicNet()
     optimizer = tg.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
 
-    def step() -> Any:
+    def loss_of() -> Any:
         y_pred = model(x)
         loss = ((y_pred - y) ** 2).sum()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
         return loss
 
-    return step
+    return optimizer_step(loss_of, optimizer)
 
 
 def torch(d: dict[str, Any], dtype: Any) -> Any:
@@ -70,12 +69,9 @@ def torch(d: dict[str, Any], dtype: Any) -> Any:
     criterion = torch.nn.MSELoss(reduction="sum")
     optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
 
-    def step() -> Any:
+    def loss_of() -> Any:
         y_pred = model(x)
         loss = criterion(y_pred, y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
         return loss
 
-    return step
+    return optimizer_step(loss_of, optimizer)

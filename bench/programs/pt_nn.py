@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from bench.programs._layers import linear_init, tg_linear, torch_linear
+from bench.programs._steps import sgd_step
 
 SOURCE = "Learning PyTorch with Examples: nn"
 STEPS = 20
@@ -26,17 +27,12 @@ def tapegrad(d: dict[str, Any]) -> Any:
     xx, y = tg.tensor(d["xx"], dtype=tg.float32), tg.tensor(d["y"], dtype=tg.float32)
     model = tg.nn.Sequential(tg_linear(d["w"], d["b"]))
 
-    def step() -> Any:
+    def loss_of() -> Any:
         y_pred = model(xx).reshape(-1)  # Flatten(0, 1)
         loss = ((y_pred - y) ** 2).sum()  # MSELoss(reduction="sum")
-        model.zero_grad()
-        loss.backward()
-        with tg.no_grad():
-            for param in model.parameters():
-                param -= LR * param.grad
         return loss
 
-    return step
+    return sgd_step(loss_of, model.parameters(), LR, tg.no_grad)
 
 
 def torch(d: dict[str, Any], dtype: Any) -> Any:
@@ -46,14 +42,9 @@ def torch(d: dict[str, Any], dtype: Any) -> Any:
     model = torch.nn.Sequential(torch_linear(d["w"], d["b"], dtype), torch.nn.Flatten(0, 1))
     loss_fn = torch.nn.MSELoss(reduction="sum")
 
-    def step() -> Any:
+    def loss_of() -> Any:
         y_pred = model(xx)
         loss = loss_fn(y_pred, y)
-        model.zero_grad()
-        loss.backward()
-        with torch.no_grad():
-            for param in model.parameters():
-                param -= LR * param.grad
         return loss
 
-    return step
+    return sgd_step(loss_of, model.parameters(), LR, torch.no_grad)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.programs._layers import tg_linear, torch_linear
+from bench.programs._steps import optimizer_step
 from bench.programs.pt_nn import data
 
 __all__ = ["data", "tapegrad", "torch"]
@@ -25,15 +26,12 @@ def tapegrad(d: dict[str, Any]) -> Any:
     rmsprop = optax.rmsprop(LR, decay=0.99, eps=1e-8, eps_in_sqrt=False)
     optimizer = tg.optim.Optimizer(model.parameters(), rmsprop)
 
-    def step() -> Any:
+    def loss_of() -> Any:
         y_pred = model(xx).reshape(-1)
         loss = ((y_pred - y) ** 2).sum()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
         return loss
 
-    return step
+    return optimizer_step(loss_of, optimizer)
 
 
 def torch(d: dict[str, Any], dtype: Any) -> Any:
@@ -44,12 +42,9 @@ def torch(d: dict[str, Any], dtype: Any) -> Any:
     loss_fn = torch.nn.MSELoss(reduction="sum")
     optimizer = torch.optim.RMSprop(model.parameters(), lr=LR)
 
-    def step() -> Any:
+    def loss_of() -> Any:
         y_pred = model(xx)
         loss = loss_fn(y_pred, y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
         return loss
 
-    return step
+    return optimizer_step(loss_of, optimizer)

@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.programs._steps import sgd_step
+
 SOURCE = "Learning PyTorch with Examples: tensors + autograd"
 STEPS = 20
 LR = 1e-6
@@ -23,17 +25,12 @@ def tapegrad(d: dict[str, Any]) -> Any:
     x, y = tg.tensor(d["x"], dtype=tg.float32), tg.tensor(d["y"], dtype=tg.float32)
     a, b, c, e = (tg.tensor(float(v)).require_grad() for v in d["coef"])
 
-    def step() -> Any:
+    def loss_of() -> Any:
         y_pred = a + b * x + c * x**2 + e * x**3
         loss = ((y_pred - y) ** 2).sum()
-        loss.backward()
-        with tg.no_grad():
-            for p in (a, b, c, e):
-                p -= LR * p.grad
-                p.grad = None
         return loss
 
-    return step
+    return sgd_step(loss_of, (a, b, c, e), LR, tg.no_grad)
 
 
 def torch(d: dict[str, Any], dtype: Any) -> Any:
@@ -42,14 +39,9 @@ def torch(d: dict[str, Any], dtype: Any) -> Any:
     x, y = torch.tensor(d["x"], dtype=dtype), torch.tensor(d["y"], dtype=dtype)
     a, b, c, e = (torch.tensor(float(v), dtype=dtype, requires_grad=True) for v in d["coef"])
 
-    def step() -> Any:
+    def loss_of() -> Any:
         y_pred = a + b * x + c * x**2 + e * x**3
         loss = (y_pred - y).pow(2).sum()
-        loss.backward()
-        with torch.no_grad():
-            for p in (a, b, c, e):
-                p -= LR * p.grad
-                p.grad = None
         return loss
 
-    return step
+    return sgd_step(loss_of, (a, b, c, e), LR, torch.no_grad)
