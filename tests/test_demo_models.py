@@ -70,12 +70,14 @@ def test_transformer_reports_bits_per_character_a_sample_and_its_leak() -> None:
 
 
 @pytest.mark.slow
-def test_transformer_fixed_keeps_no_graph() -> None:
-    task = demo_text.TextTask(1, steps=2, corpus=demo_text.load_corpus(20_000), width=16)
-    (record,) = fit(task, 1, fixed=True, console=Console(file=io.StringIO()))
-    assert record.kept_alive_graphs == 0
-    assert len(task.maps) == 2 and not any(m.requires_grad for m in task.maps)
-    del task, record
+def test_transformer_fixed_keeps_no_graph_and_leaves_nothing_hanging() -> None:
+    task = demo_text.TextTask(2, steps=2, corpus=demo_text.load_corpus(20_000), width=16)
+    out = io.StringIO()
+    records = fit(task, 2, fixed=True, console=Console(file=out, width=160))
+    assert [(r.kept_alive_graphs, r.hanging_nodes) for r in records] == [(0, 0), (0, 0)]
+    assert not re.search(r"^hanging ", out.getvalue(), re.M), out.getvalue()  # swept ones too
+    assert len(task.maps) == 4 and not any(m.requires_grad for m in task.maps)
+    del task, records
     gc.collect()  # the model's parameters go with the task (the report's chains hold cycles)
 
 

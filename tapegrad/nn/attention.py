@@ -86,8 +86,11 @@ class MultiheadAttention(Module):
         self.in_proj_weight = _init.uniform(k_in, (3 * embed_dim, embed_dim), xavier, dtype)
         self.in_proj_bias = _init.constant((3 * embed_dim,), 0.0, dtype) if bias else None
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, key=k_out, dtype=dtype)
-        if bias:
-            self.out_proj.bias = _init.constant((embed_dim,), 0.0, dtype)
+        out_bias = self.out_proj.bias
+        if out_bias is not None:
+            # Zeroed in place, as PyTorch's ``constant_``: a new tensor would leave the bias
+            # leaf Linear made hanging on the tape.
+            out_bias.data = jnp.zeros_like(out_bias.data)
 
     def _heads(self, x: Tensor, i: int) -> Tensor:
         """Project ``x`` (N, L, E) with the ``i``-th third of the input projection and split

@@ -297,3 +297,29 @@ def test_load_state_dict_rejects_non_arrays_before_writing() -> None:
     with pytest.raises(TypeError, match="'bias'"):
         layer.load_state_dict({"weight": np.zeros((2, 2)), "bias": object()})
     np.testing.assert_array_equal(np.asarray(layer.weight), before)
+
+
+LAYERS = {
+    "Linear": lambda: nn.Linear(3, 4, key=0),
+    "Conv1d": lambda: nn.Conv1d(2, 3, 3, key=0),
+    "Conv2d": lambda: nn.Conv2d(2, 3, 3, key=0),
+    "Embedding": lambda: nn.Embedding(5, 4, key=0),
+    "LayerNorm": lambda: nn.LayerNorm(4),
+    "BatchNorm2d": lambda: nn.BatchNorm2d(4),
+    "MultiheadAttention": lambda: nn.MultiheadAttention(8, 2, key=0),
+    "TransformerEncoderLayer": lambda: nn.TransformerEncoderLayer(8, 2, 16, key=0),
+    "LSTM": lambda: nn.LSTM(3, 4, num_layers=2, key=0),
+    "GRU": lambda: nn.GRU(3, 4, key=0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_building_a_layer_leaves_no_hanging_node(name: str) -> None:
+    """Every leaf a constructor makes is a parameter it keeps (a replaced initial value would
+    hang: MultiheadAttention's zeroed out_proj bias did, two hanging leaves per demo model)."""
+    before = tg.graph_stats().hanging_nodes
+    layer = LAYERS[name]()
+    assert tg.graph_stats().hanging_nodes == before
+    assert tg.graph_stats().leaves >= len(list(layer.parameters()))
+    if name == "MultiheadAttention":
+        assert not layer.out_proj.bias.data.any()  # still zero, as PyTorch's
