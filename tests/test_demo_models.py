@@ -52,6 +52,7 @@ def test_cnn_leak_is_named_fixed_removes_it_and_checkpoints_resume(tmp_path: Pat
     text = _demo("--model", "cnn", "--epochs", "1", "--steps", "6", "--checkpoint", ck)
     assert "test accuracy" in text and f"saved {ck} (epoch 1)" in text
     assert _planted(demo_cnn) in _kept_alive_rows(text), text
+    assert "local task in fit() → .running → Tensor(shape=(), origin=" in text, text
     resumed = _demo("--model", "cnn", "--epochs", "2", "--steps", "6", "--checkpoint", ck)
     assert f"resumed from {ck} after epoch 1" in resumed
     assert "epoch 1/2" not in resumed and "epoch 2/2" in resumed
@@ -67,6 +68,7 @@ def test_transformer_reports_bits_per_character_a_sample_and_its_leak() -> None:
     assert re.search(r"validation [\d.]+ bits/char \(unigram baseline [\d.]+\)", text)
     assert "sample (prompt 'def '):" in text
     assert _planted(demo_text) in _kept_alive_rows(text), text
+    assert re.search(r"local task in fit\(\) → \.maps → \[\d\] → Tensor\(shape=\(64, 64\)", text)
 
 
 @pytest.mark.slow
