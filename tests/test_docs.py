@@ -58,3 +58,17 @@ def test_the_reference_and_design_notes_ship_in_docs() -> None:
         assert (ROOT / "docs" / name).stat().st_size > 1000
     readme = (ROOT / "README.md").read_text()
     assert "docs/design.md" in readme and "docs/api.md" in readme
+
+
+def test_notebook_outputs_name_repository_files_relative_to_it() -> None:
+    """Committed outputs may name the kernel's cell files, never where a developer's checkout
+    lay: a notebook that shows the repository's code is run from the repository root, so
+    its origins read ``diagnostics/demo_cnn.py:90``."""
+    absolute = re.compile(r"/[\w.-]+(?:/[\w.-]+)*/(?:tapegrad|diagnostics|bench|tests)/[\w/]+\.py")
+    bad = {
+        f"{path.name}: {m}"
+        for path in ROOT.glob("notebooks/*.ipynb")
+        for cell in json.loads(path.read_text())["cells"]
+        for m in absolute.findall(json.dumps(cell.get("outputs", [])))
+    }
+    assert not bad, sorted(bad)
