@@ -112,7 +112,7 @@ def gradcheck(
     rtol: float | None = None,
     atol: float | None = None,
     seed: int = 0,
-) -> None:
+) -> bool:
     """Check the first derivatives of a tapegrad program against JAX and finite differences.
 
     ``tg.grad(fn(*xs), xs, grad_outputs=v)`` for a random cotangent ``v`` must equal
@@ -129,6 +129,10 @@ def gradcheck(
         rtol: relative tolerance against JAX (default: the dtype's, as ``check_vjp``).
         atol: absolute tolerance against JAX.
         seed: seed of the random cotangent and directions.
+
+    Returns:
+        ``True`` when every check passed (``torch.autograd.gradcheck``'s convention, so a
+        test reads ``assert gradcheck(...)``); a failed check raises.
 
     Raises:
         AssertionError: a gradient differs (the message says which, and by how much), or the
@@ -153,6 +157,7 @@ def gradcheck(
         plus = _dot([s.forward(*s.shifted(us, eps))], [v])
         minus = _dot([s.forward(*s.shifted(us, -eps))], [v])
         _fd_check(f"{s.label}: first derivative", _dot(got, us), plus, minus, eps, fd_tol)
+    return True
 
 
 def gradgradcheck(
@@ -164,7 +169,7 @@ def gradgradcheck(
     rtol: float | None = None,
     atol: float | None = None,
     seed: int = 0,
-) -> None:
+) -> bool:
     """Check the second derivatives of a tapegrad program against JAX and finite differences.
 
     With a random cotangent ``v`` of the output and ``w`` of each input,
@@ -174,21 +179,16 @@ def gradgradcheck(
     second derivative projected on a random direction ``u`` must equal the central
     difference of ``<tg.grad(fn(x), x, v), w>`` (tapegrad's first derivative) along ``u``.
 
-    Args:
-        fn: a program on tensors, returning a tensor.
-        primals: its inputs as arrays; non-floating ones are constants.
-        wrt: the indices of the inputs differentiated (default: every floating input).
-        eps: the finite-difference step (``None``: no finite differences).
-        fd_tol: the relative tolerance of the finite-difference comparison.
-        rtol: relative tolerance against JAX (default: the dtype's, as ``check_vjp``).
-        atol: absolute tolerance against JAX.
-        seed: seed of the random cotangents and directions.
+    The arguments are :func:`gradcheck`'s; ``eps`` and ``fd_tol`` default larger (a finite
+    difference of a first derivative is noisier), and ``seed`` also draws the ``w``.
+
+    Returns:
+        ``True`` when every check passed (as :func:`gradcheck`); a failed check raises.
 
     Raises:
-        AssertionError: a first or second derivative differs, a first derivative recorded
-            with ``create_graph`` does not require grad, or the tape holds more nodes after
-            ``tg.graph_cleanup()`` than before (a leak).
-        ValueError: no floating input, or ``wrt`` names a non-floating one.
+        AssertionError: as :func:`gradcheck`, for the first and the second derivatives; also
+            when a first derivative recorded with ``create_graph`` does not require grad.
+        ValueError: as :func:`gradcheck`.
     """
     s = _Setup(fn, primals, wrt, f"gradgradcheck({getattr(fn, '__name__', 'program')})")
     y = jax.eval_shape(s.forward, *s.xs)
@@ -233,3 +233,4 @@ def gradgradcheck(
         plus, minus = projected(s.shifted(us, eps)), projected(s.shifted(us, -eps))
         _fd_check(f"{s.label}: second derivative", _dot(got2, us), plus, minus, eps, fd_tol)
         check_tape(expected, s.label)
+    return True

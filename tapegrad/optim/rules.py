@@ -60,6 +60,21 @@ def _rmsprop(
     )
 
 
+def _numbers_of(group: Mapping[str, Any], *names: str) -> dict[str, Any]:
+    """The group's numeric hyperparameters ``names``, and ``lr`` as ``learning_rate``: the
+    arguments of the rule functions above that ``optax.inject_hyperparams`` makes settable."""
+    return {"learning_rate": group["lr"], **{name: group[name] for name in names}}
+
+
+def _injected(
+    rule: Callable[..., optax.GradientTransformation], numbers: dict[str, Any], **statics: bool
+) -> optax.GradientTransformation:
+    """``rule`` with ``numbers`` as injected hyperparameters (a loop or a schedule changes them
+    between steps without retracing) and ``statics`` fixed (they choose the chain's shape)."""
+    make = optax.inject_hyperparams(rule, static_args=tuple(statics))
+    return make(**numbers, **statics)
+
+
 def _nonneg(group: Mapping[str, Any], *names: str) -> None:
     for name in names:
         if group[name] < 0:
@@ -100,11 +115,7 @@ class SGD(Optimizer):
             raise ValueError("SGD: nesterov needs momentum > 0.")
 
     def _numbers(self, group: Mapping[str, Any]) -> dict[str, Any]:
-        return {
-            "learning_rate": group["lr"],
-            "momentum": group["momentum"],
-            "weight_decay": group["weight_decay"],
-        }
+        return _numbers_of(group, "momentum", "weight_decay")
 
     def _structure(self, group: Mapping[str, Any]) -> tuple[Any, ...]:
         """nesterov, and whether momentum is 0"""
@@ -112,8 +123,7 @@ class SGD(Optimizer):
 
     def _rule(self, group: Mapping[str, Any]) -> optax.GradientTransformation:
         nesterov, has_momentum = self._structure(group)
-        make = optax.inject_hyperparams(_sgd, static_args=("nesterov", "has_momentum"))
-        return make(**self._numbers(group), nesterov=nesterov, has_momentum=has_momentum)
+        return _injected(_sgd, self._numbers(group), nesterov=nesterov, has_momentum=has_momentum)
 
 
 class Adam(Optimizer):
@@ -154,17 +164,10 @@ class Adam(Optimizer):
 
     def _numbers(self, group: Mapping[str, Any]) -> dict[str, Any]:
         b1, b2 = group["betas"]
-        return {
-            "learning_rate": group["lr"],
-            "b1": b1,
-            "b2": b2,
-            "eps": group["eps"],
-            "weight_decay": group["weight_decay"],
-        }
+        return {**_numbers_of(group, "eps", "weight_decay"), "b1": b1, "b2": b2}
 
     def _rule(self, group: Mapping[str, Any]) -> optax.GradientTransformation:
-        make = optax.inject_hyperparams(_adam, static_args=("decoupled",))
-        return make(**self._numbers(group), decoupled=self._decoupled)
+        return _injected(_adam, self._numbers(group), decoupled=self._decoupled)
 
 
 class AdamW(Adam):
@@ -237,13 +240,7 @@ class RMSprop(Optimizer):
         _nonneg(group, "alpha", "eps", "weight_decay", "momentum")
 
     def _numbers(self, group: Mapping[str, Any]) -> dict[str, Any]:
-        return {
-            "learning_rate": group["lr"],
-            "alpha": group["alpha"],
-            "eps": group["eps"],
-            "weight_decay": group["weight_decay"],
-            "momentum": group["momentum"],
-        }
+        return _numbers_of(group, "alpha", "eps", "weight_decay", "momentum")
 
     def _structure(self, group: Mapping[str, Any]) -> tuple[Any, ...]:
         """centered, and whether momentum is 0"""
@@ -251,5 +248,6 @@ class RMSprop(Optimizer):
 
     def _rule(self, group: Mapping[str, Any]) -> optax.GradientTransformation:
         centered, has_momentum = self._structure(group)
-        make = optax.inject_hyperparams(_rmsprop, static_args=("centered", "has_momentum"))
-        return make(**self._numbers(group), centered=centered, has_momentum=has_momentum)
+        return _injected(
+            _rmsprop, self._numbers(group), centered=centered, has_momentum=has_momentum
+        )
