@@ -15,6 +15,7 @@ import numpy as np
 
 from bench.programs._layers import linear_init, tg_linear, torch_linear
 from bench.programs._steps import optimizer_step
+from bench.programs._text import markov_text
 
 SOURCE = "Let's build GPT: one self-attention head"
 STEPS = 20
@@ -25,10 +26,7 @@ LR = 1e-3
 def data() -> dict[str, Any]:
     """Text, batch offsets per step, embeddings (randn, as nn.Embedding) and linear layers."""
     rng = np.random.default_rng(11)
-    chain = rng.dirichlet(np.full(VOCAB, 0.1), size=VOCAB)
-    text = [0]
-    for _ in range(4999):
-        text.append(int(rng.choice(VOCAB, p=chain[text[-1]])))
+    text = markov_text(rng, VOCAB, 5000, 0.1)
     return {
         "text": np.array(text, np.int32),
         "ix": rng.integers(0, len(text) - BLOCK - 1, (64, BATCH)),

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.programs._text import markov_text
+
 SOURCE = "min-char-rnn (truncated BPTT, Adagrad)"
 STEPS = 20
 HIDDEN = 100
@@ -26,10 +28,7 @@ PARAMS = ("Wxh", "Whh", "Why", "bh", "by")
 def data() -> dict[str, Any]:
     """The text as character ids and the initial weights."""
     rng = np.random.default_rng(10)
-    chain = rng.dirichlet(np.full(VOCAB, 0.2), size=VOCAB)
-    text = [0]
-    for _ in range(1999):
-        text.append(int(rng.choice(VOCAB, p=chain[text[-1]])))
+    text = markov_text(rng, VOCAB, 2000, 0.2)
     return {
         "text": np.array(text),
         "Wxh": rng.standard_normal((HIDDEN, VOCAB)) * 0.01,

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.programs._text import markov_text
+
 SOURCE = "nanoGPT training loop (AdamW, clipping, schedule)"
 STEPS = 20
 N_LAYER, N_HEAD, N_EMBD, BLOCK, VOCAB, BATCH = 2, 2, 32, 16, 65, 8
@@ -30,10 +32,7 @@ LR, MIN_LR, WARMUP, DECAY_ITERS = 1e-3, 1e-4, 5, 50
 def data() -> dict[str, Any]:
     """Text, batch offsets, and every weight of the model (nanoGPT's initialisation)."""
     rng = np.random.default_rng(12)
-    chain = rng.dirichlet(np.full(VOCAB, 0.1), size=VOCAB)
-    text = [0]
-    for _ in range(4999):
-        text.append(int(rng.choice(VOCAB, p=chain[text[-1]])))
+    text = markov_text(rng, VOCAB, 5000, 0.1)
     c = N_EMBD
     proj_std = 0.02 / math.sqrt(2 * N_LAYER)
     w: dict[str, np.ndarray] = {
