@@ -103,6 +103,9 @@ def _summary(report: LeakReport) -> Panel:
             style="dim",
         )
     grid.add_row(Text("total", style="bold"), total)
+    if len(report.bytes_by_device) > 1:
+        per_device = ", ".join(f"{d} {human_bytes(n)}" for d, n in report.bytes_by_device)
+        grid.add_row(Text("devices", style="bold"), Text(f"saved per device: {per_device}"))
     border = "red" if report.hanging_nodes else "magenta" if report.kept_alive_graphs else "green"
     return Panel(
         grid,

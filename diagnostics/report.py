@@ -182,6 +182,9 @@ class LeakReport:
             reach (at most ``MAX_GRAPH_NODES``), for ``graph_picture``; ``history()`` drops
             them.
         graph_nodes_omitted: hanging or kept-alive nodes left out of ``graph_nodes``.
+        bytes_by_device: ``(device, bytes)`` pairs: the whole tape's saved arrays on each
+            device (their addressable shards; a replicated array counts on every device it
+            is on), adding up to ``saved_bytes``.
     """
 
     hanging_leaves: int = 0
@@ -202,6 +205,7 @@ class LeakReport:
     graph_origins: tuple[tuple[str, int], ...] = ()
     graph_nodes: tuple[GraphNode, ...] = ()
     graph_nodes_omitted: int = 0
+    bytes_by_device: tuple[tuple[str, int], ...] = ()
 
     @property
     def title(self) -> str:
@@ -413,6 +417,7 @@ def build_report(
         graph_origins=tuple(sorted(classes.graph_origins.items())),
         graph_nodes=nodes,
         graph_nodes_omitted=omitted,
+        bytes_by_device=snap.bytes_by_device if since < 0 else (),
     )
 
 

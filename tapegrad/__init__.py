@@ -46,8 +46,10 @@ from tapegrad.current import (
     snapshot,
     use_tape,
 )
+from tapegrad.devices import device_put
 from tapegrad.errors import (
     AnomalyError,
+    DeviceError,
     DuplicateOpError,
     GraphConsumedError,
     InPlaceError,
@@ -138,6 +140,7 @@ __all__ = [
     "full",
     "arange",
     "zeros_like",
+    "device_put",
     "ones_like",
     "randn",
     "rand",
@@ -237,6 +240,7 @@ __all__ = [
     "current_tape",
     "use_tape",
     "TapeMismatchError",
+    "DeviceError",
     "save",
     "load",
     "CleanupStats",

@@ -12,6 +12,7 @@ import numpy as np
 
 from tapegrad import anomaly
 from tapegrad._arrays import broadcast_axes, filled
+from tapegrad._placement import placed_like
 from tapegrad._tensor import Tensor
 from tapegrad.current import use_tape
 from tapegrad.errors import (
@@ -154,7 +155,9 @@ def _tape_of(tensors: Sequence[Tensor]) -> Tape:
 
 def _seed(t: Tensor, grad: Any, create_graph: bool = False) -> Any:
     """The cotangent of ``t``: an array, or with ``create_graph`` a tensor (``grad`` itself
-    when it is a tensor, so a cotangent that requires grad is differentiated through)."""
+    when it is a tensor, so a cotangent that requires grad is differentiated through). It is
+    made on ``t``'s sharding when ``t`` was placed, so gradients land where the model lives,
+    not on the default device."""
     if create_graph:
         if isinstance(grad, Tensor):
             _seed(t, grad._data)  # the shape check
@@ -166,7 +169,7 @@ def _seed(t: Tensor, grad: Any, create_graph: bool = False) -> Any:
                 f"backward() without `grad` needs a one-element tensor, this one has shape "
                 f"{t.shape}; reduce it (.sum(), .mean()) or pass grad= of shape {t.shape}."
             )
-        ones: jax.Array = filled(t._data.shape, 1, t._data.dtype)
+        ones: jax.Array = placed_like(filled(t._data.shape, 1, t._data.dtype), t._data)
         return ones
     data = grad._data if isinstance(grad, Tensor) else grad
     if not isinstance(data, (jax.Array, np.ndarray, np.generic, float, int)):
@@ -177,7 +180,7 @@ def _seed(t: Tensor, grad: Any, create_graph: bool = False) -> Any:
             f"grad has shape {tuple(data.shape)}, but the tensor has shape {t.shape}; pass a "
             "cotangent of the tensor's own shape."
         )
-    return data
+    return placed_like(data, t._data)
 
 
 def _root(t: Any, what: str) -> Node:
@@ -297,7 +300,7 @@ def grad(
         results = _run(tape, roots, seeds, retain, wanted, create_graph)
         for x, node in zip(ins, in_nodes, strict=True):
             hit = results.get(node.id)
-            g: Any = hit[1] if hit else filled(x._data.shape, 0, x._data.dtype)
+            g: Any = hit[1] if hit else placed_like(filled(x.shape, 0, x.dtype), x._data)
             if create_graph:
                 grads.append(_tracked(g if hit else Tensor._wrap(g), x))
             else:

@@ -14,6 +14,7 @@ from typing import Any
 
 import jax
 
+from tapegrad._placement import bytes_by_device, held_bytes
 from tapegrad.node import Node
 from tapegrad.origin import display_path
 from tapegrad.records import LedgerRecord, NodeRecord
@@ -27,6 +28,7 @@ __all__ = [
     "dead_components",
     "useful_set",
     "saved_bytes",
+    "device_bytes",
     "node_records",
     "ledger_records",
 ]
@@ -51,8 +53,9 @@ def saved_arrays(saved: Any) -> Iterable[jax.Array]:
 
 
 def array_bytes(a: jax.Array) -> int:
-    """``a.nbytes`` without its Python property (several us): elements times item size."""
-    return int(a.size) * a.dtype.itemsize
+    """The device memory ``a`` holds: its addressable shards' bytes (rule 7; on one device
+    ``a.nbytes``, read without its Python property, which costs several us)."""
+    return held_bytes(a)
 
 
 def _arrays_of(saved: Any) -> Iterable[jax.Array]:
@@ -197,6 +200,15 @@ def saved_bytes(nodes: dict[int, Node]) -> tuple[dict[int, int], int]:
         if total:
             per_node[nid] = total
     return per_node, sum(sizes.values())
+
+
+def device_bytes(nodes: dict[int, Node]) -> tuple[tuple[str, int], ...]:
+    """The bytes of the distinct saved arrays on each device, as sorted (device, bytes)
+    pairs; they add up to ``saved_bytes``'s total."""
+    arrays = (
+        a for node in nodes.values() if node.saved is not None for a in saved_arrays(node.saved)
+    )
+    return tuple(sorted(bytes_by_device(arrays).items()))
 
 
 def node_records(

@@ -1,4 +1,12 @@
-"""Tensor constructors: from data, filled, ranges, random; dtypes by JAX's rules."""
+"""Tensor constructors: from data, filled, ranges, random; dtypes by JAX's rules.
+
+Every constructor takes ``device=`` (a ``jax.Device``, an index into ``jax.devices()`` or a
+string such as ``"cpu:3"``) or ``sharding=`` (a ``jax.sharding.Sharding``, e.g. a
+``NamedSharding`` over a ``Mesh``) and places its result there; without either, JAX's default
+device (``*_like`` constructors keep the placement of a tensor the user placed). A device that
+does not exist or a sharding that does not divide the shape raises ``tg.DeviceError`` (a
+``ValueError``); both together, ``TypeError``.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +19,7 @@ import numpy as np
 
 from tapegrad import _args
 from tapegrad._arrays import filled
+from tapegrad._placement import committed, place
 from tapegrad._tensor import Tensor
 from tapegrad.random import key_of
 
@@ -38,20 +47,44 @@ def _shape(shape: ShapeLike) -> tuple[int, ...]:
     return dims
 
 
-def _finish(data: jax.Array, requires_grad: bool) -> Tensor:
+def _finish(
+    data: jax.Array, requires_grad: bool, device: Any = None, sharding: Any = None, what: str = ""
+) -> Tensor:
+    """Wrap ``data``, placed on ``device`` or ``sharding`` when given, as a leaf if asked.
+
+    Raises:
+        TypeError: both ``device`` and ``sharding`` given.
+        DeviceError: the device does not exist, or the sharding does not fit the shape.
+    """
+    if device is not None or sharding is not None:
+        if device is not None and sharding is not None:
+            raise TypeError(
+                f"tg.{what}: pass device= or sharding=, not both (a sharding already names "
+                "its devices)."
+            )
+        data = place(data, sharding if device is None else device, f"tg.{what}")
     t = Tensor._wrap(data)
     if requires_grad:
         t._make_leaf()
     return t
 
 
-def tensor(data: Any, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def tensor(
+    data: Any,
+    *,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+    sharding: Any = None,
+) -> Tensor:
     """Make a tensor from a Python scalar or list, a NumPy array, a ``jax.Array`` or a Tensor.
 
-    A ``jax.Array`` of the requested dtype is wrapped without a copy. Without ``dtype``,
-    JAX's rules apply (x64 off: Python floats give float32, ints int32).
+    A ``jax.Array`` of the requested dtype is wrapped without a copy (unless ``device`` or
+    ``sharding`` moves it). Without ``dtype``, JAX's rules apply (x64 off: Python floats give
+    float32, ints int32). ``device``/``sharding``: where to place it (module docstring).
 
     Raises:
+        DeviceError: no such device, or a sharding that does not divide the shape.
         TypeError: ``requires_grad=True`` for a non-float dtype, data JAX cannot convert, or
             a list holding a tensor that requires grad (its value would be copied without
             its graph: ``tg.stack`` keeps the gradient).
@@ -69,7 +102,7 @@ def tensor(data: Any, *, dtype: Any = None, requires_grad: bool = False) -> Tens
             raise TypeError(
                 f"tg.tensor cannot convert {type(data).__name__} to an array ({err})."
             ) from None
-    return _finish(array, requires_grad)
+    return _finish(array, requires_grad, device, sharding, "tensor")
 
 
 def _no_tracked_elements(data: list[Any] | tuple[Any, ...]) -> None:
@@ -88,31 +121,93 @@ def _no_tracked_elements(data: list[Any] | tuple[Any, ...]) -> None:
                 )
 
 
-def full(shape: ShapeLike, value: Any, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def _like(t: Tensor, device: Any, sharding: Any) -> tuple[Any, Any]:
+    """The placement of a ``*_like`` result: the one given, else ``t``'s own when the user
+    placed ``t`` (a committed array), as PyTorch's ``zeros_like`` keeps the device."""
+    if device is None and sharding is None and committed(t._data):
+        sharding = t._data.sharding
+    return device, sharding
+
+
+def full(
+    shape: ShapeLike,
+    value: Any,
+    *,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+    sharding: Any = None,
+) -> Tensor:
     """A tensor of ``shape`` filled with ``value`` (dtype from ``value`` by JAX's rules)."""
     if dtype is None:
         dtype = jnp.result_type(value)
-    return _finish(filled(_shape(shape), value, np.dtype(dtype)), requires_grad)
+    return _finish(
+        filled(_shape(shape), value, np.dtype(dtype)), requires_grad, device, sharding, "full"
+    )
 
 
-def zeros(shape: ShapeLike, *, dtype: Any = jnp.float32, requires_grad: bool = False) -> Tensor:
+def zeros(
+    shape: ShapeLike,
+    *,
+    dtype: Any = jnp.float32,
+    requires_grad: bool = False,
+    device: Any = None,
+    sharding: Any = None,
+) -> Tensor:
     """A tensor of zeros (float32 unless ``dtype`` says otherwise)."""
-    return _finish(filled(_shape(shape), 0, np.dtype(dtype)), requires_grad)
+    data = filled(_shape(shape), 0, np.dtype(dtype))
+    return _finish(data, requires_grad, device, sharding, "zeros")
 
 
-def ones(shape: ShapeLike, *, dtype: Any = jnp.float32, requires_grad: bool = False) -> Tensor:
+def ones(
+    shape: ShapeLike,
+    *,
+    dtype: Any = jnp.float32,
+    requires_grad: bool = False,
+    device: Any = None,
+    sharding: Any = None,
+) -> Tensor:
     """A tensor of ones (float32 unless ``dtype`` says otherwise)."""
-    return _finish(filled(_shape(shape), 1, np.dtype(dtype)), requires_grad)
+    data = filled(_shape(shape), 1, np.dtype(dtype))
+    return _finish(data, requires_grad, device, sharding, "ones")
 
 
-def zeros_like(t: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def zeros_like(
+    t: Tensor,
+    *,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+    sharding: Any = None,
+) -> Tensor:
     """Zeros of ``t``'s shape and dtype (or ``dtype``)."""
-    return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+    device, sharding = _like(t, device, sharding)
+    return zeros(
+        t.shape,
+        dtype=dtype or t.dtype,
+        requires_grad=requires_grad,
+        device=device,
+        sharding=sharding,
+    )
 
 
-def ones_like(t: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def ones_like(
+    t: Tensor,
+    *,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+    sharding: Any = None,
+) -> Tensor:
     """Ones of ``t``'s shape and dtype (or ``dtype``)."""
-    return ones(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+    device, sharding = _like(t, device, sharding)
+    return ones(
+        t.shape,
+        dtype=dtype or t.dtype,
+        requires_grad=requires_grad,
+        device=device,
+        sharding=sharding,
+    )
 
 
 def arange(
@@ -122,13 +217,22 @@ def arange(
     *,
     dtype: Any = None,
     requires_grad: bool = False,
+    device: Any = None,
+    sharding: Any = None,
 ) -> Tensor:
     """Evenly spaced values in ``[start, stop)``, as ``jnp.arange``."""
-    return _finish(jnp.arange(start, stop, step, dtype=dtype), requires_grad)
+    data = jnp.arange(start, stop, step, dtype=dtype)
+    return _finish(data, requires_grad, device, sharding, "arange")
 
 
 def randn(
-    shape: ShapeLike, *, key: Any = None, dtype: Any = jnp.float32, requires_grad: bool = False
+    shape: ShapeLike,
+    *,
+    key: Any = None,
+    dtype: Any = jnp.float32,
+    requires_grad: bool = False,
+    device: Any = None,
+    sharding: Any = None,
 ) -> Tensor:
     """Standard normal samples.
 
@@ -142,27 +246,63 @@ def randn(
     Raises:
         TypeError: ``key`` is not ``None``, an int or a JAX array.
     """
-    return _finish(jax.random.normal(key_of(key), _shape(shape), dtype), requires_grad)
+    data = jax.random.normal(key_of(key), _shape(shape), dtype)
+    return _finish(data, requires_grad, device, sharding, "randn")
 
 
 def rand(
-    shape: ShapeLike, *, key: Any = None, dtype: Any = jnp.float32, requires_grad: bool = False
+    shape: ShapeLike,
+    *,
+    key: Any = None,
+    dtype: Any = jnp.float32,
+    requires_grad: bool = False,
+    device: Any = None,
+    sharding: Any = None,
 ) -> Tensor:
     """Uniform samples in [0, 1); ``key`` as for ``randn``."""
-    return _finish(jax.random.uniform(key_of(key), _shape(shape), dtype), requires_grad)
+    data = jax.random.uniform(key_of(key), _shape(shape), dtype)
+    return _finish(data, requires_grad, device, sharding, "rand")
 
 
 def randn_like(
-    t: Tensor, *, key: Any = None, dtype: Any = None, requires_grad: bool = False
+    t: Tensor,
+    *,
+    key: Any = None,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+    sharding: Any = None,
 ) -> Tensor:
     """Standard normal samples of ``t``'s shape and dtype (or ``dtype``); ``key`` as for
     ``randn``."""
-    return randn(t.shape, key=key, dtype=dtype or t.dtype, requires_grad=requires_grad)
+    device, sharding = _like(t, device, sharding)
+    return randn(
+        t.shape,
+        key=key,
+        dtype=dtype or t.dtype,
+        requires_grad=requires_grad,
+        device=device,
+        sharding=sharding,
+    )
 
 
 def rand_like(
-    t: Tensor, *, key: Any = None, dtype: Any = None, requires_grad: bool = False
+    t: Tensor,
+    *,
+    key: Any = None,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+    sharding: Any = None,
 ) -> Tensor:
     """Uniform samples in [0, 1) of ``t``'s shape and dtype (or ``dtype``); ``key`` as for
     ``randn``."""
-    return rand(t.shape, key=key, dtype=dtype or t.dtype, requires_grad=requires_grad)
+    device, sharding = _like(t, device, sharding)
+    return rand(
+        t.shape,
+        key=key,
+        dtype=dtype or t.dtype,
+        requires_grad=requires_grad,
+        device=device,
+        sharding=sharding,
+    )

@@ -16,6 +16,7 @@ __all__ = [
     "MissingVJPError",
     "AnomalyError",
     "TapeMismatchError",
+    "DeviceError",
 ]
 
 
@@ -77,3 +78,8 @@ class AnomalyError(RuntimeError):
 
 class TapeMismatchError(RuntimeError):
     """An op or a backward mixed tensors recorded on different tapes."""
+
+
+class DeviceError(ValueError):
+    """A tensor was placed on a device this process does not have, with a sharding that does
+    not fit its shape, or an op mixed tensors on devices no sharding relates."""

@@ -14,6 +14,7 @@ import numpy as np
 from tapegrad import _args, compilation_cache
 from tapegrad._args import torch_keyword
 from tapegrad._dtypes import DIFFERENTIABLE
+from tapegrad._placement import mixed_devices_error
 from tapegrad._tensor import Tensor
 from tapegrad.current import current_tape
 from tapegrad.errors import DuplicateOpError, MissingVJPError, ShapeError
@@ -234,6 +235,7 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
 
     Raises:
         ShapeError: the operand shapes do not fit the op.
+        DeviceError: the inputs live on devices no sharding relates.
         OperandTypeError: an operand of an unsupported type.
         TracerError: the op would be recorded but computes on a JAX tracer (and the current
             tape does not allow tracers).
@@ -263,6 +265,9 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
     try:
         y, saved = op.forward(*arrays, **params)
     except (TypeError, ValueError) as err:
+        mixed = mixed_devices_error(op.name, arrays, depth)
+        if mixed is not None:
+            raise mixed from None
         if op.check is not None and not isinstance(err, ShapeError):
             op.check(op.name, arrays, params)
         unknown = torch_keyword((k for k in params if k not in op.param_names), f"{op.name}()")

@@ -114,8 +114,11 @@ class LedgerRecord:
 @dataclass(frozen=True)
 class Snapshot:
     """Every node on the tape as a ``NodeRecord``, with the ``GraphStats`` of the same moment,
-    and the tape's ledger of swept hanging nodes (one ``LedgerRecord`` per origin and op)."""
+    the tape's ledger of swept hanging nodes (one ``LedgerRecord`` per origin and op), and
+    ``bytes_by_device``: the saved arrays' bytes on each device, as sorted ``(device name,
+    bytes)`` pairs that add up to ``stats.saved_bytes``."""
 
     nodes: tuple[NodeRecord, ...]
     stats: GraphStats
     ledger: tuple[LedgerRecord, ...] = ()
+    bytes_by_device: tuple[tuple[str, int], ...] = ()

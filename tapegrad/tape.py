@@ -40,6 +40,7 @@ from tapegrad.census import (
     Ledger,
     components,
     dead_components,
+    device_bytes,
     hold,
     ledger_records,
     node_records,
@@ -591,7 +592,9 @@ class Tape:
         graphs = self._graphs()
         per_node, total = census_saved_bytes(self._nodes)
         records = node_records(self._nodes, graphs, per_node)
-        return Snapshot(records, self._stats(total), ledger_records(self._ledger))
+        return Snapshot(
+            records, self._stats(total), ledger_records(self._ledger), device_bytes(self._nodes)
+        )
 
 
 def _node_id(node: Node) -> int:

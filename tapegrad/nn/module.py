@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tapegrad._placement import check_fits, resolve
 from tapegrad._tensor import Tensor, zero_grads
 from tapegrad.errors import ShapeError
 
@@ -242,14 +243,24 @@ class Module:
         return self
 
     def to(self, device: Any) -> Module:
-        """Move every parameter and buffer to ``device`` (a ``jax.Device`` or a sharding),
-        in place: each keeps its tensor object and its tape node, as ``t.data = ...`` does.
+        """Move every parameter and buffer to ``device`` (a ``jax.Device``, a sharding, an
+        index into ``jax.devices()`` or a string such as ``"cpu:2"``), in place: each keeps
+        its tensor object and its tape node, as ``t.data = ...`` does. Gradients of a later
+        backward land on the same device.
 
         Returns:
             ``self``.
+
+        Raises:
+            DeviceError: the device does not exist, or a sharding does not divide the shape
+                of a parameter (checked for all of them before any moves).
         """
-        for t in (*self.parameters(), *self.buffers()):
-            t.data = jax.device_put(t.data, device)
+        tensors = (*self.parameters(), *self.buffers())
+        dest = resolve(device, "Module.to")
+        for t in tensors:
+            check_fits(dest, t.shape, "Module.to")
+        for t in tensors:
+            t.data = jax.device_put(t.data, dest)
         return self
 
     def apply(self, fn: Callable[[Module], None]) -> Module:

@@ -477,6 +477,11 @@ SPECS: tuple[OpSpec, ...] = (
         atol2=1e-2,
     ),
     OpSpec(
+        _R["device_put"],
+        (fixed((2, 3), {"to": jax.devices()[0]}),),
+        lambda x, *, to: jax.device_put(x, to),
+    ),
+    OpSpec(
         _R["clip"],
         tuple(
             Case(_id(p), arrays_in(SHAPES).map(lambda x: (x,)), p)

@@ -1,0 +1,419 @@
+"""Multi-device checks, run by ``test_devices.py`` in one subprocess with 8 simulated CPU
+devices (``XLA_FLAGS`` must be set before JAX starts, so never in the main test process).
+
+``python tests/_devices_checks.py [NAME ...]`` runs the named checks (all by default) and
+prints one JSON line per check: ``{"check": name, "ok": bool, "error": traceback or ""}``.
+Each check raises ``AssertionError`` on failure and leaves the tape as it found it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import diagnostics
+import tapegrad as tg
+from tapegrad import nn, optim
+
+CHECKS: dict[str, Callable[[], None]] = {}
+ATOL = 1e-5
+
+
+def check(fn: Callable[[], None]) -> Callable[[], None]:
+    CHECKS[fn.__name__] = fn
+    return fn
+
+
+def data_mesh() -> tuple[Mesh, NamedSharding, NamedSharding]:
+    mesh = Mesh(np.array(jax.devices()), ("data",))
+    return mesh, NamedSharding(mesh, P("data")), NamedSharding(mesh, P())
+
+
+def close(a: Any, b: Any, what: str) -> None:
+    a, b = np.asarray(a), np.asarray(b)
+    err = float(np.max(np.abs(a - b))) if a.size else 0.0
+    assert a.shape == b.shape and err <= ATOL, f"{what}: max abs error {err} (shapes {a.shape})"
+
+
+def on_all(a: jax.Array, mesh: Mesh, what: str) -> None:
+    """No gather to one device: the array lives on every device of the mesh."""
+    assert a.sharding.device_set == set(mesh.devices.flat), f"{what} is on {a.sharding}"
+
+
+def grads(model: nn.Module) -> dict[str, jax.Array]:
+    out = {n: p.grad.data for n, p in model.named_parameters()}
+    model.zero_grad()
+    return out
+
+
+def twin(make: Callable[[], nn.Module], sharding: Any) -> tuple[nn.Module, nn.Module]:
+    """The same model twice (same keys): one on the default device, one moved to ``sharding``."""
+    return make(), make().to(sharding)
+
+
+# ------------------------------------------------------------------------ placement
+
+
+@check
+def constructors_place() -> None:
+    mesh, data, repl = data_mesh()
+    d = jax.devices()
+    assert tg.zeros((2, 3), device=d[3]).device == d[3]
+    assert tg.ones(4, device="cpu:5").device == d[5]
+    assert tg.tensor([1.0, 2.0], device=2).device == d[2]
+    assert tg.randn((8, 2), key=0, sharding=data).sharding == data
+    assert tg.rand((8,), key=0, sharding=repl).sharding == repl
+    assert tg.full((8,), 2.0, sharding=data).sharding == data
+    assert tg.arange(8, sharding=data).sharding == data
+    placed = tg.ones((8, 2), sharding=data)
+    assert tg.zeros_like(placed).sharding == data  # keeps the placement, as PyTorch's
+    assert tg.randn_like(placed, key=1).sharding == data
+    leaf = tg.zeros(3, device=d[1], requires_grad=True)
+    assert leaf.requires_grad and leaf.device == d[1]
+    try:
+        tg.zeros(3, device=d[1], sharding=repl)
+    except TypeError as err:
+        assert "not both" in str(err)
+    else:
+        raise AssertionError("device= and sharding= together did not raise")
+
+
+@check
+def device_put_is_differentiable() -> None:
+    mesh, data, repl = data_mesh()
+    d = jax.devices()
+    z = tg.randn((8, 3), key=0, sharding=data, requires_grad=True)
+    y = tg.device_put(z, d[3])
+    assert y.device == d[3] and y.requires_grad
+    assert tg.snapshot().nodes[-1].op == "device_put"
+    w = tg.ones(3, device=d[3])
+    (y * y * w).sum().backward()
+    assert z.grad.sharding == data, f"gradient on {z.grad.sharding}, input on {data}"
+    close(z.grad.data, 2 * np.asarray(z.data), "device_put gradient")
+    plain = tg.device_put(tg.ones(3), repl)  # nothing requires grad: nothing recorded
+    assert not plain.requires_grad and plain.sharding == repl
+    # the jax.grad oracle through jax.device_put
+    want = jax.grad(lambda a: (jax.device_put(a, d[3]) ** 2).sum())(z.data)
+    close(z.grad.data, want, "device_put against jax.grad")
+
+
+@check
+def model_on_one_device_trains_there() -> None:
+    d = jax.devices()
+    model = nn.Linear(3, 2, key=0).to(d[2])
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    x = tg.randn((4, 3), key=1)  # made on the default device, uncommitted: JAX moves it
+    for _ in range(2):
+        opt.zero_grad()
+        loss = (model(x) ** 2).mean()
+        loss.backward()
+        for name, p in model.named_parameters():
+            assert p.grad.device == d[2], f"{name}.grad on {p.grad.device}, not {d[2]}"
+        opt.step()
+    for name, p in model.named_parameters():
+        assert p.device == d[2], f"{name} moved to {p.device} by the step"
+    # tg.grad and an explicit grad= land on the root's device too
+    out = model(x)
+    (g,) = tg.grad(out, [model.bias], grad_outputs=np.ones((4, 2), np.float32))
+    assert g.device == d[2], f"tg.grad result on {g.device}"
+    # Module.to keeps each leaf's tensor object and node
+    before = [(id(p), p._node) for p in model.parameters()]
+    model.to(d[4])
+    assert before == [(id(p), p._node) for p in model.parameters()]
+    assert all(p.device == d[4] for p in model.parameters())
+
+
+# ------------------------------------------------------------------------ bad input
+
+
+def _unchanged(before: tg.GraphStats, what: str) -> None:
+    now = tg.graph_stats()
+    assert now == before, f"the tape changed after {what}: {before} -> {now}"
+
+
+@check
+def bad_placements_raise_clear_errors() -> None:
+    mesh, data, _ = data_mesh()
+    d = jax.devices()
+    w = tg.ones(3, device=d[0], requires_grad=True)
+    layer = nn.Linear(3, 3, key=0)
+    base = tg.graph_stats()
+    cases: list[tuple[str, Callable[[], Any], str]] = [
+        ("missing device", lambda: tg.device_put(w, 9), "tg.device_put"),
+        ("missing device name", lambda: tg.device_put(w, "cpu:12"), "tg.device_put"),
+        ("not a device", lambda: tg.device_put(w, object()), "tg.device_put"),
+        ("indivisible", lambda: tg.zeros((6, 2), sharding=data), "tg.zeros"),
+        ("indivisible put", lambda: tg.device_put(tg.ones((6,)), data), "tg.device_put"),
+        ("mixed devices", lambda: w * tg.ones(3, device=d[1]), "multiply"),
+        ("module to", lambda: layer.to(data), "Module.to"),
+    ]
+    for what, fn, op in cases:
+        try:
+            fn()
+        except tg.DeviceError as err:
+            text = str(err)
+            assert isinstance(err, ValueError)
+            assert op in text, f"{what}: {op!r} not in {text!r}"
+            assert "_devices_checks.py:" in text, f"{what}: no origin in {text!r}"
+        else:
+            raise AssertionError(f"{what}: no DeviceError")
+        _unchanged(base, what)
+    # the tape still works: a backward from w
+    (w * 2.0).sum().backward()
+    close(w.grad.data, np.full(3, 2.0), "gradient after the errors")
+
+
+# ------------------------------------------------------------------------ memory
+
+
+def _live_bytes_per_device() -> dict[str, int]:
+    """Bytes of the distinct device buffers behind ``jax.live_arrays()``, per device (a
+    shard JAX has handed out as its own array shares its parent's buffer: counted once)."""
+    buffers: dict[tuple[str, int], int] = {}
+    for a in jax.live_arrays():
+        for shard in a.addressable_shards:
+            data = shard.data
+            buffers[(str(shard.device), data.unsafe_buffer_pointer())] = data.nbytes
+    out: dict[str, int] = {}
+    for (device, _), nbytes in buffers.items():
+        out[device] = out.get(device, 0) + nbytes
+    return out
+
+
+@check
+def saved_bytes_count_device_memory() -> None:
+    mesh, data, repl = data_mesh()
+    tg.graph_cleanup()
+    base = tg.graph_stats().saved_bytes
+    r = tg.ones((64,), sharding=repl, requires_grad=True)  # 256 bytes on each of 8 devices
+    s = tg.ones((64,), sharding=data, requires_grad=True)  # 32 bytes on each device
+    y = r * s  # saves both inputs
+    stats = tg.graph_stats()
+    assert stats.saved_bytes - base == 8 * 256 + 256, stats
+    snap = tg.snapshot()
+    per = dict(snap.bytes_by_device)
+    assert set(per) == {str(dev) for dev in jax.devices()}, per
+    assert sum(per.values()) == snap.stats.saved_bytes
+    report = diagnostics.leak_report()
+    assert report.saved_bytes == stats.saved_bytes
+    assert dict(report.bytes_by_device) == per
+    assert "saved per device" in _render(report)
+    del y
+    report = diagnostics.leak_report()
+    assert report.bytes_held == 8 * 256 + 256, report.bytes_held
+    cleaned = tg.graph_cleanup()
+    # rule 7: the node's saved arrays are no longer held by the tape (their tensors still
+    # hold them, so the memory itself returns only when r and s go)
+    assert cleaned.nodes_removed == 1 and cleaned.bytes_freed == 8 * 256 + 256, cleaned
+    del r, s
+
+
+@check
+def cleanup_frees_saved_shards() -> None:
+    mesh, data, _ = data_mesh()
+    tg.set_cleanup_policy("manual")
+    try:
+        tg.graph_cleanup()
+        s = tg.ones((64,), sharding=data, requires_grad=True)
+        h = s.exp()  # exp saves its output: a sharded array only the tape keeps
+        del h  # hanging now: the tape alone holds exp's output, 32 bytes on each device
+        before = _live_bytes_per_device()
+        cleaned = tg.graph_cleanup()
+        after = _live_bytes_per_device()
+        assert cleaned.bytes_freed == 256, cleaned
+        for dev in jax.devices():
+            freed = before.get(str(dev), 0) - after.get(str(dev), 0)
+            assert freed == 32, f"{dev}: {freed} bytes freed, expected 32"
+        del s
+    finally:
+        tg.set_cleanup_policy("threshold", threshold=10_000)
+
+
+def _render(report: diagnostics.LeakReport) -> str:
+    from io import StringIO
+
+    from rich.console import Console
+
+    console = Console(file=StringIO(), width=120, color_system=None)
+    console.print(report)
+    out: str = console.file.getvalue()  # type: ignore[attr-defined]
+    return out
+
+
+# ------------------------------------------------------------------------ data parallel
+
+
+def _mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(6, 16, key=0), nn.ReLU(), nn.Linear(16, 3, key=1))
+
+
+def _cnn() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(2, 4, 3, padding=1, key=0),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(4 * 5 * 5, 3, key=1),
+    )
+
+
+def _transformer() -> nn.Module:
+    return nn.TransformerEncoderLayer(
+        8, 2, dim_feedforward=16, dropout=0.0, batch_first=True, key=0
+    )
+
+
+def _loss(model: nn.Module, x: tg.Tensor, y: Any) -> tg.Tensor:
+    out = model(x)
+    if out.ndim == 2:
+        return tg.cross_entropy(out, y)
+    return (out**2).mean()
+
+
+MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
+    "mlp": (_mlp, (16, 6)),
+    "cnn": (_cnn, (8, 2, 5, 5)),
+    "transformer": (_transformer, (8, 4, 8)),
+}
+
+
+def _jit_step(model: nn.Module, opt: optim.Optimizer) -> Callable[..., Any]:
+    """A data-parallel training step under ``tg.jit`` (model and optimizer found in the
+    closure)."""
+
+    @tg.jit
+    def step(x: tg.Tensor, y: Any) -> tg.Tensor:
+        opt.zero_grad()
+        loss = _loss(model, x, y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def _data_parallel(name: str) -> None:
+    mesh, data, repl = data_mesh()
+    make, shape = MODELS[name]
+    x = tg.randn(shape, key=7)
+    y = jnp.arange(shape[0]) % 3
+    one, many = twin(make, repl)
+    xs = tg.tensor(x.data, sharding=data)
+    ys = jax.device_put(y, data)
+    # eager: activations stay sharded over the batch, gradients equal the one-device run
+    first = many[0] if isinstance(many, nn.Sequential) else None
+    if first is not None:
+        h = first(xs)
+        assert h.sharding.shard_shape(h.shape)[0] == shape[0] // 8, f"{name}: {h.sharding}"
+        del h
+    _loss(one, x, y).backward()
+    loss = _loss(many, xs, ys)
+    on_all(loss.data, mesh, f"{name} loss")
+    loss.backward()
+    del loss
+    want, got = grads(one), grads(many)
+    for key in want:
+        close(got[key], want[key], f"{name} eager grad {key}")
+        on_all(got[key], mesh, f"{name} grad {key}")
+    xg = tg.tensor(x.data, sharding=data, requires_grad=True)
+    _loss(many, xg, ys).backward()
+    assert xg.grad.sharding.is_equivalent_to(data, xg.ndim), f"{name}: x.grad {xg.grad.sharding}"
+    many.zero_grad()
+    # tg.jit: the same step compiled over the mesh; parameters stay replicated
+    results = []
+    for model, xx, yy in ((one, x, y), (many, xs, ys)):
+        step = _jit_step(model, optim.SGD(model.parameters(), lr=0.1))
+        for _ in range(2):
+            step(xx, yy)
+        results.append({n: p.data for n, p in model.named_parameters()})
+    for key in results[0]:
+        close(results[1][key], results[0][key], f"{name} jit params {key}")
+        assert results[1][key].sharding.is_fully_replicated, f"{name} {key} after jit"
+        on_all(results[1][key], mesh, f"{name} jit param {key}")
+
+
+@check
+def data_parallel_mlp() -> None:
+    _data_parallel("mlp")
+
+
+@check
+def data_parallel_cnn() -> None:
+    _data_parallel("cnn")
+
+
+@check
+def data_parallel_transformer() -> None:
+    _data_parallel("transformer")
+
+
+# ------------------------------------------------------------------------ model parallel
+
+
+@check
+def model_parallel_megatron_mlp() -> None:
+    mesh = Mesh(np.array(jax.devices()).reshape(4, 2), ("data", "model"))
+    spec = {
+        "0.weight": P("model", None),  # column-parallel: output features split
+        "0.bias": P("model"),
+        "2.weight": P(None, "model"),  # row-parallel: input features split
+        "2.bias": P(),
+    }
+    one, many = _mlp(), _mlp()
+    for name, p in many.named_parameters():
+        p.data = jax.device_put(p.data, NamedSharding(mesh, spec[name]))
+    x = tg.randn((16, 6), key=3)
+    y = jnp.arange(16) % 3
+    xs = tg.tensor(x.data, sharding=NamedSharding(mesh, P("data", None)))
+    ys = jax.device_put(y, NamedSharding(mesh, P("data")))
+    hidden = many[0](xs)
+    assert hidden.sharding.shard_shape(hidden.shape) == (4, 8), hidden.sharding
+    del hidden
+    opts = [optim.Adam(m.parameters(), lr=0.01) for m in (one, many)]
+    for _ in range(2):
+        for model, opt, xx, yy in ((one, opts[0], x, y), (many, opts[1], xs, ys)):
+            opt.zero_grad()
+            _loss(model, xx, yy).backward()
+        for (name, p), q in zip(many.named_parameters(), one.parameters(), strict=True):
+            close(p.grad.data, q.grad.data, f"model-parallel grad {name}")
+            want = NamedSharding(mesh, spec[name])
+            assert p.grad.sharding.is_equivalent_to(want, p.ndim), f"{name}.grad {p.grad.sharding}"
+        for opt in opts:
+            opt.step()
+    for (name, p), q in zip(many.named_parameters(), one.parameters(), strict=True):
+        close(p.data, q.data, f"model-parallel param {name} after Adam")
+        want = NamedSharding(mesh, spec[name])
+        assert p.sharding.is_equivalent_to(want, p.ndim), f"{name} after Adam: {p.sharding}"
+    params = dict(many.named_parameters())
+    for leaf in jax.tree_util.tree_leaves(opts[1].state):
+        if getattr(leaf, "ndim", 0) and leaf.shape != ():
+            owner = [n for n, p in params.items() if p.shape == leaf.shape]
+            assert any(
+                leaf.sharding.is_equivalent_to(params[n].sharding, leaf.ndim) for n in owner
+            ), f"optimizer state {leaf.shape} on {leaf.sharding}, params on {owner}"
+
+
+def main(names: list[str]) -> int:
+    failed = 0
+    for name in names or list(CHECKS):
+        try:
+            CHECKS[name]()
+            tg.graph_cleanup()
+            result = {"check": name, "ok": True, "error": ""}
+        except Exception:  # noqa: BLE001 - reported to the test, which fails with it
+            failed += 1
+            result = {"check": name, "ok": False, "error": traceback.format_exc()}
+        print(json.dumps(result), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
