@@ -1,0 +1,121 @@
+"""Devices and sharding on 8 simulated CPU devices: placement, data and model parallel,
+memory per device, bad input (docs/api.md "Devices and sharding").
+
+``XLA_FLAGS`` must be set before JAX starts, so the checks (``_devices_checks.py``) run in
+one subprocess per test session, bounded in time; each check is reported as its own test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _devices_checks import CHECKS
+
+ROOT = Path(__file__).resolve().parents[1]
+DEVICES = "--xla_force_host_platform_device_count=8"
+
+
+def run_devices(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run ``python ARGS`` from the repository root with 8 simulated CPU devices."""
+    env = {**os.environ, "XLA_FLAGS": DEVICES, "JAX_PLATFORMS": "cpu"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[str, Any]:
+    done = run_devices([str(ROOT / "tests" / "_devices_checks.py")], timeout=400)
+    out = {}
+    for line in done.stdout.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            out[row["check"]] = row
+    out["__stderr__"] = done.stderr[-3000:]
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CHECKS))
+def test_on_eight_devices(results: dict[str, Any], name: str) -> None:
+    assert name in results, f"the check did not report; stderr:\n{results['__stderr__']}"
+    assert results[name]["ok"], results[name]["error"]
+
+
+def test_one_device_counts_nbytes() -> None:
+    """In this (one-device) process, saved bytes are each array's nbytes, all on one device."""
+    import tapegrad as tg
+
+    x = tg.ones((4, 3), requires_grad=True)
+    y = x.exp()
+    snap = tg.snapshot()
+    per = dict(snap.bytes_by_device)
+    assert sum(per.values()) == snap.stats.saved_bytes
+    assert per[str(y.device)] >= 48
+    del y, x
+
+
+def test_device_put_to_a_missing_device_names_op_and_origin() -> None:
+    import tapegrad as tg
+
+    x = tg.ones(3, requires_grad=True)
+    before = tg.graph_stats()
+    with pytest.raises(tg.DeviceError, match=r"tg\.device_put at tests/test_devices\.py:\d+"):
+        tg.device_put(x, 99)
+    with pytest.raises(tg.DeviceError, match="tg.ones"):
+        tg.ones(3, device="cpu:99")
+    assert tg.graph_stats() == before
+    y = tg.device_put(x, 0)  # the one device: a node all the same, gradient the identity
+    (y * 3.0).sum().backward()
+    assert x.grad is not None and x.grad.tolist() == [3.0, 3.0, 3.0]
+    del y, x
+
+
+@pytest.mark.slow
+def test_two_processes_reach_the_one_process_parameters() -> None:
+    """Two processes of 4 CPU devices (gloo collectives on 127.0.0.1) run one tg.jit
+    data-parallel step on the global mesh and match one process after 10 steps."""
+    done = run_devices(
+        [
+            "-m",
+            "tapegrad.launch",
+            "-n",
+            "2",
+            "--devices-per-process",
+            "4",
+            "--timeout",
+            "300",
+            str(ROOT / "tests" / "_multiprocess_step.py"),
+        ],
+        timeout=360,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for rank in (0, 1):
+        assert f"rank {rank}: params match one process after 10 steps" in done.stdout
+
+
+def test_launcher_stops_every_process_on_failure_and_timeout(tmp_path: Path) -> None:
+    from tapegrad.launch import launch, main
+
+    crash = tmp_path / "crash.py"
+    crash.write_text(
+        "import os, sys, time\n"
+        "if os.environ['TAPEGRAD_PROCESS_ID'] == '1':\n"
+        "    sys.exit(3)\n"
+        "time.sleep(60)\n"
+    )
+    start = time.monotonic()
+    assert launch([str(crash)], 2, timeout=60) == 3  # rank 1 fails: rank 0 is stopped
+    assert time.monotonic() - start < 30
+    sleepy = tmp_path / "sleepy.py"
+    sleepy.write_text("import time\ntime.sleep(60)\n")
+    assert launch([str(sleepy)], 2, timeout=1) == 124
+    assert main(["-n", "2", str(tmp_path / "missing.py")]) == 2
