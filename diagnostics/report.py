@@ -417,7 +417,7 @@ def build_report(
         graph_origins=tuple(sorted(classes.graph_origins.items())),
         graph_nodes=nodes,
         graph_nodes_omitted=omitted,
-        bytes_by_device=snap.bytes_by_device if since < 0 else (),
+        bytes_by_device=getattr(snap, "bytes_by_device", ()) if since < 0 else (),
     )
 
 

@@ -146,7 +146,7 @@ def _shards(a: jax.Array) -> tuple[int, tuple[Any, ...]] | None:
 def held_bytes(a: jax.Array) -> int:
     """The device memory ``a`` holds in this process: the bytes of its addressable shards (an
     array replicated on 8 devices counts 8 copies; on one device, ``nbytes``)."""
-    if _multi_device():
+    if _MULTI[0] if _MULTI else _multi_device():
         shards = _shards(a)
         if shards is not None:
             return shards[0] * len(shards[1])

@@ -52,10 +52,9 @@ def saved_arrays(saved: Any) -> Iterable[jax.Array]:
             stack.extend(item.values())
 
 
-def array_bytes(a: jax.Array) -> int:
-    """The device memory ``a`` holds: its addressable shards' bytes (rule 7; on one device
-    ``a.nbytes``, read without its Python property, which costs several us)."""
-    return held_bytes(a)
+array_bytes = held_bytes
+"""The device memory an array holds: its addressable shards' bytes (rule 7; on one device
+``a.nbytes``, read without its Python property, which costs several us)."""
 
 
 def _arrays_of(saved: Any) -> Iterable[jax.Array]:

@@ -125,6 +125,11 @@ def model_on_one_device_trains_there() -> None:
     out = model(x)
     (g,) = tg.grad(out, [model.bias], grad_outputs=np.ones((4, 2), np.float32))
     assert g.device == d[2], f"tg.grad result on {g.device}"
+    # the same step under tg.jit keeps the model on its device
+    step = _jit_step(model, optim.SGD(model.parameters(), lr=0.1))
+    step(x, jnp.zeros(4, jnp.int32))
+    for name, p in model.named_parameters():
+        assert p.device == d[2], f"{name} moved to {p.device} by the tg.jit step"
     # Module.to keeps each leaf's tensor object and node
     before = [(id(p), p._node) for p in model.parameters()]
     model.to(d[4])
