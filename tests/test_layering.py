@@ -23,6 +23,8 @@ RANK = {
     "tapegrad.errors": 0,
     "tapegrad.grad_mode": 0,
     "tapegrad._arrays": 1,
+    "tapegrad._placement": 1,
+    "tapegrad.launch": 1,  # starts processes; imports only jax
     "tapegrad.compilation_cache": 0,
     "tapegrad._dtypes": 0,
     "tapegrad._args": 0,
@@ -40,6 +42,7 @@ RANK = {
     "tapegrad.creation": 7,
     "tapegrad.ops._window": 7,
     "tapegrad.derived": 7.5,  # builds Ops (rank 7); op families (rank 8) take VJPs from it
+    "tapegrad.devices": 8,
     "tapegrad.ops.activation": 8,
     "tapegrad.ops.attention": 8,
     "tapegrad.ops.binary": 8,
