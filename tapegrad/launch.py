@@ -121,8 +121,11 @@ def launch(
     deadline = time.monotonic() + timeout
     status = 0
     try:
-        while any(p.poll() is None for p in procs):
-            failed = [p.returncode for p in procs if p.returncode not in (None, 0)]
+        while True:
+            codes = [p.poll() for p in procs]  # every process, each time round
+            if None not in codes:
+                break
+            failed = [c for c in codes if c not in (None, 0)]
             if failed or time.monotonic() > deadline:
                 status = failed[0] if failed else 124
                 if not failed:
