@@ -30,7 +30,7 @@ import jax
 from tapegrad._tensor import Tensor
 from tapegrad.errors import TracerError
 
-__all__ = ["Found", "Watch", "discover", "user_function", "code_names"]
+__all__ = ["Found", "Watch", "discover", "user_function", "code_names", "MISSING", "cell_contents"]
 
 _LIBRARIES = frozenset(
     {"jax", "jaxlib", "numpy", "optax", "chex", "torch", "rich", "sklearn", "scipy", "diagnostics"}
@@ -100,6 +100,8 @@ class Found:
     guards: list[tuple[Any, Any, Any]] = field(default_factory=list)
     """``(mapping or cell, key, value)`` read from globals and closures: the walk stays valid
     while each still holds the same object."""
+    guard_labels: list[str] = field(default_factory=list)
+    """The name of each guard's variable (checked and restored around a trace, too)."""
     values: list[tuple[dict[Any, Any], Any, Any]] = field(default_factory=list)
     """``(mapping, key, value)``: Python numbers, strings and flags of tapegrad's objects (a
     module's ``training``, an optimizer's hyperparameters in ``param_groups``). The step
@@ -188,6 +190,7 @@ def _function_children(fn: types.FunctionType, found: Found) -> list[tuple[Any, 
         except ValueError:  # an empty cell (a name assigned later)
             continue
         found.guards.append((cell, None, value))
+        found.guard_labels.append(name)
         children.append((value, name, False))
     space = fn.__globals__
     for name in dict.fromkeys(code_names(code)):
@@ -196,6 +199,7 @@ def _function_children(fn: types.FunctionType, found: Found) -> list[tuple[Any, 
             if isinstance(value, types.ModuleType):
                 continue
             found.guards.append((space, name, value))
+            found.guard_labels.append(name)
             children.append((value, name, False))
     return children
 
@@ -233,8 +237,26 @@ def _scalars(mapping: dict[Any, Any], found: Found) -> None:
             found.values.append((mapping, key, value))
 
 
+MISSING = object()
+"""What a guard reads for a global or a closure variable that is gone."""
+
+
+def cell_contents(cell: Any, default: Any = MISSING) -> Any:
+    """A closure cell's contents, ``default`` when it is empty (``del`` of a nonlocal)."""
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return default
+
+
+def _read(where: Any, name: Any) -> Any:
+    """A guard's variable now: a closure cell's contents or a global's value."""
+    return cell_contents(where) if name is None else where.get(name, MISSING)
+
+
 class Watch:
-    """The containers and attribute dicts of a ``Found``, as they were before a trace."""
+    """The variables, containers and attribute dicts of a ``Found``, as they were before a
+    trace."""
 
     def __init__(self, found: Found) -> None:
         self.found = found
@@ -243,10 +265,14 @@ class Watch:
         self.dicts = [(d, dict(d)) for d, _ in found.dicts]
 
     def changes(self, slots: set[tuple[int, str]]) -> Iterator[tuple[str, Any, Any, Any]]:
-        """What the trace changed: ``(label, container, old, new)`` for every attribute, list
-        or dict entry now holding another object (slots excepted; ``old``/``new`` are
-        ``None`` where an entry appeared or went)."""
+        """What the trace changed: ``(label, container, old, new)`` for every global or
+        closure variable the step reads, attribute, list or dict entry now holding another
+        object (slots excepted; ``old``/``new`` are ``None`` where an entry appeared or went)."""
         found = self.found
+        for (where, name, value), label in zip(found.guards, found.guard_labels, strict=True):
+            now = _read(where, name)
+            if now is not value:
+                yield label, where, value, (None if now is MISSING else now)
         for (d, before), (_, label) in zip(self.attrs, found.attrs, strict=True):
             for name in before.keys() | d.keys():
                 old, new = before.get(name), d.get(name)
@@ -264,7 +290,13 @@ class Watch:
                     yield (f"{label}{k}" if label.endswith(".") else f"{label}[{k!r}]"), d, old, new
 
     def restore(self) -> None:
-        """Put every attribute, list and dict back as it was."""
+        """Put every variable, attribute, list and dict back as it was."""
+        for where, name, value in self.found.guards:
+            if _read(where, name) is not value:
+                if name is None:
+                    where.cell_contents = value
+                else:
+                    where[name] = value
         for d, before in self.attrs + self.dicts:
             if len(d) != len(before) or any(d.get(k, d) is not v for k, v in before.items()):
                 d.clear()

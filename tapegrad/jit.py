@@ -25,12 +25,14 @@ import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import is_, itemgetter
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import jax
 import numpy as np
 
 from tapegrad import _discover
+from tapegrad import random as _random
 from tapegrad._tensor import Tensor
 from tapegrad.current import current_tape, use_tape
 from tapegrad.errors import RetraceWarning, TracerError
@@ -111,6 +113,11 @@ class _Plan:
         own = [s for s, obj in slots if isinstance(obj, Optimizer)]  # donated with params
         self.slots = own + [s for s, obj in slots if not isinstance(obj, Optimizer)]
         self.n_donated_slots = len(own)
+        self.donated_tensors = self.order[: self.n_donated]
+        self.kept_tensors = self.order[self.n_donated :]
+        self.donated_slots = self.slots[: self.n_donated_slots]
+        self.kept_slots = self.slots[self.n_donated_slots :]
+        self._same, self._equal = _guards(found)
         self.grads_used = True  # until the first trace shows the step never reads them
         self.checked = False
         # weak references: a plan holds its jitted function, which must not hold it back
@@ -126,27 +133,29 @@ class _Plan:
         return self._plain
 
     def valid(self, objects: list[Any]) -> bool:
-        """Every object argument, global and closure variable read is the same object."""
-        for a, b in zip(objects, self.objects, strict=True):
-            if a is not b:
-                return False
-        for where, name, value in self.found.guards:
-            if name is None:
-                if where.cell_contents is not value:
+        """Every object argument, global and closure variable read is the same object, and
+        every number read from tapegrad's objects is equal (one C-level read per mapping:
+        this runs on every call)."""
+        if not all(map(is_, objects, self.objects)):
+            return False
+        try:
+            for mapping, get, same in self._same:
+                if not all(map(is_, get(mapping), same)):
                     return False
-            elif where.get(name, where) is not value:
-                return False
-        for mapping, key, value in self.found.values:
-            if mapping.get(key, mapping) != value:
-                return False
+            for mapping, get, equal in self._equal:
+                if get(mapping) != equal:
+                    return False
+        except (KeyError, ValueError):  # a global deleted, a closure cell emptied
+            return False
         return True
 
     def inputs(self) -> tuple[list[Any], list[Any]]:
         """The donated and the kept arrays of the state, now."""
-        values = [t._data for t in self.order]
-        slots = [d[k] for d, k in self.slots]
-        nd, ns = self.n_donated, self.n_donated_slots
-        return values[:nd] + slots[:ns], values[nd:] + slots[ns:]
+        donated = [t._data for t in self.donated_tensors]
+        donated += [d[k] for d, k in self.donated_slots]
+        kept = [t._data for t in self.kept_tensors]
+        kept += [d[k] for d, k in self.kept_slots]
+        return donated, kept
 
     def grads(self) -> list[Any] | None:
         """The incoming ``.grad`` arrays (``None`` when the step never reads them)."""
@@ -248,12 +257,21 @@ class JitFunction(Generic[P, R]):
     def _call(self, plan: _Plan, data: list[Any]) -> Any:
         donated, kept = plan.inputs()
         jitted = plan.jitted
-        if self.donate and plan.n_donated and _pending(plan.order[: plan.n_donated]):
+        if self.donate and plan.n_donated and _pending(plan.donated_tensors):
             jitted = plan.plain()
         try:
             if not plan.checked:
                 self._first_trace(plan, jitted, donated, kept, data)
-            out, values, grads, slots = jitted(donated, kept, plan.grads(), data)
+            key = _random.get_state()
+            out, values, grads, slots, new_key = jitted(donated, kept, plan.grads(), data, key)
+        except jax.errors.UnexpectedTracerError as e:
+            self._traced = False
+            raise TracerError(
+                f"{self.__name__}: the step used a tensor made inside another trace (a tg.jit "
+                "step or a JAX transformation that has ended, kept where tg.jit could not see "
+                "it); it has no value outside that trace. Return values from a compiled step "
+                f"instead of storing them. JAX's message: {str(e).splitlines()[0]}"
+            ) from None
         except BaseException:
             self._traced = False
             raise
@@ -274,6 +292,8 @@ class JitFunction(Generic[P, R]):
         for (d, k), v in zip(plan.slots, slots, strict=True):
             if v is not None:
                 d[k] = v
+        if new_key is not None:  # the step drew from the process random state
+            _random.set_state(new_key)
         return out
 
     def _first_trace(
@@ -287,7 +307,8 @@ class JitFunction(Generic[P, R]):
         grads = [
             jax.numpy.zeros_like(t._data) if t._grad is None else t._grad._data for t in plan.order
         ]
-        jaxpr = jitted.trace(donated, kept, grads, data).jaxpr.jaxpr
+        key = _random.get_state()
+        jaxpr = jitted.trace(donated, kept, grads, data, key).jaxpr.jaxpr
         n_in = len(jax.tree_util.tree_leaves((donated, kept)))
         n_grads = len(jax.tree_util.tree_leaves(grads))
         used = {id(v) for eqn in jaxpr.eqns for v in eqn.invars}
@@ -304,8 +325,10 @@ class JitFunction(Generic[P, R]):
         kept: list[Any],
         grads: list[Any] | None,
         data: list[Any],
-    ) -> tuple[Any, list[Any], list[Any], list[Any]]:
-        """The traced function: run the step on a private tape, return what it changed."""
+        key: jax.Array,
+    ) -> tuple[Any, list[Any], list[Any], list[Any], jax.Array | None]:
+        """The traced function: run the step on a private tape, return what it changed
+        (the process random state's new key, ``None`` when the step drew nothing)."""
         self._traced = True
         nd, ns = plan.n_donated, plan.n_donated_slots
         nk = len(plan.order) - nd
@@ -317,7 +340,9 @@ class JitFunction(Generic[P, R]):
         private = Tape(allow_tracers=True)
         outer = current_tape()
         leaves = []  # (private leaf, original node) of the tensors that require grad
+        outer_key = _random.get_state()
         try:
+            _random.set_state(key)  # draws without key= advance this traced key
             grad_in: list[Tensor | None] = []
             for i, (t, v) in enumerate(zip(plan.order, values, strict=True)):
                 t._data = v
@@ -345,8 +370,10 @@ class JitFunction(Generic[P, R]):
             reached = [orig for mine, orig in leaves if mine.reached]
             if reached:  # trained by compiled steps: never reported as a hanging leaf
                 outer.consume((), (), reached, retain_graph=True)
-            return result, new_values, new_grads, new_slots
+            new_key = _random.get_state()
+            return result, new_values, new_grads, new_slots, (None if new_key is key else new_key)
         finally:
+            _random.set_state(outer_key)
             for t, data_, node_, grad_, tape_ in saved:
                 t._data, t._node, t._grad, t._tape = data_, node_, grad_, tape_
             for t, data_ in constants:
@@ -441,8 +468,8 @@ class JitFunction(Generic[P, R]):
                     "from the step instead (results come back as concrete tensors)."
                 )
             raise TracerError(
-                f"{self.__name__}: the step changed {label} (a Python list, dict or "
-                "attribute) while it was traced; compiled code makes that change only once, "
+                f"{self.__name__}: the step changed {label} (a Python variable, list, dict "
+                "or attribute) while it was traced; compiled code makes that change only once, "
                 "at the first call. Keep such bookkeeping outside the compiled step, or hold "
                 "the value in a tensor attribute of a module (a buffer)."
             )
@@ -540,6 +567,43 @@ def _inner(
     step, p = owner(), plan()
     assert step is not None and p is not None  # both are alive while a call traces
     return step._inner(p, *arrays)
+
+
+def _guards(found: _discover.Found) -> tuple[list[Any], list[Any]]:
+    """The plan's validity checks: ``(mapping, get, values)`` per mapping, where
+    ``get(mapping)`` reads the values now as a tuple (``operator.itemgetter``, or the
+    contents of closure cells); identity for globals and cells, equality for the numbers of
+    tapegrad's objects."""
+    same: dict[int, tuple[Any, list[Any], list[Any]]] = {}
+    for where, name, value in found.guards:
+        cells = name is None
+        entry = same.setdefault(0 if cells else id(where), (None if cells else where, [], []))
+        entry[1].append(where if cells else name)
+        entry[2].append(value)
+    equal: dict[int, tuple[Any, list[Any], list[Any]]] = {}
+    for mapping, key, value in found.values:
+        entry = equal.setdefault(id(mapping), (mapping, [], []))
+        entry[1].append(key)
+        entry[2].append(value)
+    return [
+        (tuple(keys), _cells, tuple(values))
+        if where is None
+        else (where, _getter(keys), tuple(values))
+        for where, keys, values in same.values()
+    ], [(where, _getter(keys), tuple(values)) for where, keys, values in equal.values()]
+
+
+def _cells(cells: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The contents of closure cells (``ValueError`` when one was emptied)."""
+    return tuple(cell.cell_contents for cell in cells)
+
+
+def _getter(keys: list[Any]) -> Callable[[Any], tuple[Any, ...]]:
+    """``mapping -> tuple of mapping[k] for k in keys`` (``KeyError`` when one is gone)."""
+    get = itemgetter(*keys)
+    if len(keys) == 1:
+        return lambda mapping: (get(mapping),)
+    return get
 
 
 def _is_tensor(x: Any) -> bool:

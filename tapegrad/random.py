@@ -22,7 +22,16 @@ import numpy as np
 from tapegrad import compilation_cache
 from tapegrad.errors import TracerError
 
-__all__ = ["RandomState", "STATE", "manual_seed", "get_state", "set_state", "next_key", "key_of"]
+__all__ = [
+    "RandomState",
+    "STATE",
+    "manual_seed",
+    "get_state",
+    "set_state",
+    "next_key",
+    "key_of",
+    "split_key",
+]
 
 
 @jax.jit
@@ -63,8 +72,7 @@ class RandomState:
             key = self.key
             if key is None:
                 key = jax.random.PRNGKey(0)
-            pair: tuple[jax.Array, jax.Array] = _split(key)
-            new, sub = pair
+            new, sub = split_key(key)
             if isinstance(new, jax.core.Tracer) and not isinstance(key, jax.core.Tracer):
                 raise TracerError(
                     "A random op without key= ran inside a JAX trace (jax.jit, vmap, ...): "
@@ -124,6 +132,13 @@ def set_state(key: jax.Array) -> None:
 def next_key() -> jax.Array:
     """A fresh key from the process random state (which advances by one split)."""
     return STATE.next_key()
+
+
+def split_key(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(new, sub)``: the key that replaces ``key`` as a state, and a key to draw from now
+    (how a layer that holds its own key, such as ``nn.Dropout(key=...)``, advances it)."""
+    pair: tuple[jax.Array, jax.Array] = _split(key)
+    return pair
 
 
 def key_of(key: Any) -> jax.Array:

@@ -6,6 +6,8 @@ the test's own; the eager twin of every compiled step is the same function run u
 
 from __future__ import annotations
 
+import collections
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -133,6 +135,73 @@ def test_module_buffers_written_back() -> None:
     np.testing.assert_allclose(compiled.running.numpy(), eager.running.numpy(), rtol=1e-6)
     assert compiled.running is running  # written into the buffer the module holds
     assert float(compiled.calls) == 5.0
+
+
+class Regularised(nn.Module):
+    """Batch norm (running statistics as buffers) and dropout from both sources of randomness:
+    a layer holding its own key, a layer and a functional call drawing from the process state."""
+
+    def __init__(self, key: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(5, 8, bias=False, key=key)  # batch norm's mean cancels a bias
+        self.bn = nn.BatchNorm1d(8)
+        self.own_key = nn.Dropout(0.3, key=key + 7)
+        self.process = nn.Dropout(0.2)
+        self.fc2 = nn.Linear(8, 3, key=key + 1)
+
+    def forward(self, x: tg.Tensor) -> tg.Tensor:
+        h = self.process(self.own_key(tg.relu(self.bn(self.fc1(x)))))
+        return self.fc2(tg.dropout(h, 0.1, training=self.training))
+
+
+def _run_regularised(compiled: bool, steps: int) -> tuple[list[float], Regularised, jax.Array]:
+    tg.manual_seed(123)
+    model = Regularised(key=80)
+    opt = optim.Adam(model.parameters(), lr=0.01)
+    step = tg.jit(train_step) if compiled else train_step
+    losses = [float(step(model, opt, X, Y)) for _ in range(steps)]
+    model.eval()
+    losses.append(float(step(model, opt, X, Y)))  # running statistics, no dropout
+    if compiled:
+        assert step.trace_count == 2  # one per training flag
+    return losses, model, tg.random.get_state()
+
+
+@pytest.mark.slow
+def test_batch_norm_and_dropout_match_eager_over_100_steps() -> None:
+    want, eager, eager_key = _run_regularised(compiled=False, steps=100)
+    got, model, key = _run_regularised(compiled=True, steps=100)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert len(set(got[:100])) > 90  # fresh masks each step: the losses keep changing
+    for (name, a), (_, b) in zip(
+        model.state_dict().items(), eager.state_dict().items(), strict=True
+    ):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6, err_msg=name)
+    assert int(model.bn.num_batches_tracked.item()) == 100
+    np.testing.assert_array_equal(np.asarray(key), np.asarray(eager_key))  # state written back
+    np.testing.assert_array_equal(np.asarray(model.own_key._key), np.asarray(eager.own_key._key))
+
+
+def test_random_state_is_carried_by_compiled_steps() -> None:
+    @tg.jit
+    def noise(x: tg.Tensor) -> tg.Tensor:
+        return x + tg.randn((3,))  # draws from the process random state
+
+    tg.manual_seed(5)
+    first, second = noise(tg.zeros((3,))).numpy(), noise(tg.zeros((3,))).numpy()
+    assert not np.array_equal(first, second)  # a fresh draw each call, not a frozen one
+    tg.manual_seed(5)
+    np.testing.assert_array_equal(tg.randn((3,)).numpy(), first)  # eager draws the same
+    np.testing.assert_array_equal(tg.randn((3,)).numpy(), second)
+    assert noise.trace_count == 1
+
+    @tg.jit
+    def no_draw(x: tg.Tensor) -> tg.Tensor:
+        return x * 2.0
+
+    before = tg.random.get_state()
+    no_draw(tg.ones((3,)))
+    assert tg.random.get_state() is before  # a step that draws nothing leaves the state
 
 
 def test_hyperparameters_changed_between_calls_are_followed() -> None:
@@ -268,11 +337,13 @@ def test_escaped_tensors_and_bad_results_raise_and_change_nothing() -> None:
 
     @tg.jit
     def raises(x: tg.Tensor) -> tg.Tensor:
-        loss = train_step(model, opt, x, Y)
+        loss = train_step(model, opt, x, Y) + tg.randn(())  # draws from the random state
         raise ValueError("boom")
         return loss  # pragma: no cover
 
+    key = tg.random.get_state()
     error_of(ValueError, raises, X)
+    assert tg.random.get_state() is key  # nothing written back, the random state included
     for a, b in zip(values(model), before, strict=True):
         np.testing.assert_array_equal(a, b)
     for a, b in zip(jax.tree.leaves(opt.state), state, strict=True):
@@ -308,6 +379,47 @@ def test_list_mutation_and_tensor_from_another_trace() -> None:
 
     err = error_of(tg.TracerError, uses_leaked, tg.ones((3,)))
     assert "leaked[0]" in str(err) and "another trace" in str(err)
+
+
+def test_variables_rebound_inside_and_tensors_from_another_tg_jit_trace() -> None:
+    kept: tg.Tensor | None = None
+    count = 0
+
+    @tg.jit
+    def rebinds(x: tg.Tensor) -> tg.Tensor:
+        nonlocal kept
+        kept = x * 2.0  # a closure variable rebound to a tensor made inside
+        return x
+
+    err = error_of(tg.TracerError, rebinds, tg.ones((3,)))
+    assert "kept" in str(err) and "Return it" in str(err)
+    assert kept is None  # put back
+
+    @tg.jit
+    def counts(x: tg.Tensor) -> tg.Tensor:
+        nonlocal count
+        count += 1  # Python bookkeeping: compiled code would do it once
+        return x
+
+    err = error_of(tg.TracerError, counts, tg.ones((3,)))
+    assert "count" in str(err) and "only once" in str(err) and count == 0
+
+    hidden = collections.deque()  # a library container tg.jit does not look into
+
+    @tg.jit
+    def hides(x: tg.Tensor) -> tg.Tensor:
+        hidden.append(x * 2.0)
+        return x
+
+    hides(tg.ones((3,)))
+
+    @tg.jit
+    def uses_hidden(x: tg.Tensor) -> tg.Tensor:
+        return hidden[0] + x
+
+    err = error_of(tg.TracerError, uses_hidden, tg.ones((3,)))
+    assert "another trace" in str(err) and "uses_hidden" in str(err)
+    hidden.clear()
 
 
 @pytest.mark.slow

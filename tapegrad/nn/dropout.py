@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import jax
-
 from tapegrad import ops
 from tapegrad._tensor import Tensor
 from tapegrad.nn.module import Module
-from tapegrad.random import key_of
+from tapegrad.random import key_of, split_key
 
 __all__ = ["Dropout"]
 
@@ -27,7 +25,9 @@ class Dropout(Module):
 
     Args:
         p: the probability of zeroing an element, in ``[0, 1]``.
-        key: an int seed or a key for the masks (each call draws a fresh subkey from it);
+        key: an int seed or a key for the masks: the layer keeps its own key (an array
+            attribute) and splits it once per call, so the masks are reproducible and each
+            call's is fresh, also inside a ``tg.jit`` step (which carries the key as state).
             ``None`` (the default) draws each mask from the process random state, so
             ``tg.manual_seed`` makes a run reproducible.
 
@@ -38,8 +38,7 @@ class Dropout(Module):
     def __init__(self, p: float = 0.5, *, key: Any = None) -> None:
         super().__init__()
         self.p = check_p("Dropout", p)
-        self._key = key
-        self._calls = 0
+        self._key = None if key is None else key_of(key)
 
     def forward(self, x: Tensor) -> Tensor:
         """``x`` with dropout applied (unchanged in ``eval()`` mode or with ``p == 0``)."""
@@ -47,8 +46,7 @@ class Dropout(Module):
             return x
         key = None
         if self._key is not None:
-            key = jax.random.fold_in(key_of(self._key), self._calls)
-            self._calls += 1
+            self._key, key = split_key(self._key)
         return ops.dropout(x, self.p, training=True, key=key)
 
     def extra_repr(self) -> str:
