@@ -1,5 +1,6 @@
 """Issue 13's model steps: a convnet step and a transformer-block step, tapegrad eager
-against PyTorch eager (CPU), the same weights in both.
+against PyTorch eager (CPU), and compiled (``tg.jit``) against a hand-written ``jax.jit``
+step; the same weights in all four.
 
 ``python -m bench.models [--quick] [--repeats N] [--json PATH]``
 
@@ -10,9 +11,15 @@ against PyTorch eager (CPU), the same weights in both.
   batch_first=True)``) on ``(16, 64, 64)``: forward, mean square, backward, Adam step.
   Target <= 2x torch eager.
 
-Both systems run alternately in one process (torch with one compute thread, as in
+Compiled (issue 13 item 6): the same unchanged tapegrad step under ``tg.jit`` (its own model
+and optimizer), against a hand-written ``jax.jit(value_and_grad)`` + ``optax.adam`` step of
+the same model (``bench._models_jax``: pure functions of the state dict, parameters, optimizer
+state and running statistics donated). Target <= 1.2x the hand step. The first losses of the
+two compiled steps are checked to agree before timing.
+
+All four run alternately in one process (torch with one compute thread, as in
 ``bench.peers``: its thread pool spins badly on a busy machine); torch's state dict is loaded
-into the tapegrad model unchanged, so both start from the same weights.
+into the tapegrad models unchanged, so all start from the same weights.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from bench._timing import (
 __all__ = ["main"]
 
 HEADERS = ["case", "time per step (wall)", "ratio to torch eager (wall)", "ratio (CPU time)"]
+JIT_HEADERS = ["case", "time per step (wall)", "ratio to hand jax.jit (wall)", "ratio (CPU time)"]
+TG_JIT, HAND = "tg.jit", "hand jax.jit"
 
 
 def _torch_sync(out: Any) -> None:
@@ -45,6 +54,7 @@ def _cases(quick: bool) -> dict[str, dict[str, tuple[Callable[[], Any], Callable
     import torch
 
     import tapegrad as tg
+    from bench import _models_jax
     from bench._timing import block
     from diagnostics.demo_cnn import ConvNet
     from tapegrad import nn, optim
@@ -71,11 +81,20 @@ def _cases(quick: bool) -> dict[str, dict[str, tuple[Callable[[], Any], Callable
         torch.nn.Flatten(), torch.nn.Dropout(0.2), torch.nn.Linear(256, 10)
     )
     theirs.forward = lambda t: theirs.head(theirs.features(t))
-    ours = ConvNet(key=0)
-    ours.load_state_dict(theirs.state_dict())  # a torch state dict loads unchanged
-    ours.eval(), theirs.eval()  # no dropout in either: the same arithmetic
-    ours.features[1].train(), theirs.features[1].train()  # batch norm: batch statistics
+
+    def convnet() -> ConvNet:
+        model = ConvNet(key=0)
+        model.load_state_dict(theirs.state_dict())  # a torch state dict loads unchanged
+        model.eval()  # no dropout: the same arithmetic as torch's
+        model.features[1].train()  # batch norm: batch statistics
+        return model
+
+    theirs.eval()
+    theirs.features[1].train()
+    weights = {k: v.numpy() for k, v in theirs.state_dict().items()}
+    ours, compiled = convnet(), convnet()
     opt = optim.Adam(ours.parameters(), lr=1e-3)
+    copt = optim.Adam(compiled.parameters(), lr=1e-3)
     topt = torch.optim.Adam(theirs.parameters(), lr=1e-3)
     tx, ty = tg.tensor(x), tg.tensor(y)
     px, py = torch.tensor(x), torch.tensor(y.astype(np.int64))
@@ -87,6 +106,16 @@ def _cases(quick: bool) -> dict[str, dict[str, tuple[Callable[[], Any], Callable
         opt.step()
         return loss.data
 
+    @tg.jit
+    def conv_jit(x: tg.Tensor, y: tg.Tensor) -> tg.Tensor:
+        copt.zero_grad()
+        loss = tg.cross_entropy(compiled(x), y)
+        loss.backward()
+        copt.step()
+        return loss
+
+    conv_hand = _models_jax.convnet_step(weights, x, y, 1e-3)
+
     def conv_theirs() -> Any:
         topt.zero_grad()
         loss = torch.nn.functional.cross_entropy(theirs(px), py)
@@ -97,11 +126,17 @@ def _cases(quick: bool) -> dict[str, dict[str, tuple[Callable[[], Any], Callable
     # ---- transformer block
     b, length, d = (2, 8, 16) if quick else (16, 64, 64)
     layer_t = torch.nn.TransformerEncoderLayer(d, 4, 4 * d, dropout=0.0, batch_first=True)
-    layer = nn.TransformerEncoderLayer(d, 4, 4 * d, dropout=0.0, batch_first=True, key=0)
-    layer.load_state_dict(layer_t.state_dict())
+
+    def encoder() -> nn.TransformerEncoderLayer:
+        layer = nn.TransformerEncoderLayer(d, 4, 4 * d, dropout=0.0, batch_first=True, key=0)
+        layer.load_state_dict(layer_t.state_dict())
+        return layer
+
+    layer, clayer = encoder(), encoder()
     h = rng.standard_normal((b, length, d)).astype(np.float32)
     th, ph = tg.tensor(h), torch.tensor(h)
     opt2 = optim.Adam(layer.parameters(), lr=1e-3)
+    copt2 = optim.Adam(clayer.parameters(), lr=1e-3)
     topt2 = torch.optim.Adam(layer_t.parameters(), lr=1e-3)
 
     def block_ours() -> Any:
@@ -111,6 +146,17 @@ def _cases(quick: bool) -> dict[str, dict[str, tuple[Callable[[], Any], Callable
         opt2.step()
         return loss.data
 
+    @tg.jit
+    def block_jit(h: tg.Tensor) -> tg.Tensor:
+        copt2.zero_grad()
+        loss = (clayer(h) ** 2).mean()
+        loss.backward()
+        copt2.step()
+        return loss
+
+    block_weights = {k: v.detach().numpy() for k, v in layer_t.state_dict().items()}
+    block_hand = _models_jax.block_step(block_weights, h, 4, 1e-3)
+
     def block_theirs() -> Any:
         topt2.zero_grad()
         loss = (layer_t(ph) ** 2).mean()
@@ -118,14 +164,32 @@ def _cases(quick: bool) -> dict[str, dict[str, tuple[Callable[[], Any], Callable
         topt2.step()
         return loss
 
+    _agree("convnet step", conv_jit(tx, ty), conv_hand())
+    _agree("transformer-block step", block_jit(th), block_hand())
     del jax
     return {
-        "convnet step": {"tapegrad": (conv_ours, block), "torch": (conv_theirs, _torch_sync)},
+        "convnet step": {
+            "tapegrad": (conv_ours, block),
+            "torch": (conv_theirs, _torch_sync),
+            TG_JIT: (lambda: conv_jit(tx, ty), block),
+            HAND: (conv_hand, block),
+        },
         "transformer-block step": {
             "tapegrad": (block_ours, block),
             "torch": (block_theirs, _torch_sync),
+            TG_JIT: (lambda: block_jit(th), block),
+            HAND: (block_hand, block),
         },
     }
+
+
+def _agree(case: str, ours: Any, hand: Any) -> None:
+    """The first losses of the two compiled steps are the same (float32)."""
+    import numpy as np
+
+    a, b = float(np.asarray(ours)), float(np.asarray(hand))
+    if not np.isclose(a, b, rtol=1e-4, atol=1e-6):
+        raise AssertionError(f"{case}: tg.jit's first loss {a} differs from the hand step's {b}")
 
 
 def main(argv: Sequence[str] | None = None) -> Report:
@@ -146,12 +210,13 @@ def main(argv: Sequence[str] | None = None) -> Report:
         }
         times = alternate_timings(batches, args.repeats)
         base = times[f"torch {workload}"]
+        eager = {k: v for k, v in times.items() if k.split()[0] in ("tapegrad", "torch")}
         report.add(
             f"{workload} (eager), per step",
             HEADERS,
-            [timing_row(name, ts, base) for name, ts in times.items()],
+            [timing_row(name, ts, base) for name, ts in eager.items()],
             note="Both systems alternate in one process; same initial weights; CPU.",
-            data={k: [t._asdict() for t in v] for k, v in times.items()},
+            data={k: [t._asdict() for t in v] for k, v in eager.items()},
         )
         report.target(
             timing_target(
@@ -159,6 +224,26 @@ def main(argv: Sequence[str] | None = None) -> Report:
                 times[f"tapegrad {workload}"],
                 base,
                 2.0,
+            )
+        )
+        hand = times[f"{HAND} {workload}"]
+        compiled = {f"{s} {workload}": times[f"{s} {workload}"] for s in (TG_JIT, HAND)}
+        report.add(
+            f"{workload} (compiled), per step",
+            JIT_HEADERS,
+            [timing_row(name, ts, hand) for name, ts in compiled.items()],
+            note="tg.jit compiles the unchanged eager step (and writes parameters, .grad, "
+            "Adam's state and running statistics back); the hand step is pure JAX + optax "
+            "with everything donated and no gradients returned. Timed in the same rounds as "
+            "the eager rows.",
+            data={k: [t._asdict() for t in v] for k, v in compiled.items()},
+        )
+        report.target(
+            timing_target(
+                f"issue 13: tg.jit {workload} / hand jax.jit + optax",
+                times[f"{TG_JIT} {workload}"],
+                hand,
+                1.2,
             )
         )
         tg.graph_cleanup()

@@ -29,6 +29,8 @@ import jax
 
 from tapegrad._tensor import Tensor
 from tapegrad.errors import TracerError
+from tapegrad.nn.module import Module
+from tapegrad.optim.optimizer import Optimizer
 
 __all__ = ["Found", "Watch", "discover", "user_function", "code_names", "MISSING", "cell_contents"]
 
@@ -103,9 +105,10 @@ class Found:
     guard_labels: list[str] = field(default_factory=list)
     """The name of each guard's variable (checked and restored around a trace, too)."""
     values: list[tuple[dict[Any, Any], Any, Any]] = field(default_factory=list)
-    """``(mapping, key, value)``: Python numbers, strings and flags of tapegrad's objects (a
-    module's ``training``, an optimizer's hyperparameters in ``param_groups``). The step
-    reads them as constants, so the compiled computation is valid while each is equal."""
+    """``(mapping, key, value)``: Python numbers, strings and flags of modules (user-defined
+    ones too), optimizers and tapegrad's other objects (a module's ``training``, an
+    optimizer's hyperparameters in ``param_groups``). The step reads them as constants, so
+    the compiled computation is valid while each is equal."""
 
 
 def discover(
@@ -175,6 +178,8 @@ def discover(
 
 
 def _walked_object(obj: Any) -> bool:
+    if isinstance(obj, (Module, Optimizer)):  # wherever its class is defined
+        return True
     if isinstance(obj, (type, types.ModuleType)) or not hasattr(obj, "__dict__"):
         return False
     module = type(obj).__module__
@@ -207,8 +212,8 @@ def _function_children(fn: types.FunctionType, found: Found) -> list[tuple[Any, 
 def _object_children(obj: Any, label: str, found: Found) -> list[tuple[Any, str, bool]]:
     attrs = vars(obj)
     found.attrs.append((attrs, label))
-    if type(obj).__module__.startswith("tapegrad."):
-        _scalars(attrs, found)
+    if isinstance(obj, (Module, Optimizer)) or type(obj).__module__.startswith("tapegrad."):
+        _scalars(attrs, found)  # a user module's flags and numbers too (``self.training``)
         for value in attrs.values():
             if isinstance(value, list) and all(isinstance(d, dict) for d in value):
                 for d in value:  # hyperparameter dicts (an optimizer's param_groups)

@@ -170,9 +170,13 @@ def test_models_quick(tmp_path: Path) -> None:
     report = _run("bench.models", tmp_path)
     assert _titles(report) == [
         "convnet step (eager), per step",
+        "convnet step (compiled), per step",
         "transformer-block step (eager), per step",
+        "transformer-block step (compiled), per step",
     ]
     assert [t["name"] for t in report["targets"]] == [
         "issue 13: tapegrad eager convnet step / torch eager",
+        "issue 13: tg.jit convnet step / hand jax.jit + optax",
         "issue 13: tapegrad eager transformer-block step / torch eager",
+        "issue 13: tg.jit transformer-block step / hand jax.jit + optax",
     ]

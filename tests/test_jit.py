@@ -204,6 +204,52 @@ def test_random_state_is_carried_by_compiled_steps() -> None:
     assert tg.random.get_state() is before  # a step that draws nothing leaves the state
 
 
+class Scaled(nn.Module):
+    """A user module whose forward reads its own flag and number."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(5, 3, key=5)
+        self.scale = 2.0
+
+    def forward(self, x: tg.Tensor) -> tg.Tensor:
+        return self.lin(x) * (self.scale if self.training else 1.0)
+
+
+def test_user_modules_flags_and_modules_defined_in_libraries_are_followed() -> None:
+    model = Scaled()
+    step = tg.jit(lambda x: model(x).sum())
+    with tg.no_grad():
+        want = float(model.lin(X).sum())
+    np.testing.assert_allclose(float(step(X)), 2.0 * want, rtol=1e-5)
+    model.scale = 3.0
+    np.testing.assert_allclose(float(step(X)), 3.0 * want, rtol=1e-5)
+    model.eval()
+    np.testing.assert_allclose(float(step(X)), want, rtol=1e-5)
+    assert step.trace_count == 3
+
+    class Elsewhere(RunningMean):  # a model class from a library's module (a demo's model)
+        pass
+
+    Elsewhere.__module__ = "diagnostics.some_demo"
+    compiled, eager = Elsewhere(), Elsewhere()
+    opt, eager_opt = optim.SGD(compiled.parameters(), lr=0.1), optim.SGD(eager.parameters(), lr=0.1)
+
+    def fit(model: nn.Module, opt: optim.Optimizer, x: tg.Tensor) -> tg.Tensor:
+        opt.zero_grad()
+        loss = (model(x) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    jfit = tg.jit(fit)
+    for _ in range(3):
+        np.testing.assert_allclose(
+            float(jfit(compiled, opt, X)), float(fit(eager, eager_opt, X)), rtol=1e-5
+        )
+    np.testing.assert_allclose(compiled.running.numpy(), eager.running.numpy(), rtol=1e-6)
+
+
 def test_hyperparameters_changed_between_calls_are_followed() -> None:
     eager_model, eager_opt = make(key=35)
     model, opt = make(key=35)
