@@ -88,8 +88,8 @@ RANK = {
     "tapegrad.optim.rules": 11,
     "tapegrad.optim.lr_scheduler": 11,
     "tapegrad.optim": 12,
-    "tapegrad._discover": 7,
-    "tapegrad.jit": 11,
+    "tapegrad._discover": 11,  # walks modules and optimizers
+    "tapegrad.jit": 12,
     "tapegrad": 15,
 }
 ENGINE = {name for name, rank in RANK.items() if rank <= 9} | {"tapegrad.backward"}
