@@ -11,7 +11,7 @@ import jax.numpy as jnp
 
 from tapegrad import compilation_cache
 
-__all__ = ["filled", "broadcast_axes"]
+__all__ = ["filled", "broadcast_axes", "sum_to"]
 
 
 @partial(jax.jit, static_argnums=(0, 2))
@@ -45,3 +45,13 @@ def broadcast_axes(gshape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int
         elif s != gs:
             return None
     return tuple(axes)
+
+
+def sum_to(x: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """Inside a compiled VJP: the cotangent ``x`` summed down to ``shape`` when ``x.shape`` is a
+    broadcast of it (so the reduction is part of the VJP's one dispatch, not a second one);
+    else ``x`` unchanged (the engine checks it)."""
+    if x.shape == shape:
+        return x
+    axes = broadcast_axes(x.shape, shape)
+    return x if axes is None else jnp.sum(x, axis=axes).reshape(shape)

@@ -24,6 +24,7 @@ __all__ = [
     "array_bytes",
     "hold",
     "unhold",
+    "drop",
     "components",
     "dead_components",
     "useful_set",
@@ -84,6 +85,18 @@ def hold(held: dict[int, int], saved: Any) -> None:
             held[key] = held.get(key, 0) + 1
         elif a.__class__ in (tuple, list, dict):
             hold(held, a)
+
+
+def drop(held: dict[int, int], saved: Any) -> None:
+    """Count one holder less of each array in ``saved``, without sizing anything (what a
+    backward's consumption and an unswept removal need: ``unhold`` without the bytes)."""
+    for a in _arrays_of(saved):
+        key = id(a)
+        n = held[key] - 1
+        if n:
+            held[key] = n
+        else:
+            del held[key]
 
 
 def unhold(held: dict[int, int], saved: Any) -> tuple[int, int]:

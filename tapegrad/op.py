@@ -277,7 +277,7 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
     out = _new_tensor(Tensor)  # Tensor._wrap, inlined: this is every op's hot path
     out._data = y
     out._node = out._grad = out._tape = None
-    if tracked and op.differentiable and grad_enabled() and DIFFERENTIABLE[y.dtype]:
+    if tracked and op.differentiable and grad_enabled() and DIFFERENTIABLE[y.aval.dtype]:
         if op.vjp is None:
             raise MissingVJPError(
                 f"Op {op.name!r} is differentiable but has no VJP rule; define one with "
@@ -291,9 +291,15 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
     return out
 
 
+_IDENTITY = tuple(tuple(range(n)) for n in range(8))  # shared provenance tuples: (0, 1, ...)
+
+
 def _provenance(saved: tuple[Any, ...], arrays: list[Any], y: Any) -> tuple[int | None, ...] | None:
     """Per residual: the index of the input array it is, -1 if it is the output, else
     ``None`` (compared by identity, at forward time); ``None`` when no residual is either."""
+    n = len(saved)
+    if n == len(arrays) and all(s is a for s, a in zip(saved, arrays, strict=True)):
+        return _IDENTITY[n] if n < len(_IDENTITY) else tuple(range(n))  # the usual (inputs)
     slots: list[int | None] = []
     found = False
     for s in saved:

@@ -41,6 +41,7 @@ from tapegrad.census import (
     components,
     dead_components,
     device_bytes,
+    drop,
     hold,
     ledger_records,
     node_records,
@@ -198,8 +199,9 @@ class Tape:
                     self._hanging_leaves += 1
 
     def _remove(self, node: Node, swept: bool = False) -> int:
-        """Take ``node`` off the tape; return the bytes it alone held (rule 7). ``swept``: it
-        was hanging (never consumed, never reached), so the ledger counts it."""
+        """Take ``node`` off the tape. ``swept``: it was hanging (never consumed, never
+        reached), so the ledger counts it and the bytes it alone held are returned (rule 7);
+        otherwise nothing is sized and 0 is returned."""
         del self._nodes[node.id]
         node.on_tape = False
         node.parents = ()
@@ -208,15 +210,18 @@ class Tape:
         if node.op is None:
             self._leaves -= 1
         self._version += 1
+        if not swept:
+            if saved is not None:
+                drop(self._held, saved)
+            return 0
         mine, freed = unhold(self._held, saved) if saved is not None else (0, 0)
-        if swept:
-            key = (node.code, node.lineno, node.name)
-            entry = self._ledger.get(key)
-            if entry is None:
-                self._ledger[key] = [1, mine]
-            else:
-                entry[0] += 1
-                entry[1] += mine
+        key = (node.code, node.lineno, node.name)
+        entry = self._ledger.get(key)
+        if entry is None:
+            self._ledger[key] = [1, mine]
+        else:
+            entry[0] += 1
+            entry[1] += mine
         return freed
 
     # ------------------------------------------------------------------ recording
@@ -253,7 +258,8 @@ class Tape:
         for p in parents:
             if p is not None and p.tape is not weak:
                 raise TapeMismatchError(_mismatch_message(op, parents, self))
-        node = Node(op, parents, saved, params, data.shape, data.dtype, code, lineno, prov)
+        aval = data.aval  # shape and dtype without two Python properties
+        node = Node(op, parents, saved, params, aval.shape, aval.dtype, code, lineno, prov)
         node.tape = weak
         ref = node.ref = weakref.ref(tensor, self._enqueue)
         tensor._tape = self  # the tensor keeps its tape alive
@@ -366,7 +372,7 @@ class Tape:
             node.claimed = 0
             saved, node.saved = node.saved, None
             if saved is not None and node.on_tape:
-                unhold(held, saved)
+                drop(held, saved)
         for node in done:
             if not node.on_tape:
                 continue

@@ -40,8 +40,6 @@ def data() -> dict[str, Any]:
 
 
 def tapegrad(d: dict[str, Any]) -> Any:
-    import optax
-
     import tapegrad as tg
 
     class Head(tg.nn.Module):
@@ -56,8 +54,7 @@ def tapegrad(d: dict[str, Any]) -> Any:
             B, T, C = x.shape
             k = self.key(x)
             q = self.query(x)
-            # transpose(-2, -1): tapegrad swaps two axes only of 2-D tensors yet
-            wei = q @ k.transpose(0, 2, 1) * C**-0.5
+            wei = q @ k.transpose(-2, -1) * C**-0.5
             wei = tg.where(self.tril[:T, :T], wei, float("-inf"))  # masked_fill(tril == 0)
             wei = tg.softmax(wei, axis=-1)
             v = self.value(x)
@@ -66,15 +63,17 @@ def tapegrad(d: dict[str, Any]) -> Any:
     class BigramLanguageModel(tg.nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.token_embedding_table = tg.tensor(d["tok"], dtype=tg.float32).require_grad()
-            self.position_embedding_table = tg.tensor(d["pos"], dtype=tg.float32).require_grad()
+            self.token_embedding_table = tg.nn.Embedding(VOCAB, N_EMBD, key=0)
+            self.position_embedding_table = tg.nn.Embedding(BLOCK, N_EMBD, key=0)
+            self.token_embedding_table.weight.data = tg.tensor(d["tok"], dtype=tg.float32).data
+            self.position_embedding_table.weight.data = tg.tensor(d["pos"], dtype=tg.float32).data
             self.sa_head = Head()
             self.lm_head = tg_linear(*d["lm_head"])
 
         def forward(self, idx: Any, targets: Any) -> Any:
             B, T = idx.shape
-            tok_emb = self.token_embedding_table[idx]  # (B, T, C)
-            pos_emb = self.position_embedding_table[np.arange(T)]  # (T, C)
+            tok_emb = self.token_embedding_table(idx)  # (B, T, C)
+            pos_emb = self.position_embedding_table(tg.arange(T))  # (T, C)
             x = tok_emb + pos_emb
             x = self.sa_head(x)
             logits = self.lm_head(x)
@@ -83,7 +82,7 @@ def tapegrad(d: dict[str, Any]) -> Any:
 
     text = tg.tensor(d["text"])
     model = BigramLanguageModel()
-    optimizer = tg.optim.Optimizer(model.parameters(), optax.adamw(LR, weight_decay=0.01))
+    optimizer = tg.optim.AdamW(model.parameters(), lr=LR)
     i = 0
 
     def get_batch() -> tuple[Any, Any]:

@@ -9,9 +9,9 @@ final LayerNorm, ``lm_head`` tied to the token embedding; weights ``normal(0, 0.
 0.9, 0.95; weight decay 0.1 on 2-D parameters only), ``clip_grad_norm_(1.0)``, lr 1e-3 with 5
 warmup steps and cosine decay to 1e-4 over 50. Stand-in text: 5,000 characters.
 
-tapegrad has no layer norm, GELU or split yet: the tapegrad version writes layer norm from
-primitives, GELU as a ``tg.jax_op`` and the split by slicing; clipping and the schedule come
-from optax inside the optimizer.
+Both versions use their library's layers (``nn.Linear``, ``nn.LayerNorm``, ``nn.Embedding``,
+``nn.GELU``, ``nn.ModuleList``, scaled dot-product attention), ``AdamW`` with the two decay
+groups, ``clip_grad_norm_`` and the schedule set on the parameter groups each step.
 """
 
 from __future__ import annotations
@@ -85,75 +85,104 @@ def _batches(d: dict[str, Any]) -> Any:
 
 
 def tapegrad(d: dict[str, Any]) -> Any:
-    import jax
-    import jax.numpy as jnp
-    import optax
-
     import tapegrad as tg
+    from tapegrad import nn
 
-    w = {k: tg.tensor(v, dtype=tg.float32).require_grad() for k, v in d["w"].items()}
-    causal = tg.tensor(np.tril(np.ones((BLOCK, BLOCK), bool)))
+    def load(layer: Any, name: str) -> None:
+        layer.weight.data = tg.tensor(d["w"][name + ".w"], dtype=tg.float32).data
+        layer.bias.data = tg.tensor(d["w"][name + ".b"], dtype=tg.float32).data
 
-    @tg.jax_op
-    def gelu(x: Any) -> Any:
-        return jax.nn.gelu(x, approximate=False)
+    class CausalSelfAttention(nn.Module):
+        def __init__(self, i: int) -> None:
+            super().__init__()
+            self.c_attn = nn.Linear(N_EMBD, 3 * N_EMBD, key=0)
+            self.c_proj = nn.Linear(N_EMBD, N_EMBD, key=0)
+            load(self.c_attn, f"{i}.c_attn")
+            load(self.c_proj, f"{i}.attn.c_proj")
 
-    def layer_norm(x: Any, weight: Any, bias: Any) -> Any:
-        mu = x.mean(-1, keepdims=True)
-        xc = x - mu
-        var = (xc * xc).mean(-1, keepdims=True)
-        return xc / (var + 1e-5).sqrt() * weight + bias
+        def forward(self, x: Any) -> Any:
+            B, T, C = x.shape
+            q, k, v = tg.split(self.c_attn(x), 3, axis=2)  # split(n_embd, dim=2)
+            k = k.reshape(B, T, N_HEAD, C // N_HEAD).transpose(1, 2)
+            q = q.reshape(B, T, N_HEAD, C // N_HEAD).transpose(1, 2)
+            v = v.reshape(B, T, N_HEAD, C // N_HEAD).transpose(1, 2)
+            y = tg.scaled_dot_product_attention(q, k, v, is_causal=True)
+            y = y.transpose(1, 2).reshape(B, T, C)
+            return self.c_proj(y)
 
-    def linear(x: Any, name: str) -> Any:
-        return x @ w[name + ".w"].T + w[name + ".b"]
+    class MLP(nn.Module):
+        def __init__(self, i: int) -> None:
+            super().__init__()
+            self.c_fc = nn.Linear(N_EMBD, 4 * N_EMBD, key=0)
+            self.gelu = nn.GELU()
+            self.c_proj = nn.Linear(4 * N_EMBD, N_EMBD, key=0)
+            load(self.c_fc, f"{i}.c_fc")
+            load(self.c_proj, f"{i}.mlp.c_proj")
 
-    def attention(x: Any, i: int) -> Any:
-        B, T, C = x.shape
-        hs = C // N_HEAD
-        qkv = linear(x, f"{i}.c_attn")
-        q, k, v = (qkv[:, :, n * C : (n + 1) * C] for n in range(3))  # split(n_embd, dim=2)
-        q, k, v = (t.reshape(B, T, N_HEAD, hs).transpose(0, 2, 1, 3) for t in (q, k, v))
-        att = q @ k.transpose(0, 1, 3, 2) * (1.0 / math.sqrt(hs))
-        att = tg.where(causal[:T, :T], att, float("-inf"))
-        att = tg.softmax(att, axis=-1)
-        y = (att @ v).transpose(0, 2, 1, 3).reshape(B, T, C)
-        return linear(y, f"{i}.attn.c_proj")
+        def forward(self, x: Any) -> Any:
+            return self.c_proj(self.gelu(self.c_fc(x)))
 
-    def model(idx: Any, targets: Any) -> Any:
-        B, T = idx.shape
-        x = w["wte"][idx] + w["wpe"][np.arange(T)]
-        for i in range(N_LAYER):
-            x = x + attention(layer_norm(x, w[f"{i}.ln_1.w"], w[f"{i}.ln_1.b"]), i)
-            h = gelu(linear(layer_norm(x, w[f"{i}.ln_2.w"], w[f"{i}.ln_2.b"]), f"{i}.c_fc"))
-            x = x + linear(h, f"{i}.mlp.c_proj")
-        x = layer_norm(x, w["ln_f.w"], w["ln_f.b"])
-        logits = x @ w["wte"].T  # lm_head, tied
-        return logits, tg.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
+    class Block(nn.Module):
+        def __init__(self, i: int) -> None:
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(N_EMBD)
+            self.attn = CausalSelfAttention(i)
+            self.ln_2 = nn.LayerNorm(N_EMBD)
+            self.mlp = MLP(i)
+            load(self.ln_1, f"{i}.ln_1")
+            load(self.ln_2, f"{i}.ln_2")
 
-    params = list(w.values())
+        def forward(self, x: Any) -> Any:
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
 
-    def schedule(count: Any) -> Any:
-        warm = LR * (count + 1) / (WARMUP + 1)
-        ratio = (count - WARMUP) / (DECAY_ITERS - WARMUP)
-        cosine = MIN_LR + 0.5 * (1.0 + jnp.cos(jnp.pi * ratio)) * (LR - MIN_LR)
-        return jnp.where(count < WARMUP, warm, jnp.where(count > DECAY_ITERS, MIN_LR, cosine))
+    class GPT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wte = nn.Embedding(VOCAB, N_EMBD, key=0)
+            self.wpe = nn.Embedding(BLOCK, N_EMBD, key=0)
+            self.h = nn.ModuleList([Block(i) for i in range(N_LAYER)])
+            self.ln_f = nn.LayerNorm(N_EMBD)
+            self.lm_head = nn.Linear(N_EMBD, VOCAB, bias=False, key=0)
+            self.wte.weight = self.lm_head.weight  # weight tying
+            self.wte.weight.data = tg.tensor(d["w"]["wte"], dtype=tg.float32).data
+            self.wpe.weight.data = tg.tensor(d["w"]["wpe"], dtype=tg.float32).data
+            load(self.ln_f, "ln_f")
 
-    decay = tuple(p.ndim >= 2 for p in params)
-    transform = optax.chain(
-        optax.clip_by_global_norm(1.0),
-        optax.adamw(schedule, b1=0.9, b2=0.95, weight_decay=0.1, mask=decay),
-    )
-    optimizer = tg.optim.Optimizer(params, transform)
+        def forward(self, idx: Any, targets: Any) -> Any:
+            b, t = idx.shape
+            pos = tg.arange(0, t)
+            x = self.wte(idx) + self.wpe(pos)
+            for block in self.h:
+                x = block(x)
+            x = self.ln_f(x)
+            logits = self.lm_head(x)
+            loss = tg.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+            return logits, loss
+
+    model = GPT()
+    params = list(model.parameters())
+    optim_groups = [
+        {"params": [p for p in params if p.ndim >= 2], "weight_decay": 0.1},
+        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+    ]
+    optimizer = tg.optim.AdamW(optim_groups, lr=LR, betas=(0.9, 0.95))
     batches = _batches(d)
     X, Y = (tg.tensor(a.astype(np.int32)) for a in next(batches))
+    it = 0
 
     def step() -> Any:
-        nonlocal X, Y
+        nonlocal X, Y, it
+        lr = get_lr(it)
+        for param_group in optimizer.param_groups:
+            param_group["lr"] = lr
         logits, loss = model(X, Y)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
         X, Y = (tg.tensor(a.astype(np.int32)) for a in next(batches))
+        loss.backward()
+        tg.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        it += 1
         return loss
 
     return step

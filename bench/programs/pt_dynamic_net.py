@@ -38,11 +38,12 @@ def tapegrad(d: dict[str, Any]) -> Any:
 
     x, y = tg.tensor(d["x"], dtype=tg.float32), tg.tensor(d["y"], dtype=tg.float32)
     model = DynamicNet()
+    criterion = tg.nn.MSELoss(reduction="sum")
     optimizer = tg.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
 
     def loss_of() -> Any:
         y_pred = model(x)
-        loss = ((y_pred - y) ** 2).sum()
+        loss = criterion(y_pred, y)
         return loss
 
     return optimizer_step(loss_of, optimizer)

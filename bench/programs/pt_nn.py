@@ -25,11 +25,12 @@ def tapegrad(d: dict[str, Any]) -> Any:
     import tapegrad as tg
 
     xx, y = tg.tensor(d["xx"], dtype=tg.float32), tg.tensor(d["y"], dtype=tg.float32)
-    model = tg.nn.Sequential(tg_linear(d["w"], d["b"]))
+    model = tg.nn.Sequential(tg_linear(d["w"], d["b"]), tg.nn.Flatten(0, 1))
+    loss_fn = tg.nn.MSELoss(reduction="sum")
 
     def loss_of() -> Any:
-        y_pred = model(xx).reshape(-1)  # Flatten(0, 1)
-        loss = ((y_pred - y) ** 2).sum()  # MSELoss(reduction="sum")
+        y_pred = model(xx)
+        loss = loss_fn(y_pred, y)
         return loss
 
     return sgd_step(loss_of, model.parameters(), LR, tg.no_grad)

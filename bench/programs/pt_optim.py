@@ -16,19 +16,16 @@ LR = 1e-3
 
 
 def tapegrad(d: dict[str, Any]) -> Any:
-    import optax
-
     import tapegrad as tg
 
     xx, y = tg.tensor(d["xx"], dtype=tg.float32), tg.tensor(d["y"], dtype=tg.float32)
-    model = tg.nn.Sequential(tg_linear(d["w"], d["b"]))
-    # PyTorch's RMSprop: decay 0.99, eps added outside the square root
-    rmsprop = optax.rmsprop(LR, decay=0.99, eps=1e-8, eps_in_sqrt=False)
-    optimizer = tg.optim.Optimizer(model.parameters(), rmsprop)
+    model = tg.nn.Sequential(tg_linear(d["w"], d["b"]), tg.nn.Flatten(0, 1))
+    loss_fn = tg.nn.MSELoss(reduction="sum")
+    optimizer = tg.optim.RMSprop(model.parameters(), lr=LR)
 
     def loss_of() -> Any:
-        y_pred = model(xx).reshape(-1)
-        loss = ((y_pred - y) ** 2).sum()
+        y_pred = model(xx)
+        loss = loss_fn(y_pred, y)
         return loss
 
     return optimizer_step(loss_of, optimizer)

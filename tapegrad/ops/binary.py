@@ -8,6 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from tapegrad._arrays import sum_to
 from tapegrad.op import broadcast_check, defop
 
 __all__ = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "where"]
@@ -40,11 +41,13 @@ def subtract(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
     return _subtract(a, b), ()
 
 
+_negative = jax.jit(jnp.negative)
+
+
 @subtract.defvjp
-@partial(jax.jit, static_argnames=("needs",))
 def _subtract_vjp(res: tuple[()], g: jax.Array, needs: tuple[bool, ...]) -> Cts:
-    """ga = g, gb = -g."""
-    return (g if needs[0] else None, -g if needs[1] else None)
+    """ga = g (no kernel), gb = -g."""
+    return (g if needs[0] else None, _negative(g) if needs[1] else None)
 
 
 _multiply = jax.jit(jnp.multiply)
@@ -59,9 +62,12 @@ def multiply(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
 @multiply.defvjp
 @partial(jax.jit, static_argnames=("needs",))
 def _multiply_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
-    """ga = g * b, gb = g * a; only what is needed."""
+    """ga = g * b, gb = g * a; only what is needed, each summed to its input's shape here."""
     a, b = res
-    return (g * b if needs[0] else None, g * a if needs[1] else None)
+    return (
+        sum_to(g * b, a.shape) if needs[0] else None,
+        sum_to(g * a, b.shape) if needs[1] else None,
+    )
 
 
 _divide = jax.jit(jnp.divide)
@@ -76,9 +82,12 @@ def divide(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
 @divide.defvjp
 @partial(jax.jit, static_argnames=("needs",))
 def _divide_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
-    """ga = g / b, gb = -g * a / b**2."""
+    """ga = g / b, gb = -g * a / b**2 (each summed to its input's shape here)."""
     a, b = res
-    return (g / b if needs[0] else None, -g * a / (b * b) if needs[1] else None)
+    return (
+        sum_to(g / b, a.shape) if needs[0] else None,
+        sum_to(-g * a / (b * b), b.shape) if needs[1] else None,
+    )
 
 
 _power = jax.jit(jnp.power)
@@ -95,13 +104,13 @@ def power(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
 @partial(jax.jit, static_argnames=("needs",))
 def _power_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     """ga = g * b * a**(b-1) (0 where b == 0); gb = g * log(a) * y with log(0) read as 0
-    (JAX's pow JVP rules)."""
+    (JAX's pow JVP rules); each summed to its input's shape here."""
     a, b, y = res
     ga = gb = None
     if needs[0]:
-        ga = g * jnp.where(b == 0, 0.0, b * jnp.power(a, b - 1)).astype(g.dtype)
+        ga = sum_to(g * jnp.where(b == 0, 0.0, b * jnp.power(a, b - 1)).astype(g.dtype), a.shape)
     if needs[1]:
-        gb = g * jnp.log(jnp.where(a == 0, 1.0, a)) * y
+        gb = sum_to(g * jnp.log(jnp.where(a == 0, 1.0, a)) * y, b.shape)
     return (ga, gb)
 
 

@@ -54,6 +54,10 @@ def _reshape_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None
 
 
 _jreshape = partial(jax.jit, static_argnames=("shape",))(jnp.reshape)
+# compiled once per shape and static arguments: jnp's eager path costs several times a call
+_jtranspose = partial(jax.jit, static_argnames=("axes",))(jnp.transpose)
+_jsqueeze = partial(jax.jit, static_argnames=("axis",))(jnp.squeeze)
+_jexpand_dims = partial(jax.jit, static_argnames=("axis",))(jnp.expand_dims)
 
 
 @defop(check=_reshape_check)
@@ -83,15 +87,16 @@ def _transpose(x: jax.Array, *, axes: Shape | None = None) -> tuple[jax.Array, t
     """Permute the axes (``None``: reverse them)."""
     if axes is not None:
         _transpose_check("transpose", [x], {"axes": axes})
-    return jnp.transpose(x, axes), ()
+    return _jtranspose(x, axes=axes), ()
 
 
 @_transpose.defvjp
 def _transpose_vjp(res: tuple[()], g: jax.Array, *, axes: Shape | None = None) -> tuple[jax.Array]:
     """Apply the inverse permutation to g."""
     if axes is None:
-        return (jnp.transpose(g),)
-    return (jnp.transpose(g, tuple(int(i) for i in np.argsort([a % g.ndim for a in axes]))),)
+        return (_jtranspose(g, axes=None),)
+    inverse = tuple(int(i) for i in np.argsort([a % g.ndim for a in axes]))
+    return (_jtranspose(g, axes=inverse),)
 
 
 @defop
@@ -103,7 +108,7 @@ def squeeze(x: jax.Array, *, axis: int | Shape | None = None) -> tuple[jax.Array
                 raise ShapeError(
                     f"squeeze: axis {a} of shape {x.shape} is not an axis of length one."
                 )
-    return jnp.squeeze(x, axis), (x.shape,)
+    return _jsqueeze(x, axis=axis), (x.shape,)
 
 
 @squeeze.defvjp
@@ -124,7 +129,7 @@ def _expand_dims(x: jax.Array, *, axis: int | Shape) -> tuple[jax.Array, tuple[S
         raise ShapeError(
             f"expand_dims: axis {axis} is out of range for a result with {out_ndim} dimensions."
         )
-    return jnp.expand_dims(x, axis), (x.shape,)
+    return _jexpand_dims(x, axis=axis), (x.shape,)
 
 
 @_expand_dims.defvjp
@@ -132,6 +137,10 @@ def _expand_dims_vjp(res: tuple[Shape], g: jax.Array, *, axis: int | Shape) -> t
     """Reshape g back to the input shape."""
     (in_shape,) = res
     return (_jreshape(g, shape=in_shape),)
+
+
+_jconcatenate = partial(jax.jit, static_argnames=("axis",))(jnp.concatenate)
+_jstack = partial(jax.jit, static_argnames=("axis",))(jnp.stack)
 
 
 def _join_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
@@ -151,7 +160,7 @@ def _concatenate(*xs: jax.Array, axis: int = 0) -> tuple[jax.Array, tuple[tuple[
     """Join tensors along an existing ``axis``."""
     if not xs:
         raise ValueError("concatenate needs at least one tensor.")
-    y = jnp.concatenate(xs, axis=axis)
+    y = _jconcatenate(xs, axis=axis)
     return y, (tuple(int(x.shape[axis]) for x in xs),)
 
 
@@ -161,6 +170,13 @@ def _concatenate_vjp(
 ) -> tuple[jax.Array | None, ...]:
     """Split g back into the inputs' extents along ``axis``."""
     (sizes,) = res
+    return _concatenate_parts(g, tuple(sizes), needs, axis)
+
+
+@partial(jax.jit, static_argnums=(1, 2, 3))
+def _concatenate_parts(
+    g: jax.Array, sizes: tuple[int, ...], needs: tuple[bool, ...], axis: int
+) -> tuple[jax.Array | None, ...]:
     cuts = np.cumsum(sizes)[:-1].tolist()
     parts = jnp.split(g, cuts, axis=axis)
     return tuple(p if n else None for p, n in zip(parts, needs, strict=True))
@@ -171,14 +187,19 @@ def _stack(*xs: jax.Array, axis: int = 0) -> tuple[jax.Array, tuple[()]]:
     """Join equal-shaped tensors along a new ``axis``."""
     if not xs:
         raise ValueError("stack needs at least one tensor.")
-    return jnp.stack(xs, axis=axis), ()
+    return _jstack(xs, axis=axis), ()
 
 
 @_stack.defvjp
 def _stack_vjp(
     res: tuple[()], g: jax.Array, needs: tuple[bool, ...], *, axis: int = 0
 ) -> tuple[jax.Array | None, ...]:
-    """Input i receives g taken at index i along ``axis``."""
+    """Input i receives g taken at index i along ``axis`` (one compiled call)."""
+    return _stack_parts(g, needs, axis)
+
+
+@partial(jax.jit, static_argnums=(1, 2))
+def _stack_parts(g: jax.Array, needs: tuple[bool, ...], axis: int) -> tuple[jax.Array | None, ...]:
     return tuple(jnp.take(g, i, axis=axis) if n else None for i, n in enumerate(needs))
 
 

@@ -267,6 +267,10 @@ def _stack_ref(*xs: jax.Array, axis: int = 0) -> jax.Array:
     return jnp.stack(xs, axis=axis)
 
 
+def _linear_ref(x: jax.Array, w: jax.Array, b: jax.Array) -> jax.Array:
+    return jnp.matmul(x, w.T) + b
+
+
 def _einsum_ref(*xs: jax.Array, subscripts: str) -> jax.Array:
     return jnp.einsum(subscripts, *xs)
 
@@ -511,6 +515,19 @@ SPECS: tuple[OpSpec, ...] = (
     *(OpSpec(_R[name], reduction(), _jnp(name)) for name in ("sum", "mean", "max", "min")),
     # linear algebra
     OpSpec(_R["matmul"], matmul_cases(), jnp.matmul),
+    OpSpec(
+        _R["linear"],
+        tuple(
+            Case(name, inputs(shapes, (REALS,) * 3))
+            for name, shapes in (
+                ("mat", ((2, 3), (4, 3), (4,))),
+                ("batch", ((2, 5, 3), (4, 3), (4,))),
+                ("vec", ((3,), (2, 3), (2,))),
+            )
+        ),
+        _linear_ref,
+        rtol=1e-4,
+    ),
     # shape
     OpSpec(
         _R["reshape"],

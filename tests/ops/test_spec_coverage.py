@@ -28,6 +28,7 @@ TORCH_NAMES = {
     "batch_norm",
     "scaled_dot_product_attention",
     "norm",  # jnp.linalg.norm
+    "linear",  # F.linear
 }
 
 
