@@ -72,17 +72,21 @@ class Tensor:
             value = value._data
         elif isinstance(value, np.ndarray):
             value = jax.numpy.asarray(value)
-        if not isinstance(value, jax.Array):
+        old = self._data
+        # the old value's class passed this check already (an optimizer's step sets every
+        # parameter this way: skip the slow abstract-class check, read shapes from ``aval``)
+        if value.__class__ is not old.__class__ and not isinstance(value, jax.Array):
             raise TypeError(
                 f"Tensor.data must be set to a jax.Array, NumPy array or Tensor, "
                 f"got {type(value).__name__}."
             )
-        if value.shape != self._data.shape:
+        new_aval, old_aval = value.aval, old.aval
+        if new_aval.shape != old_aval.shape:
             raise ShapeError(
                 f"Tensor.data: new shape {value.shape} differs from {self._data.shape}; "
                 "create a new tensor for a different shape."
             )
-        if value.dtype != self._data.dtype:
+        if new_aval.dtype != old_aval.dtype:
             raise TypeError(
                 f"Tensor.data: new dtype {value.dtype} differs from {self._data.dtype}; "
                 f"cast first with .astype({self._data.dtype})."

@@ -298,8 +298,14 @@ def _provenance(saved: tuple[Any, ...], arrays: list[Any], y: Any) -> tuple[int 
     """Per residual: the index of the input array it is, -1 if it is the output, else
     ``None`` (compared by identity, at forward time); ``None`` when no residual is either."""
     n = len(saved)
-    if n == len(arrays) and all(s is a for s, a in zip(saved, arrays, strict=True)):
-        return _IDENTITY[n] if n < len(_IDENTITY) else tuple(range(n))  # the usual (inputs)
+    if n == len(arrays) and n < len(_IDENTITY):  # the usual case: the residuals are the inputs
+        i = 0
+        for s in saved:
+            if s is not arrays[i]:
+                break
+            i += 1
+        else:
+            return _IDENTITY[n]
     slots: list[int | None] = []
     found = False
     for s in saved:

@@ -50,8 +50,8 @@ def test_engine_quick(tmp_path: Path) -> None:
     assert len(report["sections"]) == 2
     names = [t["name"] for t in report["targets"]]
     assert names == [
-        "issue 2: tracked (2,2) op / raw jnp op",
-        "issue 2: backward per node, 20-op chain / raw jnp multiply",
+        "issue 10: tracked (2,2) op / raw jnp op",
+        "issue 10: backward per node, 20-op chain / raw jnp multiply",
     ]
     for t in report["targets"]:
         assert t["verdict"] in {"PASS", "MISS"}
@@ -112,7 +112,7 @@ def test_peers_quick(tmp_path: Path) -> None:
     assert set(seed["times"]) >= {"raw JAX (jnp.zeros / jax.Array)", "tapegrad, auto policy"}
     assert "torch eager" not in seed["times"]
     targets = {t["name"]: t for t in report["targets"]}
-    chain = targets["issue 6: 20-op chain forward+backward, tapegrad / torch"]
+    chain = targets["issue 10: 20-op chain forward+backward, tapegrad / torch"]
     assert chain["verdict"] == "SKIP"
     assert "torch skipped: not installed" in chain["detail"]
     if importlib.util.find_spec("mygrad") is not None:
