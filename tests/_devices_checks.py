@@ -130,6 +130,20 @@ def model_on_one_device_trains_there() -> None:
     step(x, jnp.zeros(4, jnp.int32))
     for name, p in model.named_parameters():
         assert p.device == d[2], f"{name} moved to {p.device} by the tg.jit step"
+    # moving the model after making the optimizer leaves its state behind: a clear error
+    adam = optim.Adam(model.parameters(), lr=0.1)
+    assert all(p.grad is not None for p in model.parameters())
+    model.to(d[5])
+    assert all(p.grad.device == d[5] for p in model.parameters()), "a .grad stayed behind"
+    (model(x) ** 2).mean().backward()
+    try:
+        adam.step()
+    except tg.DeviceError as err:
+        assert "Adam.step at " in str(err) and "_devices_checks.py:" in str(err), str(err)
+        assert "before making the optimizer" in str(err), str(err)
+    else:
+        raise AssertionError("a step with state left on another device did not raise")
+    model.zero_grad()
     # Module.to keeps each leaf's tensor object and node
     before = [(id(p), p._node) for p in model.parameters()]
     model.to(d[4])

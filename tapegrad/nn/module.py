@@ -245,8 +245,9 @@ class Module:
     def to(self, device: Any) -> Module:
         """Move every parameter and buffer to ``device`` (a ``jax.Device``, a sharding, an
         index into ``jax.devices()`` or a string such as ``"cpu:2"``), in place: each keeps
-        its tensor object and its tape node, as ``t.data = ...`` does. Gradients of a later
-        backward land on the same device.
+        its tensor object and its tape node, as ``t.data = ...`` does; a ``.grad`` moves with
+        its parameter, and gradients of a later backward land on the same device. (Make
+        optimizers after moving the model: their state stays where it was made.)
 
         Returns:
             ``self``.
@@ -261,6 +262,8 @@ class Module:
             check_fits(dest, t.shape, "Module.to")
         for t in tensors:
             t.data = jax.device_put(t.data, dest)
+            if t.grad is not None:  # the gradient moves with its parameter, as in PyTorch
+                t.grad = Tensor(jax.device_put(t.grad.data, dest))
         return self
 
     def apply(self, fn: Callable[[Module], None]) -> Module:

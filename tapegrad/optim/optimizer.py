@@ -29,8 +29,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from tapegrad._placement import committed
 from tapegrad._tensor import Tensor, zero_grads
+from tapegrad.errors import DeviceError
 from tapegrad.grad_mode import enable_grad
+from tapegrad.origin import format_origin, user_frame
 
 __all__ = ["Optimizer"]
 
@@ -246,6 +249,8 @@ class Optimizer:
         Raises:
             ValueError: a hyperparameter that shapes the rule (``nesterov``, ``centered``,
                 whether there is momentum) was changed after construction.
+            DeviceError: the parameters and the optimizer's state live on unrelated devices
+                (the model was moved after the optimizer was made).
         """
         loss = None
         if closure is not None:
@@ -268,12 +273,31 @@ class Optimizer:
                 )
         params = [tuple(p.data for p in g["params"]) for g in groups]
         hypers = [self._hyper(g, s) for g, s in zip(groups, self.state, strict=True)]
-        new_params, self.state = self._step_fn()(params, grads, self.state, hypers)
+        try:
+            new_params, self.state = self._step_fn()(params, grads, self.state, hypers)
+        except ValueError:
+            self._check_devices(params, grads)
+            raise
         for g, news in zip(groups, new_params, strict=True):
             for p, new in zip(g["params"], news, strict=True):
                 if new is not None:
                     p.data = new
         return loss
+
+    def _check_devices(self, params: Any, grads: Any) -> None:
+        """After a failed update: raise ``DeviceError`` when the parameters, gradients and
+        state live on devices no sharding relates (the usual cause: the model was moved after
+        the optimizer was made, so its state stayed behind)."""
+        arrays = jax.tree_util.tree_leaves((params, grads, self.state))
+        where = {frozenset(a.sharding.device_set) for a in arrays if committed(a)}
+        if len(where) > 1:
+            names = sorted({", ".join(sorted(str(d) for d in s)) for s in where})
+            raise DeviceError(
+                f"{type(self).__name__}.step at {format_origin(*user_frame(3))}: the parameters, "
+                f"gradients and optimizer state live on different devices ({'; '.join(names)}). "
+                "Move the model before making the optimizer (model.to(device), then "
+                "optim.X(model.parameters())), or make a new optimizer after moving it."
+            ) from None
 
     # ------------------------------------------------------------------ state dicts
 
