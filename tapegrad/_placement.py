@@ -51,7 +51,7 @@ def resolve(target: Target, what: str) -> jax.Device | Sharding:
     if isinstance(index, int) and not isinstance(index, bool):
         try:
             devices = jax.devices(platform) if platform else jax.devices()
-        except RuntimeError:  # an unknown backend
+        except (RuntimeError, ValueError):  # an unknown or unavailable backend
             devices = []
         if 0 <= index < len(devices):
             return devices[index]
