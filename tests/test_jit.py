@@ -169,6 +169,7 @@ def _run_regularised(compiled: bool, steps: int) -> tuple[list[float], Regularis
 
 @pytest.mark.slow
 def test_batch_norm_and_dropout_match_eager_over_100_steps() -> None:
+    before = tg.graph_stats()
     want, eager, eager_key = _run_regularised(compiled=False, steps=100)
     got, model, key = _run_regularised(compiled=True, steps=100)
     np.testing.assert_allclose(got, want, rtol=1e-5)
@@ -180,6 +181,9 @@ def test_batch_norm_and_dropout_match_eager_over_100_steps() -> None:
     assert int(model.bn.num_batches_tracked.item()) == 100
     np.testing.assert_array_equal(np.asarray(key), np.asarray(eager_key))  # state written back
     np.testing.assert_array_equal(np.asarray(model.own_key._key), np.asarray(eager.own_key._key))
+    stats = tg.graph_stats()  # both models' parameters on top of what was there, none hanging
+    params = len(list(model.parameters())) + len(list(eager.parameters()))
+    assert stats.nodes == before.nodes + params and stats.hanging_nodes == 0
 
 
 def test_random_state_is_carried_by_compiled_steps() -> None:
