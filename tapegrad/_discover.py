@@ -2,8 +2,8 @@
 
 A step's state is found, not declared (docs/design.md "Compiled steps"). Starting from its
 arguments, its closure cells and the globals its code names, a walk visits containers (lists,
-tuples, dicts), user objects and tapegrad objects (``nn.Module``, optimizers: anything whose
-class is not from a library) and user functions (their closures and globals, transitively):
+tuples, dicts), modules and optimizers (wherever their class is defined), other objects whose
+class is not from a library, and user functions (their closures and globals, transitively):
 
 - every tensor that requires grad is **lifted** (an input and output of the computation);
 - a tensor that does not require grad is lifted when it is an attribute of an object (a
@@ -12,9 +12,10 @@ class is not from a library) and user functions (their closures and globals, tra
 - an attribute holding a pytree of ``jax.Array``s (an optimizer's optax state, a random
   key) is a **slot**: its value goes in and the new value comes out.
 
-Before a trace, ``Watch`` records the containers and attribute dicts the walk met; afterwards
-it says what changed (a module buffer replaced, a list mutated, a tensor stored on ``self``)
-and puts every one of them back, so a trace, successful or not, leaves no trace in the state.
+Before a trace, ``Watch`` records the global and closure variables, containers and attribute
+dicts the walk met; afterwards it says what changed (a module buffer replaced, a list mutated,
+a tensor stored on ``self`` or in a variable) and puts every one of them back, so a trace,
+successful or not, leaves no trace in the state.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from tapegrad.errors import TracerError
 from tapegrad.nn.module import Module
 from tapegrad.optim.optimizer import Optimizer
 
-__all__ = ["Found", "Watch", "discover", "user_function", "code_names", "MISSING", "cell_contents"]
+__all__ = ["Found", "Watch", "discover", "user_function", "code_names"]
 
 _LIBRARIES = frozenset(
     {"jax", "jaxlib", "numpy", "optax", "chex", "torch", "rich", "sklearn", "scipy", "diagnostics"}
@@ -242,21 +243,19 @@ def _scalars(mapping: dict[Any, Any], found: Found) -> None:
             found.values.append((mapping, key, value))
 
 
-MISSING = object()
+_MISSING = object()
 """What a guard reads for a global or a closure variable that is gone."""
 
 
-def cell_contents(cell: Any, default: Any = MISSING) -> Any:
-    """A closure cell's contents, ``default`` when it is empty (``del`` of a nonlocal)."""
-    try:
-        return cell.cell_contents
-    except ValueError:
-        return default
-
-
 def _read(where: Any, name: Any) -> Any:
-    """A guard's variable now: a closure cell's contents or a global's value."""
-    return cell_contents(where) if name is None else where.get(name, MISSING)
+    """A guard's variable now: a closure cell's contents or a global's value (``_MISSING``
+    when it is gone)."""
+    if name is None:
+        try:
+            return where.cell_contents
+        except ValueError:  # the cell was emptied (``del`` of a nonlocal)
+            return _MISSING
+    return where.get(name, _MISSING)
 
 
 class Watch:
@@ -277,7 +276,7 @@ class Watch:
         for (where, name, value), label in zip(found.guards, found.guard_labels, strict=True):
             now = _read(where, name)
             if now is not value:
-                yield label, where, value, (None if now is MISSING else now)
+                yield label, where, value, (None if now is _MISSING else now)
         for (d, before), (_, label) in zip(self.attrs, found.attrs, strict=True):
             for name in before.keys() | d.keys():
                 old, new = before.get(name), d.get(name)

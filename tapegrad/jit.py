@@ -134,8 +134,8 @@ class _Plan:
 
     def valid(self, objects: list[Any]) -> bool:
         """Every object argument, global and closure variable read is the same object, and
-        every number read from tapegrad's objects is equal (one C-level read per mapping:
-        this runs on every call)."""
+        every number read from modules, optimizers and tapegrad's other objects is equal
+        (one C-level read per mapping: this runs on every call)."""
         if not all(map(is_, objects, self.objects)):
             return False
         try:
@@ -573,7 +573,7 @@ def _guards(found: _discover.Found) -> tuple[list[Any], list[Any]]:
     """The plan's validity checks: ``(mapping, get, values)`` per mapping, where
     ``get(mapping)`` reads the values now as a tuple (``operator.itemgetter``, or the
     contents of closure cells); identity for globals and cells, equality for the numbers of
-    tapegrad's objects."""
+    modules, optimizers and tapegrad's other objects."""
     same: dict[int, tuple[Any, list[Any], list[Any]]] = {}
     for where, name, value in found.guards:
         cells = name is None
