@@ -340,9 +340,7 @@ class JitFunction(Generic[P, R]):
         private = Tape(allow_tracers=True)
         outer = current_tape()
         leaves = []  # (private leaf, original node) of the tensors that require grad
-        outer_key = _random.get_state()
         try:
-            _random.set_state(key)  # draws without key= advance this traced key
             grad_in: list[Tensor | None] = []
             for i, (t, v) in enumerate(zip(plan.order, values, strict=True)):
                 t._data = v
@@ -356,7 +354,7 @@ class JitFunction(Generic[P, R]):
             for (d, k), v in zip(plan.slots, slot_values, strict=True):
                 d[k] = v
             args, kwargs = self._rebuild(plan, data)
-            with use_tape(private):
+            with use_tape(private), _random.carried(key) as rng:  # draws advance the traced key
                 result = self._fn(*args, **kwargs)
             _check_result(result, self.__name__)
             new_values, new_grads = self._changed_tensors(plan, values, grad_in, saved)
@@ -370,10 +368,9 @@ class JitFunction(Generic[P, R]):
             reached = [orig for mine, orig in leaves if mine.reached]
             if reached:  # trained by compiled steps: never reported as a hanging leaf
                 outer.consume((), (), reached, retain_graph=True)
-            new_key = _random.get_state()
-            return result, new_values, new_grads, new_slots, (None if new_key is key else new_key)
+            new_key = None if rng.key is key else rng.key
+            return result, new_values, new_grads, new_slots, new_key
         finally:
-            _random.set_state(outer_key)
             for t, data_, node_, grad_, tape_ in saved:
                 t._data, t._node, t._grad, t._tape = data_, node_, grad_, tape_
             for t, data_ in constants:

@@ -7,13 +7,18 @@ program's random numbers are reproducible.
 
 The state is one object, ``STATE`` (a ``RandomState``), read and written through
 ``get_state()``/``set_state()``, so a compiled step (``tg.jit``) can lift the key to an input
-of its computation and write the advanced key back after each call. Before the first use the
-state is as after ``manual_seed(0)``.
+of its computation and write the advanced key back after each call. While ``tg.jit`` traces a
+step, ``carried(key)`` gives the tracing context a state of its own holding the traced key:
+draws there advance it, while other threads keep drawing from ``STATE``. Before the first use
+the state is as after ``manual_seed(0)``.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import jax
@@ -31,6 +36,7 @@ __all__ = [
     "next_key",
     "key_of",
     "split_key",
+    "carried",
 ]
 
 
@@ -86,6 +92,29 @@ class RandomState:
 STATE = RandomState()
 """The process random state (one per process, shared by all threads)."""
 
+_CARRIED: ContextVar[RandomState | None] = ContextVar("tapegrad_carried_random", default=None)
+
+
+def _state() -> RandomState:
+    """The state draws use here: the one ``carried`` set in this context, else ``STATE``."""
+    carried = _CARRIED.get()
+    return STATE if carried is None else carried
+
+
+@contextmanager
+def carried(key: jax.Array) -> Iterator[RandomState]:
+    """Within the block, this context's random state is a new one holding ``key`` (what
+    ``tg.jit`` does while it traces a step, with a traced key); ``manual_seed``,
+    ``get_state``, ``set_state`` and draws without ``key=`` act on it. Other threads and
+    contexts keep the process state. Yields the state, to read its advanced key."""
+    state = RandomState()
+    state.key = key
+    token = _CARRIED.set(state)
+    try:
+        yield state
+    finally:
+        _CARRIED.reset(token)
+
 
 def manual_seed(seed: int) -> None:
     """Seed the process random state (PyTorch's ``torch.manual_seed``).
@@ -98,16 +127,17 @@ def manual_seed(seed: int) -> None:
     """
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(f"manual_seed takes an int seed, got {type(seed).__name__}.")
-    STATE.seed(int(seed))
+    _state().seed(int(seed))
 
 
 def get_state() -> jax.Array:
     """The current key of the process random state (a ``jax.Array``; made from seed 0 on
     first use). Passing it to ``set_state`` later replays the same draws."""
-    with STATE._lock:
-        if STATE.key is None:
-            STATE.key = jax.random.PRNGKey(0)
-        return STATE.key
+    state = _state()
+    with state._lock:
+        if state.key is None:
+            state.key = jax.random.PRNGKey(0)
+        return state.key
 
 
 def set_state(key: jax.Array) -> None:
@@ -125,13 +155,14 @@ def set_state(key: jax.Array) -> None:
             f"set_state takes a jax.random key (a jax.Array), got {type(key).__name__}; "
             "use manual_seed(int) to seed from an integer."
         )
-    with STATE._lock:
-        STATE.key = key
+    state = _state()
+    with state._lock:
+        state.key = key
 
 
 def next_key() -> jax.Array:
     """A fresh key from the process random state (which advances by one split)."""
-    return STATE.next_key()
+    return _state().next_key()
 
 
 def split_key(key: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -151,7 +182,7 @@ def key_of(key: Any) -> jax.Array:
     if not compilation_cache.ready:
         compilation_cache.ensure()  # a draw from the key compiles
     if key is None:
-        return STATE.next_key()
+        return _state().next_key()
     if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
         return jax.random.PRNGKey(int(key))
     if isinstance(key, jax.Array):

@@ -7,6 +7,8 @@ the test's own; the eager twin of every compiled step is the same function run u
 from __future__ import annotations
 
 import collections
+import queue
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -198,6 +200,21 @@ def test_random_state_is_carried_by_compiled_steps() -> None:
     np.testing.assert_array_equal(tg.randn((3,)).numpy(), first)  # eager draws the same
     np.testing.assert_array_equal(tg.randn((3,)).numpy(), second)
     assert noise.trace_count == 1
+
+    drawn: queue.Queue[tg.Tensor] = queue.Queue()  # a library container: not walked
+
+    @tg.jit
+    def draws_beside_a_thread(x: tg.Tensor) -> tg.Tensor:
+        thread = threading.Thread(target=lambda: drawn.put(tg.randn((3,))))
+        thread.start()  # another thread draws while the step is traced
+        thread.join()
+        return x + tg.randn((3,))
+
+    tg.manual_seed(5)
+    draws_beside_a_thread(tg.zeros((3,)))
+    other = drawn.get_nowait()
+    assert not isinstance(other.data, jax.core.Tracer)  # the process state, not the traced key
+    np.testing.assert_array_equal(other.numpy(), first)
 
     @tg.jit
     def no_draw(x: tg.Tensor) -> tg.Tensor:
