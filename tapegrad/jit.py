@@ -38,7 +38,7 @@ from tapegrad.current import current_tape, use_tape
 from tapegrad.errors import RetraceWarning, TracerError
 from tapegrad.optim.optimizer import Optimizer
 from tapegrad.records import Snapshot
-from tapegrad.tape import Tape
+from tapegrad.tape import Tape, saved_on_any_tape
 
 __all__ = ["jit", "JitFunction", "TraceReport"]
 
@@ -612,9 +612,8 @@ def _traced_array(x: Any) -> bool:
 
 
 def _pending(tensors: list[Tensor]) -> bool:
-    """Whether a graph on the process tape still saves one of these tensors' arrays."""
-    ids = current_tape().saved_array_ids()
-    return bool(ids) and any(id(t._data) in ids for t in tensors)
+    """Whether a graph on any tape still saves one of these tensors' arrays."""
+    return saved_on_any_tape([t._data for t in tensors])
 
 
 def _check_result(result: Any, name: str) -> None:

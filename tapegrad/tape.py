@@ -66,6 +66,8 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 _Tracer = jax.core.Tracer
 _numbers = itertools.count(1)
+_TAPES: weakref.WeakSet[Tape] = weakref.WeakSet()
+"""Every live tape (tg.jit asks them all before donating an array)."""
 
 
 DEFAULT_THRESHOLD = 10_000
@@ -97,6 +99,12 @@ def _entry(
 
 
 # ----------------------------------------------------------------------------- the tape
+
+
+def saved_on_any_tape(arrays: Sequence[Any]) -> bool:
+    """Whether a node on any live tape saves one of ``arrays`` (what ``tg.jit``'s donation
+    must spare, docs/design.md "Compiled steps")."""
+    return any(tape.saves_any(arrays) for tape in list(_TAPES))
 
 
 class Tape:
@@ -141,6 +149,7 @@ class Tape:
         self._version = 0
         self._cache: tuple[int, dict[int, int]] | None = None  # (version, node -> graph)
         self._set_limit()
+        _TAPES.add(self)
 
     @property
     def name(self) -> str:
@@ -485,11 +494,12 @@ class Tape:
         """The name of this tape's cleanup policy."""
         return self._policy
 
-    def saved_array_ids(self) -> set[int]:
-        """The ids of the arrays the nodes on this tape save (what ``tg.jit``'s donation must
-        spare): the keys of the holder counts, no walk over the nodes."""
+    def saves_any(self, arrays: Sequence[Any]) -> bool:
+        """Whether a node on this tape saves one of ``arrays`` (by identity): the holder
+        counts' keys, no walk over the nodes."""
         with self._lock:
-            return set(self._held)
+            held = self._held
+            return bool(held) and any(id(a) in held for a in arrays)
 
     @property
     def threshold(self) -> int | None:

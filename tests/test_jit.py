@@ -523,6 +523,19 @@ def test_trace_report_counts_dead_code() -> None:
     assert tg.graph_stats().hanging_nodes == 0
 
 
+def test_donation_spares_arrays_a_pending_graph_on_another_tape_saves() -> None:
+    model, opt = make(key=71)
+    step = tg.jit(train_step)
+    step(model, opt, X, Y)
+    with tg.use_tape(tg.Tape("probe")) as probe:
+        copies = [p.detach().require_grad() for p in model.parameters()]  # the same arrays
+        pending = sum((c * c).sum() for c in copies)  # saved on "probe", not the process tape
+    assert probe.stats().saved_bytes > 0
+    step(model, opt, X, Y)  # the parameters' arrays are saved on "probe": not donated
+    pending.backward()
+    assert all(c.grad is not None and np.isfinite(c.grad.numpy()).all() for c in copies)
+
+
 def test_donation_spares_arrays_a_pending_graph_saves() -> None:
     model, opt = make(key=70)
     step = tg.jit(train_step)
