@@ -170,7 +170,8 @@ def _concatenate_vjp(
 ) -> tuple[jax.Array | None, ...]:
     """Split g back into the inputs' extents along ``axis``."""
     (sizes,) = res
-    return _concatenate_parts(g, tuple(sizes), needs, axis)
+    parts: tuple[jax.Array | None, ...] = _concatenate_parts(g, tuple(sizes), needs, axis)
+    return parts
 
 
 @partial(jax.jit, static_argnums=(1, 2, 3))
@@ -195,7 +196,8 @@ def _stack_vjp(
     res: tuple[()], g: jax.Array, needs: tuple[bool, ...], *, axis: int = 0
 ) -> tuple[jax.Array | None, ...]:
     """Input i receives g taken at index i along ``axis`` (one compiled call)."""
-    return _stack_parts(g, needs, axis)
+    parts: tuple[jax.Array | None, ...] = _stack_parts(g, needs, axis)
+    return parts
 
 
 @partial(jax.jit, static_argnums=(1, 2))
