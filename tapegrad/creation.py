@@ -121,12 +121,18 @@ def _no_tracked_elements(data: list[Any] | tuple[Any, ...]) -> None:
                 )
 
 
-def _like(t: Tensor, device: Any, sharding: Any) -> tuple[Any, Any]:
-    """The placement of a ``*_like`` result: the one given, else ``t``'s own when the user
-    placed ``t`` (a committed array), as PyTorch's ``zeros_like`` keeps the device."""
+def _like(t: Tensor, dtype: Any, requires_grad: bool, device: Any, sharding: Any) -> dict[str, Any]:
+    """The keyword arguments of a ``*_like`` result: ``t``'s dtype unless ``dtype`` says;
+    the placement given, else ``t``'s own when the user placed ``t`` (a committed array), as
+    PyTorch's ``zeros_like`` keeps the device."""
     if device is None and sharding is None and committed(t._data):
         sharding = t._data.sharding
-    return device, sharding
+    return {
+        "dtype": dtype or t.dtype,
+        "requires_grad": requires_grad,
+        "device": device,
+        "sharding": sharding,
+    }
 
 
 def full(
@@ -181,14 +187,7 @@ def zeros_like(
     sharding: Any = None,
 ) -> Tensor:
     """Zeros of ``t``'s shape and dtype (or ``dtype``)."""
-    device, sharding = _like(t, device, sharding)
-    return zeros(
-        t.shape,
-        dtype=dtype or t.dtype,
-        requires_grad=requires_grad,
-        device=device,
-        sharding=sharding,
-    )
+    return zeros(t.shape, **_like(t, dtype, requires_grad, device, sharding))
 
 
 def ones_like(
@@ -200,14 +199,7 @@ def ones_like(
     sharding: Any = None,
 ) -> Tensor:
     """Ones of ``t``'s shape and dtype (or ``dtype``)."""
-    device, sharding = _like(t, device, sharding)
-    return ones(
-        t.shape,
-        dtype=dtype or t.dtype,
-        requires_grad=requires_grad,
-        device=device,
-        sharding=sharding,
-    )
+    return ones(t.shape, **_like(t, dtype, requires_grad, device, sharding))
 
 
 def arange(
@@ -275,15 +267,7 @@ def randn_like(
 ) -> Tensor:
     """Standard normal samples of ``t``'s shape and dtype (or ``dtype``); ``key`` as for
     ``randn``."""
-    device, sharding = _like(t, device, sharding)
-    return randn(
-        t.shape,
-        key=key,
-        dtype=dtype or t.dtype,
-        requires_grad=requires_grad,
-        device=device,
-        sharding=sharding,
-    )
+    return randn(t.shape, key=key, **_like(t, dtype, requires_grad, device, sharding))
 
 
 def rand_like(
@@ -297,12 +281,4 @@ def rand_like(
 ) -> Tensor:
     """Uniform samples in [0, 1) of ``t``'s shape and dtype (or ``dtype``); ``key`` as for
     ``randn``."""
-    device, sharding = _like(t, device, sharding)
-    return rand(
-        t.shape,
-        key=key,
-        dtype=dtype or t.dtype,
-        requires_grad=requires_grad,
-        device=device,
-        sharding=sharding,
-    )
+    return rand(t.shape, key=key, **_like(t, dtype, requires_grad, device, sharding))

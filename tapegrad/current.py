@@ -93,14 +93,8 @@ def graph_stats() -> GraphStats:
 
 def set_cleanup_policy(policy: str, *, threshold: int | None = None) -> None:
     """Choose when the current tape frees hanging nodes (docs/design.md rule 5); the process
-    tape's policy is process-wide.
-
-    Args:
-        policy: ``"manual"`` (only ``graph_cleanup()`` frees unconsumed hanging nodes),
-            ``"auto"`` (each node is freed the moment it becomes hanging; switching to it
-            sweeps at once) or ``"threshold"`` (a sweep whenever the node count reaches
-            ``survivors + max(threshold, survivors)``).
-        threshold: a positive node count, required by ``"threshold"`` only.
+    tape's policy is process-wide. ``tg.current_tape().set_cleanup_policy(...)``: the policies
+    (``"manual"``, ``"auto"``, ``"threshold"``) and ``threshold`` are described there.
 
     Raises:
         ValueError: unknown policy, or a missing, non-positive or misplaced ``threshold``.
