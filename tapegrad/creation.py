@@ -97,12 +97,34 @@ def tensor(
         array = data
     else:
         try:
-            array = jnp.asarray(data, dtype=dtype)
+            array = _from_numpy(data, dtype)
+            if array is None:
+                array = jnp.asarray(data, dtype=dtype)
         except (TypeError, ValueError) as err:
             raise TypeError(
                 f"tg.tensor cannot convert {type(data).__name__} to an array ({err})."
             ) from None
     return _finish(array, requires_grad, device, sharding, "tensor")
+
+
+def _from_numpy(data: Any, dtype: Any) -> jax.Array | None:
+    """A NumPy array or scalar ``data`` copied to JAX's default device, its dtype as JAX's
+    rules make it (x64 off: float64 becomes float32), without compiling anything:
+    ``jnp.asarray`` compiles a copy or cast kernel per shape, ~50 ms each on a first run.
+    NumPy's cast equals XLA's convert for these kinds. ``None`` (left to ``jnp.asarray``) for
+    other ``data``, other dtypes (objects, strings, ``ml_dtypes``' types) and complex data
+    cast to a real ``dtype``.
+    """
+    if not isinstance(data, (np.ndarray, np.generic)):
+        return None
+    kind = data.dtype.kind
+    if kind not in "biufc":
+        return None
+    want = jax.dtypes.canonicalize_dtype(data.dtype if dtype is None else dtype)
+    if want.kind not in "biufc" or (kind == "c" and want.kind != "c"):
+        return None
+    array: jax.Array = jax.device_put(np.asarray(data, dtype=want))
+    return array
 
 
 def _no_tracked_elements(data: list[Any] | tuple[Any, ...]) -> None:

@@ -131,6 +131,38 @@ def test_tensor_from_python_and_numpy_follows_jax_dtypes(
     assert t.tolist() == values
 
 
+def test_tensor_from_numpy_copies_without_compiling() -> None:
+    """NumPy data is copied to the device with no XLA compile (``jnp.asarray`` compiles a
+    copy or cast kernel per shape: issue 17's cold start), with JAX's dtypes."""
+    compiles: list[str] = []
+
+    def listen(event: str, duration: float, **_: Any) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(event)
+
+    cases: list[tuple[Any, Any]] = [
+        (np.linspace(0.0, 1.0, 35).reshape(7, 5), None),  # float64, x64 off: float32
+        (np.arange(13), tg.float32),
+        (np.array([1.7, -1.7, 0.0]), tg.int32),
+        (np.array([0.0, 2.0]), tg.bool_),
+        (np.float32(2.5), None),
+    ]
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        made = [tg.tensor(data, dtype=dtype) for data, dtype in cases]
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert compiles == []
+    for t, (data, dtype) in zip(made, cases, strict=True):
+        want = jnp.asarray(data, dtype=dtype)
+        assert t.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(t.data), np.asarray(want))
+    source = np.zeros(3, np.float32)
+    t = tg.tensor(source)
+    source[0] = 5.0  # a copy: the tensor keeps the value it was made from
+    assert t.tolist() == [0.0, 0.0, 0.0]
+
+
 def test_tensor_dtype_and_requires_grad_arguments() -> None:
     t = tg.tensor([1, 2], dtype=tg.float32, requires_grad=True)
     assert t.dtype == jnp.float32

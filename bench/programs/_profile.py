@@ -1,8 +1,11 @@
 """Where each program's tapegrad time goes: ``python -m bench.programs._profile [--only a,b]``.
 
-Each program runs in a fresh process with an empty compilation cache. Its first run (build
-and ``STEPS`` steps) counts JAX's compiles and the seconds spent tracing, lowering and
-compiling them (``jax.monitoring`` events); then 20 warm steps run under ``cProfile``, which
+Each program runs twice, each time in a fresh process, with one compilation cache folder: first
+empty (the first-ever run), then primed by that run (a machine that ran the program before).
+Each process times ``import tapegrad`` (JAX included) and its first run (build and ``STEPS``
+steps), and counts JAX's compiles, the seconds spent tracing, lowering and compiling them
+(``jax.monitoring`` events; on a cache hit "compile" is the read of the cached executable) and
+the persistent cache's hits. The first process then runs 20 warm steps under ``cProfile``, which
 counts the ops tapegrad applied and the VJPs it ran per step and names the functions that took
 the most time of their own. One Markdown table is printed.
 """
@@ -29,14 +32,19 @@ EVENTS = {
     "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
     "/jax/core/compile/backend_compile_duration": "compile",
 }
+HITS = "/jax/compilation_cache/cache_hits"
 
 
-def profile_one(name: str) -> dict[str, Any]:
-    """Profile program ``name`` in this (fresh) process."""
+def profile_one(name: str, cache: str, warm: bool) -> dict[str, Any]:
+    """Profile program ``name`` in this (fresh) process with its compilation cache at
+    ``cache``; with ``warm``, also 20 warm steps under ``cProfile``."""
+    t0 = time.perf_counter()
     import jax
 
+    t1 = time.perf_counter()
     import tapegrad as tg
 
+    imports = {"jax": t1 - t0, "tapegrad": time.perf_counter() - t1}
     seconds: Counter[str] = Counter()
     counts: Counter[str] = Counter()
 
@@ -45,17 +53,30 @@ def profile_one(name: str) -> dict[str, Any]:
             seconds[EVENTS[event]] += duration
             counts[EVENTS[event]] += 1
 
+    def on_event(event: str, **_: Any) -> None:
+        if event == HITS:
+            counts["hits"] += 1
+
     jax.monitoring.register_event_duration_secs_listener(on_duration)
+    jax.monitoring.register_event_listener(on_event)
     program = importlib.import_module(f"bench.programs.{name}")
-    with tempfile.TemporaryDirectory() as cache:
-        tg.set_compilation_cache(cache)
-        d = program.data()
-        t0 = time.perf_counter()
-        step = program.tapegrad(d)
-        for _ in range(program.STEPS):
-            out = step()
-        block(out)
-        first = time.perf_counter() - t0
+    tg.set_compilation_cache(cache)
+    d = program.data()
+    t0 = time.perf_counter()
+    step = program.tapegrad(d)
+    for _ in range(program.STEPS):
+        out = step()
+    block(out)
+    first = time.perf_counter() - t0
+    result: dict[str, Any] = {
+        "import_s": imports,
+        "first_s": first,
+        "compiles": counts["compile"],
+        "hits": counts["hits"],
+        "seconds": dict(seconds),
+    }
+    if not warm:
+        return result
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(WARM_STEPS):
@@ -67,9 +88,7 @@ def profile_one(name: str) -> dict[str, Any]:
     calls = {f"{os.path.basename(f)}:{fn}": nc for (f, _, fn), (_, nc, _, _, _) in stats.items()}
     own = sorted(((tt, f, fn) for (f, _, fn), (_, _, tt, _, _) in stats.items()), reverse=True)
     return {
-        "first_s": first,
-        "compiles": counts["compile"],
-        "seconds": dict(seconds),
+        **result,
         "ops": calls.get("op.py:apply", 0) / WARM_STEPS,
         "vjps": calls.get("op.py:call_vjp", 0) / WARM_STEPS,
         "getitem": calls.get("indexing.py:getitem", 0) / WARM_STEPS,
@@ -77,25 +96,41 @@ def profile_one(name: str) -> dict[str, Any]:
     }
 
 
+def _first_run(r: dict[str, Any]) -> str:
+    s = r["seconds"]
+    return (
+        f"{r['first_s']:.2f} s: {r['compiles']} compiles, {r['hits']} cache hits (trace "
+        f"{s.get('trace', 0):.2f} s, lower {s.get('lower', 0):.2f} s, compile "
+        f"{s.get('compile', 0):.2f} s)"
+    )
+
+
 def main() -> None:
-    """Profile every program (or ``--only``) in its own process; print the table."""
+    """Profile every program (or ``--only``) in its own processes; print the table."""
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--only", default="")
     p.add_argument("--one", default="", help=argparse.SUPPRESS)
+    p.add_argument("--cache", default="", help=argparse.SUPPRESS)
+    p.add_argument("--primed", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.one:
-        emit_child(profile_one(args.one))
+        emit_child(profile_one(args.one, args.cache, warm=not args.primed))
         return
     os.environ.update(thread_env(1))
     rows = []
     for name in [n for n in args.only.split(",") if n] or PROGRAMS:
-        r = run_child("bench.programs._profile", ["--one", name])
-        s = r["seconds"]
+        with tempfile.TemporaryDirectory(prefix="tapegrad-cache-") as cache:
+            r = run_child("bench.programs._profile", ["--one", name, "--cache", cache])
+            primed = run_child(
+                "bench.programs._profile", ["--one", name, "--cache", cache, "--primed"]
+            )
+        imports = primed["import_s"]
         rows.append(
             [
                 name,
-                f"{r['first_s']:.2f} s: {r['compiles']} compiles (trace {s.get('trace', 0):.2f} s, "
-                f"lower {s.get('lower', 0):.2f} s, compile {s.get('compile', 0):.2f} s)",
+                f"{imports['jax']:.2f} s + {imports['tapegrad']:.2f} s",
+                _first_run(r),
+                _first_run(primed),
                 f"{r['ops']:.0f} ops, {r['vjps']:.0f} VJPs, {r['getitem']:.0f} of them indexing",
                 ", ".join(f"{fn} {pct}%" for fn, pct in r["top"]),
             ]
@@ -103,7 +138,14 @@ def main() -> None:
         print(" | ".join(rows[-1]), flush=True)
     print(
         markdown_table(
-            ["program", "first run (empty cache)", "per warm step", "own time, warm (top 4)"],
+            [
+                "program",
+                "import jax + tapegrad",
+                "first run, empty cache",
+                "first run, primed cache",
+                "per warm step",
+                "own time, warm (top 4)",
+            ],
             rows,
         )
     )
