@@ -23,9 +23,10 @@ import functools
 import inspect
 import warnings
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from operator import is_, itemgetter
+from operator import attrgetter, call, getitem, is_
+from sys import getrefcount
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import jax
@@ -52,6 +53,8 @@ _CONTAINERS = (list, tuple, dict)
 _new = object.__new__
 _ABSENT = "<not passed>"  # a static argument left to its default
 _MAX_PASSES = 4  # passes over the body to find the state (each finds at least one tensor more)
+_CELL = attrgetter("cell_contents")
+_Checks = tuple[list[Callable[[], Any]], list[Any]]  # a plan's readers and the values they read
 
 
 @dataclass(frozen=True)
@@ -135,19 +138,18 @@ class _Plan:
     def valid(self, objects: list[Any]) -> bool:
         """Every object argument, global and closure variable read is the same object, and
         every number read from modules, optimizers and tapegrad's other objects is equal
-        (one C-level read per mapping: this runs on every call)."""
+        (C-level reads and comparisons, no Python frame per value: this runs on every
+        call)."""
         if not all(map(is_, objects, self.objects)):
             return False
         try:
-            for mapping, get, same in self._same:
-                if not all(map(is_, get(mapping), same)):
-                    return False
-            for mapping, get, equal in self._equal:
-                if get(mapping) != equal:
-                    return False
+            readers, same = self._same
+            if not all(map(is_, map(call, readers), same)):
+                return False
+            readers, equal = self._equal
+            return list(map(call, readers)) == equal
         except (KeyError, ValueError):  # a global deleted, a closure cell emptied
             return False
-        return True
 
     def inputs(self) -> tuple[list[Any], list[Any]]:
         """The donated and the kept arrays of the state, now."""
@@ -201,22 +203,12 @@ class JitFunction(Generic[P, R]):
         if self._static_argnums or self._static_argnames:
             statics, args, kwargs = self._split_statics(args, kwargs)  # type: ignore[assignment]
         treedef: Any = len(args)  # flat positional arguments: no pytree flattening
-        leaves: Sequence[Any] = args
-        if kwargs or any(isinstance(a, _CONTAINERS) for a in args):
+        split = None if kwargs else _split(args)
+        if split is None:  # keyword arguments, or a list, tuple or dict among the arguments
             leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_tensor)
-        kinds: list[Any] = []
-        data: list[Any] = []
-        objects: list[Any] = []
-        for x in leaves:
-            if isinstance(x, Tensor) and x._node is None:
-                kinds.append(Tensor)
-                data.append(x._data)
-            elif isinstance(x, _DATA):
-                kinds.append(None)
-                data.append(x)
-            else:  # a tensor that requires grad, a module, an optimizer: by reference
-                kinds.append(len(objects))
-                objects.append(x)
+            split = _split(leaves, flat=True)
+        assert split is not None
+        kinds, data, objects = split
         key = (treedef, tuple(kinds), statics)
         plan = self._plans.get(key)
         if plan is None or not plan.valid(objects):
@@ -257,8 +249,8 @@ class JitFunction(Generic[P, R]):
     def _call(self, plan: _Plan, data: list[Any]) -> Any:
         donated, kept = plan.inputs()
         jitted = plan.jitted
-        if self.donate and plan.n_donated and _pending(plan.donated_tensors):
-            jitted = plan.plain()
+        if self.donate and plan.n_donated and _pending(donated[: plan.n_donated]):
+            jitted = plan.plain()  # a pending graph saves one of the arrays: spare it
         try:
             if not plan.checked:
                 self._first_trace(plan, jitted, donated, kept, data)
@@ -566,41 +558,46 @@ def _inner(
     return step._inner(p, *arrays)
 
 
-def _guards(found: _discover.Found) -> tuple[list[Any], list[Any]]:
-    """The plan's validity checks: ``(mapping, get, values)`` per mapping, where
-    ``get(mapping)`` reads the values now as a tuple (``operator.itemgetter``, or the
-    contents of closure cells); identity for globals and cells, equality for the numbers of
-    modules, optimizers and tapegrad's other objects."""
-    same: dict[int, tuple[Any, list[Any], list[Any]]] = {}
-    for where, name, value in found.guards:
-        cells = name is None
-        entry = same.setdefault(0 if cells else id(where), (None if cells else where, [], []))
-        entry[1].append(where if cells else name)
-        entry[2].append(value)
-    equal: dict[int, tuple[Any, list[Any], list[Any]]] = {}
-    for mapping, key, value in found.values:
-        entry = equal.setdefault(id(mapping), (mapping, [], []))
-        entry[1].append(key)
-        entry[2].append(value)
-    return [
-        (tuple(keys), _cells, tuple(values))
-        if where is None
-        else (where, _getter(keys), tuple(values))
-        for where, keys, values in same.values()
-    ], [(where, _getter(keys), tuple(values)) for where, keys, values in equal.values()]
+def _guards(found: _discover.Found) -> tuple[_Checks, _Checks]:
+    """The plan's validity checks, ``(readers, values)``: per variable or number the walk
+    read, a reader taking no argument (a ``functools.partial``, called from C) and the value
+    it read; identity for globals and closure cells, equality for the numbers of modules,
+    optimizers and tapegrad's other objects. A reader raises ``KeyError`` for a deleted
+    global and ``ValueError`` for an emptied cell."""
+    same: list[Callable[[], Any]] = [
+        functools.partial(_CELL, where) if name is None else functools.partial(getitem, where, name)
+        for where, name, _ in found.guards
+    ]
+    equal: list[Callable[[], Any]] = [
+        functools.partial(getitem, mapping, key) for mapping, key, _ in found.values
+    ]
+    return (same, [v for _, _, v in found.guards]), (equal, [v for _, _, v in found.values])
 
 
-def _cells(cells: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The contents of closure cells (``ValueError`` when one was emptied)."""
-    return tuple(cell.cell_contents for cell in cells)
-
-
-def _getter(keys: list[Any]) -> Callable[[Any], tuple[Any, ...]]:
-    """``mapping -> tuple of mapping[k] for k in keys`` (``KeyError`` when one is gone)."""
-    get = itemgetter(*keys)
-    if len(keys) == 1:
-        return lambda mapping: (get(mapping),)
-    return get
+def _split(
+    leaves: Sequence[Any], flat: bool = False
+) -> tuple[list[Any], list[Any], list[Any]] | None:
+    """``(kinds, data, objects)`` of the argument leaves: a tensor that does not require
+    grad (``Tensor``) and an array or number (``None``) are data, traced; anything else (a
+    tensor that requires grad, a module, an optimizer) is an object, reached by reference
+    (its kind: its index in ``objects``). ``None`` when a leaf is a list, tuple or dict
+    (unless ``flat``: the leaves of a flattened pytree)."""
+    kinds: list[Any] = []
+    data: list[Any] = []
+    objects: list[Any] = []
+    for x in leaves:
+        if isinstance(x, Tensor) and x._node is None:
+            kinds.append(Tensor)
+            data.append(x._data)
+        elif isinstance(x, _DATA):
+            kinds.append(None)
+            data.append(x)
+        elif not flat and isinstance(x, _CONTAINERS):
+            return None
+        else:
+            kinds.append(len(objects))
+            objects.append(x)
+    return kinds, data, objects
 
 
 def _is_tensor(x: Any) -> bool:
@@ -611,9 +608,33 @@ def _traced_array(x: Any) -> bool:
     return isinstance(x, jax.core.Tracer)
 
 
-def _pending(tensors: list[Tensor]) -> bool:
-    """Whether a graph on any tape still saves one of these tensors' arrays."""
-    return saved_on_any_tape([t._data for t in tensors])
+def _refcounts(arrays: list[Any]) -> Iterator[int]:
+    return map(getrefcount, arrays)
+
+
+def _alone() -> int:
+    """The reference count ``_refcounts`` gives for an array that only its tensor and the
+    call's two argument lists hold (measured once: it depends on the interpreter)."""
+    probe: Any = object()
+    holder = _new(Tensor)
+    holder._data = probe
+    held = [probe]
+    del probe
+    return next(_refcounts(held[:1]))
+
+
+_ALONE = _alone()
+
+
+def _pending(arrays: list[Any]) -> bool:
+    """Whether a graph on any tape still saves one of ``arrays`` (the donated tensors'
+    arrays, a slice of the call's argument list). O(1) per array in the common case: a node
+    that saves an array holds a reference to it, so an array that nothing but its tensor and
+    the argument lists refer to is saved by no tape, and the tapes are asked only when one
+    has another holder (a pending graph, or the caller keeping ``.data``)."""
+    if all(map(_ALONE.__eq__, _refcounts(arrays))):
+        return False
+    return saved_on_any_tape(arrays)
 
 
 def _check_result(result: Any, name: str) -> None:

@@ -7,6 +7,7 @@ the test's own; the eager twin of every compiled step is the same function run u
 from __future__ import annotations
 
 import collections
+import importlib
 import queue
 import threading
 
@@ -19,6 +20,7 @@ from _support import error_of
 import tapegrad as tg
 from diagnostics.report import build_report
 from tapegrad import nn, optim
+from tapegrad.tape import saved_on_any_tape
 
 X = tg.randn((8, 5), key=3)
 Y = jnp.arange(8) % 3
@@ -557,3 +559,25 @@ def test_donation_spares_arrays_a_pending_graph_saves() -> None:
     sgd(tg.ones((2,)))
     assert np.asarray(old).tolist() == [1.0, 1.0]  # not donated: still readable
     assert w.numpy().tolist() == [0.0, 0.0]
+
+
+def test_donation_asks_the_tapes_only_when_an_array_has_another_holder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module = importlib.import_module("tapegrad.jit")
+    asked: list[int] = []
+
+    def counting(arrays: list[jax.Array]) -> bool:
+        asked.append(len(arrays))
+        return saved_on_any_tape(arrays)
+
+    monkeypatch.setattr(module, "saved_on_any_tape", counting)
+    model, opt = make(key=72)
+    step = tg.jit(train_step)
+    for _ in range(3):
+        step(model, opt, X, Y)
+    assert asked == []  # only the parameters hold their arrays: no graph can save them
+    kept = next(iter(model.parameters())).data
+    step(model, opt, X, Y)
+    assert asked == [4]  # another holder: the tapes are asked; none saves it, so it is donated
+    assert kept.is_deleted()
