@@ -236,7 +236,7 @@ def backward(
     with use_tape(tape):  # with create_graph, the pass records on the root's tape
         results = _run(tape, [node], [seed], retain, create_graph=create_graph)
         for target, g in results.values():
-            tensor = target.ref() if target.ref is not None else None
+            tensor = target.tensor()
             if tensor is None or tensor._node is not target:
                 continue
             old = tensor._grad

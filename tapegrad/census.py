@@ -230,7 +230,7 @@ def node_records(
     paths: dict[str, str] = {}  # co_filename -> displayed path, one relpath per file
     records = []
     for nid, node in nodes.items():
-        tensor = node.ref() if node.ref is not None else None
+        tensor = node.tensor()
         code = node.code
         if code is None:
             origin, function = "<unknown>:0", "<unknown>"

@@ -21,11 +21,28 @@ Step = tuple["Node", "Op | None", tuple["Node | None", ...], Any, "dict[str, Any
 op, parents, residuals and parameters (a plain tuple: one is built per node per pass)."""
 
 
-class Node:
+class Node(weakref.ref):  # type: ignore[type-arg]
     """One record on the tape: a leaf (``op is None``) or an op node.
 
-    ``parents`` has one entry per tensor input of the op (``None`` where that input does not
-    require grad). The node holds its tensor only weakly, and never holds a ``Tensor``.
+    A node *is* the weak reference to its tensor (one object per record, and the reference's
+    callback receives the node itself): ``node()`` is the tensor while it exists. It never
+    holds a ``Tensor`` strongly. ``parents`` has one entry per tensor input of the op
+    (``None`` where that input does not require grad). Nodes compare and hash by identity.
+
+    The tape builds nodes (``Tape.record``), setting every field listed here:
+
+    - ``id``: its number on the tape (parents have smaller ids); ``op``, ``parents``,
+      ``saved`` (the residuals), ``params``, ``shape``, ``dtype``, ``code``/``lineno`` (its
+      origin);
+    - ``live``: its tensor exists and still requires grad; ``uc``: useful children linking
+      to it, counted per link; ``useful``, ``consumed``, ``reached`` (a leaf a backward
+      reached), ``retain`` (``retain_grad()``), ``on_tape``, ``claimed`` (the thread of a
+      backward without ``retain_graph`` running its VJPs);
+    - ``tape``: its tape, weakly (the tape's one shared weak reference: the tensor keeps the
+      tape alive, so no dead node ever holds a dropped tape);
+    - ``prov``: residual provenance (docs/design.md "Residuals with provenance"): per entry of
+      a tuple of residuals, the index of the op input whose array it is, -1 for the op's
+      output, ``None`` for an array the forward derived. Plain ints: no reference, no cycle.
     """
 
     __slots__ = (
@@ -38,7 +55,6 @@ class Node:
         "dtype",
         "code",
         "lineno",
-        "ref",
         "live",
         "uc",
         "useful",
@@ -51,43 +67,34 @@ class Node:
         "prov",
     )
 
-    def __init__(
-        self,
-        op: Op | None,
-        parents: tuple[Node | None, ...],
-        saved: Any,
-        params: dict[str, Any] | None,
-        shape: tuple[int, ...],
-        dtype: Any,
-        code: CodeType | None,
-        lineno: int,
-        prov: tuple[int | None, ...] | None = None,
-    ) -> None:
-        self.id = -1  # set by the tape when it registers the node
-        self.op = op
-        self.parents = parents
-        self.saved = saved
-        self.params = params
-        self.shape = shape
-        self.dtype = dtype
-        self.code = code
-        self.lineno = lineno
-        self.ref: weakref.ref[Tensor] | None = None
-        self.live = True
-        self.uc = 0  # useful children linking to this node, counted per link
-        self.useful = True
-        self.consumed = False
-        self.reached = False  # a leaf a backward reached (freed when no longer useful)
-        self.retain = False  # retain_grad() was called on its tensor
-        self.on_tape = True
-        self.claimed = 0  # the thread of a backward without retain_graph running its VJPs
-        # its tape, weakly (the tape's one shared weak reference, set by the tape): the
-        # tensor keeps the tape alive, so no dead node ever holds a dropped tape
-        self.tape: weakref.ref[Tape] | None = None
-        # Residual provenance (docs/design.md "Residuals with provenance"): per entry of a tuple
-        # of residuals, the index of the op input whose array it is, -1 for the op's output,
-        # None for an array the forward derived. Plain ints: no reference, so no cycle.
-        self.prov = prov
+    id: int
+    op: Op | None
+    parents: tuple[Node | None, ...]
+    saved: Any
+    params: dict[str, Any] | None
+    shape: tuple[int, ...]
+    dtype: Any
+    code: CodeType | None
+    lineno: int
+    live: bool
+    uc: int
+    useful: bool
+    consumed: bool
+    reached: bool
+    retain: bool
+    on_tape: bool
+    claimed: int
+    tape: weakref.ref[Tape] | None
+    prov: tuple[int | None, ...] | None
+
+    # a weak reference compares (and hashes) its referent; a node is only ever itself
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+    def tensor(self) -> Tensor | None:
+        """The node's tensor while it exists and still requires grad, else ``None``."""
+        return self() if self.live else None
 
     @property
     def name(self) -> str:

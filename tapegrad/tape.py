@@ -3,9 +3,9 @@
 Only this module mutates the tape; ``census`` counts what it holds and ``sweep`` what a sweep
 removes (docs/design.md, "Graph lifetime"). Terms used below:
 
-- A node is **live** while its tensor exists (a weak reference resolves). The weak
-  reference's callback only appends the reference to ``_dead``; every entry point drains that
-  queue first under the lock (rule 5), so counts are always current.
+- A node is **live** while its tensor exists and requires grad. A node is the weak reference
+  to its tensor; the reference's callback only appends the node to ``_dead``; every entry
+  point drains that queue first under the lock (rule 5), so counts are always current.
 - A node is **useful** when it is live or a useful node links to it as a parent. Consumed
   nodes drop their parent links, so "reachable from a live node by parent links" is exactly
   docs/design.md's definition. The graph is a DAG (a parent has a smaller id than its child), so
@@ -131,9 +131,8 @@ class Tape:
         self._lock = threading.RLock()
         self._nodes: dict[int, Node] = {}
         self._hanging: dict[int, Node] = {}
-        self._dead: list[weakref.ref[Tensor]] = []
-        self._by_ref: dict[int, Node] = {}  # id(weak reference) -> node, for live nodes
-        self._enqueue = self._dead.append  # the weak-reference callback: only enqueues
+        self._dead: list[Node] = []
+        self._enqueue = self._dead.append  # a node's weak-reference callback: only enqueues
         self._weak = weakref.ref(self)  # every node's ``tape``: one shared object
         self._next_id = 0
         self._leaves = 0
@@ -168,19 +167,18 @@ class Tape:
     # ------------------------------------------------------------------ liveness queue
 
     def _drain(self) -> None:
-        # The weak-reference callback is ``self._enqueue`` (it runs wherever the tensor
-        # died, so it only enqueues the dead reference); map each back to its node here.
+        # A node is its tensor's weak reference, and its callback is ``self._enqueue`` (it
+        # runs wherever the tensor died, so it only enqueues the node); apply each death here.
+        # A node released earlier (``requires_grad_(False)``) is no longer live: skipped.
         dead = self._dead
-        by_ref = self._by_ref
         while dead:
-            node = by_ref.pop(id(dead.pop()), None)
-            if node is not None:
+            node = dead.pop()
+            if node.live:
                 self._unlinked(node)
 
     def _unlinked(self, node: Node) -> None:
-        """``node``'s tensor is gone (or no longer requires grad); ``_by_ref`` forgot it."""
+        """``node``'s tensor is gone (or no longer requires grad)."""
         node.live = False
-        node.ref = None
         self._live -= 1
         self._version += 1
         if node.uc == 0:
@@ -235,7 +233,6 @@ class Tape:
 
     # ------------------------------------------------------------------ recording
 
-    @_entry
     def record(
         self,
         op: Op | None,
@@ -249,45 +246,65 @@ class Tape:
     ) -> Node:
         """Record a node for ``tensor``: a leaf (``op is None``) or the output of ``op``,
         linked to ``parents``, its residuals ``saved`` with their provenance ``prov`` (see
-        ``Node.prov``).
+        ``Node``).
 
         The caller keeps the input tensors alive until this returns, so every parent is live
         or useful here and cannot be swept concurrently (docs/design.md rule 10). This is the hot
-        path of every tracked op: one lock, no calls but the node, its weak reference and the
-        holder count of its residuals.
+        path of every tracked op, so it spells out ``_entry``'s preamble (the lock, the queued
+        deaths, repair on an interrupt) and builds the node in place. The node counts as
+        recorded once it is in ``_nodes``; everything after that is derived (``_repair``).
 
         Raises:
             TapeMismatchError: a parent belongs to another tape; nothing was recorded.
             TracerError: ``tensor`` holds a JAX tracer and this tape does not allow tracers.
         """
-        data = tensor._data
-        if isinstance(data, _Tracer):
-            self.check_value(data, "leaf" if op is None else op.name)
-        weak = self._weak
-        for p in parents:
-            if p is not None and p.tape is not weak:
-                raise TapeMismatchError(_mismatch_message(op, parents, self))
-        aval = data.aval  # shape and dtype without two Python properties
-        node = Node(op, parents, saved, params, aval.shape, aval.dtype, code, lineno, prov)
-        node.tape = weak
-        ref = node.ref = weakref.ref(tensor, self._enqueue)
-        tensor._tape = self  # the tensor keeps its tape alive
-        nid = node.id = self._next_id
-        self._next_id = nid + 1
-        self._by_ref[id(ref)] = node
-        self._nodes[nid] = node
-        self._live += 1
-        self._version += 1
-        if op is None:
-            self._leaves += 1
-        elif saved is not None:
-            hold(self._held, saved)
-        for p in parents:
-            if p is not None:
-                p.uc += 1
-        if self._sweep_at and len(self._nodes) >= self._sweep_at:
-            self._sweep()
-        return node
+        with self._lock:
+            try:
+                if self._dead:
+                    self._drain()
+                data = tensor._data
+                if isinstance(data, _Tracer):
+                    self.check_value(data, "leaf" if op is None else op.name)
+                weak = self._weak
+                for p in parents:
+                    if p is not None and p.tape is not weak:
+                        raise TapeMismatchError(_mismatch_message(op, parents, self))
+                aval = data.aval  # shape and dtype without two Python properties
+                node = Node(tensor, self._enqueue)
+                node.op = op
+                node.parents = parents
+                node.saved = saved
+                node.params = params
+                node.shape = aval.shape
+                node.dtype = aval.dtype
+                node.code = code
+                node.lineno = lineno
+                node.prov = prov
+                node.tape = weak
+                node.live = node.useful = node.on_tape = True
+                node.consumed = node.reached = node.retain = False
+                node.uc = node.claimed = 0
+                tensor._tape = self  # the tensor keeps its tape alive
+                nid = node.id = self._next_id
+                self._nodes[nid] = node
+                self._next_id = nid + 1
+                self._live += 1
+                self._version += 1
+                if op is None:
+                    self._leaves += 1
+                elif saved is not None:
+                    hold(self._held, saved)
+                for p in parents:
+                    if p is not None:
+                        p.uc += 1
+                if self._sweep_at and len(self._nodes) >= self._sweep_at:
+                    self._sweep()
+                return node
+            except (TapeMismatchError, TracerError):
+                raise  # refusals, raised before anything changed
+            except BaseException:
+                self._repair()
+                raise
 
     def check_value(self, value: Any, what: str) -> None:
         """The one tracer refusal (docs/design.md rule 9): raise unless ``value`` may belong to a
@@ -309,7 +326,6 @@ class Tape:
     def release(self, node: Node) -> None:
         """The tensor of ``node`` stopped requiring grad (``requires_grad_(False)``)."""
         if node.on_tape and node.live:
-            del self._by_ref[id(node.ref)]
             self._unlinked(node)
 
     @_entry
@@ -512,29 +528,21 @@ class Tape:
         """Rebuild every derived fact of the tape from the primary ones, after an exception
         (a ``KeyboardInterrupt``) stopped its bookkeeping at an arbitrary point.
 
-        Primary: which nodes are in ``_nodes``, their parent links, weak references and
-        consumed/reached flags. Derived, and rebuilt here: membership flags, liveness, the
-        live map, usefulness and use counts, the hanging table, holder counts and counters.
+        Primary: which nodes are in ``_nodes``, their parent links, their tensors (a live
+        node's tensor still points to it) and consumed/reached flags. Derived, and rebuilt
+        here: membership flags, liveness, usefulness and use counts, the hanging table, holder counts and counters.
         Linear in the tape; runs only on that rare path, with SIGINT deferred.
         """
         with _interrupts_deferred():
             nodes = self._nodes
-            for node in list(self._by_ref.values()):  # registered half-way: now on the tape
-                if node.id >= 0:
-                    nodes.setdefault(node.id, node)
-            by_ref: dict[int, Node] = {}
+            live = 0
             for node in nodes.values():
                 node.on_tape = True
-                ref = node.ref
-                node.live = ref is not None and ref() is not None
-                if node.live:
-                    by_ref[id(ref)] = node
-                else:
-                    node.ref = None
+                tensor = node()
+                node.live = tensor is not None and tensor._node is node
+                live += node.live
                 if node.consumed:
                     node.parents, node.saved = (), None
-            self._by_ref.clear()
-            self._by_ref.update(by_ref)
             for node in nodes.values():
                 for p in node.parents:
                     if p is not None and nodes.get(p.id) is not p:
@@ -562,7 +570,7 @@ class Tape:
                     self._remove(node, swept=True)
                 else:
                     self._hanging[node.id] = node
-            self._live = len(by_ref)
+            self._live = live
             self._leaves = sum(n.op is None for n in nodes.values())
             self._hanging_leaves = sum(n.op is None for n in self._hanging.values())
             self._version += 1
