@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -10,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tapegrad import anomaly
+from tapegrad import anomaly, compiled_backward
 from tapegrad._arrays import broadcast_axes, filled
 from tapegrad._placement import placed_like
 from tapegrad._tensor import Tensor
@@ -71,6 +72,64 @@ def _reduce(g: jax.Array, parent: Node, node: Node, index: int) -> jax.Array:
     return g
 
 
+def _propagate(
+    steps: Sequence[Any],
+    cots: dict[int, Any],
+    wanted: frozenset[int],
+    done: list[Any],
+    leaves: list[Any],
+    check: Any = None,
+    create_graph: bool = False,
+) -> dict[int, tuple[Any, Any]]:
+    """The VJP loop: run each step's VJP on its cotangent in ``cots`` (popped as it is used)
+    and add the results to its parents'; return the cotangents of leaves, retained and wanted
+    nodes by id. Appends each op node to ``done`` once its step is over, each leaf to
+    ``leaves``. The same loop runs eagerly and traced (``compiled_backward``)."""
+    out: dict[int, tuple[Any, Any]] = {}
+    for node, op, parents, saved, params in steps:
+        g = cots.pop(node.id, None)
+        if op is None:
+            leaves.append(node)
+            if g is not None:
+                out[node.id] = (node, g)
+            continue
+        if g is not None:
+            if node.retain or node.id in wanted:
+                out[node.id] = (node, g)
+            if create_graph:
+                for target, tct in vjp_on_tensors(node, op, parents, saved, params, g):
+                    prev = cots.get(target.id)
+                    cots[target.id] = tct if prev is None else prev + tct
+                done.append(node)
+                continue
+            needs = tuple(p is not None for p in parents)
+            cts = op.call_vjp(saved, g, needs, params or _NO_PARAMS)
+            if check is not None:
+                check(node, cts)
+            if len(cts) != len(parents):
+                raise VJPShapeError(
+                    f"VJP of {node.name!r} returned {len(cts)} cotangents for "
+                    f"{len(parents)} inputs; return one per tensor input (None if unneeded)."
+                )
+            for i, (p, ct) in enumerate(zip(parents, cts, strict=True)):
+                if p is None or ct is None:
+                    continue
+                aval = getattr(ct, "aval", None)  # arrays and tracers: no ABC check
+                if aval is None or aval.shape != p.shape or aval.dtype != p.dtype:
+                    ct = _reduce(ct, p, node, i)  # sum down, cast, or raise VJPShapeError
+                prev = cots.get(p.id)
+                cots[p.id] = ct if prev is None else _accumulate(prev, ct)
+        done.append(node)
+    return out
+
+
+def _traced_pass(
+    steps: Sequence[Any], cots: dict[int, Any], wanted: frozenset[int]
+) -> dict[int, tuple[Any, Any]]:
+    """``_propagate`` as a compiled pass runs it: no recording, no anomaly check."""
+    return _propagate(steps, cots, wanted, [], [])
+
+
 def _run(
     tape: Tape,
     roots: Sequence[Node],
@@ -84,55 +143,36 @@ def _run(
 
     Cotangents are arrays, or with ``create_graph`` tensors: each VJP application is then
     recorded on the tape (``higher.vjp_on_tensors``) and cotangents add up as recorded ops.
-    Consumption (rules 2-4) is reported to the tape in ``finally``: on an exception the nodes
-    whose VJP ran stay consumed and no leaf counts as reached.
+    A pass whose structure has run long enough eagerly runs compiled, as one XLA
+    computation (``compiled_backward``). Consumption (rules 2-4) is reported to the tape in
+    ``finally``: on an exception the nodes whose VJP ran stay consumed and no leaf counts as
+    reached.
     """
     check = anomaly.checker(seeds)  # None unless tg.detect_anomaly() is on
     steps = tape.ancestors(roots, claim=not retain_graph)  # raises before any VJP runs
-    cots: dict[int, Any] = {}
-    for node, seed in zip(roots, seeds, strict=True):
-        prev = cots.get(node.id)
-        cots[node.id] = seed if prev is None else prev + seed
-    out: dict[int, tuple[Node, Any]] = {}
+    found = None
+    if not create_graph and check is None and not tape.allow_tracers:
+        found = compiled_backward.lookup(steps, roots, wanted)
     done: list[Node] = []
     leaves: list[Node] = []
     ok = False
     try:
-        for node, op, parents, saved, params in steps:
-            g = cots.pop(node.id, None)
-            if op is None:
-                leaves.append(node)
-                if g is not None:
-                    out[node.id] = (node, g)
-                continue
-            if g is not None:
-                if node.retain or node.id in wanted:
-                    out[node.id] = (node, g)
-                if create_graph:
-                    for target, tct in vjp_on_tensors(node, op, parents, saved, params, g):
-                        prev = cots.get(target.id)
-                        cots[target.id] = tct if prev is None else prev + tct
-                    done.append(node)
-                    continue
-                needs = tuple(p is not None for p in parents)
-                cts = op.call_vjp(saved, g, needs, params or _NO_PARAMS)
-                if check is not None:
-                    check(node, cts)
-                if len(cts) != len(parents):
-                    raise VJPShapeError(
-                        f"VJP of {node.name!r} returned {len(cts)} cotangents for "
-                        f"{len(parents)} inputs; return one per tensor input (None if unneeded)."
-                    )
-                for i, (p, ct) in enumerate(zip(parents, cts, strict=True)):
-                    if p is None or ct is None:
-                        continue
-                    aval = getattr(ct, "aval", None)  # arrays and tracers: no ABC check
-                    if aval is None or aval.shape != p.shape or aval.dtype != p.dtype:
-                        ct = _reduce(ct, p, node, i)  # sum down, cast, or raise VJPShapeError
-                    prev = cots.get(p.id)
-                    cots[p.id] = ct if prev is None else _accumulate(prev, ct)
-            done.append(node)
+        if found is not None and found[0].compiled is not None:
+            out = found[0].run(steps, seeds, found[1])
+            if out is not None:
+                for step in steps:
+                    (leaves if step[1] is None else done).append(step[0])
+                ok = True
+                return out
+        cots: dict[int, Any] = {}
+        for node, seed in zip(roots, seeds, strict=True):
+            prev = cots.get(node.id)
+            cots[node.id] = seed if prev is None else prev + seed
+        start = time.perf_counter()
+        out = _propagate(steps, cots, wanted, done, leaves, check, create_graph)
         ok = True
+        if found is not None:
+            found[0].ran_eagerly(time.perf_counter() - start, _traced_pass)
     finally:
         rest = () if ok else steps[len(done) + len(leaves) :]
         undone = [step[0] for step in rest if step[1] is not None]

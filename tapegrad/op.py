@@ -52,6 +52,7 @@ class Op:
         "arity",
         "param_names",
         "checks",
+        "builtin",
         "_vjp_needs",
         "__dict__",
     )
@@ -69,6 +70,7 @@ class Op:
         self.vjp: VJPRule | None = None
         self.differentiable = differentiable
         self.check = check
+        self.builtin = False  # declared by tapegrad (``defop``): its VJP is pure jnp
         self._vjp_needs = False
         self.arity = _arity(forward)
         self.param_names = _param_names(forward)
@@ -181,6 +183,7 @@ def defop(
                 f"A built-in op named {op_name!r} is already registered; choose another name."
             )
         op = Op(forward, name=op_name, differentiable=differentiable, check=check)
+        op.builtin = True
         _REGISTRY[op_name] = op
         return op
 

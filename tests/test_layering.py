@@ -34,6 +34,7 @@ RANK = {
     "tapegrad.random": 1,
     "tapegrad.node": 1,
     "tapegrad.census": 2,
+    "tapegrad.compiled_backward": 2,
     "tapegrad.tape": 4,
     "tapegrad.current": 5,
     "tapegrad._tensor": 6,

@@ -1,0 +1,274 @@
+"""Compiled backward passes: a pass whose structure repeats runs as one XLA computation.
+
+The eager pass (``backward``) dispatches one compiled VJP per node: ~10 us of JAX dispatch
+each on a CPU, so a 1,000-node chain costs milliseconds however small its arrays. A training
+loop runs the same graph every step, so once the passes of one *structure* have taken
+``compile_after()`` seconds of eager time in this process (0.25 s by default), the next pass
+of that structure runs the very same VJP rules traced under ``jax.jit``: one dispatch for the
+whole pass, compiled once and cached here per structure (and by JAX per shape, dtype and
+placement; JAX's persistent compilation cache keeps it for later processes).
+
+The structure of a pass is, for every node in pass order: its op, the positions of its
+parents, its shape and dtype, whether its cotangent is returned (a leaf, ``retain_grad``, a
+``tg.grad`` input), and the non-array parts of its residuals and parameters. Arrays in
+residuals and parameters are arguments of the computation, so new values never recompile;
+anything else that changes (a Python float saved by an op, an index) is a new structure.
+
+A pass stays eager when it records (``create_graph=True``), when anomaly detection is on,
+when it holds an op that is not one of tapegrad's (``tg.jax_op``, ``tg.Op``: the cache would
+keep the user's function and whatever it refers to),
+on a tape that records tracers (``tg.jit`` compiles the whole step already), when a residual
+or parameter is neither an array on one device nor a hashable value, or when its structure
+once failed to trace (a VJP rule that needs concrete values): the eager pass then raises
+whatever that rule raises. Results equal the eager pass's up to float rounding (XLA may fuse
+and reorder the arithmetic).
+
+``TAPEGRAD_COMPILED_BACKWARD`` in the environment sets the threshold in seconds at import
+(``0``: compile a structure the second time it runs; ``off``: never compile).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+from jax.sharding import SingleDeviceSharding
+
+from tapegrad.node import Node, Step
+
+__all__ = ["compile_after", "set_compile_after", "Pass", "lookup", "clear"]
+
+Propagate = Callable[[list[Any], dict[int, Any], frozenset[int]], dict[int, tuple[Any, Any]]]
+"""The eager VJP loop: ``(steps, cotangents by id, wanted ids) -> {id: (node, cotangent)}``."""
+
+_MAX_STRUCTURES = 64  # structures remembered (least recently used dropped)
+_lock = threading.Lock()
+_cache: OrderedDict[Any, Pass] = OrderedDict()
+_Tracer = jax.core.Tracer
+
+
+def _threshold_from_env() -> float | None:
+    value = os.environ.get("TAPEGRAD_COMPILED_BACKWARD", "").strip().lower()
+    if value in ("", "default"):
+        return 0.25
+    if value in ("off", "none", "never"):
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ValueError(
+            f"TAPEGRAD_COMPILED_BACKWARD={value!r}: give seconds of eager backward time per "
+            "structure before it is compiled (e.g. 0.25, or 0 to compile at the second pass), "
+            "or 'off'."
+        ) from None
+    return max(seconds, 0.0)
+
+
+_after: float | None = _threshold_from_env()
+
+
+def compile_after() -> float | None:
+    """Seconds of eager backward time a structure runs before it is compiled (``None``:
+    never)."""
+    return _after
+
+
+def set_compile_after(seconds: float | None) -> None:
+    """Set ``compile_after()``: seconds (``0`` compiles a structure at its second pass), or
+    ``None`` to keep every pass eager. Structures already compiled stay compiled until
+    ``clear()``.
+
+    Raises:
+        ValueError: a negative or non-numeric number of seconds.
+    """
+    global _after
+    if seconds is not None and (
+        isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0
+    ):
+        raise ValueError(f"seconds must be a number >= 0 or None, got {seconds!r}.")
+    _after = None if seconds is None else float(seconds)
+
+
+def clear() -> None:
+    """Forget every structure and its compiled pass."""
+    with _lock:
+        _cache.clear()
+
+
+_KIND: dict[type, int] = {}  # type -> 0: other, 1: array, 2: tracer (isinstance on ABCs is slow)
+
+
+class _Unfit(Exception):
+    """A value a compiled pass cannot take (an unhashable static, a tracer, a placed array)."""
+
+
+def _spec(value: Any, arrays: list[Any], index: dict[int, int]) -> Any:
+    """The static description of ``value`` (a residual or parameter): an array is its
+    position in ``arrays`` (each distinct array passed once; ``index`` maps ``id`` to
+    position), a tuple the tuple of its items' specs, any other value ``(type, value)``."""
+    cls = value.__class__
+    kind = _KIND.get(cls)
+    if kind is None:
+        kind = _KIND[cls] = 2 if issubclass(cls, _Tracer) else int(issubclass(cls, jax.Array))
+    if kind == 1:
+        k = index.get(id(value))
+        if k is None:
+            if value.sharding.__class__ is not SingleDeviceSharding:
+                raise _Unfit  # placed arrays keep the eager pass's shardings
+            k = index[id(value)] = len(arrays)
+            arrays.append(value)
+        return k
+    if kind == 2:
+        raise _Unfit
+    if cls is tuple:
+        return tuple([_spec(v, arrays, index) for v in value])
+    if cls is float:
+        return (float, value.hex())  # 0.0 and -0.0, 1 and 1.0 stay apart
+    if cls is list or cls is dict:
+        items = value.items() if cls is dict else enumerate(value)
+        return (cls, tuple([(k, _spec(v, arrays, index)) for k, v in items]))
+    try:
+        hash(value)
+    except TypeError:
+        raise _Unfit from None
+    return (cls, value)
+
+
+def _build(spec: Any, arrays: list[Any]) -> Any:
+    """Rebuild a value from its ``_spec``, its arrays taken from ``arrays``."""
+    if spec.__class__ is int:
+        return arrays[spec]
+    if spec and spec[0].__class__ is not type and not isinstance(spec[0], type):
+        return tuple([_build(v, arrays) for v in spec])
+    if not spec:
+        return ()
+    cls, inner = spec
+    if cls is list:
+        return [_build(v, arrays) for _, v in inner]
+    if cls is dict:
+        return {k: _build(v, arrays) for k, v in inner}
+    if cls is float:
+        return float.fromhex(inner)
+    return inner  # another scalar or hashable value
+
+
+class _Stand:
+    """A node as the traced pass sees it: position, metadata, no arrays (plans are cached)."""
+
+    __slots__ = ("id", "op", "shape", "dtype", "retain")
+
+    def __init__(self, pos: int, op: Any, shape: Any, dtype: Any, retain: bool) -> None:
+        self.id = pos
+        self.op = op
+        self.shape = shape
+        self.dtype = dtype
+        self.retain = retain
+
+    @property
+    def name(self) -> str:
+        return "leaf" if self.op is None else self.op.name
+
+
+def _program(
+    structure: tuple[Any, ...],
+    propagate: Propagate,
+    seeds: list[Any],
+    arrays: list[Any],
+) -> dict[int, Any]:
+    """The pass of ``structure`` on ``arrays`` (traced once per shape under ``jax.jit``)."""
+    rows, roots = structure
+    stands = [_Stand(i, r[0], r[2], r[3], r[4]) for i, r in enumerate(rows)]
+    steps = []
+    for stand, (op, parents, _, _, _, saved, params) in zip(stands, rows, strict=True):
+        links = tuple(None if j < 0 else stands[j] for j in parents)
+        rebuilt = None if params is None else _build(params, arrays)
+        steps.append((stand, op, links, None if saved is None else _build(saved, arrays), rebuilt))
+    cots: dict[int, Any] = {}
+    for pos, seed in zip(roots, seeds, strict=True):
+        prev = cots.get(pos)
+        cots[pos] = seed if prev is None else prev + seed
+    out = propagate(steps, cots, frozenset())
+    return {pos: g for pos, (_, g) in out.items()}
+
+
+class Pass:
+    """One structure: the eager seconds spent on it, and its compiled pass once there is one."""
+
+    __slots__ = ("structure", "seconds", "compiled", "broken")
+
+    def __init__(self, structure: tuple[Any, ...]) -> None:
+        self.structure = structure
+        self.seconds = 0.0
+        self.compiled: Any = None
+        self.broken = False
+
+    def ran_eagerly(self, seconds: float, propagate: Propagate) -> None:
+        """Count an eager pass of ``seconds``; compile the structure once it has earned it."""
+        self.seconds += seconds
+        after = _after
+        if after is not None and not self.broken and self.seconds >= after:
+            if self.compiled is None:
+                self.compiled = jax.jit(functools.partial(_program, self.structure, propagate))
+
+    def run(
+        self, steps: Sequence[Step], seeds: Sequence[Any], arrays: list[Any]
+    ) -> dict[int, tuple[Node, Any]] | None:
+        """Run the compiled pass; ``None`` (and never again for this structure) when it does
+        not trace or run: the caller then runs the eager pass, which raises what it raises."""
+        try:
+            result = self.compiled(list(seeds), arrays)
+        except Exception:  # a rule that needs concrete values, an op JAX cannot trace
+            self.compiled = None
+            self.broken = True
+            return None
+        return {steps[pos][0].id: (steps[pos][0], g) for pos, g in result.items()}
+
+
+def lookup(
+    steps: Sequence[Step], roots: Sequence[Node], wanted: frozenset[int]
+) -> tuple[Pass, list[Any]] | None:
+    """The ``Pass`` of this pass's structure (made on first sight) and its array arguments;
+    ``None`` when the pass cannot be compiled (see the module docstring)."""
+    if _after is None:
+        return None
+    position = {}
+    for i, step in enumerate(steps):
+        position[step[0].id] = i
+    arrays: list[Any] = []
+    index: dict[int, int] = {}
+    rows = []
+    try:
+        for node, op, parents, saved, params in steps:
+            if op is not None and not op.builtin:
+                raise _Unfit  # a user's op: its rule may close over state the cache would keep
+            rows.append(
+                (
+                    op,
+                    tuple([-1 if p is None else position[p.id] for p in parents]),
+                    node.shape,
+                    node.dtype,
+                    node.retain or node.id in wanted,
+                    None if saved is None else _spec(saved, arrays, index),
+                    None if params is None else _spec(params, arrays, index),
+                )
+            )
+        structure = (tuple(rows), tuple([position[r.id] for r in roots]))
+        hash(structure)
+    except _Unfit:
+        return None
+    except TypeError:  # an unhashable value inside a tuple
+        return None
+    with _lock:
+        entry = _cache.get(structure)
+        if entry is None:
+            entry = _cache[structure] = Pass(structure)
+            if len(_cache) > _MAX_STRUCTURES:
+                _cache.popitem(last=False)
+        else:
+            _cache.move_to_end(structure)
+    return entry, arrays
