@@ -11,8 +11,9 @@ placement; JAX's persistent compilation cache keeps it for later processes).
 The structure of a pass is, for every node in pass order: its op, the positions of its
 parents, its shape and dtype, whether its cotangent is returned (a leaf, ``retain_grad``, a
 ``tg.grad`` input), and the non-array parts of its residuals and parameters. Arrays in
-residuals and parameters are arguments of the computation, so new values never recompile;
-anything else that changes (a Python float saved by an op, an index) is a new structure.
+residuals and parameters are arguments of the computation, so new values never recompile,
+nor do new integers in an index (``Op.traced_ints``); anything else that changes (a Python
+float saved by an op, a slice) is a new structure.
 
 A pass stays eager when it records (``create_graph=True``), when anomaly detection is on,
 when it holds an op that is not one of tapegrad's (``tg.jax_op``, ``tg.Op``: the cache would
@@ -107,36 +108,62 @@ class _Unfit(Exception):
     """A value a compiled pass cannot take (an unhashable static, a tracer, a placed array)."""
 
 
-def _spec(value: Any, arrays: list[Any], index: dict[int, int]) -> Any:
+def _spec(value: Any, arrays: list[Any]) -> Any:
     """The static description of ``value`` (a residual or parameter): an array is its
-    position in ``arrays`` (each distinct array passed once; ``index`` maps ``id`` to
-    position), a tuple the tuple of its items' specs, any other value ``(type, value)``."""
+    position in ``arrays``, a tuple the tuple of its items' specs, any other value
+    ``(type, value)``. An array met twice is passed twice: which arrays are the same object
+    (a constant, a one-hot row picked again) changes from step to step, the graph does not."""
     cls = value.__class__
     kind = _KIND.get(cls)
     if kind is None:
         kind = _KIND[cls] = 2 if issubclass(cls, _Tracer) else int(issubclass(cls, jax.Array))
     if kind == 1:
-        k = index.get(id(value))
-        if k is None:
-            if value.sharding.__class__ is not SingleDeviceSharding:
-                raise _Unfit  # placed arrays keep the eager pass's shardings
-            k = index[id(value)] = len(arrays)
-            arrays.append(value)
-        return k
+        if value.sharding.__class__ is not SingleDeviceSharding:
+            raise _Unfit  # placed arrays keep the eager pass's shardings
+        arrays.append(value)
+        return len(arrays) - 1
     if kind == 2:
         raise _Unfit
     if cls is tuple:
-        return tuple([_spec(v, arrays, index) for v in value])
+        return tuple([_spec(v, arrays) for v in value])
     if cls is float:
         return (float, value.hex())  # 0.0 and -0.0, 1 and 1.0 stay apart
+    if cls is slice:  # unhashable before Python 3.12
+        return (slice, (value.start, value.stop, value.step))
     if cls is list or cls is dict:
         items = value.items() if cls is dict else enumerate(value)
-        return (cls, tuple([(k, _spec(v, arrays, index)) for k, v in items]))
+        return (cls, tuple([(k, _spec(v, arrays)) for k, v in items]))
     try:
         hash(value)
     except TypeError:
         raise _Unfit from None
     return (cls, value)
+
+
+class _TracedInt:
+    """The marker of a Python int passed as a traced scalar (``Op.traced_ints``)."""
+
+
+def _params_spec(op: Any, params: dict[str, Any], arrays: list[Any]) -> Any:
+    """``_spec`` of an op's parameters; the int items of its ``traced_ints`` parameters are
+    arguments (traced scalars), so a new index value is the same structure."""
+    traced = op.traced_ints
+    if not traced:
+        return _spec(params, arrays)
+    items = []
+    for name, value in params.items():
+        if name in traced and value.__class__ is tuple:
+            parts = []
+            for item in value:
+                if item.__class__ is int:
+                    parts.append((_TracedInt, len(arrays)))
+                    arrays.append(item)
+                else:
+                    parts.append(_spec(item, arrays))
+            items.append((name, tuple(parts)))
+        else:
+            items.append((name, _spec(value, arrays)))
+    return (dict, tuple(items))
 
 
 def _build(spec: Any, arrays: list[Any]) -> Any:
@@ -154,6 +181,10 @@ def _build(spec: Any, arrays: list[Any]) -> Any:
         return {k: _build(v, arrays) for k, v in inner}
     if cls is float:
         return float.fromhex(inner)
+    if cls is slice:
+        return slice(*inner)
+    if cls is _TracedInt:
+        return arrays[inner]
     return inner  # another scalar or hashable value
 
 
@@ -240,7 +271,6 @@ def lookup(
     for i, step in enumerate(steps):
         position[step[0].id] = i
     arrays: list[Any] = []
-    index: dict[int, int] = {}
     rows = []
     try:
         for node, op, parents, saved, params in steps:
@@ -253,8 +283,8 @@ def lookup(
                     node.shape,
                     node.dtype,
                     node.retain or node.id in wanted,
-                    None if saved is None else _spec(saved, arrays, index),
-                    None if params is None else _spec(params, arrays, index),
+                    None if saved is None else _spec(saved, arrays),
+                    None if params is None else _params_spec(op, params, arrays),
                 )
             )
         structure = (tuple(rows), tuple([position[r.id] for r in roots]))

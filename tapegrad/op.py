@@ -53,6 +53,7 @@ class Op:
         "param_names",
         "checks",
         "builtin",
+        "traced_ints",
         "_vjp_needs",
         "__dict__",
     )
@@ -71,6 +72,9 @@ class Op:
         self.differentiable = differentiable
         self.check = check
         self.builtin = False  # declared by tapegrad (``defop``): its VJP is pure jnp
+        # parameters whose int items a compiled backward passes as traced scalars (the rule
+        # handles them: an index), so a new value is not a new structure
+        self.traced_ints: tuple[str, ...] = ()
         self._vjp_needs = False
         self.arity = _arity(forward)
         self.param_names = _param_names(forward)

@@ -187,10 +187,15 @@ def getitem(x: jax.Array, *, index: tuple[Any, ...]) -> tuple[jax.Array, tuple[A
     return x.at[index].get(mode="fill"), (shape,)
 
 
+getitem.traced_ints = ("index",)  # int items: traced scalars in a compiled backward
+
+
 @getitem.defvjp
 def _getitem_vjp(res: tuple[Any, ...], g: jax.Array, *, index: tuple[Any, ...]) -> tuple[jax.Array]:
     """Scatter-add g into zeros of the input shape (repeated indices accumulate; device
-    indices out of range receive nothing); a slice's is one ``dynamic_update_slice``."""
+    indices out of range receive nothing); a slice's is one ``dynamic_update_slice``. In a
+    compiled backward the int items of ``index`` are traced scalars (``Op.traced_ints``),
+    which the scatter takes as they are."""
     (shape,) = res
     plan = _slice_plan(shape, index)
     if plan is not None:

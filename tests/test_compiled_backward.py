@@ -1,0 +1,262 @@
+"""Compiled backward passes (``tapegrad.compiled_backward``): a pass whose structure repeats
+runs as one XLA computation, with the eager pass's gradients, consumption and errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tapegrad as tg
+from tapegrad import compiled_backward
+from tapegrad.op import Op
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((4, 3)).astype(np.float32)
+W = RNG.standard_normal((3, 5)).astype(np.float32)
+B = RNG.standard_normal((5,)).astype(np.float32)
+
+
+@pytest.fixture
+def compile_at_second_pass() -> Iterator[None]:
+    """Compile every structure at its second pass, from an empty cache; restore after."""
+    before = compiled_backward.compile_after()
+    compiled_backward.clear()
+    compiled_backward.set_compile_after(0)
+    yield
+    compiled_backward.set_compile_after(before)
+    compiled_backward.clear()
+
+
+def passes() -> list[compiled_backward.Pass]:
+    return list(compiled_backward._cache.values())
+
+
+def mlp_loss(x: tg.Tensor, w: tg.Tensor, b: tg.Tensor) -> tg.Tensor:
+    """Matmul, broadcast add, activations, indexing, a reduction and a Python scalar."""
+    h = (x @ w + b).tanh()
+    y = h[:, 1:4] * 2.0 - h.sigmoid()[1:3, 1:4].sum(axis=0)
+    return (y.exp() + 1.0).log().mean()
+
+
+def jax_loss(x: jax.Array, w: jax.Array, b: jax.Array) -> jax.Array:
+    h = jnp.tanh(x @ w + b)
+    y = h[:, 1:4] * 2.0 - jax.nn.sigmoid(h)[1:3, 1:4].sum(axis=0)
+    return jnp.log(jnp.exp(y) + 1.0).mean()
+
+
+def grads(loss_fn: Callable[..., tg.Tensor], *values: np.ndarray) -> list[np.ndarray]:
+    params = [tg.tensor(v).require_grad() for v in values]
+    loss_fn(*params).backward()
+    return [p.grad.numpy() for p in params]
+
+
+@pytest.mark.usefixtures("compile_at_second_pass")
+def test_the_second_pass_of_a_structure_runs_compiled_with_the_same_gradients() -> None:
+    eager = grads(mlp_loss, X, W, B)
+    (entry,) = passes()
+    assert entry.compiled is not None  # compiled after its first (eager) pass
+    oracle = jax.grad(jax_loss, argnums=(0, 1, 2))(X, W, B)
+    for _ in range(3):
+        compiled = grads(mlp_loss, X, W, B)
+        for c, e, o in zip(compiled, eager, oracle, strict=True):
+            np.testing.assert_allclose(c, e, rtol=1e-6, atol=1e-7)
+            np.testing.assert_allclose(c, o, rtol=1e-5, atol=1e-6)
+    assert entry.compiled._cache_size() == 1 and not entry.broken
+
+
+@pytest.mark.usefixtures("compile_at_second_pass")
+def test_new_values_reuse_the_compiled_pass_new_shapes_and_scalars_do_not() -> None:
+    grads(mlp_loss, X, W, B)
+    for scale in (1.0, -2.0, 0.5):
+        got = grads(mlp_loss, X * scale, W, B)
+        want = jax.grad(jax_loss, argnums=(0, 1, 2))(X * scale, W, B)
+        for g, o in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, o, rtol=1e-5, atol=1e-6)
+    (entry,) = passes()
+    assert entry.compiled._cache_size() == 1  # three new values: no new trace
+
+    grads(mlp_loss, X[:2], W, B)  # another batch size: shapes are part of the structure
+    assert len(passes()) == 2
+
+    x = tg.tensor(X).require_grad()
+    (x * 3.0).sum().backward()
+    (x * 4.0).sum().backward()  # a Python scalar is a constant array: the same structure
+    assert len(passes()) == 3
+    np.testing.assert_allclose(x.grad.numpy(), np.full_like(X, 7.0))
+
+
+@pytest.mark.usefixtures("compile_at_second_pass")
+def test_retained_and_wanted_cotangents_come_back_from_a_compiled_pass() -> None:
+    def run() -> tuple[Any, ...]:
+        x = tg.tensor(X).require_grad()
+        h = x * 3.0
+        h.retain_grad()
+        k = h.exp()
+        (gk,) = tg.grad(k.sum(), [h], retain_graph=True)
+        k.sum().backward()
+        return h.grad.numpy(), gk.numpy(), x.grad.numpy()
+
+    first = run()
+    assert all(e.compiled is not None for e in passes())
+    second = run()
+    for a, b in zip(first, second, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    np.testing.assert_allclose(second[2], 3.0 * np.exp(3.0 * X), rtol=1e-5)
+
+
+@pytest.mark.usefixtures("compile_at_second_pass")
+def test_a_compiled_pass_consumes_its_graph_as_the_eager_pass_does() -> None:
+    x = tg.tensor(X).require_grad()
+    for _ in range(2):
+        loss = (x * 2.0).tanh().sum()
+        loss.backward()
+    with pytest.raises(tg.GraphConsumedError):
+        loss.backward()
+    y = (x * 2.0).tanh().sum()
+    y.backward(retain_graph=True)
+    y.backward()  # retained: a second pass works, then the graph is consumed
+    with pytest.raises(tg.GraphConsumedError):
+        y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 4 * 2.0 / np.cosh(2.0 * X) ** 2, rtol=1e-5)
+
+
+@pytest.mark.usefixtures("compile_at_second_pass")
+def test_passes_that_stay_eager() -> None:
+    x = tg.tensor(X).require_grad()
+    custom = Op(lambda a: (a * 2.0, ()), name="twice")  # a user's op: never cached
+    custom.defvjp(lambda res, g: (g * 2.0,))
+
+    def recorded() -> None:
+        tg.grad((x * x).sum(), [x], create_graph=True)
+
+    def user_op() -> None:
+        custom(x).sum().backward()
+
+    def anomaly() -> None:
+        with tg.detect_anomaly():
+            (x * 5.0).sum().backward()
+
+    for case in (recorded, user_op, anomaly):
+        for _ in range(3):
+            case()
+        assert passes() == [], case.__name__
+
+    @tg.jit
+    def step() -> tg.Tensor:  # a compiled step traces its own backward
+        loss = (x * 2.0).sum()
+        loss.backward()
+        return loss
+
+    for _ in range(3):
+        step()
+    assert passes() == []
+
+
+@pytest.mark.usefixtures("compile_at_second_pass")
+def test_a_rule_that_cannot_be_traced_falls_back_to_the_eager_pass() -> None:
+    host = Op(lambda a: (a + 0.0, ()), name="host_rule")
+    host.defvjp(lambda res, g: (g * float(np.asarray(g).sum() != 0),))  # needs a concrete g
+    host.builtin = True  # as if tapegrad had declared it: the cache may hold it
+    x = tg.tensor(X).require_grad()
+    for _ in range(3):
+        host(x).sum().backward()
+    (entry,) = passes()
+    assert entry.broken and entry.compiled is None
+    np.testing.assert_allclose(x.grad.numpy(), np.full_like(X, 3.0))
+
+
+def test_the_threshold_is_seconds_of_eager_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = compiled_backward.compile_after()
+    compiled_backward.clear()
+    try:
+        compiled_backward.set_compile_after(3600.0)
+        for _ in range(3):
+            grads(mlp_loss, X, W, B)
+        (entry,) = passes()
+        assert entry.compiled is None and 0 < entry.seconds < 3600
+        compiled_backward.set_compile_after(None)
+        assert compiled_backward.lookup([], [], frozenset()) is None
+        for bad in (-1.0, "1", True):
+            with pytest.raises(ValueError, match="seconds"):
+                compiled_backward.set_compile_after(bad)  # type: ignore[arg-type]
+        for text, want in (("off", None), ("0", 0.0), ("2.5", 2.5), ("", 0.25)):
+            monkeypatch.setenv("TAPEGRAD_COMPILED_BACKWARD", text)
+            assert compiled_backward._threshold_from_env() == want
+        monkeypatch.setenv("TAPEGRAD_COMPILED_BACKWARD", "soon")
+        with pytest.raises(ValueError, match="TAPEGRAD_COMPILED_BACKWARD"):
+            compiled_backward._threshold_from_env()
+    finally:
+        compiled_backward.set_compile_after(before)
+        compiled_backward.clear()
+
+
+UNARY = ("tanh", "exp", "sigmoid", "sin", "neg")
+program = st.lists(
+    st.tuples(st.sampled_from(UNARY + ("add", "mul", "sum0")), st.integers(0, 9)),
+    min_size=1,
+    max_size=12,
+)
+
+
+def run_program(steps: list[tuple[str, int]], values: list[np.ndarray]) -> list[np.ndarray]:
+    leaves = [tg.tensor(v).require_grad() for v in values]
+    regs: list[tg.Tensor] = list(leaves)
+    for name, i in steps:
+        x = regs[i % len(regs)]
+        if name == "add":
+            regs.append(x + regs[(i + 1) % len(regs)])
+        elif name == "mul":
+            regs.append(x * regs[(i + 3) % len(regs)])
+        elif name == "sum0":
+            regs.append(x.sum(axis=0) if x.ndim else x * 0.5)
+        elif name == "neg":
+            regs.append(-x)
+        else:
+            regs.append(getattr(x, name)())
+    total = regs[-1].sum() + sum(r.sum() * 0.25 for r in regs[len(leaves) :])
+    total.backward()
+    return [np.zeros_like(v) if t.grad is None else t.grad.numpy() for t, v in zip(leaves, values)]
+
+
+@settings(max_examples=25, deadline=None)
+@given(steps=program)
+def test_random_programs_compiled_equal_eager(steps: list[tuple[str, int]]) -> None:
+    values = [
+        RNG.standard_normal((2, 3)).astype(np.float32) * 0.5,
+        RNG.standard_normal((3,)).astype(np.float32) * 0.5,
+    ]
+    before = compiled_backward.compile_after()
+    compiled_backward.clear()
+    try:
+        compiled_backward.set_compile_after(None)
+        eager = run_program(steps, values)
+        compiled_backward.set_compile_after(0)
+        run_program(steps, values)  # eager, then compiled
+        compiled = run_program(steps, values)
+        assert any(e.compiled is not None for e in passes())
+    finally:
+        compiled_backward.set_compile_after(before)
+        compiled_backward.clear()
+    for c, e in zip(compiled, eager, strict=True):
+        np.testing.assert_allclose(c, e, rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.usefixtures("compile_at_second_pass")
+def test_integer_indices_are_traced_so_each_new_index_reuses_the_pass() -> None:
+    x = tg.tensor(X).require_grad()
+    for i, j in ((0, 0), (3, 2), (-1, 1), (2, -3)):
+        x.grad = None
+        (x[i, j] * 2.0 + x[1:3, j].sum()).backward()
+        want = np.zeros_like(X)
+        want[i, j] += 2.0
+        want[1:3, j] += 1.0
+        np.testing.assert_array_equal(x.grad.numpy(), want)
+    (entry,) = passes()
+    assert entry.compiled is not None and entry.compiled._cache_size() == 1
