@@ -530,8 +530,9 @@ class Tape:
 
         Primary: which nodes are in ``_nodes``, their parent links, their tensors (a live
         node's tensor still points to it) and consumed/reached flags. Derived, and rebuilt
-        here: membership flags, liveness, usefulness and use counts, the hanging table, holder counts and counters.
-        Linear in the tape; runs only on that rare path, with SIGINT deferred.
+        here: membership flags, liveness, usefulness and use counts, the hanging table,
+        holder counts and counters. Linear in the tape; runs only on that rare path, with
+        SIGINT deferred.
         """
         with _interrupts_deferred():
             nodes = self._nodes

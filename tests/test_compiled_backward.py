@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _support import grad_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -54,7 +55,7 @@ def jax_loss(x: jax.Array, w: jax.Array, b: jax.Array) -> jax.Array:
 def grads(loss_fn: Callable[..., tg.Tensor], *values: np.ndarray) -> list[np.ndarray]:
     params = [tg.tensor(v).require_grad() for v in values]
     loss_fn(*params).backward()
-    return [p.grad.numpy() for p in params]
+    return [grad_of(p) for p in params]
 
 
 @pytest.mark.usefixtures("compile_at_second_pass")
@@ -89,7 +90,7 @@ def test_new_values_reuse_the_compiled_pass_new_shapes_and_scalars_do_not() -> N
     (x * 3.0).sum().backward()
     (x * 4.0).sum().backward()  # a Python scalar is a constant array: the same structure
     assert len(passes()) == 3
-    np.testing.assert_allclose(x.grad.numpy(), np.full_like(X, 7.0))
+    np.testing.assert_allclose(grad_of(x), np.full_like(X, 7.0))
 
 
 @pytest.mark.usefixtures("compile_at_second_pass")
@@ -101,7 +102,7 @@ def test_retained_and_wanted_cotangents_come_back_from_a_compiled_pass() -> None
         k = h.exp()
         (gk,) = tg.grad(k.sum(), [h], retain_graph=True)
         k.sum().backward()
-        return h.grad.numpy(), gk.numpy(), x.grad.numpy()
+        return grad_of(h), gk.numpy(), grad_of(x)
 
     first = run()
     assert all(e.compiled is not None for e in passes())
@@ -124,7 +125,7 @@ def test_a_compiled_pass_consumes_its_graph_as_the_eager_pass_does() -> None:
     y.backward()  # retained: a second pass works, then the graph is consumed
     with pytest.raises(tg.GraphConsumedError):
         y.backward()
-    np.testing.assert_allclose(x.grad.numpy(), 4 * 2.0 / np.cosh(2.0 * X) ** 2, rtol=1e-5)
+    np.testing.assert_allclose(grad_of(x), 4 * 2.0 / np.cosh(2.0 * X) ** 2, rtol=1e-5)
 
 
 @pytest.mark.usefixtures("compile_at_second_pass")
@@ -169,7 +170,7 @@ def test_a_rule_that_cannot_be_traced_falls_back_to_the_eager_pass() -> None:
         host(x).sum().backward()
     (entry,) = passes()
     assert entry.broken and entry.compiled is None
-    np.testing.assert_allclose(x.grad.numpy(), np.full_like(X, 3.0))
+    np.testing.assert_allclose(grad_of(x), np.full_like(X, 3.0))
 
 
 def test_the_threshold_is_seconds_of_eager_time(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -222,7 +223,8 @@ def run_program(steps: list[tuple[str, int]], values: list[np.ndarray]) -> list[
             regs.append(getattr(x, name)())
     total = regs[-1].sum() + sum(r.sum() * 0.25 for r in regs[len(leaves) :])
     total.backward()
-    return [np.zeros_like(v) if t.grad is None else t.grad.numpy() for t, v in zip(leaves, values)]
+    pairs = zip(leaves, values, strict=True)
+    return [np.zeros_like(v) if t.grad is None else grad_of(t) for t, v in pairs]
 
 
 @settings(max_examples=25, deadline=None)
@@ -257,6 +259,6 @@ def test_integer_indices_are_traced_so_each_new_index_reuses_the_pass() -> None:
         want = np.zeros_like(X)
         want[i, j] += 2.0
         want[1:3, j] += 1.0
-        np.testing.assert_array_equal(x.grad.numpy(), want)
+        np.testing.assert_array_equal(grad_of(x), want)
     (entry,) = passes()
     assert entry.compiled is not None and entry.compiled._cache_size() == 1

@@ -22,9 +22,13 @@ import pytest
 from _recount import check_tape
 
 import tapegrad as tg
+from tapegrad import compiled_backward
 
 PACKAGE = Path(tg.__file__).parent
-BOOKKEEPING = {str(PACKAGE / name) for name in ("tape.py", "census.py", "node.py", "backward.py")}
+BOOKKEEPING = {
+    str(PACKAGE / name)
+    for name in ("tape.py", "census.py", "node.py", "backward.py", "compiled_backward.py")
+}
 X = np.arange(6.0, dtype=np.float32).reshape(2, 3) / 4
 W = np.linspace(-1.0, 1.0, 6, dtype=np.float32).reshape(3, 2)
 
@@ -109,10 +113,29 @@ def check_after(tape: tg.Tape, state: dict[str, Any]) -> None:
         assert tape.stats() == tg.GraphStats()
 
 
+@pytest.fixture(params=["eager", "compiled"])
+def backward_mode(request: pytest.FixtureRequest) -> Any:
+    """Every backward of the test eager, or every one compiled (``compiled_backward``): each run
+    must take the same lines, so the pass is compiled before the first traced run."""
+    before = compiled_backward.compile_after()
+    compiled_backward.clear()
+    if request.param == "compiled":
+        compiled_backward.set_compile_after(0)
+        for _ in range(2):  # eager once, then compiled: the structure is ready
+            with tg.use_tape(tg.Tape()):
+                step({})
+        assert any(e.compiled is not None for e in compiled_backward._cache.values())
+    else:
+        compiled_backward.set_compile_after(None)
+    yield request.param
+    compiled_backward.set_compile_after(before)
+    compiled_backward.clear()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("policy", ["manual", "auto"])
 def test_an_interrupt_at_any_line_of_the_bookkeeping_leaves_the_tape_consistent(
-    policy: str,
+    policy: str, backward_mode: str
 ) -> None:
     def fresh() -> tg.Tape:
         tape = tg.Tape()
