@@ -3,7 +3,7 @@
 The eager pass (``backward``) dispatches one compiled VJP per node: ~10 us of JAX dispatch
 each on a CPU, so a 1,000-node chain costs milliseconds however small its arrays. A training
 loop runs the same graph every step, so once the passes of one *structure* have taken
-``compile_after()`` seconds of eager time in this process (0.25 s by default), the next pass
+``compile_after()`` seconds of eager time in this process (1 s by default), the next pass
 of that structure runs the very same VJP rules traced under ``jax.jit``: one dispatch for the
 whole pass, compiled once and cached here per structure (and by JAX per shape, dtype and
 placement; JAX's persistent compilation cache keeps it for later processes).
@@ -56,7 +56,7 @@ _Tracer = jax.core.Tracer
 def _threshold_from_env() -> float | None:
     value = os.environ.get("TAPEGRAD_COMPILED_BACKWARD", "").strip().lower()
     if value in ("", "default"):
-        return 0.25
+        return 1.0
     if value in ("off", "none", "never"):
         return None
     try:
@@ -64,7 +64,7 @@ def _threshold_from_env() -> float | None:
     except ValueError:
         raise ValueError(
             f"TAPEGRAD_COMPILED_BACKWARD={value!r}: give seconds of eager backward time per "
-            "structure before it is compiled (e.g. 0.25, or 0 to compile at the second pass), "
+            "structure before it is compiled (e.g. 1, or 0 to compile at the second pass), "
             "or 'off'."
         ) from None
     return max(seconds, 0.0)

@@ -187,7 +187,7 @@ def test_the_threshold_is_seconds_of_eager_time(monkeypatch: pytest.MonkeyPatch)
         for bad in (-1.0, "1", True):
             with pytest.raises(ValueError, match="seconds"):
                 compiled_backward.set_compile_after(bad)  # type: ignore[arg-type]
-        for text, want in (("off", None), ("0", 0.0), ("2.5", 2.5), ("", 0.25)):
+        for text, want in (("off", None), ("0", 0.0), ("2.5", 2.5), ("", 1.0)):
             monkeypatch.setenv("TAPEGRAD_COMPILED_BACKWARD", text)
             assert compiled_backward._threshold_from_env() == want
         monkeypatch.setenv("TAPEGRAD_COMPILED_BACKWARD", "soon")
