@@ -5,7 +5,10 @@
 - A tracked elementwise op on (2, 2) float32 (both inputs require grad) against the same
   ``jnp`` op on the raw arrays: target <= 1.25x (issue 10 item 5; issue 2 had 1.4x).
 - Backward through a chain ``y = y * 1.0001`` of 1,000 ops, per node, against the raw ``jnp``
-  multiply ``y = y * 1.0001`` per op: target <= 1.4x (issue 10 item 5; issue 2 had 2.5x).
+  multiply ``y = y * 1.0001`` per op: target <= 1.4x (issue 10 item 5; issue 2 had 2.5x). The
+  eager pass (one VJP dispatch per node) is the target's row; the same pass once its structure
+  is compiled (``tapegrad.compiled_backward``, what a training loop reaches after 1 s of eager
+  backward per structure) and the structure lookup every pass pays are shown beside it.
 
 Each pair runs alternately in one process. The tracked op's outputs are dropped, so their nodes
 hang (the default ``"threshold"`` policy sweeps them every 10,000 nodes, inside the timing, as a
@@ -63,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> Report:
     import numpy as np
 
     import tapegrad as tg
+    from tapegrad import compiled_backward
 
     report = Report("bench.engine (issue 2)", quick, args.repeats)
     report.meta["jax"] = jax.__version__
@@ -147,7 +151,8 @@ def main(argv: Sequence[str] | None = None) -> Report:
             y = y * 1.0001
         return y
 
-    def backward_batch() -> Timing:
+    def backward_batch(compile_after: float | None = None) -> Timing:
+        compiled_backward.set_compile_after(compile_after)
         clock = Clock()
         for _ in range(chains_per_batch):
             y = build()
@@ -182,15 +187,35 @@ def main(argv: Sequence[str] | None = None) -> Report:
             clock.stop()
         return clock.per(chains_per_batch * chain)
 
-    backward_batch(), forward_batch(), raw_chain_batch()  # warm up (compiles)
+    def compiled_batch() -> Timing:
+        return backward_batch(0.0)  # the structure was compiled in the warm-up
+
+    def lookup_batch() -> Timing:
+        compiled_backward.set_compile_after(0.0)
+        y = build()
+        steps = tg.current_tape().ancestors([y._node], claim=False)
+        clock = Clock()
+        clock.start()
+        for _ in range(chains_per_batch):
+            compiled_backward.lookup(steps, [y._node], frozenset())
+        clock.stop()
+        del steps, y
+        return clock.per(chains_per_batch * chain)
+
+    before = compiled_backward.compile_after()
+    # warm up (compiles): the eager pass, then the compiled one (eager once, then traced)
+    backward_batch(), forward_batch(), raw_chain_batch(), compiled_batch(), compiled_batch()
     chain_times = alternate_timings(
         {
             "raw jnp y * 1.0001": raw_chain_batch,
             "tapegrad backward": backward_batch,
+            "tapegrad backward, compiled pass": compiled_batch,
+            "(diag) structure lookup per pass": lookup_batch,
             "tapegrad forward (tracked)": forward_batch,
         },
         args.repeats,
     )
+    compiled_backward.set_compile_after(before)
     rawc = chain_times["raw jnp y * 1.0001"]
     rows = [timing_row(name, ts, rawc) for name, ts in chain_times.items()]
     report.add(
@@ -198,7 +223,11 @@ def main(argv: Sequence[str] | None = None) -> Report:
         ["case", "time per node (wall)", "ratio to raw jnp multiply (wall)", "ratio (CPU time)"],
         rows,
         note="Backward: y.backward(ones) from the chain's end (built untimed), blocked on the "
-        "leaf's gradient; it includes collecting the ancestors and consuming the graph.",
+        "leaf's gradient; it includes collecting the ancestors and consuming the graph. Eager: "
+        "one VJP dispatch per node (compiled backward off). Compiled pass: the chain's "
+        "structure compiled (tapegrad.compiled_backward), so the VJPs are one XLA call; the "
+        "structure lookup (diag row) is part of it, and is what an eager pass pays before its "
+        "structure reaches the threshold.",
         data={k: [t._asdict() for t in v] for k, v in chain_times.items()},
     )
     report.target(
