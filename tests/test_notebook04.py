@@ -24,6 +24,8 @@ def _check(nb: Any) -> None:
     hanging = re.search(r"(\d+) nodes recorded while tracing, (\d+) left hanging", text)
     assert hanging is not None and int(hanging.group(2)) > 0
     assert "x max at" in text
+    assert re.search(r"eager step, eager backward passes: +[\d.]+ ms per step", text)
+    assert re.search(r"eager step, compiled backward passes: +[\d.]+ ms per step", text)
 
 
 def test_committed_notebook_has_its_outputs() -> None:
