@@ -581,3 +581,22 @@ def test_donation_asks_the_tapes_only_when_an_array_has_another_holder(
     step(model, opt, X, Y)
     assert asked == [4]  # another holder: the tapes are asked; none saves it, so it is donated
     assert kept.is_deleted()
+
+
+def test_a_kept_grad_stays_valid_and_unchanged() -> None:
+    model, opt = make(key=73)
+    eager_model, eager_opt = make(key=73)
+    step = tg.jit(train_step)
+    for _ in range(2):
+        step(model, opt, X, Y)
+        train_step(eager_model, eager_opt, X, Y)
+    kept = [p.grad for p in model.parameters()]
+    old = [g.numpy() for g in kept]
+    step(model, opt, X, Y)
+    train_step(eager_model, eager_opt, X, Y)
+    for g, o in zip(kept, old, strict=True):
+        np.testing.assert_array_equal(g.numpy(), o)  # not donated, not written in place
+    for p, q in zip(model.parameters(), eager_model.parameters(), strict=True):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-7)
+    assert step.trace_count == 1
