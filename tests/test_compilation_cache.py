@@ -14,8 +14,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _run(body: str, tmp_path: Path, **env: str) -> None:
-    script = "import jax\nimport tapegrad as tg\n" + textwrap.dedent(body)
+def _run(
+    body: str, tmp_path: Path, prelude: str = "import jax\nimport tapegrad as tg\n", **env: str
+) -> None:
+    script = prelude + textwrap.dedent(body)
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
     full_env |= {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "PYTHONPATH": str(ROOT), **env}
     proc = subprocess.run(
@@ -27,6 +29,28 @@ def _run(body: str, tmp_path: Path, **env: str) -> None:
         env=full_env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_importing_tapegrad_changes_no_jax_setting(tmp_path: Path) -> None:
+    """Issue 17 item 4: every ``jax.config`` value and the process environment (``XLA_FLAGS``
+    included) are the same before and after ``import tapegrad``."""
+    _run(
+        """
+        import os
+        import jax
+        before = {k: repr(v) for k, v in jax.config.values.items()}
+        env = dict(os.environ)
+        import tapegrad
+        after = {k: repr(v) for k, v in jax.config.values.items()}
+        changed = {k: (before.get(k), after.get(k)) for k in before.keys() | after.keys()
+                   if before.get(k) != after.get(k)}
+        assert not changed, changed
+        assert dict(os.environ) == env
+        """,
+        tmp_path,
+        prelude="",
+    )
 
 
 @pytest.mark.slow
