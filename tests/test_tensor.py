@@ -131,9 +131,11 @@ def test_tensor_from_python_and_numpy_follows_jax_dtypes(
     assert t.tolist() == values
 
 
-def test_tensor_from_numpy_copies_without_compiling() -> None:
-    """NumPy data is copied to the device with no XLA compile (``jnp.asarray`` compiles a
-    copy or cast kernel per shape: issue 17's cold start), with JAX's dtypes."""
+def test_tensor_from_numpy_copies_without_compiling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NumPy data met for the first time is copied to the device with no XLA compile
+    (``jnp.asarray`` compiles a copy or cast kernel per shape: issue 17's cold start), with
+    JAX's dtypes; met again, it takes ``jnp.asarray``'s compiled path, with the same values."""
+    monkeypatch.setattr(tg.creation, "_CONVERTED", {})  # as in a fresh process
     compiles: list[str] = []
 
     def listen(event: str, duration: float, **_: Any) -> None:
@@ -153,10 +155,12 @@ def test_tensor_from_numpy_copies_without_compiling() -> None:
     finally:
         jax.monitoring.unregister_event_duration_listener(listen)
     assert compiles == []
-    for t, (data, dtype) in zip(made, cases, strict=True):
+    again = [tg.tensor(data, dtype=dtype) for data, dtype in cases]
+    for t, u, (data, dtype) in zip(made, again, cases, strict=True):
         want = jnp.asarray(data, dtype=dtype)
-        assert t.dtype == want.dtype
+        assert t.dtype == u.dtype == want.dtype
         np.testing.assert_array_equal(np.asarray(t.data), np.asarray(want))
+        np.testing.assert_array_equal(np.asarray(u.data), np.asarray(want))
     source = np.zeros(3, np.float32)
     t = tg.tensor(source)
     source[0] = 5.0  # a copy: the tensor keeps the value it was made from
