@@ -97,9 +97,8 @@ def tensor(
         array = data
     else:
         try:
-            array = _from_numpy(data, dtype)
-            if array is None:
-                array = jnp.asarray(data, dtype=dtype)
+            moved = _from_numpy(data, dtype)
+            array = jnp.asarray(data, dtype=dtype) if moved is None else moved
         except (TypeError, ValueError) as err:
             raise TypeError(
                 f"tg.tensor cannot convert {type(data).__name__} to an array ({err})."
