@@ -19,7 +19,7 @@ import os
 import pstats
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from typing import Any
 
 from bench._timing import block, emit_child, markdown_table, run_child
@@ -45,15 +45,15 @@ def profile_one(name: str, cache: str, warm: bool) -> dict[str, Any]:
     import tapegrad as tg
 
     imports = {"jax": t1 - t0, "tapegrad": time.perf_counter() - t1}
-    seconds: Counter[str] = Counter()
+    seconds: defaultdict[str, float] = defaultdict(float)
     counts: Counter[str] = Counter()
 
-    def on_duration(event: str, duration: float, **_: Any) -> None:
+    def on_duration(event: str, duration_secs: float, **_: str | int) -> None:
         if event in EVENTS:
-            seconds[EVENTS[event]] += duration
+            seconds[EVENTS[event]] += duration_secs
             counts[EVENTS[event]] += 1
 
-    def on_event(event: str, **_: Any) -> None:
+    def on_event(event: str, **_: str | int) -> None:
         if event == HITS:
             counts["hits"] += 1
 
