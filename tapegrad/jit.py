@@ -122,11 +122,18 @@ class _Plan:
         self.kept_slots = self.slots[self.n_donated_slots :]
         self._same, self._equal = _guards(found)
         self.grads_used = True  # until the first trace shows the step never reads them
+        self.spends: list[int] = []  # tensors whose .grad the step sets to a new array
+        self.ran = False  # a compiled call has run
         self.checked = False
         # weak references: a plan holds its jitted function, which must not hold it back
         # (tapegrad makes no reference cycles, so a dropped step frees its state at once)
         self.inner = functools.partial(_inner, weakref.ref(owner), weakref.ref(self))
-        self.jitted = jax.jit(self.inner, donate_argnums=(0,) if owner.donate else ())
+        # the previous .grad arrays (argument 5) are donated too, unused: kept in the
+        # computation (JAX prunes an unused argument, and donates nothing then), so that XLA
+        # writes new arrays into them
+        self.jitted = jax.jit(
+            self.inner, donate_argnums=(0, 5) if owner.donate else (), keep_unused=owner.donate
+        )
         self._plain: Any = None
 
     def plain(self) -> Any:
@@ -158,6 +165,29 @@ class _Plan:
         kept = [t._data for t in self.kept_tensors]
         kept += [d[k] for d, k in self.kept_slots]
         return donated, kept
+
+    def spent(self) -> list[Any] | None:
+        """The ``.grad`` arrays the call replaces, to donate, so that XLA writes new arrays
+        into them: when the step never reads them and sets every one. ``None`` (a
+        computation that takes none, compiled once more) when one of those ``.grad`` tensors
+        or arrays has a holder besides its parameter (a ``p.grad`` the caller kept stays
+        valid) or is ``None``; at the plan's first call a missing one is an uninitialised
+        array of its parameter's shape, dtype and placement instead, so that a loop whose
+        ``.grad`` is ``None`` only before its first step compiles once."""
+        if self.grads_used or not self.spends:
+            return None
+        spent = []
+        for i in self.spends:
+            t = self.order[i]
+            if t._grad is None:
+                if self.ran:
+                    return None
+                spent.append(_blank(t._data))
+            elif _grad_refcounts(t) == _GRAD_ALONE:
+                spent.append(t._grad._data)
+            else:
+                return None
+        return spent
 
     def grads(self) -> list[Any] | None:
         """The incoming ``.grad`` arrays (``None`` when the step never reads them)."""
@@ -255,7 +285,11 @@ class JitFunction(Generic[P, R]):
             if not plan.checked:
                 self._first_trace(plan, jitted, donated, kept, data)
             key = _random.get_state()
-            out, values, grads, slots, new_key = jitted(donated, kept, plan.grads(), data, key)
+            spent = plan.spent() if self.donate and jitted is plan.jitted else None
+            out, values, grads, slots, new_key = jitted(
+                donated, kept, plan.grads(), data, key, spent
+            )
+            plan.ran = True
         except jax.errors.UnexpectedTracerError as e:
             self._traced = False
             raise TracerError(
@@ -300,7 +334,7 @@ class JitFunction(Generic[P, R]):
             jax.numpy.zeros_like(t._data) if t._grad is None else t._grad._data for t in plan.order
         ]
         key = _random.get_state()
-        jaxpr = jitted.trace(donated, kept, grads, data, key).jaxpr.jaxpr
+        jaxpr = jitted.trace(donated, kept, grads, data, key, None).jaxpr.jaxpr
         n_in = len(jax.tree_util.tree_leaves((donated, kept)))
         n_grads = len(jax.tree_util.tree_leaves(grads))
         used = {id(v) for eqn in jaxpr.eqns for v in eqn.invars}
@@ -318,9 +352,11 @@ class JitFunction(Generic[P, R]):
         grads: list[Any] | None,
         data: list[Any],
         key: jax.Array,
+        spent: list[Any] | None,
     ) -> tuple[Any, list[Any], list[Any], list[Any], jax.Array | None]:
         """The traced function: run the step on a private tape, return what it changed
-        (the process random state's new key, ``None`` when the step drew nothing)."""
+        (the process random state's new key, ``None`` when the step drew nothing). ``spent``
+        (the previous ``.grad`` arrays, donated) is not read."""
         self._traced = True
         nd, ns = plan.n_donated, plan.n_donated_slots
         nk = len(plan.order) - nd
@@ -350,6 +386,7 @@ class JitFunction(Generic[P, R]):
                 result = self._fn(*args, **kwargs)
             _check_result(result, self.__name__)
             new_values, new_grads = self._changed_tensors(plan, values, grad_in, saved)
+            plan.spends = [i for i, g in enumerate(new_grads) if g]
             for i, v in self._check_changes(plan, watch).items():
                 new_values[i] = v
             new_slots = [
@@ -608,6 +645,30 @@ def _traced_array(x: Any) -> bool:
     return isinstance(x, jax.core.Tracer)
 
 
+def _grad_refcounts(t: Tensor) -> tuple[int, int]:
+    grad = t._grad
+    assert grad is not None
+    return getrefcount(grad), getrefcount(grad._data)
+
+
+def _grad_alone() -> tuple[int, int]:
+    """What ``_grad_refcounts`` gives for a ``.grad`` tensor that only its parameter holds,
+    whose array only it holds (measured once: it depends on the interpreter)."""
+    t = _new(Tensor)
+    t._grad = _new(Tensor)
+    t._grad._data = object()  # type: ignore[assignment]
+    return _grad_refcounts(t)
+
+
+_GRAD_ALONE = _grad_alone()
+
+
+def _blank(like: jax.Array) -> jax.Array:
+    """An uninitialised array of ``like``'s shape, dtype and placement (no computation)."""
+    blank: jax.Array = jax.device_put(np.empty(like.shape, like.dtype), like.sharding)
+    return blank
+
+
 def _refcounts(arrays: list[Any]) -> Iterator[int]:
     return map(getrefcount, arrays)
 
@@ -696,7 +757,10 @@ def jit(
         static_argnames: names of keyword arguments that are static.
         donate: donate the previous parameter and optimizer-state arrays to the computation
             (no copies; an array taken with ``.data`` before a call is invalid after it).
-            An array that a pending graph on the tape still saves is never donated.
+            An array that a pending graph on the tape still saves is never donated. The
+            previous ``.grad`` arrays of a step that sets them without reading them are
+            donated too, when nothing but their parameters holds them (a ``p.grad`` kept
+            across a call stays valid; such a call runs a computation compiled once more).
 
     Returns:
         A ``JitFunction``: call it like ``fn``; results are concrete tensors that do not
