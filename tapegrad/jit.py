@@ -664,8 +664,10 @@ _GRAD_ALONE = _grad_alone()
 
 
 def _blank(like: jax.Array) -> jax.Array:
-    """An uninitialised array of ``like``'s shape, dtype and placement (no computation)."""
-    blank: jax.Array = jax.device_put(np.empty(like.shape, like.dtype), like.sharding)
+    """An uninitialised array of ``like``'s shape, dtype and placement (committed to its
+    devices only if ``like`` is: a compiled call's cache tells the two apart)."""
+    where = like.sharding if like.committed else None
+    blank: jax.Array = jax.device_put(np.empty(like.shape, like.dtype), where)
     return blank
 
 
