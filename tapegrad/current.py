@@ -32,6 +32,10 @@ def current_tape() -> Tape:
     return _CURRENT.get()
 
 
+tape_now = _CURRENT.get
+"""``current_tape`` without a Python frame, for the engine's hot path."""
+
+
 class use_tape:  # noqa: N801 - a context manager, named like no_grad
     """Context manager: ops inside the block record on ``tape``; the previous tape returns on
     exit (also on an exception). Blocks nest; each thread and context has its own.

@@ -16,7 +16,7 @@ from tapegrad._args import torch_keyword
 from tapegrad._dtypes import DIFFERENTIABLE
 from tapegrad._placement import mixed_devices_error
 from tapegrad._tensor import Tensor
-from tapegrad.current import current_tape
+from tapegrad.current import tape_now
 from tapegrad.errors import DuplicateOpError, MissingVJPError, ShapeError
 from tapegrad.grad_mode import grad_enabled
 from tapegrad.origin import user_frame
@@ -291,10 +291,16 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
                 f"@{op.name}.defvjp, or declare the op with differentiable=False."
             )
         code, lineno = user_frame(depth)
+        prov: tuple[int | None, ...] | None = None
+        if saved.__class__ is tuple and saved:
+            if len(saved) == len(arrays) == 2 and saved[0] is arrays[0] and saved[1] is arrays[1]:
+                prov = _IDENTITY[2]  # a binary op saving its inputs: the usual case, no call
+            else:
+                prov = _provenance(saved, arrays, y)
         # an empty params dict is not kept: one GC-tracked object less per node
-        prov = _provenance(saved, arrays, y) if saved.__class__ is tuple and saved else None
-        tape = current_tape()
-        out._node = tape.record(op, tuple(parents), saved, params or None, out, code, lineno, prov)
+        out._node = tape_now().record(
+            op, tuple(parents), saved, params or None, out, code, lineno, prov
+        )
     return out
 
 
