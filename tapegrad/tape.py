@@ -104,7 +104,11 @@ def _entry(
 def saved_on_any_tape(arrays: Sequence[Any]) -> bool:
     """Whether a node on any live tape saves one of ``arrays`` (what ``tg.jit``'s donation
     must spare, docs/design.md "Compiled steps")."""
-    return any(tape.saves_any(arrays) for tape in list(_TAPES))
+    for ref in tuple(_TAPES.data):  # the WeakSet's references: no iterator guard per call
+        tape = ref()
+        if tape is not None and tape.saves_any(arrays):
+            return True
+    return False
 
 
 class Tape:
