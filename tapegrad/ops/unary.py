@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from functools import partial
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tapegrad.op import defop
+from tapegrad.op import as_operand, defop
 
 __all__ = [
     "exp",
@@ -230,7 +230,12 @@ def _astype_vjp(res: tuple[()], g: jax.Array, *, dtype: np.dtype) -> tuple[jax.A
     return (g,)
 
 
-_clip = partial(jax.jit, static_argnames=("min", "max"))(jnp.clip)
+_clip = jax.jit(jnp.clip)  # the bounds are arguments: a new bound value compiles nothing
+
+
+def _bound(value: float | None) -> Any:
+    """A clip bound as a kernel argument: ``None``, or a cached weakly typed constant."""
+    return None if value is None else as_operand(value, "clip")
 
 
 @defop
@@ -241,11 +246,23 @@ def clip(
     max: float | None = None,  # noqa: A002
 ) -> tuple[jax.Array, Res]:
     """Clamp to ``[min, max]`` (either bound may be ``None``), as ``jnp.clip``."""
-    return _clip(x, min=min, max=max), (x,)
+    return _clip(x, _bound(min), _bound(max)), (x,)
+
+
+@jax.jit
+def _clip_grad(x: jax.Array, g: jax.Array, lo: Any, hi: Any) -> jax.Array:
+    """jnp.clip is maximum(x, lo) then minimum(., hi); each passes g where x wins and g/2 at
+    a tie (JAX's balanced rule for lax.max/lax.min)."""
+    scale = jnp.ones_like(g)
+    if lo is not None:
+        scale = scale * jnp.where(x > lo, 1.0, jnp.where(x == lo, 0.5, 0.0))
+        x = jnp.maximum(x, lo)
+    if hi is not None:
+        scale = scale * jnp.where(x < hi, 1.0, jnp.where(x == hi, 0.5, 0.0))
+    return g * scale.astype(g.dtype)
 
 
 @clip.defvjp
-@partial(jax.jit, static_argnames=("min", "max"))
 def _clip_vjp(
     res: Res,
     g: jax.Array,
@@ -253,13 +270,5 @@ def _clip_vjp(
     min: float | None = None,
     max: float | None = None,  # noqa: A002
 ) -> tuple[jax.Array]:
-    """jnp.clip is maximum(x, min) then minimum(., max); each passes g where x wins and g/2 at
-    a tie (JAX's balanced rule for lax.max/lax.min)."""
-    (x,) = res
-    scale = jnp.ones_like(g)
-    if min is not None:
-        scale = scale * jnp.where(x > min, 1.0, jnp.where(x == min, 0.5, 0.0))
-        x = jnp.maximum(x, min)
-    if max is not None:
-        scale = scale * jnp.where(x < max, 1.0, jnp.where(x == max, 0.5, 0.0))
-    return (g * scale.astype(g.dtype),)
+    """g where x is inside the bounds, 0 outside, g/2 at a bound (``_clip_grad``)."""
+    return (_clip_grad(res[0], g, _bound(min), _bound(max)),)

@@ -87,6 +87,29 @@ def test_clip_with_equal_bounds_is_constant() -> None:
     check_program(lambda t: t.clip(0.0, 0.0), lambda a: jnp.clip(a, 0.0, 0.0), x)
 
 
+def test_clip_with_new_bound_values_compiles_nothing() -> None:
+    """Issue 17 item 4: the bounds are kernel arguments, so new values reuse the compiled
+    forward and VJP (only a bound's presence and Python type select a kernel)."""
+    x = tg.tensor(np.linspace(-2.0, 2.0, 7, dtype=np.float32), requires_grad=True)
+    tg.grad(x.clip(-1.0, 1.0).sum(), x)  # compiles the (7,) float bounds kernels
+    compiles: list[str] = []
+
+    def listen(event: str, duration_secs: float, **_: str | int) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        y = x.clip(-0.25, 1.5)
+        (g,) = tg.grad(y.sum(), x)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert compiles == []
+    np.testing.assert_allclose(np.asarray(y.data), np.clip(np.asarray(x.data), -0.25, 1.5))
+    want = jax.grad(lambda a: jnp.clip(a, -0.25, 1.5).sum())(x.data)
+    np.testing.assert_array_equal(np.asarray(g.data), np.asarray(want))
+
+
 def test_sigmoid_and_tanh_saturate_without_nan() -> None:
     x = np.array([-100.0, 0.0, 100.0], np.float32)
     for fn, ref in ((tg.sigmoid, jax.nn.sigmoid), (tg.tanh, jnp.tanh)):
