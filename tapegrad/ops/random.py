@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 
-from tapegrad.op import defop
+from tapegrad.op import as_operand, defop
 from tapegrad.random import key_of
 
 if TYPE_CHECKING:
@@ -17,16 +16,23 @@ if TYPE_CHECKING:
 __all__ = ["dropout"]
 
 
-@partial(jax.jit, static_argnames=("p",))
-def _dropout_scale(key: jax.Array, x: jax.Array, p: float) -> jax.Array:
-    """The factor each element is multiplied by: 0 with probability ``p``, else 1 / (1 - p)."""
-    keep = jax.random.bernoulli(key, 1.0 - p, x.shape)
-    return jnp.where(keep, jnp.asarray(1.0 / (1.0 - p), x.dtype), jnp.zeros((), x.dtype))
+def _odds(p: float) -> tuple[Any, Any]:
+    """``1 - p`` and ``1 / (1 - p)``, computed in Python floats as before, as kernel
+    arguments (cached constants): a new probability compiles nothing (issue 17 item 4)."""
+    return as_operand(1.0 - p, "dropout"), as_operand(1.0 / (1.0 - p), "dropout")
 
 
-@partial(jax.jit, static_argnames=("p",))
-def _dropout_apply(x: jax.Array, key: jax.Array, p: float) -> jax.Array:
-    y: jax.Array = x * _dropout_scale(key, x, p)
+@jax.jit
+def _dropout_scale(key: jax.Array, x: jax.Array, keep: Any, scale: Any) -> jax.Array:
+    """The factor each element is multiplied by: 0 with probability ``1 - keep``, else
+    ``scale`` (``1 / keep``)."""
+    kept = jax.random.bernoulli(key, keep, x.shape)
+    return jnp.where(kept, jnp.asarray(scale, x.dtype), jnp.zeros((), x.dtype))
+
+
+@jax.jit
+def _dropout_apply(x: jax.Array, key: jax.Array, keep: Any, scale: Any) -> jax.Array:
+    y: jax.Array = x * _dropout_scale(key, x, keep, scale)
     return y
 
 
@@ -35,17 +41,22 @@ def _dropout(x: jax.Array, key: jax.Array, *, p: float) -> tuple[jax.Array, tupl
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``; the mask
     comes from ``key`` (an input that never requires grad). Only the key is kept: the VJP
     draws the same mask again (8 bytes saved instead of a mask of x's size)."""
-    return _dropout_apply(x, key, p), (key,)
+    return _dropout_apply(x, key, *_odds(p)), (key,)
+
+
+@jax.jit
+def _dropout_grad(key: jax.Array, g: jax.Array, keep: Any, scale: Any) -> jax.Array:
+    gx: jax.Array = g * _dropout_scale(key, g, keep, scale)
+    return gx
 
 
 @_dropout.defvjp
-@partial(jax.jit, static_argnames=("p", "needs"))
 def _dropout_vjp(
     res: tuple[jax.Array], g: jax.Array, needs: tuple[bool, ...], *, p: float
 ) -> tuple[jax.Array, None]:
     """The op is x * scale with scale fixed by the key: gx = g * scale (the same mask)."""
     (key,) = res
-    return (g * _dropout_scale(key, g, p), None)
+    return (_dropout_grad(key, g, *_odds(p)), None)
 
 
 def dropout(x: Any, p: float = 0.5, *, training: bool = True, key: Any = None) -> Tensor:

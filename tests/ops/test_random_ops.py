@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pytest
 
@@ -33,6 +34,30 @@ def test_dropout_is_reproducible_with_a_key_or_a_seed() -> None:
         assert a != b
     finally:
         tg.random.set_state(saved)
+
+
+def test_dropout_with_a_new_probability_compiles_nothing() -> None:
+    """Issue 17 item 4: p is a kernel argument, so a new probability reuses the compiled
+    forward and VJP; the values are x * mask / (1 - p) and g * mask / (1 - p)."""
+    x = tg.ones((5, 7), requires_grad=True)
+    tg.grad(tg.dropout(x, 0.5, key=1).sum(), x)  # compiles the (5, 7) kernels
+    compiles: list[str] = []
+
+    def listen(event: str, duration_secs: float, **_: str | int) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        y = tg.dropout(x, 0.3, key=2)
+        (g,) = tg.grad(y.sum(), x)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert compiles == []
+    values = np.asarray(y.data)
+    kept = values != 0.0
+    np.testing.assert_allclose(values[kept], 1.0 / 0.7, rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(g.data), values)  # x is ones: g = the factor
 
 
 def test_dropout_saves_only_the_key() -> None:
