@@ -3,10 +3,12 @@
 The eager pass (``backward``) dispatches one compiled VJP per node: ~10 us of JAX dispatch
 each on a CPU, so a 1,000-node chain costs milliseconds however small its arrays. A training
 loop runs the same graph every step, so once the passes of one *structure* have taken
-``compile_after()`` seconds of eager time in this process (1 s by default), the next pass
-of that structure runs the very same VJP rules traced under ``jax.jit``: one dispatch for the
-whole pass, compiled once and cached here per structure (and by JAX per shape, dtype and
-placement; JAX's persistent compilation cache keeps it for later processes).
+``compile_after()`` seconds of eager time in this process (1 s by default; counted from the
+second pass, as passes times the fastest one, so a first pass's kernel compiles do not
+count), the next pass of that structure runs the very same VJP rules traced under
+``jax.jit``: one dispatch for the whole pass, compiled once and cached here per structure
+(and by JAX per shape, dtype and placement; JAX's persistent compilation cache keeps it for
+later processes).
 
 The structure of a pass is, for every node in pass order: its op, the positions of its
 parents, its shape and dtype, whether its cotangent is returned (a leaf, ``retain_grad``, a
@@ -228,19 +230,31 @@ def _program(
 
 
 class Pass:
-    """One structure: the eager seconds spent on it, and its compiled pass once there is one."""
+    """One structure: its eager passes so far, and its compiled pass once there is one.
 
-    __slots__ = ("structure", "seconds", "compiled", "broken")
+    The eager time a structure has cost is counted from its second pass on, as those passes
+    times the fastest of them: the first pass compiles the eager kernels it meets, and a
+    pass slowed by a busy machine or a kernel met late should not count as steady state."""
+
+    __slots__ = ("structure", "passes", "fastest", "compiled", "broken")
 
     def __init__(self, structure: tuple[Any, ...]) -> None:
         self.structure = structure
-        self.seconds = 0.0
+        self.passes = 0
+        self.fastest = float("inf")
         self.compiled: Any = None
         self.broken = False
 
+    @property
+    def seconds(self) -> float:
+        """The eager time counted for this structure (seconds; see the class docstring)."""
+        return (self.passes - 1) * self.fastest if self.passes > 1 else 0.0
+
     def ran_eagerly(self, seconds: float, propagate: Propagate) -> None:
         """Count an eager pass of ``seconds``; compile the structure once it has earned it."""
-        self.seconds += seconds
+        self.passes += 1
+        if self.passes > 1 and seconds < self.fastest:
+            self.fastest = seconds
         after = _after
         if after is not None and not self.broken and self.seconds >= after:
             if self.compiled is None:

@@ -182,6 +182,16 @@ def test_the_threshold_is_seconds_of_eager_time(monkeypatch: pytest.MonkeyPatch)
             grads(mlp_loss, X, W, B)
         (entry,) = passes()
         assert entry.compiled is None and 0 < entry.seconds < 3600
+        slow = compiled_backward.Pass(())
+        compiled_backward.set_compile_after(1.0)
+        slow.ran_eagerly(30.0, lambda *a: {})  # a first pass that compiled its kernels
+        assert slow.seconds == 0 and slow.compiled is None
+        for _ in range(3):
+            slow.ran_eagerly(0.2, lambda *a: {})
+        slow.ran_eagerly(5.0, lambda *a: {})  # a pass on a busy machine: counted at 0.2 s
+        assert slow.seconds == pytest.approx(0.8) and slow.compiled is None
+        slow.ran_eagerly(0.25, lambda *a: {})
+        assert slow.seconds == pytest.approx(1.0) and slow.compiled is not None
         compiled_backward.set_compile_after(None)
         assert compiled_backward.lookup([], [], frozenset()) is None
         for bad in (-1.0, "1", True):
