@@ -8,7 +8,9 @@
   optimizer built, ``STEPS`` steps run and their losses read back as floats;
 - ``losses``: those ``STEPS`` losses;
 - ``warm``: with ``--warm`` > 0, ``repeats`` batches of steps that each last about ``SECONDS``
-  (after the first run), as ``[wall, cpu]`` seconds per step.
+  (after the first run and ``--settle`` seconds of untimed steps, 3 by default: steady state
+  is what a long loop reaches, and tapegrad compiles a backward structure once its eager
+  passes have taken 1 s), as ``[wall, cpu]`` seconds per step.
 
 ``--cache-dir`` points tapegrad's persistent compilation cache at DIR (the parent passes an
 empty directory for a first-ever run, then the same one again for a primed run).
@@ -50,6 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dtype", default="float32")
     p.add_argument("--warm", type=float, default=0.0, help="seconds per warm batch (0: none)")
     p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--settle", type=float, default=3.0, help="untimed seconds before warm")
     p.add_argument("--steps", type=int, default=None, help="first-run steps (default STEPS)")
     p.add_argument("--cache-dir", default=None)
     args = p.parse_args(argv)
@@ -69,6 +72,9 @@ def main(argv: list[str] | None = None) -> None:
     del outs
     result: dict[str, Any] = {"import_s": t1 - t0, "cold_s": t2 - t1, "losses": losses}
     if args.warm > 0:
+        settled = time.perf_counter() + args.settle
+        while time.perf_counter() < settled:
+            sync(step())
         number = calibrate(step, args.warm, sync=sync)
         result["warm"] = [list(measure(step, number, sync)) for _ in range(args.repeats)]
         result["number"] = number
