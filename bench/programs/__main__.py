@@ -11,7 +11,8 @@ thread per system (``bench.peers.thread_env``; torch also ``set_num_threads(1)``
    losses, then warm batches.
 
 Agreement: tapegrad's losses against torch float32's, and torch float32's against float64's,
-each within ``RTOL`` at every step. Warm: seconds per step (after 3 s of untimed steps: steady state), median of the repeats (wall; CPU
+each within ``RTOL`` at every step. Warm: seconds per step (after 3 s of untimed steps:
+steady state), median of the repeats (wall; CPU
 time beside it); the warm ratio is tapegrad's median over torch's (the two are measured one
 after the other, not interleaved: read the CPU-time ratio on a busy machine). Cold: the first
 run's seconds (build the model and optimizer, ``STEPS`` steps, losses read back) and how much
