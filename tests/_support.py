@@ -10,6 +10,7 @@
 - ``origin_path``, ``origin_here``: file paths and ``"path:line"`` origins as tapegrad spells
   them in snapshot records and error messages, computed independently of the engine.
 - ``gc_off``: a block in which only reference counting frees objects.
+- ``compiles``: a block that records every XLA compile JAX runs inside it.
 
 Graph-memory recounts live in ``_recount`` (docs/design.md's definitions, brute force); the shared
 fixtures ``base`` and ``start`` in ``conftest.py``; notebook execution in ``_notebooks``.
@@ -24,6 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+import jax
 import numpy as np
 import pytest
 
@@ -132,3 +134,24 @@ def gc_off() -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+@contextmanager
+def compiles() -> Iterator[list[float]]:
+    """Record the seconds of every XLA backend compile run inside the block (JAX's monitoring
+    event; a persistent-cache hit is not a compile): ``with compiles() as seen: ...``, then
+    ``assert seen == []``."""
+    seen: list[float] = []
+
+    def listen(event: str, duration_secs: float, **_: str | int) -> None:
+        if event == _COMPILE_EVENT:
+            seen.append(duration_secs)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        yield seen
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _support import assert_close, error_of
+from _support import assert_close, compiles, error_of
 
 import tapegrad as tg
 
@@ -136,12 +136,6 @@ def test_tensor_from_numpy_copies_without_compiling(monkeypatch: pytest.MonkeyPa
     (``jnp.asarray`` compiles a copy or cast kernel per shape: issue 17's cold start), with
     JAX's dtypes; met again, it takes ``jnp.asarray``'s compiled path, with the same values."""
     monkeypatch.setattr(tg.creation, "_CONVERTED", {})  # as in a fresh process
-    compiles: list[str] = []
-
-    def listen(event: str, duration: float, **_: Any) -> None:
-        if event == "/jax/core/compile/backend_compile_duration":
-            compiles.append(event)
-
     cases: list[tuple[Any, Any]] = [
         (np.linspace(0.0, 1.0, 35).reshape(7, 5), None),  # float64, x64 off: float32
         (np.arange(13), tg.float32),
@@ -149,12 +143,9 @@ def test_tensor_from_numpy_copies_without_compiling(monkeypatch: pytest.MonkeyPa
         (np.array([0.0, 2.0]), tg.bool_),
         (np.float32(2.5), None),
     ]
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    try:
+    with compiles() as seen:
         made = [tg.tensor(data, dtype=dtype) for data, dtype in cases]
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
-    assert compiles == []
+    assert seen == []
     again = [tg.tensor(data, dtype=dtype) for data, dtype in cases]
     for t, u, (data, dtype) in zip(made, again, cases, strict=True):
         want = jnp.asarray(data, dtype=dtype)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import jax
 import numpy as np
 import pytest
+from _support import compiles
 
 import tapegrad as tg
 
@@ -41,19 +41,10 @@ def test_dropout_with_a_new_probability_compiles_nothing() -> None:
     forward and VJP; the values are x * mask / (1 - p) and g * mask / (1 - p)."""
     x = tg.ones((5, 7), requires_grad=True)
     tg.grad(tg.dropout(x, 0.5, key=1).sum(), x)  # compiles the (5, 7) kernels
-    compiles: list[str] = []
-
-    def listen(event: str, duration_secs: float, **_: str | int) -> None:
-        if event == "/jax/core/compile/backend_compile_duration":
-            compiles.append(event)
-
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    try:
+    with compiles() as seen:
         y = tg.dropout(x, 0.3, key=2)
         (g,) = tg.grad(y.sum(), x)
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
-    assert compiles == []
+    assert seen == []
     values = np.asarray(y.data)
     kept = values != 0.0
     np.testing.assert_allclose(values[kept], 1.0 / 0.7, rtol=1e-6)

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _support import compiles
 
 import tapegrad as tg
 from tapegrad.testing import check_program, check_vjp
@@ -92,19 +93,10 @@ def test_clip_with_new_bound_values_compiles_nothing() -> None:
     forward and VJP (only a bound's presence and Python type select a kernel)."""
     x = tg.tensor(np.linspace(-2.0, 2.0, 7, dtype=np.float32), requires_grad=True)
     tg.grad(x.clip(-1.0, 1.0).sum(), x)  # compiles the (7,) float bounds kernels
-    compiles: list[str] = []
-
-    def listen(event: str, duration_secs: float, **_: str | int) -> None:
-        if event == "/jax/core/compile/backend_compile_duration":
-            compiles.append(event)
-
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    try:
+    with compiles() as seen:
         y = x.clip(-0.25, 1.5)
         (g,) = tg.grad(y.sum(), x)
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
-    assert compiles == []
+    assert seen == []
     np.testing.assert_allclose(np.asarray(y.data), np.clip(np.asarray(x.data), -0.25, 1.5))
     want = jax.grad(lambda a: jnp.clip(a, -0.25, 1.5).sum())(x.data)
     np.testing.assert_array_equal(np.asarray(g.data), np.asarray(want))
