@@ -74,17 +74,25 @@ def _reduce(g: jax.Array, parent: Node, node: Node, index: int) -> jax.Array:
 
 def _propagate(
     steps: Sequence[Any],
-    cots: dict[int, Any],
+    roots: Sequence[int],
+    seeds: Sequence[Any],
     wanted: frozenset[int],
-    done: list[Any],
-    leaves: list[Any],
+    done: list[Any] | None = None,
+    leaves: list[Any] | None = None,
     check: Any = None,
     create_graph: bool = False,
 ) -> dict[int, tuple[Any, Any]]:
-    """The VJP loop: run each step's VJP on its cotangent in ``cots`` (popped as it is used)
-    and add the results to its parents'; return the cotangents of leaves, retained and wanted
-    nodes by id. Appends each op node to ``done`` once its step is over, each leaf to
-    ``leaves``. The same loop runs eagerly and traced (``compiled_backward``)."""
+    """The VJP loop: seed the roots (by id; a root given twice gets the sum), run each step's
+    VJP on its cotangent and add the results to its parents'; return the cotangents of
+    leaves, retained and wanted nodes by id. Appends each op node to ``done`` once its step
+    is over, each leaf to ``leaves``. The same loop runs eagerly and traced
+    (``compiled_backward``, which passes neither list)."""
+    done = [] if done is None else done
+    leaves = [] if leaves is None else leaves
+    cots: dict[int, Any] = {}
+    for nid, seed in zip(roots, seeds, strict=True):
+        prev = cots.get(nid)
+        cots[nid] = seed if prev is None else prev + seed
     out: dict[int, tuple[Any, Any]] = {}
     for node, op, parents, saved, params in steps:
         g = cots.pop(node.id, None)
@@ -123,13 +131,6 @@ def _propagate(
     return out
 
 
-def _traced_pass(
-    steps: Sequence[Any], cots: dict[int, Any], wanted: frozenset[int]
-) -> dict[int, tuple[Any, Any]]:
-    """``_propagate`` as a compiled pass runs it: no recording, no anomaly check."""
-    return _propagate(steps, cots, wanted, [], [])
-
-
 def _run(
     tape: Tape,
     roots: Sequence[Node],
@@ -150,13 +151,13 @@ def _run(
     """
     check = anomaly.checker(seeds)  # None unless tg.detect_anomaly() is on
     steps = tape.ancestors(roots, claim=not retain_graph)  # raises before any VJP runs
-    found = None
-    if not create_graph and check is None and not tape.allow_tracers:
-        found = compiled_backward.lookup(steps, roots, wanted)
     done: list[Node] = []
     leaves: list[Node] = []
     ok = False
     try:
+        found = None
+        if not create_graph and check is None and not tape.allow_tracers:
+            found = compiled_backward.lookup(steps, roots, wanted)
         if found is not None and found[0].compiled is not None:
             out = found[0].run(steps, seeds, found[1])
             if out is not None:
@@ -164,15 +165,12 @@ def _run(
                     (leaves if step[1] is None else done).append(step[0])
                 ok = True
                 return out
-        cots: dict[int, Any] = {}
-        for node, seed in zip(roots, seeds, strict=True):
-            prev = cots.get(node.id)
-            cots[node.id] = seed if prev is None else prev + seed
         start = time.perf_counter()
-        out = _propagate(steps, cots, wanted, done, leaves, check, create_graph)
+        ids = [node.id for node in roots]
+        out = _propagate(steps, ids, seeds, wanted, done, leaves, check, create_graph)
         ok = True
         if found is not None:
-            found[0].ran_eagerly(time.perf_counter() - start, _traced_pass)
+            found[0].ran_eagerly(time.perf_counter() - start, _propagate)
     finally:
         rest = () if ok else steps[len(done) + len(leaves) :]
         undone = [step[0] for step in rest if step[1] is not None]

@@ -46,8 +46,10 @@ from tapegrad.node import Node, Step
 
 __all__ = ["compile_after", "set_compile_after", "Pass", "lookup", "clear"]
 
-Propagate = Callable[[list[Any], dict[int, Any], frozenset[int]], dict[int, tuple[Any, Any]]]
-"""The eager VJP loop: ``(steps, cotangents by id, wanted ids) -> {id: (node, cotangent)}``."""
+Propagate = Callable[
+    [list[Any], Sequence[int], Sequence[Any], frozenset[int]], dict[int, tuple[Any, Any]]
+]
+"""The VJP loop: ``(steps, root ids, seeds, wanted ids) -> {id: (node, cotangent)}``."""
 
 _MAX_STRUCTURES = 64  # structures remembered (least recently used dropped)
 _lock = threading.Lock()
@@ -172,10 +174,8 @@ def _build(spec: Any, arrays: list[Any]) -> Any:
     """Rebuild a value from its ``_spec``, its arrays taken from ``arrays``."""
     if spec.__class__ is int:
         return arrays[spec]
-    if spec and spec[0].__class__ is not type and not isinstance(spec[0], type):
+    if not spec or not isinstance(spec[0], type):  # a tuple of specs
         return tuple([_build(v, arrays) for v in spec])
-    if not spec:
-        return ()
     cls, inner = spec
     if cls is list:
         return [_build(v, arrays) for _, v in inner]
@@ -221,11 +221,7 @@ def _program(
         links = tuple(None if j < 0 else stands[j] for j in parents)
         rebuilt = None if params is None else _build(params, arrays)
         steps.append((stand, op, links, None if saved is None else _build(saved, arrays), rebuilt))
-    cots: dict[int, Any] = {}
-    for pos, seed in zip(roots, seeds, strict=True):
-        prev = cots.get(pos)
-        cots[pos] = seed if prev is None else prev + seed
-    out = propagate(steps, cots, frozenset())
+    out = propagate(steps, roots, seeds, frozenset())
     return {pos: g for pos, (_, g) in out.items()}
 
 

@@ -66,8 +66,9 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 _Tracer = jax.core.Tracer
 _numbers = itertools.count(1)
-_TAPES: weakref.WeakSet[Tape] = weakref.WeakSet()
-"""Every live tape (tg.jit asks them all before donating an array)."""
+_TAPES: set[weakref.ref[Tape]] = set()
+"""A weak reference to every live tape (tg.jit asks them all before donating an array); a
+tape's reference removes itself when the tape dies."""
 
 
 DEFAULT_THRESHOLD = 10_000
@@ -104,7 +105,7 @@ def _entry(
 def saved_on_any_tape(arrays: Sequence[Any]) -> bool:
     """Whether a node on any live tape saves one of ``arrays`` (what ``tg.jit``'s donation
     must spare, docs/design.md "Compiled steps")."""
-    for ref in tuple(_TAPES.data):  # the WeakSet's references: no iterator guard per call
+    for ref in tuple(_TAPES):
         tape = ref()
         if tape is not None and tape.saves_any(arrays):
             return True
@@ -137,7 +138,8 @@ class Tape:
         self._hanging: dict[int, Node] = {}
         self._dead: list[Node] = []
         self._enqueue = self._dead.append  # a node's weak-reference callback: only enqueues
-        self._weak = weakref.ref(self)  # every node's ``tape``: one shared object
+        # every node's ``tape``: one shared object, also this tape's entry in _TAPES
+        self._weak = weakref.ref(self, _TAPES.discard)
         self._next_id = 0
         self._leaves = 0
         self._live = 0
@@ -152,7 +154,7 @@ class Tape:
         self._version = 0
         self._cache: tuple[int, dict[int, int]] | None = None  # (version, node -> graph)
         self._set_limit()
-        _TAPES.add(self)
+        _TAPES.add(self._weak)
 
     @property
     def name(self) -> str:
