@@ -2,13 +2,19 @@
 
 The eager pass (``backward``) dispatches one compiled VJP per node: ~10 us of JAX dispatch
 each on a CPU, so a 1,000-node chain costs milliseconds however small its arrays. A training
-loop runs the same graph every step, so once the passes of one *structure* have taken
-``compile_after()`` seconds of eager time in this process (1 s by default; counted from the
-second pass, as passes times the fastest one, so a first pass's kernel compiles do not
-count), the next pass of that structure runs the very same VJP rules traced under
-``jax.jit``: one dispatch for the whole pass, compiled once and cached here per structure
-(and by JAX per shape, dtype and placement; JAX's persistent compilation cache keeps it for
-later processes).
+loop runs the same graph every step, so once the passes of one *structure* have taken as much
+eager time in this process as compiling it is estimated to take (counted from the second
+pass, as passes times the fastest one, so a first pass's kernel compiles do not count), the
+next pass of that structure runs the very same VJP rules traced under ``jax.jit``: one
+dispatch for the whole pass, compiled once and cached here per structure (and by JAX per
+shape, dtype and placement; JAX's persistent compilation cache keeps it for later processes).
+
+That is the rent-or-buy rule: a structure that stops repeating has cost at most twice what
+compiling at once would have. The estimate is ``0.1 s + 1 ms`` per node (measured on a CPU
+with an empty compilation cache: 76 ms for an 8-node pass, 0.77 s for a 700-node one),
+rescaled by the compiles this process has timed (a primed cache or a faster machine makes
+them cheaper, a GPU's compiler slower), and never more than ``compile_after()`` seconds (1 s
+by default).
 
 The structure of a pass is, for every node in pass order: its op, the positions of its
 parents, its shape and dtype, whether its cotangent is returned (a leaf, ``retain_grad``, a
@@ -26,8 +32,9 @@ once failed to trace (a VJP rule that needs concrete values): the eager pass the
 whatever that rule raises. Results equal the eager pass's up to float rounding (XLA may fuse
 and reorder the arithmetic).
 
-``TAPEGRAD_COMPILED_BACKWARD`` in the environment sets the threshold in seconds at import
-(``0``: compile a structure the second time it runs; ``off``: never compile).
+``TAPEGRAD_COMPILED_BACKWARD`` in the environment sets ``compile_after()`` at import: the most
+seconds of eager time a structure waits (``0``: compile a structure the second time it runs;
+``off``: never compile).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -44,7 +52,14 @@ from jax.sharding import SingleDeviceSharding
 
 from tapegrad.node import Node, Step
 
-__all__ = ["compile_after", "set_compile_after", "Pass", "lookup", "clear"]
+__all__ = [
+    "compile_after",
+    "set_compile_after",
+    "estimated_compile_seconds",
+    "Pass",
+    "lookup",
+    "clear",
+]
 
 Propagate = Callable[
     [list[Any], Sequence[int], Sequence[Any], frozenset[int]], dict[int, tuple[Any, Any]]
@@ -52,6 +67,9 @@ Propagate = Callable[
 """The VJP loop: ``(steps, root ids, seeds, wanted ids) -> {id: (node, cotangent)}``."""
 
 _MAX_STRUCTURES = 64  # structures remembered (least recently used dropped)
+_BASE_SECONDS = 0.1  # the compile-time estimate of a pass: base + per node, times _scale
+_NODE_SECONDS = 0.001
+_scale = 1.0  # measured compile time / estimate, blended over the compiles timed so far
 _lock = threading.Lock()
 _cache: OrderedDict[Any, Pass] = OrderedDict()
 _Tracer = jax.core.Tracer
@@ -78,15 +96,15 @@ _after: float | None = _threshold_from_env()
 
 
 def compile_after() -> float | None:
-    """Seconds of eager backward time a structure runs before it is compiled (``None``:
-    never)."""
+    """The most seconds of eager backward time a structure runs before it is compiled (it is
+    compiled sooner when its estimated compile time is shorter; ``None``: never)."""
     return _after
 
 
 def set_compile_after(seconds: float | None) -> None:
-    """Set ``compile_after()``: seconds (``0`` compiles a structure at its second pass), or
-    ``None`` to keep every pass eager. Structures already compiled stay compiled until
-    ``clear()``.
+    """Set ``compile_after()``: the most seconds of eager time a structure waits (``0``
+    compiles a structure at its second pass), or ``None`` to keep every pass eager.
+    Structures already compiled stay compiled until ``clear()``.
 
     Raises:
         ValueError: a negative or non-numeric number of seconds.
@@ -100,9 +118,26 @@ def set_compile_after(seconds: float | None) -> None:
 
 
 def clear() -> None:
-    """Forget every structure and its compiled pass."""
+    """Forget every structure and its compiled pass, and the compile times measured."""
+    global _scale
     with _lock:
         _cache.clear()
+        _scale = 1.0
+
+
+def estimated_compile_seconds(nodes: int) -> float:
+    """The estimated seconds to compile a pass of ``nodes`` nodes: ``0.1 + 0.001 * nodes``,
+    rescaled by the compiles this process has timed (see the module docstring)."""
+    return _scale * (_BASE_SECONDS + _NODE_SECONDS * nodes)
+
+
+def _timed_compile(seconds: float, nodes: int) -> None:
+    """Fold a measured compile (the first call of a compiled pass) into ``_scale``: the
+    geometric mean of the old scale and this compile's, so one slow compile on a busy machine
+    moves the estimate by half."""
+    global _scale
+    ratio = seconds / (_BASE_SECONDS + _NODE_SECONDS * nodes)
+    _scale = min(max((_scale * ratio) ** 0.5, 0.05), 20.0)
 
 
 _KIND: dict[type, int] = {}  # type -> 0: other, 1: array, 2: tracer (isinstance on ABCs is slow)
@@ -232,14 +267,25 @@ class Pass:
     times the fastest of them: the first pass compiles the eager kernels it meets, and a
     pass slowed by a busy machine or a kernel met late should not count as steady state."""
 
-    __slots__ = ("structure", "passes", "fastest", "compiled", "broken")
+    __slots__ = ("structure", "nodes", "passes", "fastest", "compiled", "timed", "broken")
 
     def __init__(self, structure: tuple[Any, ...]) -> None:
         self.structure = structure
+        self.nodes = len(structure[0]) if structure else 0
         self.passes = 0
         self.fastest = float("inf")
         self.compiled: Any = None
+        self.timed = False  # whether the compiled pass's first call (its compile) was timed
         self.broken = False
+
+    @property
+    def threshold(self) -> float | None:
+        """The eager seconds after which this structure compiles: its estimated compile time,
+        at most ``compile_after()`` (``None``: never)."""
+        after = _after
+        if after is None:
+            return None
+        return min(after, estimated_compile_seconds(self.nodes))
 
     @property
     def seconds(self) -> float:
@@ -251,8 +297,8 @@ class Pass:
         self.passes += 1
         if self.passes > 1 and seconds < self.fastest:
             self.fastest = seconds
-        after = _after
-        if after is not None and not self.broken and self.seconds >= after:
+        threshold = self.threshold
+        if threshold is not None and not self.broken and self.seconds >= threshold:
             if self.compiled is None:
                 self.compiled = jax.jit(functools.partial(_program, self.structure, propagate))
 
@@ -262,7 +308,13 @@ class Pass:
         """Run the compiled pass; ``None`` (and never again for this structure) when it does
         not trace or run: the caller then runs the eager pass, which raises what it raises."""
         try:
-            result = self.compiled(list(seeds), arrays)
+            if self.timed:
+                result = self.compiled(list(seeds), arrays)
+            else:  # the first call traces and compiles: time it for the estimate
+                start = time.perf_counter()
+                result = self.compiled(list(seeds), arrays)
+                self.timed = True
+                _timed_compile(time.perf_counter() - start, self.nodes)
         except Exception:  # a rule that needs concrete values, an op JAX cannot trace
             self.compiled = None
             self.broken = True

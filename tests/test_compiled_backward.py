@@ -173,7 +173,11 @@ def test_a_rule_that_cannot_be_traced_falls_back_to_the_eager_pass() -> None:
     np.testing.assert_allclose(grad_of(x), np.full_like(X, 3.0))
 
 
-def test_the_threshold_is_seconds_of_eager_time(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_threshold_is_the_estimated_compile_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rent or buy: a structure compiles once its eager passes took what compiling it is
+    estimated to take (0.1 s + 1 ms per node, rescaled by timed compiles), at most
+    ``compile_after()`` seconds; the first pass does not count, later ones count at the
+    fastest."""
     before = compiled_backward.compile_after()
     compiled_backward.clear()
     try:
@@ -181,17 +185,31 @@ def test_the_threshold_is_seconds_of_eager_time(monkeypatch: pytest.MonkeyPatch)
         for _ in range(3):
             grads(mlp_loss, X, W, B)
         (entry,) = passes()
-        assert entry.compiled is None and 0 < entry.seconds < 3600
-        slow = compiled_backward.Pass(())
+        assert entry.compiled is None and 0 < entry.seconds < entry.threshold < 3600
+        assert entry.threshold == pytest.approx(0.1 + 0.001 * entry.nodes)
+        slow = compiled_backward.Pass((tuple(range(400)), ()))  # 400 nodes: ~0.5 s
         compiled_backward.set_compile_after(1.0)
+        assert slow.threshold == pytest.approx(0.5)
         slow.ran_eagerly(30.0, lambda *a: {})  # a first pass that compiled its kernels
         assert slow.seconds == 0 and slow.compiled is None
         for _ in range(3):
-            slow.ran_eagerly(0.2, lambda *a: {})
-        slow.ran_eagerly(5.0, lambda *a: {})  # a pass on a busy machine: counted at 0.2 s
-        assert slow.seconds == pytest.approx(0.8) and slow.compiled is None
-        slow.ran_eagerly(0.25, lambda *a: {})
-        assert slow.seconds == pytest.approx(1.0) and slow.compiled is not None
+            slow.ran_eagerly(0.1, lambda *a: {})
+        slow.ran_eagerly(5.0, lambda *a: {})  # a pass on a busy machine: counted at 0.1 s
+        assert slow.seconds == pytest.approx(0.4) and slow.compiled is None
+        slow.ran_eagerly(0.12, lambda *a: {})
+        assert slow.seconds == pytest.approx(0.5) and slow.compiled is not None
+        huge = compiled_backward.Pass((tuple(range(5000)), ()))  # estimated 5.1 s: capped
+        assert huge.threshold == 1.0
+        compiled_backward._timed_compile(0.25, 400)  # half the estimate: the scale moves by half
+        assert compiled_backward.estimated_compile_seconds(400) == pytest.approx(0.5 * 0.5**0.5)
+        compiled_backward.clear()
+        assert compiled_backward.estimated_compile_seconds(400) == pytest.approx(0.5)
+        compiled_backward.set_compile_after(0)  # a real compile is timed and folded in
+        for _ in range(3):
+            grads(mlp_loss, X, W, B)
+        (entry,) = passes()
+        assert entry.compiled is not None and entry.timed
+        assert compiled_backward.estimated_compile_seconds(400) != pytest.approx(0.5, abs=1e-9)
         compiled_backward.set_compile_after(None)
         assert compiled_backward.lookup([], [], frozenset()) is None
         for bad in (-1.0, "1", True):
