@@ -33,7 +33,12 @@ def user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
 
 
 def display_path(path: str) -> str:
-    """``path`` relative to the current directory when it lies under it, else unchanged."""
+    """``path`` relative to the current directory when it lies under it, else unchanged; a
+    Jupyter or IPython cell's file (``/tmp/ipykernel_<pid>/<hash>.py``) is shown as its
+    input prompt, ``In[<n>]``, as IPython's own tracebacks name it."""
+    cell = _cell_of(path)
+    if cell is not None:
+        return cell
     if os.path.isabs(path):
         try:
             rel = os.path.relpath(path)
@@ -42,6 +47,21 @@ def display_path(path: str) -> str:
         if not rel.startswith(".."):
             return rel
     return path
+
+
+def _cell_of(path: str) -> str | None:
+    """``In[<n>]`` when ``path`` is the file IPython compiled input cell ``n`` under, in this
+    process; else ``None``. IPython keeps that map on its compiler (``_filename_map``, what its
+    tracebacks read); without a running IPython, or from another version, nothing is mapped."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return None
+    try:
+        shell = ipython.get_ipython()
+        number = shell.compile._filename_map.get(path) if shell is not None else None
+    except (AttributeError, TypeError):
+        return None
+    return f"In[{number}]" if isinstance(number, int) else None
 
 
 def format_origin(code: CodeType | None, lineno: int) -> str:

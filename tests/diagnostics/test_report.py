@@ -9,6 +9,7 @@ import json
 import os
 import re
 import runpy
+import sys
 import types
 import weakref
 from io import StringIO
@@ -491,3 +492,23 @@ def test_a_script_under_a_bracketed_path_reports_everywhere(tmp_path: Path) -> N
     finally:
         diagnostics.clear_history()
     assert "epoch [/]" in out.getvalue()
+
+
+def test_a_jupyter_cell_is_named_by_its_input_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In Jupyter, code runs from ``/tmp/ipykernel_<pid>/<hash>.py`` files; rows name the cell
+    as IPython's tracebacks do (``In[3]``), read from IPython's compiler in this process."""
+    cell = "/tmp/ipykernel_4242/1234567890.py"
+    other = "/tmp/ipykernel_4242/9999999999.py"  # a file IPython did not compile: unchanged
+    shell = types.SimpleNamespace(compile=types.SimpleNamespace(_filename_map={cell: 3}))
+    fake = types.ModuleType("IPython")
+    fake.get_ipython = lambda: shell  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "IPython", fake)
+    code = "import tapegrad as tg\ndef step():\n    tg.ones(2).require_grad()\nstep()\n"
+    for path in (cell, other):
+        exec(compile(code, path, "exec"), {"__name__": "__cell__"})
+    origins = {r.origin for r in diagnostics.leak_report().rows if r.kind == "hanging"}
+    assert {"In[3]:3", f"{other}:3"} <= origins
+    shell.compile = None  # an IPython without that map: paths stay as they are
+    origins = {r.origin for r in diagnostics.leak_report().rows if r.kind == "hanging"}
+    assert {f"{cell}:3", f"{other}:3"} <= origins
+    tg.graph_cleanup()
