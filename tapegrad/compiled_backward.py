@@ -14,7 +14,10 @@ compiling at once would have. The estimate is ``0.1 s + 1 ms`` per node (measure
 with an empty compilation cache: 76 ms for an 8-node pass, 0.77 s for a 700-node one),
 rescaled by the compiles this process has timed (a primed cache or a faster machine makes
 them cheaper, a GPU's compiler slower), and never more than ``compile_after()`` seconds (1 s
-by default).
+by default). The five calls after the one that compiles are timed too: a structure whose
+compiled pass was never faster than its fastest eager pass (a pass of a few nodes, where
+one dispatch with many arguments costs what a few VJP dispatches do) goes back to eager
+passes for good.
 
 The structure of a pass is, for every node in pass order: its op, the positions of its
 parents, its shape and dtype, whether its cotangent is returned (a leaf, ``retain_grad``, a
@@ -70,6 +73,7 @@ _MAX_STRUCTURES = 64  # structures remembered (least recently used dropped)
 _BASE_SECONDS = 0.1  # the compile-time estimate of a pass: base + per node, times _scale
 _NODE_SECONDS = 0.001
 _scale = 1.0  # measured compile time / estimate, blended over the compiles timed so far
+_TRIALS = 5  # compiled calls timed against the eager pass after the one that compiles
 _lock = threading.Lock()
 _cache: OrderedDict[Any, Pass] = OrderedDict()
 _Tracer = jax.core.Tracer
@@ -265,9 +269,23 @@ class Pass:
 
     The eager time a structure has cost is counted from its second pass on, as those passes
     times the fastest of them: the first pass compiles the eager kernels it meets, and a
-    pass slowed by a busy machine or a kernel met late should not count as steady state."""
+    pass slowed by a busy machine or a kernel met late should not count as steady state.
+    The compiled pass's first call (its compile) is timed for the estimate; its next
+    ``_TRIALS`` calls are timed against the fastest eager pass, and when none was faster
+    (a tiny pass, where one dispatch of many arguments costs what a few eager VJPs do) the
+    structure goes back to eager passes for good (``slower``)."""
 
-    __slots__ = ("structure", "nodes", "passes", "fastest", "compiled", "timed", "broken")
+    __slots__ = (
+        "structure",
+        "nodes",
+        "passes",
+        "fastest",
+        "compiled",
+        "calls",
+        "fastest_compiled",
+        "broken",
+        "slower",
+    )
 
     def __init__(self, structure: tuple[Any, ...]) -> None:
         self.structure = structure
@@ -275,8 +293,10 @@ class Pass:
         self.passes = 0
         self.fastest = float("inf")
         self.compiled: Any = None
-        self.timed = False  # whether the compiled pass's first call (its compile) was timed
-        self.broken = False
+        self.calls = 0  # calls of the compiled pass so far
+        self.fastest_compiled = float("inf")
+        self.broken = False  # it failed to trace or run: eager for good
+        self.slower = False  # compiled, it was no faster than eager: eager for good
 
     @property
     def threshold(self) -> float | None:
@@ -298,9 +318,10 @@ class Pass:
         if self.passes > 1 and seconds < self.fastest:
             self.fastest = seconds
         threshold = self.threshold
-        if threshold is not None and not self.broken and self.seconds >= threshold:
-            if self.compiled is None:
-                self.compiled = jax.jit(functools.partial(_program, self.structure, propagate))
+        if threshold is None or self.broken or self.slower or self.compiled is not None:
+            return
+        if self.seconds >= threshold:
+            self.compiled = jax.jit(functools.partial(_program, self.structure, propagate))
 
     def run(
         self, steps: Sequence[Step], seeds: Sequence[Any], arrays: list[Any]
@@ -308,18 +329,27 @@ class Pass:
         """Run the compiled pass; ``None`` (and never again for this structure) when it does
         not trace or run: the caller then runs the eager pass, which raises what it raises."""
         try:
-            if self.timed:
-                result = self.compiled(list(seeds), arrays)
-            else:  # the first call traces and compiles: time it for the estimate
-                start = time.perf_counter()
-                result = self.compiled(list(seeds), arrays)
-                self.timed = True
-                _timed_compile(time.perf_counter() - start, self.nodes)
+            start = time.perf_counter()
+            result = self.compiled(list(seeds), arrays)
+            out = {steps[pos][0].id: (steps[pos][0], g) for pos, g in result.items()}
         except Exception:  # a rule that needs concrete values, an op JAX cannot trace
             self.compiled = None
             self.broken = True
             return None
-        return {steps[pos][0].id: (steps[pos][0], g) for pos, g in result.items()}
+        if self.calls <= _TRIALS:
+            self._timed(time.perf_counter() - start)
+        return out
+
+    def _timed(self, seconds: float) -> None:
+        """Account a timed call of the compiled pass (see the class docstring)."""
+        self.calls += 1
+        if self.calls == 1:
+            _timed_compile(seconds, self.nodes)
+            return
+        self.fastest_compiled = min(self.fastest_compiled, seconds)
+        if self.calls > _TRIALS and self.fastest_compiled >= self.fastest:
+            self.compiled = None
+            self.slower = True
 
 
 def lookup(
