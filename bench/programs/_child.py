@@ -10,7 +10,7 @@
 - ``warm``: with ``--warm`` > 0, ``repeats`` batches of steps that each last about ``SECONDS``
   (after the first run and ``--settle`` seconds of untimed steps, 3 by default: steady state
   is what a long loop reaches, and tapegrad compiles a backward structure once its eager
-  passes have taken 1 s), as ``[wall, cpu]`` seconds per step.
+  passes took its estimated compile time, at most 1 s), as ``[wall, cpu]`` seconds per step.
 
 ``--cache-dir`` points tapegrad's persistent compilation cache at DIR (the parent passes an
 empty directory for a first-ever run, then the same one again for a primed run).
