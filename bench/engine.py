@@ -8,7 +8,8 @@
   multiply ``y = y * 1.0001`` per op: target <= 1.4x (issue 10 item 5; issue 2 had 2.5x). The
   eager pass (one VJP dispatch per node) is the target's row; the same pass once its structure
   is compiled (``tapegrad.compiled_backward``, what a training loop reaches once its eager
-  passes of one structure took its estimated compile time, at most 1 s) and the structure lookup every pass pays are shown beside it.
+  passes of one structure took its estimated compile time, at most 1 s) and the structure
+  lookup every pass pays are shown beside it.
 
 Each pair runs alternately in one process. The tracked op's outputs are dropped, so their nodes
 hang (the default ``"threshold"`` policy sweeps them every 10,000 nodes, inside the timing, as a
