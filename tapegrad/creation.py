@@ -11,7 +11,7 @@ does not exist or a sharding that does not divide the shape raises ``tg.DeviceEr
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -40,7 +40,16 @@ __all__ = [
 ShapeLike = int | Sequence[int]
 
 
-def _shape(shape: ShapeLike) -> tuple[int, ...]:
+def _shape(shape: ShapeLike, sizes: tuple[Any, ...] = ()) -> tuple[int, ...]:
+    """``shape`` as a tuple of ints; with ``sizes``, ``shape`` is the first of several int
+    arguments, as in ``torch.zeros(2, 3)``."""
+    if sizes:
+        if isinstance(shape, (tuple, list)):
+            raise TypeError(
+                f"shape given twice: {shape!r} and then {sizes!r}; pass one tuple, e.g. "
+                f"({', '.join(map(str, (*shape, *sizes)))}), or the sizes one by one."
+            )
+        shape = (cast(int, shape), *sizes)
     dims = _args.dims(shape, "shape")
     if any(d < 0 for d in dims):
         raise ValueError(f"shape {dims} has a negative dimension.")
@@ -189,27 +198,34 @@ def full(
 
 def zeros(
     shape: ShapeLike,
-    *,
+    *sizes: int,
     dtype: Any = jnp.float32,
     requires_grad: bool = False,
     device: Any = None,
     sharding: Any = None,
 ) -> Tensor:
-    """A tensor of zeros (float32 unless ``dtype`` says otherwise)."""
-    data = filled(_shape(shape), 0, np.dtype(dtype))
+    """A tensor of zeros (float32 unless ``dtype`` says otherwise). ``shape``: an int or a
+    sequence of ints; more ints may follow (``tg.zeros(2, 3)``, as in PyTorch).
+
+    Raises:
+        TypeError: a size is not an int, or a tuple shape is followed by more sizes.
+        ValueError: a negative size.
+    """
+    data = filled(_shape(shape, sizes), 0, np.dtype(dtype))
     return _finish(data, requires_grad, device, sharding, "zeros")
 
 
 def ones(
     shape: ShapeLike,
-    *,
+    *sizes: int,
     dtype: Any = jnp.float32,
     requires_grad: bool = False,
     device: Any = None,
     sharding: Any = None,
 ) -> Tensor:
-    """A tensor of ones (float32 unless ``dtype`` says otherwise)."""
-    data = filled(_shape(shape), 1, np.dtype(dtype))
+    """A tensor of ones (float32 unless ``dtype`` says otherwise); ``shape`` as for
+    :func:`zeros` (``tg.ones(2, 3)`` works too)."""
+    data = filled(_shape(shape, sizes), 1, np.dtype(dtype))
     return _finish(data, requires_grad, device, sharding, "ones")
 
 
@@ -254,7 +270,7 @@ def arange(
 
 def randn(
     shape: ShapeLike,
-    *,
+    *sizes: int,
     key: Any = None,
     dtype: Any = jnp.float32,
     requires_grad: bool = False,
@@ -264,30 +280,32 @@ def randn(
     """Standard normal samples.
 
     Args:
-        shape: an int or a sequence of ints.
+        shape: an int or a sequence of ints; more ints may follow (``tg.randn(2, 3)``, as in
+            PyTorch).
         key: an int seed or a ``jax.random`` key; ``None`` draws from the process random
             state (``tg.manual_seed``), which advances.
         dtype: a floating dtype (float32 by default).
         requires_grad: make the result a leaf that requires grad.
 
     Raises:
-        TypeError: ``key`` is not ``None``, an int or a JAX array.
+        TypeError: ``key`` is not ``None``, an int or a JAX array; a size is not an int, or a
+            tuple shape is followed by more sizes.
     """
-    data = jax.random.normal(key_of(key), _shape(shape), dtype)
+    data = jax.random.normal(key_of(key), _shape(shape, sizes), dtype)
     return _finish(data, requires_grad, device, sharding, "randn")
 
 
 def rand(
     shape: ShapeLike,
-    *,
+    *sizes: int,
     key: Any = None,
     dtype: Any = jnp.float32,
     requires_grad: bool = False,
     device: Any = None,
     sharding: Any = None,
 ) -> Tensor:
-    """Uniform samples in [0, 1); ``key`` as for ``randn``."""
-    data = jax.random.uniform(key_of(key), _shape(shape), dtype)
+    """Uniform samples in [0, 1); ``shape`` and ``key`` as for ``randn``."""
+    data = jax.random.uniform(key_of(key), _shape(shape, sizes), dtype)
     return _finish(data, requires_grad, device, sharding, "rand")
 
 

@@ -239,6 +239,20 @@ def test_random_constructors_accept_int_seeds_and_jax_keys(key: Any) -> None:
     assert tg.randn(2, key=key, dtype=tg.float16).dtype == np.float16
 
 
+def test_sizes_may_be_given_one_by_one_as_in_torch() -> None:
+    """``tg.zeros(2, 3)`` is ``tg.zeros((2, 3))``, for zeros, ones, randn and rand."""
+    for make in (tg.zeros, tg.ones):
+        assert make(2, 3).shape == make((2, 3)).shape == (2, 3)
+        assert make(2, 3, dtype=tg.int32).dtype == np.int32
+        assert make(shape=(2, 3)).shape == (2, 3)
+    for make in (tg.randn, tg.rand):
+        np.testing.assert_array_equal(make(2, 3, key=1).numpy(), make((2, 3), key=1).numpy())
+    err = error_of(TypeError, lambda: tg.zeros((2, 3), 4))
+    assert "shape given twice" in str(err) and "(2, 3, 4)" in str(err)
+    error_of(TypeError, lambda: tg.ones(2, 3.5))  # sizes are ints, as in a tuple shape
+    error_of(ValueError, lambda: tg.randn(2, -1))
+
+
 def test_random_constructors_reject_bad_keys() -> None:
     # key=None is not bad: it draws from the process random state (tests/test_random.py)
     for bad in (1.5, True, "0"):
