@@ -133,7 +133,7 @@ def discover(
     while stack:
         obj, label, attr = stack.pop()
         if isinstance(obj, Tensor):
-            if isinstance(obj._data, jax.core.Tracer):
+            if isinstance(obj.data, jax.core.Tracer):
                 raise TracerError(
                     f"{label} is a tensor holding a JAX tracer from another trace (made inside "
                     "a tg.jit step or jax transformation that has ended); it has no value "
@@ -143,7 +143,7 @@ def discover(
             key = id(obj)
             if key in lifted:
                 continue
-            if obj._node is not None or attr or key in extra:
+            if obj.requires_grad or attr or key in extra:
                 lifted.add(key)
                 found.constants.pop(key, None)
                 found.tensors.append(obj)

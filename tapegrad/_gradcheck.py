@@ -25,7 +25,7 @@ from tapegrad._compare import (
     surviving_nodes,
     wrt_indices,
 )
-from tapegrad._tensor import Tensor
+from tapegrad._tensor import Tensor, wrap
 from tapegrad.backward import grad
 from tapegrad.creation import tensor
 from tapegrad.grad_mode import enable_grad, no_grad
@@ -59,10 +59,10 @@ class _Setup:
     def forward(self, *xs: jax.Array) -> jax.Array:
         """The program on arrays (JAX can trace it: nothing is recorded)."""
         with no_grad():
-            out = self.fn(*(Tensor._wrap(a) for a in self.full(xs)))
+            out = self.fn(*(wrap(a) for a in self.full(xs)))
         if not isinstance(out, Tensor):
             raise TypeError(f"{self.label}: the program returned {type(out).__name__}.")
-        return out._data
+        return out.data
 
     def leaves(self) -> list[Tensor]:
         """Fresh tensors for the program; the differentiated ones require grad."""
@@ -146,7 +146,7 @@ def gradcheck(
     expected = surviving_nodes()
     with enable_grad():
         ts = s.leaves()
-        got = [g._data for g in grad(fn(*ts), [ts[i] for i in s.wrt], grad_outputs=v)]
+        got = [g.data for g in grad(fn(*ts), [ts[i] for i in s.wrt], grad_outputs=v)]
     del ts
     check_tape(expected, s.label)
     rtol, atol = _tolerances(rtol, atol, s.arrays)
@@ -213,8 +213,8 @@ def gradgradcheck(
             raise AssertionError(
                 f"{s.label}: a gradient made with create_graph=True does not require grad."
             )
-        got1 = [g._data for g in gs]
-        got2 = [g._data for g in grad(gs, targets, grad_outputs=list(ws))]
+        got1 = [g.data for g in gs]
+        got2 = [g.data for g in grad(gs, targets, grad_outputs=list(ws))]
     del ts, targets, gs
     check_tape(expected, s.label)
     rtol, atol = _tolerances(rtol, atol, s.arrays)
@@ -228,7 +228,7 @@ def gradgradcheck(
             with enable_grad():
                 ts = [tensor(a, requires_grad=i in s.wrt) for i, a in enumerate(s.full(xs))]
                 gs = grad(fn(*ts), [ts[i] for i in s.wrt], grad_outputs=v)
-                return _dot([g._data for g in gs], ws)
+                return _dot([g.data for g in gs], ws)
 
         plus, minus = projected(s.shifted(us, eps)), projected(s.shifted(us, -eps))
         _fd_check(f"{s.label}: second derivative", _dot(got2, us), plus, minus, eps, fd_tol)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -16,9 +16,31 @@ from tapegrad.errors import InPlaceError, ShapeError, TapegradWarning, TracerErr
 from tapegrad.grad_mode import grad_enabled
 from tapegrad.node import Node
 from tapegrad.origin import format_origin, function_name, user_frame
-from tapegrad.tape import Tape
+from tapegrad.tape import Tape, use_tensor_interface
 
 __all__ = ["Tensor", "zero_grads"]
+
+ENGINE = (
+    "wrap",
+    "array_of",
+    "node_of",
+    "grad_of",
+    "tape_of",
+    "set_array",
+    "set_grad",
+    "attach",
+    "unpack",
+    "arrays_of",
+    "grad_arrays_of",
+    "store_results",
+    "state_of",
+    "restore",
+)
+"""The engine-internal interface (see its section at the end): the tensor's slots are known
+to this module only; op.py, the tape, backward, tg.jit, ... use these functions. They check
+nothing and are not public API (not exported by ``tapegrad``)."""
+
+_new = object.__new__
 
 
 class Tensor:
@@ -43,13 +65,6 @@ class Tensor:
         """Wrap ``data`` (a ``jax.Array`` without a copy; else ``jnp.asarray(data)``)."""
         self._data = data if isinstance(data, jax.Array) else jax.numpy.asarray(data)
         self._node = self._grad = self._tape = None
-
-    @classmethod
-    def _wrap(cls, data: jax.Array) -> Tensor:
-        t = object.__new__(cls)
-        t._data = data
-        t._node = t._grad = t._tape = None
-        return t
 
     # ------------------------------------------------------------------ attributes
 
@@ -234,7 +249,7 @@ class Tensor:
                 f"{data.dtype}. Cast first, e.g. t.astype(tg.float32).require_grad()."
             )
         code, lineno = user_frame(2)
-        self._node = current_tape().record(None, (), None, None, self, code, lineno)
+        current_tape().record(None, (), None, None, self, data, code, lineno)
 
     def retain_grad(self) -> None:
         """Keep this non-leaf tensor's gradient in ``.grad`` after backward (as in PyTorch).
@@ -252,7 +267,7 @@ class Tensor:
 
     def detach(self) -> Tensor:
         """A tensor sharing this value that does not require grad."""
-        return Tensor._wrap(self._data)
+        return wrap(self._data)
 
     def backward(
         self,
@@ -382,12 +397,12 @@ class Tensor:
                 f"Only leaves support copying; this tensor is the output of op {node.name!r}. "
                 "Copy .detach() (a value), or the leaf it was computed from."
             )
-        out = Tensor._wrap(self._data)
+        out = wrap(self._data)
         memo[id(self)] = out
         if node is not None:
             out._make_leaf()
         if self._grad is not None:
-            out._grad = Tensor._wrap(self._grad._data)
+            out._grad = wrap(self._grad._data)
         return out
 
     def __copy__(self) -> Tensor:
@@ -752,7 +767,7 @@ class _Size(int):
 
 
 def _rebuild(value: np.ndarray, requires_grad: bool) -> Tensor:
-    t = Tensor._wrap(jax.numpy.asarray(value))
+    t = wrap(jax.numpy.asarray(value))
     if requires_grad:
         t._make_leaf()
     return t
@@ -763,10 +778,138 @@ def _flatten(t: Tensor) -> tuple[tuple[jax.Array], None]:
 
 
 def _unflatten(aux: None, children: Sequence[Any]) -> Tensor:
-    return Tensor._wrap(children[0])
+    return wrap(children[0])
 
 
 jax.tree_util.register_pytree_node(Tensor, _flatten, _unflatten)
+
+
+# ---------------------------------------------------------------------- engine interface
+# For the engine only (``ENGINE``): the one place besides ``Tensor`` that reads or writes its
+# slots. Plain Python functions (in CPython 3.11 a call to one costs less than a C accessor
+# such as ``operator.attrgetter``); a loop over many tensors on a hot path is one function
+# here, not a call per tensor.
+
+
+def wrap(array: Any, node: Node | None = None, tape: Tape | None = None) -> Tensor:
+    """Engine only: a new tensor holding ``array`` (no copy, no check), without a gradient;
+    without a node unless ``node`` (of ``tape``) is given: a view that shares the node of
+    another tensor (the residuals of a recorded VJP). Every op's output is made here."""
+    t = _new(Tensor)
+    t._data = array
+    t._node = node
+    t._grad = None
+    t._tape = tape
+    return t
+
+
+def array_of(t: Tensor) -> jax.Array:
+    """Engine only: reads ``t``'s array (``t.data`` without a property call)."""
+    return t._data
+
+
+def node_of(t: Tensor) -> Node | None:
+    """Engine only: reads ``t``'s node, ``None`` when it does not require grad."""
+    return t._node
+
+
+def grad_of(t: Tensor) -> Tensor | None:
+    """Engine only: reads ``t``'s gradient tensor (``t.grad`` without its non-leaf warning)."""
+    return t._grad
+
+
+def tape_of(t: Tensor) -> Tape | None:
+    """Engine only: reads the tape of ``t``'s node (``None`` without a node)."""
+    return t._tape
+
+
+def set_array(t: Tensor, array: Any) -> None:
+    """Engine only: writes ``t``'s array, unchecked (``t.data = ...`` checks shape, dtype and
+    tracers; tg.jit writes its traced and computed values here)."""
+    t._data = array
+
+
+def set_grad(t: Tensor, grad: Tensor | None) -> None:
+    """Engine only: writes ``t``'s gradient tensor, unchecked (backward's accumulation)."""
+    t._grad = grad
+
+
+def attach(t: Tensor, node: Node, tape: Tape) -> None:
+    """Engine only: writes ``t``'s node and its tape (``Tape.record``, the tape's lock held);
+    the tensor keeps its tape alive."""
+    t._node = node
+    t._tape = tape
+
+
+def unpack(
+    inputs: tuple[Any, ...], convert: Callable[[Any, str], Any], name: str
+) -> tuple[list[Any], tuple[Node | None, ...], bool]:
+    """Engine only: reads an op's inputs: ``(arrays, parents, tracked)``, the arrays (a
+    non-tensor through ``convert(x, name)``), the parent nodes (``None`` for an input that
+    does not require grad) and whether one has a node. Every op's hot path (``op.apply``)."""
+    if len(inputs) == 2:  # a binary op on two tensors: the usual case, no loop
+        a, b = inputs
+        if a.__class__ is Tensor and b.__class__ is Tensor:
+            pa = a._node
+            pb = b._node
+            return [a._data, b._data], (pa, pb), pa is not None or pb is not None
+    arrays: list[Any] = []
+    parents: list[Node | None] = []
+    tracked = False
+    for x in inputs:
+        if isinstance(x, Tensor):
+            arrays.append(x._data)
+            node = x._node
+            parents.append(node)
+            if node is not None:
+                tracked = True
+        else:
+            arrays.append(convert(x, name))
+            parents.append(None)
+    return arrays, tuple(parents), tracked
+
+
+def arrays_of(tensors: Iterable[Tensor]) -> list[jax.Array]:
+    """Engine only: reads the arrays of ``tensors`` (tg.jit's state, on every call)."""
+    return [t._data for t in tensors]
+
+
+def grad_arrays_of(tensors: Iterable[Tensor]) -> list[jax.Array | None]:
+    """Engine only: reads the arrays of the gradients of ``tensors`` (``None`` where a tensor
+    has none; tg.jit's incoming ``.grad`` values, on every call)."""
+    return [None if t._grad is None else t._grad._data for t in tensors]
+
+
+def store_results(tensors: Sequence[Tensor], values: Sequence[Any], grads: Sequence[Any]) -> None:
+    """Engine only: writes tg.jit's results, per tensor a new array (``None``: unchanged) and
+    a new gradient (``None``: unchanged; ``()``: no gradient; ``(array,)``: a new gradient
+    tensor holding it), unchecked (the compiled step made them; every call)."""
+    for t, v in zip(tensors, values, strict=True):
+        if v is not None:
+            t._data = v
+    for t, g in zip(tensors, grads, strict=True):
+        if g is not None:
+            if g:
+                grad = t._grad = _new(Tensor)  # wrap, inlined: a call less per tensor
+                grad._data = g[0]
+                grad._node = grad._grad = grad._tape = None
+            else:
+                t._grad = None
+
+
+def state_of(t: Tensor) -> tuple[Any, Node | None, Tensor | None, Tape | None]:
+    """Engine only: reads ``t``'s whole state (array, node, gradient, tape), for ``restore``
+    (tg.jit swaps traced values in for a trace)."""
+    return t._data, t._node, t._grad, t._tape
+
+
+def restore(t: Tensor, state: tuple[Any, Node | None, Tensor | None, Tape | None]) -> None:
+    """Engine only: writes back a state that ``state_of`` read."""
+    t._data, t._node, t._grad, t._tape = state
+
+
+use_tensor_interface(attach, node_of)
+
 
 # Imported last: ops and backward build on Tensor, and Tensor's methods delegate to them.
 from tapegrad import backward as _backward  # noqa: E402

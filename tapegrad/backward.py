@@ -14,7 +14,7 @@ import numpy as np
 from tapegrad import anomaly, compiled_backward
 from tapegrad._arrays import broadcast_axes, filled
 from tapegrad._placement import placed_like
-from tapegrad._tensor import Tensor
+from tapegrad._tensor import Tensor, grad_of, node_of, set_grad, tape_of, wrap
 from tapegrad.current import use_tape
 from tapegrad.errors import (
     NoGradError,
@@ -184,7 +184,7 @@ def _tape_of(tensors: Sequence[Tensor]) -> Tape:
     Raises:
         TapeMismatchError: the tensors belong to different tapes.
     """
-    tapes = {id(t._tape): t._tape for t in tensors if t._tape is not None}
+    tapes = {id(tape): tape for tape in map(tape_of, tensors) if tape is not None}
     if len(tapes) != 1:
         names = ", ".join(repr(t.name) for t in tapes.values())
         raise TapeMismatchError(
@@ -202,33 +202,33 @@ def _seed(t: Tensor, grad: Any, create_graph: bool = False) -> Any:
     not on the default device."""
     if create_graph:
         if isinstance(grad, Tensor):
-            _seed(t, grad._data)  # the shape check
+            _seed(t, grad.data)  # the shape check
             return grad if grad.dtype == t.dtype else grad.astype(t.dtype)
-        return Tensor._wrap(_seed(t, grad))
+        return wrap(_seed(t, grad))
     if grad is None:
-        if t._data.size != 1:
+        if t.size != 1:
             raise NonScalarBackwardError(
                 f"backward() without `grad` needs a one-element tensor, this one has shape "
                 f"{t.shape}; reduce it (.sum(), .mean()) or pass grad= of shape {t.shape}."
             )
-        ones: jax.Array = placed_like(filled(t._data.shape, 1, t._data.dtype), t._data)
+        ones: jax.Array = placed_like(filled(t.shape, 1, t.dtype), t.data)
         return ones
-    data = grad._data if isinstance(grad, Tensor) else grad
+    data = grad.data if isinstance(grad, Tensor) else grad
     if not isinstance(data, (jax.Array, np.ndarray, np.generic, float, int)):
         raise TypeError(f"grad must be a Tensor or an array, got {type(grad).__name__}.")
-    data = jnp.asarray(data, dtype=t._data.dtype)
-    if data.shape != t._data.shape:
+    data = jnp.asarray(data, dtype=t.dtype)
+    if data.shape != t.shape:
         raise ShapeError(
             f"grad has shape {tuple(data.shape)}, but the tensor has shape {t.shape}; pass a "
             "cotangent of the tensor's own shape."
         )
-    return placed_like(data, t._data)
+    return placed_like(data, t.data)
 
 
 def _root(t: Any, what: str) -> Node:
     if not isinstance(t, Tensor):
         raise TypeError(f"{what} must be a tapegrad Tensor, got {type(t).__name__}.")
-    node = t._node
+    node = node_of(t)
     if node is None:
         raise NoGradError(
             f"{what} does not require grad and has no graph to differentiate; make its inputs "
@@ -241,7 +241,7 @@ def _tracked(g: Tensor, x: Tensor) -> Tensor:
     """With ``create_graph``: a gradient ``g`` of ``x`` that depends on nothing that requires
     grad is recorded as ``where(False, x, g)``, whose derivative in ``x`` is exactly zero, so
     every gradient requires grad and differentiating it again gives zeros, as in JAX."""
-    if g._node is not None or not is_grad_enabled():
+    if g.requires_grad or not is_grad_enabled():
         return g
     return where(False, x, g)
 
@@ -269,20 +269,20 @@ def backward(
     node = _root(t, "The tensor passed to backward()")
     seed = _seed(t, grad, create_graph)
     retain = create_graph if retain_graph is None else retain_graph
-    tape = t._tape
+    tape = tape_of(t)
     assert tape is not None  # a tensor with a node has its tape
     with use_tape(tape):  # with create_graph, the pass records on the root's tape
         results = _run(tape, [node], [seed], retain, create_graph=create_graph)
         for target, g in results.values():
             tensor = target.tensor()
-            if tensor is None or tensor._node is not target:
+            if tensor is None or node_of(tensor) is not target:
                 continue
-            old = tensor._grad
+            old = grad_of(tensor)
             if create_graph:
                 g = _tracked(g, tensor)
-                tensor._grad = g if old is None else old + g
+                set_grad(tensor, g if old is None else old + g)
             else:
-                tensor._grad = Tensor._wrap(g if old is None else _accumulate(old._data, g))
+                set_grad(tensor, wrap(g if old is None else _accumulate(old.data, g)))
 
 
 def grad(
@@ -316,12 +316,13 @@ def grad(
     ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     in_nodes = []
     for i, x in enumerate(ins):
-        if not isinstance(x, Tensor) or x._node is None:
+        node = node_of(x) if isinstance(x, Tensor) else None
+        if node is None:
             raise TypeError(
                 f"tg.grad: input {i} does not require grad, so it has no gradient; call "
                 ".require_grad() on it before computing the outputs."
             )
-        in_nodes.append(x._node)
+        in_nodes.append(node)
     if grad_outputs is None:
         gouts: list[Any] = [None] * len(outs)
     elif isinstance(grad_outputs, (Tensor, jax.Array, np.ndarray, np.generic, float, int)):
@@ -342,11 +343,11 @@ def grad(
         results = _run(tape, roots, seeds, retain, wanted, create_graph)
         for x, node in zip(ins, in_nodes, strict=True):
             hit = results.get(node.id)
-            g: Any = hit[1] if hit else placed_like(filled(x.shape, 0, x.dtype), x._data)
+            g: Any = hit[1] if hit else placed_like(filled(x.shape, 0, x.dtype), x.data)
             if create_graph:
-                grads.append(_tracked(g if hit else Tensor._wrap(g), x))
+                grads.append(_tracked(g if hit else wrap(g), x))
             else:
-                grads.append(Tensor._wrap(g))
+                grads.append(wrap(g))
     return tuple(grads)
 
 
@@ -358,7 +359,7 @@ def discard(tensors: Sequence[Tensor]) -> None:
     Raises:
         GraphConsumedError: a graph was already consumed; nothing changed.
     """
-    roots = [t._node for t in tensors if t._node is not None]
+    roots = [node for node in map(node_of, tensors) if node is not None]
     if roots:
         tape = _tape_of(tensors)
         steps = tape.ancestors(roots, claim=True)

@@ -20,7 +20,7 @@ import numpy as np
 from tapegrad import _args
 from tapegrad._arrays import filled
 from tapegrad._placement import committed, place
-from tapegrad._tensor import Tensor
+from tapegrad._tensor import Tensor, wrap
 from tapegrad.random import key_of
 
 __all__ = [
@@ -72,7 +72,7 @@ def _finish(
                 "its devices)."
             )
         data = place(data, sharding if device is None else device, f"tg.{what}")
-    t = Tensor._wrap(data)
+    t = wrap(data)
     if requires_grad:
         t._make_leaf()
     return t
@@ -99,7 +99,7 @@ def tensor(
             its graph: ``tg.stack`` keeps the gradient).
     """
     if isinstance(data, Tensor):
-        data = data._data
+        data = data.data
     elif isinstance(data, (list, tuple)):
         _no_tracked_elements(data)
     if isinstance(data, jax.Array) and (dtype is None or data.dtype == np.dtype(dtype)):
@@ -169,8 +169,8 @@ def _like(t: Tensor, dtype: Any, requires_grad: bool, device: Any, sharding: Any
     """The keyword arguments of a ``*_like`` result: ``t``'s dtype unless ``dtype`` says;
     the placement given, else ``t``'s own when the user placed ``t`` (a committed array), as
     PyTorch's ``zeros_like`` keeps the device."""
-    if device is None and sharding is None and committed(t._data):
-        sharding = t._data.sharding
+    if device is None and sharding is None and committed(t.data):
+        sharding = t.sharding
     return {
         "dtype": dtype or t.dtype,
         "requires_grad": requires_grad,

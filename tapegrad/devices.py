@@ -8,7 +8,7 @@ import jax
 from jax.sharding import Sharding
 
 from tapegrad import _placement
-from tapegrad._tensor import Tensor
+from tapegrad._tensor import Tensor, wrap
 from tapegrad.op import apply, defop
 
 __all__ = ["device_put"]
@@ -56,6 +56,6 @@ def device_put(t: Any, device_or_sharding: Any) -> Tensor:
             recorded.
     """
     to = _placement.resolve(device_or_sharding, "tg.device_put")
-    x = t if isinstance(t, Tensor) else Tensor._wrap(jax.numpy.asarray(t))
+    x = t if isinstance(t, Tensor) else wrap(jax.numpy.asarray(t))
     _placement.check_fits(to, x.shape, "tg.device_put")
     return apply(_device_put, (x,), {"to": to}, depth=3)

@@ -58,7 +58,7 @@ def hvp(
             f"{[t.shape for t in xs]}; pass one vector entry per input, of its shape."
         )
     with enable_grad():
-        leaves = [Tensor._wrap(x._data).require_grad() for x in xs]
+        leaves = [x.detach().require_grad() for x in xs]
         out = fn(*leaves)
         grads = grad(out, leaves, create_graph=True)
         products = grad(grads, leaves, grad_outputs=vs, retain_graph=True)

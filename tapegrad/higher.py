@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any, cast
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -25,7 +25,7 @@ import numpy as np
 
 from tapegrad._arrays import broadcast_axes
 from tapegrad._dtypes import DIFFERENTIABLE
-from tapegrad._tensor import Tensor
+from tapegrad._tensor import Tensor, wrap
 from tapegrad.derived import derived_op
 from tapegrad.errors import VJPShapeError
 from tapegrad.node import Node
@@ -33,7 +33,6 @@ from tapegrad.op import Op, apply
 
 __all__ = ["vjp_on_tensors"]
 
-_new_tensor = object.__new__
 _ARRAYS = (jax.Array, np.ndarray)
 _tree_flatten = jax.tree_util.tree_flatten
 
@@ -164,12 +163,8 @@ def vjp_on_tensors(
             if link is None:
                 dyn.append(leaf)
             else:
-                t = _new_tensor(Tensor)
-                t._data = cast(jax.Array, leaf)  # linked residuals are input or output arrays
-                t._node = link
-                t._grad = None
-                t._tape = None if link.tape is None else link.tape()
-                dyn.append(t)
+                tape = None if link.tape is None else link.tape()
+                dyn.append(wrap(leaf, link, tape))  # linked residuals: input or output arrays
             statics.append(_DYN)
         else:
             statics.append(leaf)

@@ -34,7 +34,20 @@ import numpy as np
 
 from tapegrad import _discover
 from tapegrad import random as _random
-from tapegrad._tensor import Tensor
+from tapegrad._tensor import (
+    Tensor,
+    array_of,
+    arrays_of,
+    grad_arrays_of,
+    grad_of,
+    node_of,
+    restore,
+    set_array,
+    set_grad,
+    state_of,
+    store_results,
+    wrap,
+)
 from tapegrad.current import current_tape, use_tape
 from tapegrad.errors import RetraceWarning, TracerError
 from tapegrad.optim.optimizer import Optimizer
@@ -50,7 +63,6 @@ RETRACE_WARNING = 8
 """Compiles after which every further one warns, naming the argument whose shape changes."""
 _DATA = (jax.Array, np.ndarray, np.generic, bool, int, float, complex)
 _CONTAINERS = (list, tuple, dict)
-_new = object.__new__
 _ABSENT = "<not passed>"  # a static argument left to its default
 _MAX_PASSES = 4  # passes over the body to find the state (each finds at least one tensor more)
 _CELL = attrgetter("cell_contents")
@@ -106,12 +118,12 @@ class _Plan:
         self.names = names
         self.found = found
         pairs = list(zip(found.tensors, found.labels, strict=True))
-        pairs = [p for p in pairs if p[0]._node is not None] + [
-            p for p in pairs if p[0]._node is None
+        pairs = [p for p in pairs if p[0].requires_grad] + [
+            p for p in pairs if not p[0].requires_grad
         ]
         self.order = [t for t, _ in pairs]  # the order of the tensor values in and out
         self.labels = [label for _, label in pairs]
-        self.n_donated = sum(t._node is not None for t in self.order)
+        self.n_donated = sum(t.requires_grad for t in self.order)
         slots = list(zip(found.slots, found.slot_owners, strict=True))
         own = [s for s, obj in slots if isinstance(obj, Optimizer)]  # donated with params
         self.slots = own + [s for s, obj in slots if not isinstance(obj, Optimizer)]
@@ -160,9 +172,9 @@ class _Plan:
 
     def inputs(self) -> tuple[list[Any], list[Any]]:
         """The donated and the kept arrays of the state, now."""
-        donated = [t._data for t in self.donated_tensors]
+        donated = arrays_of(self.donated_tensors)
         donated += [d[k] for d, k in self.donated_slots]
-        kept = [t._data for t in self.kept_tensors]
+        kept = arrays_of(self.kept_tensors)
         kept += [d[k] for d, k in self.kept_slots]
         return donated, kept
 
@@ -179,12 +191,13 @@ class _Plan:
         spent = []
         for i in self.spends:
             t = self.order[i]
-            if t._grad is None:
+            grad = grad_of(t)
+            if grad is None:
                 if self.ran:
                     return None
-                spent.append(_blank(t._data))
-            elif _grad_refcounts(t) == _GRAD_ALONE:
-                spent.append(t._grad._data)
+                spent.append(_blank(array_of(t)))
+            elif _grad_refcounts(grad) == _GRAD_ALONE:
+                spent.append(array_of(grad))
             else:
                 return None
         return spent
@@ -193,7 +206,7 @@ class _Plan:
         """The incoming ``.grad`` arrays (``None`` when the step never reads them)."""
         if not self.grads_used:
             return None
-        return [None if t._grad is None else t._grad._data for t in self.order]
+        return grad_arrays_of(self.order)
 
 
 class JitFunction(Generic[P, R]):
@@ -305,16 +318,7 @@ class JitFunction(Generic[P, R]):
             self._traced = False
             self.trace_count += 1
             self._note_shapes(plan, data)
-        for t, v in zip(plan.order, values, strict=True):
-            if v is not None:
-                t._data = v
-        for t, g in zip(plan.order, grads, strict=True):
-            if g is not None:
-                if g:
-                    grad = t._grad = _new(Tensor)  # Tensor._wrap, inlined: the hot path
-                    grad._data, grad._node, grad._grad, grad._tape = g[0], None, None, None
-                else:
-                    t._grad = None
+        store_results(plan.order, values, grads)
         for (d, k), v in zip(plan.slots, slots, strict=True):
             if v is not None:
                 d[k] = v
@@ -331,7 +335,8 @@ class JitFunction(Generic[P, R]):
         This trace passes every gradient (zeros where ``.grad`` is ``None``), so that a
         step that reads them shows it."""
         grads = [
-            jax.numpy.zeros_like(t._data) if t._grad is None else t._grad._data for t in plan.order
+            jax.numpy.zeros_like(t.data) if g is None else g
+            for t, g in zip(plan.order, grad_arrays_of(plan.order), strict=True)
         ]
         key = _random.get_state()
         jaxpr = jitted.trace(donated, kept, grads, data, key, None).jaxpr.jaxpr
@@ -362,8 +367,8 @@ class JitFunction(Generic[P, R]):
         nk = len(plan.order) - nd
         values = donated[:nd] + kept[:nk]
         slot_values = donated[nd:] + kept[nk:]
-        saved = [(t, t._data, t._node, t._grad, t._tape) for t in plan.order]
-        constants = [(t, t._data) for t, _ in plan.found.constants.values()]
+        saved = [(t, state_of(t)) for t in plan.order]
+        constants = [(t, t.data) for t, _ in plan.found.constants.values()]
         watch = _discover.Watch(plan.found)
         private = Tape(allow_tracers=True)
         outer = current_tape()
@@ -371,14 +376,15 @@ class JitFunction(Generic[P, R]):
         try:
             grad_in: list[Tensor | None] = []
             for i, (t, v) in enumerate(zip(plan.order, values, strict=True)):
-                t._data = v
+                set_array(t, v)
                 g = None if grads is None else grads[i]
-                t._grad = None if g is None else Tensor._wrap(g)
-                grad_in.append(t._grad)
-                node = t._node
+                grad = None if g is None else wrap(g)
+                set_grad(t, grad)
+                grad_in.append(grad)
+                node = node_of(t)
                 if node is not None:
-                    t._node = private.record(None, (), None, None, t, node.code, node.lineno)
-                    leaves.append((t._node, node))
+                    mine = private.record(None, (), None, None, t, v, node.code, node.lineno)
+                    leaves.append((mine, node))
             for (d, k), v in zip(plan.slots, slot_values, strict=True):
                 d[k] = v
             args, kwargs = self._rebuild(plan, data)
@@ -400,10 +406,10 @@ class JitFunction(Generic[P, R]):
             new_key = None if rng.key is key else rng.key
             return result, new_values, new_grads, new_slots, new_key
         finally:
-            for t, data_, node_, grad_, tape_ in saved:
-                t._data, t._node, t._grad, t._tape = data_, node_, grad_, tape_
+            for t, state in saved:
+                restore(t, state)
             for t, data_ in constants:
-                t._data = data_
+                set_array(t, data_)
             watch.restore()
 
     def _rebuild(self, plan: _Plan, data: list[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -412,7 +418,7 @@ class JitFunction(Generic[P, R]):
         leaves = []
         for kind in plan.kinds:
             if kind is Tensor:
-                leaves.append(Tensor._wrap(next(it)))
+                leaves.append(wrap(next(it)))
             elif kind is None:
                 leaves.append(next(it))
             else:
@@ -441,24 +447,26 @@ class JitFunction(Generic[P, R]):
         plan: _Plan,
         values: list[Any],
         grad_in: list[Tensor | None],
-        saved: list[tuple[Tensor, Any, Any, Any, Any]],
+        saved: list[tuple[Tensor, Any]],
     ) -> tuple[list[Any], list[Any]]:
         """New values (every donated one; others where changed, else ``None``) and new
         gradients (``None``: unchanged; ``()``: set to ``None``; ``(array,)``)."""
         new_values: list[Any] = []
         new_grads: list[Any] = []
         for i, (t, v) in enumerate(zip(plan.order, values, strict=True)):
-            if (t._node is None) != (saved[i][2] is None):
+            _, node_before, _, _ = saved[i][1]
+            if t.requires_grad != (node_before is not None):
                 raise TracerError(
                     f"{self.__name__}: the step changed whether {plan.labels[i]} requires "
                     "grad; do that outside the compiled step."
                 )
-            new_values.append(t._data if (t._data is not v or i < plan.n_donated) else None)
-            g = t._grad
+            data = array_of(t)
+            new_values.append(data if (data is not v or i < plan.n_donated) else None)
+            g = grad_of(t)
             if g is grad_in[i]:
                 new_grads.append(None)
             else:
-                new_grads.append(() if g is None else (g._data,))
+                new_grads.append(() if g is None else (array_of(g),))
         return new_values, new_grads
 
     def _check_changes(self, plan: _Plan, watch: _discover.Watch) -> dict[int, Any]:
@@ -482,12 +490,13 @@ class JitFunction(Generic[P, R]):
                 and new.shape == old.shape
                 and new.dtype == old.dtype
             ):
-                updates[index[id(old)]] = new._data
+                updates[index[id(old)]] = new.data
                 continue
             if callable(new) and not isinstance(new, Tensor):
                 continue  # a cache the step filled (an optimizer's compiled update): kept out
             if isinstance(new, Tensor):
-                made = "" if new._node is None else f" (made at {new._node.origin})"
+                node = node_of(new)
+                made = "" if node is None else f" (made at {node.origin})"
                 raise TracerError(
                     f"{self.__name__}: the step stored a tensor made inside it{made} in "
                     f"{label}, where it would hold a JAX tracer after the trace. Return it "
@@ -499,7 +508,7 @@ class JitFunction(Generic[P, R]):
                 "at the first call. Keep such bookkeeping outside the compiled step, or hold "
                 "the value in a tensor attribute of a module (a buffer)."
             )
-        more = {k for k, (t, _) in found.constants.items() if _traced_array(t._data)}
+        more = {k for k, (t, _) in found.constants.items() if _traced_array(t.data)}
         if more:
             raise _Retrace(more)
         return updates
@@ -623,9 +632,9 @@ def _split(
     data: list[Any] = []
     objects: list[Any] = []
     for x in leaves:
-        if isinstance(x, Tensor) and x._node is None:
+        if isinstance(x, Tensor) and node_of(x) is None:
             kinds.append(Tensor)
-            data.append(x._data)
+            data.append(array_of(x))
         elif isinstance(x, _DATA):
             kinds.append(None)
             data.append(x)
@@ -645,19 +654,20 @@ def _traced_array(x: Any) -> bool:
     return isinstance(x, jax.core.Tracer)
 
 
-def _grad_refcounts(t: Tensor) -> tuple[int, int]:
-    grad = t._grad
-    assert grad is not None
-    return getrefcount(grad), getrefcount(grad._data)
+def _grad_refcounts(grad: Tensor) -> tuple[int, int]:
+    """The reference counts of a ``.grad`` tensor that its caller holds in a local variable,
+    and of its array."""
+    return getrefcount(grad), getrefcount(array_of(grad))
 
 
 def _grad_alone() -> tuple[int, int]:
     """What ``_grad_refcounts`` gives for a ``.grad`` tensor that only its parameter holds,
     whose array only it holds (measured once: it depends on the interpreter)."""
-    t = _new(Tensor)
-    t._grad = _new(Tensor)
-    t._grad._data = object()  # type: ignore[assignment]
-    return _grad_refcounts(t)
+    t = wrap(None)
+    set_grad(t, wrap(object()))
+    grad = grad_of(t)
+    assert grad is not None
+    return _grad_refcounts(grad)
 
 
 _GRAD_ALONE = _grad_alone()
@@ -679,9 +689,8 @@ def _alone() -> int:
     """The reference count ``_refcounts`` gives for an array that only its tensor and the
     call's two argument lists hold (measured once: it depends on the interpreter)."""
     probe: Any = object()
-    holder = _new(Tensor)
-    holder._data = probe
-    held = [probe]
+    holder = wrap(probe)
+    held = [array_of(holder)]
     del probe
     return next(_refcounts(held[:1]))
 

@@ -15,7 +15,7 @@ from tapegrad import _args, compilation_cache
 from tapegrad._args import torch_keyword
 from tapegrad._dtypes import DIFFERENTIABLE
 from tapegrad._placement import mixed_devices_error
-from tapegrad._tensor import Tensor
+from tapegrad._tensor import Tensor, unpack, wrap
 from tapegrad.current import tape_now
 from tapegrad.errors import DuplicateOpError, MissingVJPError, ShapeError
 from tapegrad.grad_mode import grad_enabled
@@ -28,7 +28,6 @@ VJPRule = Callable[..., tuple[Any, ...]]
 ShapeCheck = Callable[[str, list[Any], dict[str, Any]], None]
 
 _REGISTRY: dict[str, Op] = {}
-_new_tensor = object.__new__
 
 
 class OperandTypeError(TypeError):
@@ -256,19 +255,7 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
             f"{op.name} takes {op.arity} tensor input(s), got {len(inputs)}; pass parameters "
             "such as axis by keyword."
         )
-    arrays: list[Any] = []
-    parents: list[Any] = []
-    tracked = False
-    for x in inputs:
-        if isinstance(x, Tensor):
-            arrays.append(x._data)
-            node = x._node
-            parents.append(node)
-            if node is not None:
-                tracked = True
-        else:
-            arrays.append(as_operand(x, op.name))
-            parents.append(None)
+    arrays, parents, tracked = unpack(inputs, as_operand, op.name)
     try:
         y, saved = op.forward(*arrays, **params)
     except (TypeError, ValueError) as err:
@@ -281,9 +268,7 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
         if unknown is not None:
             raise unknown from None
         raise
-    out = _new_tensor(Tensor)  # Tensor._wrap, inlined: this is every op's hot path
-    out._data = y
-    out._node = out._grad = out._tape = None
+    out = wrap(y)
     if tracked and op.differentiable and grad_enabled() and DIFFERENTIABLE[y.aval.dtype]:
         if op.vjp is None:
             raise MissingVJPError(
@@ -298,9 +283,7 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
             else:
                 prov = _provenance(saved, arrays, y)
         # an empty params dict is not kept: one GC-tracked object less per node
-        out._node = tape_now().record(
-            op, tuple(parents), saved, params or None, out, code, lineno, prov
-        )
+        tape_now().record(op, parents, saved, params or None, out, y, code, lineno, prov)
     return out
 
 

@@ -71,6 +71,24 @@ _TAPES: set[weakref.ref[Tape]] = set()
 tape's reference removes itself when the tape dies."""
 
 
+# The tensor's engine interface, as far as a tape needs it (``tapegrad._tensor``): a record
+# attaches the node to its tensor, a repair reads which node a tensor points to. Tensors
+# build on tapes, so this module cannot import them: ``_tensor`` hands these two over when
+# it loads (``use_tensor_interface``), before any tape records.
+_attach: Callable[[Tensor, Node, Tape], None]
+_node_of: Callable[[Tensor], Node | None]
+
+
+def use_tensor_interface(
+    attach: Callable[[Tensor, Node, Tape], None],
+    node_of: Callable[[Tensor], Node | None],
+) -> None:
+    """Called once, by ``tapegrad._tensor`` as it loads: the functions through which tapes
+    read and write tensors (the tensor's layout is known to ``_tensor`` only)."""
+    global _attach, _node_of
+    _attach, _node_of = attach, node_of
+
+
 DEFAULT_THRESHOLD = 10_000
 """The default policy's node count (docs/design.md rule 5: ``"threshold"``, 10,000 nodes)."""
 
@@ -246,13 +264,15 @@ class Tape:
         saved: Any,
         params: dict[str, Any] | None,
         tensor: Tensor,
+        data: Any,
         code: CodeType | None,
         lineno: int,
         prov: tuple[int | None, ...] | None = None,
     ) -> Node:
-        """Record a node for ``tensor``: a leaf (``op is None``) or the output of ``op``,
-        linked to ``parents``, its residuals ``saved`` with their provenance ``prov`` (see
-        ``Node``).
+        """Record a node for ``tensor`` (whose array is ``data``): a leaf (``op is None``) or
+        the output of ``op``, linked to ``parents``, its residuals ``saved`` with their
+        provenance ``prov`` (see ``Node``). The tensor then points to the node and keeps this
+        tape alive; the node is returned.
 
         The caller keeps the input tensors alive until this returns, so every parent is live
         or useful here and cannot be swept concurrently (docs/design.md rule 10). This is the hot
@@ -268,7 +288,6 @@ class Tape:
             try:
                 if self._dead:
                     self._drain()
-                data = tensor._data
                 if isinstance(data, _Tracer):
                     self.check_value(data, "leaf" if op is None else op.name)
                 weak = self._weak
@@ -290,9 +309,9 @@ class Tape:
                 node.live = node.useful = node.on_tape = True
                 node.consumed = node.reached = node.retain = False
                 node.uc = node.claimed = 0
-                tensor._tape = self  # the tensor keeps its tape alive
                 nid = node.id = self._next_id
                 self._nodes[nid] = node
+                _attach(tensor, node, self)  # recorded: the tensor now points to it
                 self._next_id = nid + 1
                 self._live += 1
                 self._version += 1
@@ -546,7 +565,7 @@ class Tape:
             for node in nodes.values():
                 node.on_tape = True
                 tensor = node()
-                node.live = tensor is not None and tensor._node is node
+                node.live = tensor is not None and _node_of(tensor) is node
                 live += node.live
                 if node.consumed:
                     node.parents, node.saved = (), None

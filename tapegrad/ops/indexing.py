@@ -45,7 +45,7 @@ def normalize_index(index: Any, shape: tuple[int, ...] | None = None) -> tuple[A
     masked = False
     for item in items:
         if isinstance(item, Tensor):
-            item = item._data
+            item = item.data
         elif isinstance(item, (list, range)):
             item = np.asarray(item)
             if item.size == 0:

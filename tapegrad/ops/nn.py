@@ -394,7 +394,7 @@ def one_hot(labels: Any, num_classes: int, *, dtype: Any = None) -> Tensor:
             are outside ``[0, num_classes)``. Labels already on the device are not read back:
             an out-of-range one gives a row of zeros (JAX's convention).
     """
-    from tapegrad._tensor import Tensor
+    from tapegrad._tensor import Tensor, wrap
 
     classes = integer(num_classes, "one_hot: num_classes")
     if classes <= 0:
@@ -408,4 +408,4 @@ def one_hot(labels: Any, num_classes: int, *, dtype: Any = None) -> Tensor:
             "with .astype(tg.int32)."
         )
     out_dtype = np.dtype(jnp.float32 if dtype is None else dtype)
-    return Tensor._wrap(_one_hot(labels, classes, out_dtype))
+    return wrap(_one_hot(labels, classes, out_dtype))
