@@ -68,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> Report:
 
     import tapegrad as tg
     from tapegrad import compiled_backward
+    from tapegrad._tensor import node_of
 
     report = Report("bench.engine (issue 2)", quick, args.repeats)
     report.meta["jax"] = jax.__version__
@@ -194,11 +195,11 @@ def main(argv: Sequence[str] | None = None) -> Report:
     def lookup_batch() -> Timing:
         compiled_backward.set_compile_after(0.0)
         y = build()
-        steps = tg.current_tape().ancestors([y._node], claim=False)
+        steps = tg.current_tape().ancestors([node_of(y)], claim=False)
         clock = Clock()
         clock.start()
         for _ in range(chains_per_batch):
-            compiled_backward.lookup(steps, [y._node], frozenset())
+            compiled_backward.lookup(steps, [node_of(y)], frozenset())
         clock.stop()
         del steps, y
         return clock.per(chains_per_batch * chain)

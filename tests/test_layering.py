@@ -215,3 +215,59 @@ def test_the_import_reader_sees_function_level_imports_and_skips_type_checking(
 def test_the_function_tg_tensor_is_not_shadowed_by_a_module() -> None:
     assert not (PACKAGE / "tensor.py").exists() and not (PACKAGE / "tensor").exists()
     assert callable(tapegrad.tensor) and tapegrad.tensor.__module__ == "tapegrad.creation"
+
+
+# The Tensor's slots: only _tensor.py reads or writes them; the engine uses its interface.
+SLOTS = {"_data", "_node", "_grad", "_tape"}
+_BY_NAME = {"getattr", "setattr", "hasattr", "delattr", "attrgetter"}
+
+
+def slot_accesses(path: Path) -> list[str]:
+    """``file:line: expression`` for every access to an attribute named like a Tensor slot
+    on anything but ``self`` (``t._data``, ``getattr(t, "_node")``, ``attrgetter("_grad")``)."""
+    found: list[ast.expr] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Attribute) and node.attr in SLOTS:
+            owner = node.value
+            if not (isinstance(owner, ast.Name) and owner.id == "self"):  # a class's own
+                found.append(node)
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            strings = {a.value for a in node.args if isinstance(a, ast.Constant)}
+            if name in _BY_NAME and strings & SLOTS:
+                found.append(node)
+    return [f"{path.name}:{n.lineno}: {ast.unparse(n)}" for n in found]
+
+
+def test_only_the_tensor_module_touches_the_tensor_slots() -> None:
+    found = [a for p in MODULES if p.name != "_tensor.py" for a in slot_accesses(p)]
+    assert not found, "use tapegrad._tensor's engine interface (ENGINE) instead:\n" + "\n".join(
+        found
+    )
+
+
+def test_the_slot_check_sees_attributes_and_names(tmp_path: Path) -> None:
+    source = tmp_path / "probe.py"
+    source.write_text(
+        "class A:\n"
+        "    def f(self, t):\n"
+        "        self._tape = t._node\n"
+        "        t.x._grad = getattr(t, '_data')\n"
+        "        return attrgetter('_tape'), self.other\n"
+    )
+    assert [a.split(": ", 1)[1] for a in slot_accesses(source)] == [
+        "t._node",
+        "t.x._grad",
+        "getattr(t, '_data')",
+        "attrgetter('_tape')",
+    ]
+
+
+def test_the_engine_interface_is_documented_and_internal() -> None:
+    from tapegrad import _tensor
+
+    for name in _tensor.ENGINE:
+        doc = getattr(_tensor, name).__doc__
+        assert doc and doc.startswith("Engine only: "), name
+        assert name not in _tensor.__all__ and not hasattr(tapegrad, name), name
