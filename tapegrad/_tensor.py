@@ -847,12 +847,26 @@ def unpack(
     """Engine only: reads an op's inputs: ``(arrays, parents, tracked)``, the arrays (a
     non-tensor through ``convert(x, name)``), the parent nodes (``None`` for an input that
     does not require grad) and whether one has a node. Every op's hot path (``op.apply``)."""
-    if len(inputs) == 2:  # a binary op on two tensors: the usual case, no loop
+    # the usual cases without a loop: a binary op on two tensors or a tensor and a scalar, a
+    # unary op on a tensor (``__class__ is``: a test cheaper than ``isinstance``)
+    n = len(inputs)
+    if n == 2:
         a, b = inputs
-        if a.__class__ is Tensor and b.__class__ is Tensor:
+        if a.__class__ is Tensor:
             pa = a._node
+            if b.__class__ is Tensor:
+                pb = b._node
+                return [a._data, b._data], (pa, pb), pa is not None or pb is not None
+            if not isinstance(b, Tensor):
+                return [a._data, convert(b, name)], (pa, None), pa is not None
+        elif b.__class__ is Tensor and not isinstance(a, Tensor):
             pb = b._node
-            return [a._data, b._data], (pa, pb), pa is not None or pb is not None
+            return [convert(a, name), b._data], (None, pb), pb is not None
+    elif n == 1:
+        (a,) = inputs
+        if a.__class__ is Tensor:
+            pa = a._node
+            return [a._data], (pa,), pa is not None
     arrays: list[Any] = []
     parents: list[Node | None] = []
     tracked = False
