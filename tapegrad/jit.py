@@ -255,7 +255,8 @@ class JitFunction(Generic[P, R]):
         key = (treedef, tuple(kinds), statics)
         plan = self._plans.get(key)
         if plan is None or not plan.valid(objects):
-            plan = self._plan(key, objects, self._leaf_names(args, kwargs), set())
+            names = self._leaf_names(args, kwargs, flat=type(treedef) is int)
+            plan = self._plan(key, objects, names, set())
         for _ in range(_MAX_PASSES):
             try:
                 return self._call(plan, data)  # type: ignore[no-any-return]
@@ -554,19 +555,26 @@ class JitFunction(Generic[P, R]):
             raise RuntimeError(f"{self.__name__} has not been traced yet; call it first.")
         return self._report
 
-    def _leaf_names(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str]:
-        """A name per argument leaf: the parameter's name, then the path inside it."""
+    def _leaf_names(self, args: tuple[Any, ...], kwargs: dict[str, Any], flat: bool) -> list[str]:
+        """A name per argument leaf: the parameter's name, then the path inside it; with
+        ``flat``, one per positional argument (``None`` included: a static argument's place,
+        or a ``None`` passed, which the flat split keeps as an object)."""
+        if flat:
+            return [self._param_name(i) for i in range(len(args))]
         names = []
         paths = jax.tree_util.tree_flatten_with_path((args, kwargs), is_leaf=_is_tensor)[0]
         for path, _ in paths:
             where, at, *rest = path
             if where.idx == 0:
-                i = at.idx
-                base = self._params[i] if i < len(self._params) else f"args[{i}]"
+                base = self._param_name(at.idx)
             else:
                 base = str(at.key)
             names.append(base + "".join(str(k) for k in rest))
         return names
+
+    def _param_name(self, i: int) -> str:
+        """The name of positional parameter ``i`` (``args[i]`` past the named ones)."""
+        return self._params[i] if i < len(self._params) else f"args[{i}]"
 
     def _note_shapes(self, plan: _Plan, data: list[Any]) -> None:
         """Remember the shapes each argument was compiled for; past ``RETRACE_WARNING``

@@ -326,6 +326,37 @@ def test_one_compile_per_shape_and_static_value_retrace_warning() -> None:
         f(tg.ones((11, 4)))
 
 
+def test_static_argnums_and_none_arguments_in_every_position() -> None:
+    """A static positional argument (at any position, with or without an optimizer in the
+    step) compiles once per value; a ``None`` argument is passed through."""
+    model, opt = make()
+    x, y = tg.ones((4, 5)), tg.tensor([0, 1, 0, 1])
+
+    @tg.jit(static_argnums=(0,))
+    def scaled(k: float, x: tg.Tensor) -> tg.Tensor:
+        return (model(x) * k).sum()
+
+    eager = float((model(x) * 2.0).sum())
+    assert float(scaled(2.0, x)) == pytest.approx(eager, rel=1e-6)
+    assert float(scaled(3.0, x)) == pytest.approx(eager * 1.5, rel=1e-6)
+    scaled(2.0, x)
+    assert scaled.trace_count == 2
+
+    @tg.jit(static_argnums=(2,))
+    def step(x: tg.Tensor, y: tg.Tensor, k: float, extra: None = None) -> tg.Tensor:
+        opt.zero_grad()
+        loss = tg.cross_entropy(model(x), y) * k
+        loss.backward()
+        opt.step()
+        return loss
+
+    before = float(tg.cross_entropy(model(x), y))
+    assert float(step(x, y, 2.0)) == pytest.approx(2 * before, rel=1e-5)
+    assert float(step(x, y, 1.0, None)) < before  # a None argument, then the trained model
+    assert step.trace_count == 2
+    del model, opt, scaled, step
+
+
 def test_tracer_errors_name_the_line() -> None:
     w = tg.ones((3,)).require_grad()
 
