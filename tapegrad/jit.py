@@ -133,6 +133,10 @@ class _Plan:
         self.donated_slots = self.slots[: self.n_donated_slots]
         self.kept_slots = self.slots[self.n_donated_slots :]
         self._same, self._equal = _guards(found)
+        # the arrays of the constant tensors (captured, not requiring grad): baked into the
+        # compiled step, so an array replaced since (``g *= 5``, ``g.data = ...``) makes the
+        # plan invalid, and the next plan carries that tensor as state (``changed_constants``)
+        self.constants = [(t, array_of(t)) for t, _ in found.constants.values()]
         self.grads_used = True  # until the first trace shows the step never reads them
         self.spends: list[int] = []  # tensors whose .grad the step sets to a new array
         self.ran = False  # a compiled call has run
@@ -161,6 +165,8 @@ class _Plan:
         call)."""
         if not all(map(is_, objects, self.objects)):
             return False
+        if self.constants and not all(is_(array_of(t), a) for t, a in self.constants):
+            return False
         try:
             readers, same = self._same
             if not all(map(is_, map(call, readers), same)):
@@ -169,6 +175,11 @@ class _Plan:
             return list(map(call, readers)) == equal
         except (KeyError, ValueError):  # a global deleted, a closure cell emptied
             return False
+
+    def changed_constants(self) -> set[int]:
+        """The ids of the constant tensors whose array was replaced since this plan was made
+        (to lift into the next plan's state, so that later changes need no new trace)."""
+        return {id(t) for t, a in self.constants if array_of(t) is not a}
 
     def inputs(self) -> tuple[list[Any], list[Any]]:
         """The donated and the kept arrays of the state, now."""
@@ -256,7 +267,9 @@ class JitFunction(Generic[P, R]):
         plan = self._plans.get(key)
         if plan is None or not plan.valid(objects):
             names = self._leaf_names(args, kwargs, flat=type(treedef) is int)
-            plan = self._plan(key, objects, names, set())
+            plan = self._plan(
+                key, objects, names, set() if plan is None else plan.changed_constants()
+            )
         for _ in range(_MAX_PASSES):
             try:
                 return self._call(plan, data)  # type: ignore[no-any-return]

@@ -354,7 +354,28 @@ def test_static_argnums_and_none_arguments_in_every_position() -> None:
     assert float(step(x, y, 2.0)) == pytest.approx(2 * before, rel=1e-5)
     assert float(step(x, y, 1.0, None)) < before  # a None argument, then the trained model
     assert step.trace_count == 2
-    del model, opt, scaled, step
+
+
+def test_a_captured_tensor_changed_outside_the_step_is_seen() -> None:
+    """A tensor the step captures that does not require grad is baked in as a constant; once
+    its array is replaced (in place or through ``.data``) the step traces again, carrying it
+    as state from then on, so later changes need no new trace."""
+    w = tg.ones((3,)).require_grad()
+    g = tg.ones((3,))
+
+    @tg.jit
+    def f(x: tg.Tensor) -> tg.Tensor:
+        return (w * g * x).sum()
+
+    x = tg.ones((3,))
+    assert float(f(x)) == 3.0
+    g *= 5
+    assert float(f(x)) == 15.0
+    g.data = g.data * 2
+    assert float(f(x)) == 30.0
+    g += 1
+    assert float(f(x)) == 33.0
+    assert f.trace_count == 2
 
 
 def test_tracer_errors_name_the_line() -> None:
