@@ -599,6 +599,20 @@ class Tensor:
     def __getitem__(self, index: Any) -> Tensor:
         return _ops.getitem(self, index=_ops.normalize_index(index, self.shape))
 
+    def __setitem__(self, index: Any, value: Any) -> None:
+        raise TypeError(
+            "tapegrad tensors cannot be assigned into (x[i] = v): they hold immutable JAX "
+            "arrays. Build the new value instead: x = tg.where(mask, v, x) or "
+            "x = x.masked_fill(mask, v) (mask: a boolean tensor, e.g. tg.arange(n) == i)."
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        # only for names that are not attributes: PyTorch's spellings get tapegrad's
+        hint = None if name.startswith("__") else _torch_hint(name)
+        if hint is None:
+            raise AttributeError(f"'Tensor' object has no attribute {name!r}")
+        raise AttributeError(f"'Tensor' object has no attribute {name!r} (PyTorch's); {hint}")
+
     # ------------------------------------------------------------------ operators
 
     def __add__(self, other: Any) -> Tensor:
@@ -750,6 +764,64 @@ def _binary(op: Any, a: Any, b: Any, reflected: str | None = None) -> Tensor:
             return NotImplemented  # type: ignore[no-any-return]
         raise
     return out
+
+
+_TORCH_METHODS = {
+    "view": "use x.reshape(...)",
+    "view_as": "use x.reshape(other.shape)",
+    "float": "use x.astype(tg.float32)",
+    "double": "use x.astype(tg.float64) (with jax_enable_x64 on)",
+    "half": "use x.astype(tg.float16)",
+    "bfloat16": "use x.astype(tg.bfloat16)",
+    "long": "use x.astype(tg.int32) (JAX's default integers are 32-bit)",
+    "int": "use x.astype(tg.int32)",
+    "bool": "use x.astype(tg.bool_)",
+    "type": "use x.astype(dtype)",
+    "to": "use x.astype(dtype) for a dtype, tg.device_put(x, device) for a device",
+    "cpu": "use tg.device_put(x, jax.devices('cpu')[0]); x.numpy() gives a NumPy array",
+    "cuda": "use tg.device_put(x, jax.devices('gpu')[0])",
+    "softmax": "use tg.softmax(x, axis=-1)",
+    "log_softmax": "use tg.log_softmax(x, axis=-1)",
+    "dim": "use x.ndim",
+    "numel": "use x.size (NumPy's element count)",
+    "nelement": "use x.size",
+    "clamp": "use x.clip(min, max)",
+    "contiguous": "drop the call: JAX arrays have no strides",
+    "expand": "let broadcasting do it (x + tg.zeros(shape) if you need the full shape)",
+    "expand_as": "let broadcasting do it (x + tg.zeros_like(other))",
+    "repeat": "use tg.cat([x] * n, axis=...) (PyTorch's repeat is NumPy's tile)",
+    "t": "use x.T",
+    "mm": "use x @ y",
+    "matmul": "use x @ y (or tg.matmul)",
+    "bmm": "use x @ y",
+    "pow": "use x ** p",
+    "add": "use x + y",
+    "sub": "use x - y",
+    "mul": "use x * y",
+    "div": "use x / y",
+    "neg": "use -x",
+    "zero_": "to reset a gradient set p.grad = None (as optimizer.zero_grad() does); else "
+    "x = tg.zeros_like(x)",
+    "fill_": "tensors are immutable: x = tg.full(x.shape, v)",
+    "copy_": "use x.data = src.data (keeps x's node) or x = src.clone()",
+    "uniform_": "use tg.rand(shape) (or nn.init)",
+    "normal_": "use tg.randn(shape) (or nn.init)",
+}
+"""PyTorch tensor methods tapegrad spells otherwise: the hint ``Tensor.__getattr__`` gives."""
+
+
+def _torch_hint(name: str) -> str | None:
+    """The hint for PyTorch's method ``name``: listed, or an in-place method (``add_``)."""
+    hint = _TORCH_METHODS.get(name)
+    if hint is not None or not name.endswith("_") or name.startswith("_"):
+        return hint
+    base = name[:-1]
+    immutable = "tensors hold immutable JAX arrays, so there are no in-place methods"
+    if hasattr(Tensor, base):
+        return f"{immutable}: write x = x.{base}(...)"
+    if base in _TORCH_METHODS:
+        return f"{immutable}: {_TORCH_METHODS[base]} and rebind x (x += y works too)"
+    return None
 
 
 class _Size(int):

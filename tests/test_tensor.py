@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from _support import assert_close, compiles, error_of
 
 import tapegrad as tg
+from tapegrad._tensor import _TORCH_METHODS, _torch_hint
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -251,6 +253,26 @@ def test_sizes_may_be_given_one_by_one_as_in_torch() -> None:
     assert "shape given twice" in str(err) and "(2, 3, 4)" in str(err)
     error_of(TypeError, lambda: tg.ones(2, 3.5))  # sizes are ints, as in a tuple shape
     error_of(ValueError, lambda: tg.randn(2, -1))
+
+
+def test_pytorch_methods_and_item_assignment_name_tapegrad_spelling() -> None:
+    """A PyTorch method tapegrad spells otherwise is an AttributeError naming tapegrad's
+    spelling (every name a hint mentions exists); other missing names stay plain."""
+    x = tg.ones((2, 3))
+    for name in [*_TORCH_METHODS, "add_", "exp_", "clamp_", "relu_"]:
+        err = error_of(AttributeError, lambda n=name: getattr(x, n))
+        hint = _torch_hint(name)
+        assert hint is not None and f"{name!r} (PyTorch's); {hint}" in str(err)
+        for mentioned in re.findall(r"\btg\.(\w+)", hint):
+            assert hasattr(tg, mentioned), (name, mentioned)
+        for mentioned in re.findall(r"\bx\.(\w+)", hint):
+            assert hasattr(tg.Tensor, mentioned), (name, mentioned)
+    for plain in ("foo", "foo_", "__jax_array__"):
+        err = error_of(AttributeError, lambda n=plain: getattr(x, n))
+        assert "PyTorch" not in str(err)
+    assert not hasattr(x, "view") and getattr(x, "view", None) is None
+    err = error_of(TypeError, lambda: x.__setitem__(0, 1.0))
+    assert "tg.where" in str(err) and "masked_fill" in str(err)
 
 
 def test_random_constructors_reject_bad_keys() -> None:
