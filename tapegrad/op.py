@@ -263,7 +263,10 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
         if mixed is not None:
             raise mixed from None
         if op.check is not None and not isinstance(err, ShapeError):
-            op.check(op.name, arrays, params)
+            try:
+                op.check(op.name, arrays, params)
+            except ShapeError as shape_error:  # names the shapes: JAX's message is noise here
+                raise shape_error from None
         unknown = torch_keyword((k for k in params if k not in op.param_names), f"{op.name}()")
         if unknown is not None:
             raise unknown from None
