@@ -12,7 +12,7 @@ import numpy as np
 from tapegrad._args import numpy_keywords
 from tapegrad._dtypes import DIFFERENTIABLE
 from tapegrad.current import current_tape
-from tapegrad.errors import InPlaceError, ShapeError, TapegradWarning, TracerError
+from tapegrad.errors import InPlaceError, ShapeError, TapegradWarning, TracerError, donated_error
 from tapegrad.grad_mode import grad_enabled
 from tapegrad.node import Node
 from tapegrad.origin import format_origin, function_name, user_frame
@@ -200,6 +200,11 @@ class Tensor:
                 raise ShapeError(
                     f".grad must have the tensor's shape {self.shape}, got {value.shape}."
                 )
+            if value.dtype != self.dtype:
+                raise TypeError(
+                    f".grad must have the tensor's dtype {self.dtype}, got {value.dtype}; cast "
+                    f"it first (value.astype(tg.{self.dtype}))."
+                )
             if value._node is not None:
                 value = value.detach()
         self._grad = value
@@ -335,7 +340,12 @@ class Tensor:
                 "result; for a choice that depends on a value use tg.where (or jax.lax.cond), "
                 "not Python's if/while."
             )
-        return np.asarray(data)
+        try:
+            return np.asarray(data)
+        except (RuntimeError, ValueError):
+            if data.is_deleted():
+                raise donated_error(what) from None
+            raise
 
     def _scalar(self, kind: str) -> Any:
         if self._data.size != 1:

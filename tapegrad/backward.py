@@ -195,31 +195,42 @@ def _tape_of(tensors: Sequence[Tensor]) -> Tape:
     return tape
 
 
-def _seed(t: Tensor, grad: Any, create_graph: bool = False) -> Any:
+_ONES: dict[tuple[Any, ...], jax.Array] = {}
+"""The seed of a one-element output, by (shape, dtype, placement): made once, never traced."""
+
+
+def _seed(t: Tensor, grad: Any, create_graph: bool = False, keyword: str = "grad") -> Any:
     """The cotangent of ``t``: an array, or with ``create_graph`` a tensor (``grad`` itself
     when it is a tensor, so a cotangent that requires grad is differentiated through). It is
     made on ``t``'s sharding when ``t`` was placed, so gradients land where the model lives,
-    not on the default device."""
+    not on the default device. ``keyword``: the caller's name for ``grad``, for messages."""
     if create_graph:
         if isinstance(grad, Tensor):
-            _seed(t, grad.data)  # the shape check
+            _seed(t, grad.data, keyword=keyword)  # the shape check
             return grad if grad.dtype == t.dtype else grad.astype(t.dtype)
-        return wrap(_seed(t, grad))
+        return wrap(_seed(t, grad, keyword=keyword))
     if grad is None:
         if t.size != 1:
+            where = "backward()" if keyword == "grad" else "tg.grad"
             raise NonScalarBackwardError(
-                f"backward() without `grad` needs a one-element tensor, this one has shape "
-                f"{t.shape}; reduce it (.sum(), .mean()) or pass grad= of shape {t.shape}."
+                f"{where} without `{keyword}` needs a one-element output, this one has shape "
+                f"{t.shape}; reduce it (.sum(), .mean()) or pass {keyword}= of shape {t.shape}."
             )
-        ones: jax.Array = placed_like(filled(t.shape, 1, t.dtype), t.data)
+        data = t.data
+        if isinstance(data, jax.core.Tracer):
+            return placed_like(filled(t.shape, 1, t.dtype), data)
+        key = (t.shape, t.dtype, data.sharding if data.committed else None)
+        ones = _ONES.get(key)
+        if ones is None:
+            ones = _ONES[key] = placed_like(filled(t.shape, 1, t.dtype), data)
         return ones
     data = grad.data if isinstance(grad, Tensor) else grad
     if not isinstance(data, (jax.Array, np.ndarray, np.generic, float, int)):
-        raise TypeError(f"grad must be a Tensor or an array, got {type(grad).__name__}.")
+        raise TypeError(f"{keyword} must be a Tensor or an array, got {type(grad).__name__}.")
     data = jnp.asarray(data, dtype=t.dtype)
     if data.shape != t.shape:
         raise ShapeError(
-            f"grad has shape {tuple(data.shape)}, but the tensor has shape {t.shape}; pass a "
+            f"{keyword} has shape {tuple(data.shape)}, but the tensor has shape {t.shape}; pass a "
             "cotangent of the tensor's own shape."
         )
     return placed_like(data, t.data)
@@ -334,7 +345,7 @@ def grad(
             f"tg.grad: {len(gouts)} grad_outputs for {len(outs)} outputs; pass one per output."
         )
     roots = [_root(o, f"tg.grad output {i}") for i, o in enumerate(outs)]
-    seeds = [_seed(o, g, create_graph) for o, g in zip(outs, gouts, strict=True)]
+    seeds = [_seed(o, g, create_graph, "grad_outputs") for o, g in zip(outs, gouts, strict=True)]
     retain = create_graph if retain_graph is None else retain_graph
     wanted = frozenset(n.id for n in in_nodes)
     tape = _tape_of(outs + ins)

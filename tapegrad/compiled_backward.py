@@ -12,12 +12,13 @@ shape, dtype and placement; JAX's persistent compilation cache keeps it for late
 That is the rent-or-buy rule: a structure that stops repeating has cost at most twice what
 compiling at once would have. The estimate is ``0.1 s + 1 ms`` per node (measured on a CPU
 with an empty compilation cache: 76 ms for an 8-node pass, 0.77 s for a 700-node one),
-rescaled by the compiles this process has timed (a primed cache or a faster machine makes
-them cheaper, a GPU's compiler slower), and never more than ``compile_after()`` seconds (1 s
-by default). The five calls after the one that compiles are timed too: a structure whose
-compiled pass was never faster than its fastest eager pass (a pass of a few nodes, where
-one dispatch with many arguments costs what a few VJP dispatches do) goes back to eager
-passes for good.
+scaled up when the compiles this process timed took longer (a GPU's compiler, a slower
+machine), never down (a compile that hit the persistent cache says nothing of what a new
+structure costs; assuming it cheap would compile every rare variant of a data-dependent
+graph), and never more than ``compile_after()`` seconds (1 s by default). The five calls
+after the one that compiles are timed too: a structure whose compiled pass was never faster
+than its fastest eager pass (a pass of a few nodes, where one dispatch with many arguments
+costs what a few VJP dispatches do) goes back to eager passes for good.
 
 The structure of a pass is, for every node in pass order: its op, the positions of its
 parents, its shape and dtype, whether its cotangent is returned (a leaf, ``retain_grad``, a
@@ -72,7 +73,7 @@ Propagate = Callable[
 _MAX_STRUCTURES = 64  # structures remembered (least recently used dropped)
 _BASE_SECONDS = 0.1  # the compile-time estimate of a pass: base + per node, times _scale
 _NODE_SECONDS = 0.001
-_scale = 1.0  # measured compile time / estimate, blended over the compiles timed so far
+_scale = 1.0  # measured compile time / estimate (>= 1), blended over the compiles timed
 _TRIALS = 5  # compiled calls timed against the eager pass after the one that compiles
 _lock = threading.Lock()
 _cache: OrderedDict[Any, Pass] = OrderedDict()
@@ -131,17 +132,17 @@ def clear() -> None:
 
 def estimated_compile_seconds(nodes: int) -> float:
     """The estimated seconds to compile a pass of ``nodes`` nodes: ``0.1 + 0.001 * nodes``,
-    rescaled by the compiles this process has timed (see the module docstring)."""
+    scaled up by the compiles this process timed when they took longer (module docstring)."""
     return _scale * (_BASE_SECONDS + _NODE_SECONDS * nodes)
 
 
 def _timed_compile(seconds: float, nodes: int) -> None:
     """Fold a measured compile (the first call of a compiled pass) into ``_scale``: the
     geometric mean of the old scale and this compile's, so one slow compile on a busy machine
-    moves the estimate by half."""
+    moves the estimate by half; at least 1 (see the module docstring), at most 20."""
     global _scale
     ratio = seconds / (_BASE_SECONDS + _NODE_SECONDS * nodes)
-    _scale = min(max((_scale * ratio) ** 0.5, 0.05), 20.0)
+    _scale = min(max((_scale * ratio) ** 0.5, 1.0), 20.0)
 
 
 _KIND: dict[type, int] = {}  # type -> 0: other, 1: array, 2: tracer (isinstance on ABCs is slow)

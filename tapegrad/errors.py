@@ -83,3 +83,16 @@ class TapeMismatchError(RuntimeError):
 class DeviceError(ValueError):
     """A tensor was placed on a device this process does not have, with a sharding that does
     not fit its shape, or an op mixed tensors on devices no sharding relates."""
+
+
+def donated_error(what: str) -> RuntimeError:
+    """The error for using an array a ``tg.jit`` step donated (JAX deleted it): what
+    happened and what to do, in place of JAX's bare "Array has been deleted"."""
+    return RuntimeError(
+        f"{what}: this tensor's array was donated to a tg.jit step (with donate=True a step "
+        "reuses the memory of the parameter and optimizer arrays it replaces, as jax.jit "
+        "donation does), so it holds no value any more. An array taken with .data, "
+        ".detach() or state_dict() before the call is donated with its parameter: keep a "
+        "host copy first (t.numpy(), or tg.save(model.state_dict(), path)), or compile the "
+        "step with tg.jit(donate=False)."
+    )

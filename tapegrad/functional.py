@@ -7,7 +7,7 @@ from typing import Any
 
 from tapegrad._tensor import Tensor
 from tapegrad.backward import discard, grad
-from tapegrad.errors import ShapeError
+from tapegrad.errors import NonScalarBackwardError, ShapeError
 from tapegrad.grad_mode import enable_grad
 
 __all__ = ["hvp"]
@@ -60,6 +60,13 @@ def hvp(
     with enable_grad():
         leaves = [x.detach().require_grad() for x in xs]
         out = fn(*leaves)
+        if not isinstance(out, Tensor) or out.size != 1:
+            shape = out.shape if isinstance(out, Tensor) else type(out).__name__
+            discard([out] if isinstance(out, Tensor) else [])
+            raise NonScalarBackwardError(
+                f"tg.hvp: fn must return a one-element tensor (a scalar function: a loss), "
+                f"got {shape}; reduce it inside fn (.sum(), .mean())."
+            )
         grads = grad(out, leaves, create_graph=True)
         products = grad(grads, leaves, grad_outputs=vs, retain_graph=True)
         discard([out, *grads])

@@ -17,7 +17,7 @@ from tapegrad._dtypes import DIFFERENTIABLE
 from tapegrad._placement import mixed_devices_error
 from tapegrad._tensor import Tensor, unpack, wrap
 from tapegrad.current import tape_now
-from tapegrad.errors import DuplicateOpError, MissingVJPError, ShapeError
+from tapegrad.errors import DuplicateOpError, MissingVJPError, ShapeError, donated_error
 from tapegrad.grad_mode import grad_enabled
 from tapegrad.origin import user_frame
 
@@ -259,6 +259,8 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
     try:
         y, saved = op.forward(*arrays, **params)
     except (TypeError, ValueError) as err:
+        if _donated(arrays):  # PjRt reports a deleted buffer as a ValueError once compiled
+            raise donated_error(op.name) from None
         mixed = mixed_devices_error(op.name, arrays, depth)
         if mixed is not None:
             raise mixed from None
@@ -270,6 +272,10 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
         unknown = torch_keyword((k for k in params if k not in op.param_names), f"{op.name}()")
         if unknown is not None:
             raise unknown from None
+        raise
+    except RuntimeError:
+        if _donated(arrays):
+            raise donated_error(op.name) from None
         raise
     out = wrap(y)
     if tracked and op.differentiable and grad_enabled() and DIFFERENTIABLE[y.aval.dtype]:
@@ -288,6 +294,14 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
         # an empty params dict is not kept: one GC-tracked object less per node
         tape_now().record(op, parents, saved, params or None, out, y, code, lineno, prov)
     return out
+
+
+def _donated(arrays: list[Any]) -> bool:
+    """Whether one of an op's input arrays was deleted (donated to a ``tg.jit`` step)."""
+    return any(
+        isinstance(a, jax.Array) and not isinstance(a, jax.core.Tracer) and a.is_deleted()
+        for a in arrays
+    )
 
 
 _IDENTITY = tuple(tuple(range(n)) for n in range(8))  # shared provenance tuples: (0, 1, ...)

@@ -539,3 +539,13 @@ def test_origin_of_a_nested_function_uses_its_qualified_name() -> None:
     record = next(r for r in tg.snapshot().nodes if r.id == t._node.id)
     qual = "test_origin_of_a_nested_function_uses_its_qualified_name.<locals>.inner"
     assert record.function == qual
+
+
+def test_non_scalar_messages_name_the_callers_keyword() -> None:
+    w = tg.ones((3,)).require_grad()
+    err = error_of(tg.NonScalarBackwardError, lambda: (w * 2).backward())
+    assert "backward() without `grad`" in str(err) and "grad= of shape (3,)" in str(err)
+    err = error_of(tg.NonScalarBackwardError, lambda: tg.grad(w * 2, w))
+    assert "tg.grad without `grad_outputs`" in str(err) and "grad_outputs= of shape" in str(err)
+    err = error_of(tg.ShapeError, lambda: tg.grad((w * 2).sum(), w, grad_outputs=tg.ones(2)))
+    assert str(err).startswith("grad_outputs has shape (2,)")

@@ -313,6 +313,8 @@ def test_hvp_single_input_and_bad_vectors() -> None:
         tg.hvp(lambda x: x.sum(), x, tg.ones(3))
     with pytest.raises(TypeError, match="Tensors"):
         tg.hvp(lambda x: x.sum(), x, np.ones(2))
+    with pytest.raises(tg.NonScalarBackwardError, match=r"tg.hvp: fn must return a one-elem"):
+        tg.hvp(lambda x: x * x, x, tg.ones(2))  # not a scalar function: nothing left behind
 
 
 # ----------------------------------------------------------------------------- scenarios

@@ -378,6 +378,21 @@ def test_a_captured_tensor_changed_outside_the_step_is_seen() -> None:
     assert f.trace_count == 2
 
 
+def test_a_hyperparameter_set_from_a_traced_argument_is_a_tracer_error() -> None:
+    model, opt = make(key=11)
+
+    @tg.jit
+    def step(x: tg.Tensor, y: jax.Array, lr: float) -> tg.Tensor:
+        opt.param_groups[0]["lr"] = lr
+        return train_step(model, opt, x, y)
+
+    err = error_of(tg.TracerError, lambda: step(X, Y, 0.05))
+    assert "param_groups" in str(err) and "outside the step" in str(err)
+    assert opt.param_groups[0]["lr"] == 0.1  # the step's changes were undone
+    before = float(tg.cross_entropy(model(X), Y))
+    assert float(train_step(model, opt, X, Y)) == pytest.approx(before, rel=1e-6)
+
+
 def test_tracer_errors_name_the_line() -> None:
     w = tg.ones((3,)).require_grad()
 
@@ -633,6 +648,10 @@ def test_donation_asks_the_tapes_only_when_an_array_has_another_holder(
     step(model, opt, X, Y)
     assert asked == [4]  # another holder: the tapes are asked; none saves it, so it is donated
     assert kept.is_deleted()
+    stale = tg.tensor(kept)  # using it says what happened and what to do, not JAX's words
+    for use in (stale.numpy, stale.tolist, lambda: stale * 2, lambda: float(stale.sum())):
+        err = error_of(RuntimeError, use)
+        assert "donated to a tg.jit step" in str(err) and "donate=False" in str(err)
 
 
 def test_a_kept_grad_stays_valid_and_unchanged() -> None:
@@ -652,6 +671,28 @@ def test_a_kept_grad_stays_valid_and_unchanged() -> None:
         np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-7)
         np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-7)
     assert step.trace_count == 2  # a computation that does not take the spent gradients
+
+
+def test_the_shared_seed_of_a_scalar_backward_is_never_donated() -> None:
+    """backward() of a one-element output seeds it with a cached array of ones; a .grad that
+    is that very array (a scalar leaf's own backward) is spent by a donating step, yet the
+    cache's reference keeps it from being donated, so later backward passes still work."""
+    w = tg.tensor(3.0).require_grad()
+    w.backward()  # w.grad is the seed itself
+    seed = w.grad.data
+
+    @tg.jit
+    def step() -> None:
+        w.grad = None
+        (w * w).backward()
+
+    step()
+    step()
+    assert not seed.is_deleted()
+    assert float(w.grad) == 6.0
+    v = tg.tensor(1.0).require_grad()
+    (v * 5.0).backward()
+    assert float(v.grad) == 5.0
 
 
 def test_spent_gradients_are_donated() -> None:

@@ -398,6 +398,8 @@ def test_grad_setter() -> None:
     err = error_of(ValueError, setattr, w, "grad", tg.ones(3))
     assert "(2,)" in str(err)
     error_of(TypeError, setattr, w, "grad", np.ones(2))
+    err = error_of(TypeError, setattr, w, "grad", tg.ones(2, dtype=tg.int32))
+    assert "dtype float32" in str(err) and "astype" in str(err)
     tracked = tg.tensor([3.0, 4.0]).require_grad()
     w.grad = tracked
     assert w.grad is not None

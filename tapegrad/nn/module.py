@@ -296,9 +296,11 @@ class Module:
         """A snapshot of every parameter and buffer by dotted name (PyTorch's names and
         order), as tensors that do not require grad.
 
-        JAX arrays are immutable and an optimizer step replaces a parameter's array rather
-        than writing into it, so the snapshot keeps the values of this moment (no copy is
-        made, and none is needed).
+        JAX arrays are immutable and an eager optimizer step replaces a parameter's array
+        rather than writing into it, so the snapshot keeps the values of this moment (no copy
+        is made, and none is needed). A ``tg.jit`` step with ``donate=True`` (the default)
+        donates those arrays, as ``jax.jit`` does: to keep a snapshot across such steps, save
+        it (``tg.save``) or copy it to the host (``{k: v.numpy() for k, v in ...}``) first.
         """
         return {name: t.detach() for name, t in self._state_entries()}
 

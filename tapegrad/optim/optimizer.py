@@ -31,7 +31,7 @@ import optax
 
 from tapegrad._placement import committed
 from tapegrad._tensor import Tensor, zero_grads
-from tapegrad.errors import DeviceError
+from tapegrad.errors import DeviceError, TracerError
 from tapegrad.grad_mode import enable_grad
 from tapegrad.origin import format_origin, user_frame
 
@@ -204,9 +204,20 @@ class Optimizer:
         """The group's numbers as arrays of the dtypes ``inject_hyperparams`` keeps in
         ``state`` (a schedule, i.e. a callable, stays with optax)."""
         injected = getattr(state, "hyperparams", None) or {}
+        numbers = self._numbers(group)
+        for name, value in numbers.items():
+            if isinstance(value, jax.core.Tracer):
+                raise TracerError(
+                    f"{type(self).__name__}.step(): a hyperparameter in param_groups ({name!r} "
+                    "in optax's terms) is a traced value, set from an argument inside a tg.jit "
+                    "step. Hyperparameters "
+                    "are Python numbers the compiled step reads: set it outside the step "
+                    "(opt.param_groups[0]['lr'] = lr before the call; a new value compiles "
+                    "once more), pass it with static_argnames=, or use an lr scheduler."
+                )
         return {
             name: np.asarray(value, dtype=injected[name].dtype)
-            for name, value in self._numbers(group).items()
+            for name, value in numbers.items()
             if name in injected and not callable(value)
         }
 
