@@ -27,14 +27,15 @@ residuals and parameters are arguments of the computation, so new values never r
 nor do new integers in an index (``Op.traced_ints``); anything else that changes (a Python
 float saved by an op, a slice) is a new structure.
 
-A pass stays eager when it records (``create_graph=True``), when anomaly detection is on,
-when it holds an op that is not one of tapegrad's (``tg.jax_op``, ``tg.Op``: the cache would
-keep the user's function and whatever it refers to),
-on a tape that records tracers (``tg.jit`` compiles the whole step already), when a residual
-or parameter is neither an array on one device nor a hashable value, or when its structure
-once failed to trace (a VJP rule that needs concrete values): the eager pass then raises
-whatever that rule raises. Results equal the eager pass's up to float rounding (XLA may fuse
-and reorder the arithmetic).
+A pass of fewer than four nodes (two VJPs or fewer: a compiled call saves nothing there)
+stays eager without a lookup. A pass also stays eager when it records
+(``create_graph=True``), when anomaly detection is on, when it holds an op that is not one
+of tapegrad's (``tg.jax_op``, ``tg.Op``: the cache would keep the user's function and
+whatever it refers to), on a tape that records tracers (``tg.jit`` compiles the whole step
+already), when a residual or parameter is neither an array on one device nor a hashable
+value, or when its structure once failed to trace (a VJP rule that needs concrete values):
+the eager pass then raises whatever that rule raises. Results equal the eager pass's up to
+float rounding (XLA may fuse and reorder the arithmetic).
 
 ``TAPEGRAD_COMPILED_BACKWARD`` in the environment sets ``compile_after()`` at import: the most
 seconds of eager time a structure waits (``0``: compile a structure the second time it runs;
@@ -75,6 +76,7 @@ _BASE_SECONDS = 0.1  # the compile-time estimate of a pass: base + per node, tim
 _NODE_SECONDS = 0.001
 _scale = 1.0  # measured compile time / estimate (>= 1), blended over the compiles timed
 _TRIALS = 5  # compiled calls timed against the eager pass after the one that compiles
+_MIN_NODES = 4  # a smaller pass (two VJPs or fewer) stays eager: one dispatch saves nothing
 _lock = threading.Lock()
 _cache: OrderedDict[Any, Pass] = OrderedDict()
 _Tracer = jax.core.Tracer
@@ -358,7 +360,7 @@ def lookup(
 ) -> tuple[Pass, list[Any]] | None:
     """The ``Pass`` of this pass's structure (made on first sight) and its array arguments;
     ``None`` when the pass cannot be compiled (see the module docstring)."""
-    if _after is None:
+    if _after is None or len(steps) < _MIN_NODES:
         return None
     position = {}
     for i, step in enumerate(steps):
