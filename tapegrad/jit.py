@@ -382,7 +382,6 @@ class JitFunction(Generic[P, R]):
         values = donated[:nd] + kept[:nk]
         slot_values = donated[nd:] + kept[nk:]
         saved = [(t, state_of(t)) for t in plan.order]
-        constants = [(t, t.data) for t, _ in plan.found.constants.values()]
         watch = _discover.Watch(plan.found)
         private = Tape(allow_tracers=True)
         outer = current_tape()
@@ -422,7 +421,7 @@ class JitFunction(Generic[P, R]):
         finally:
             for t, state in saved:
                 restore(t, state)
-            for t, data_ in constants:
+            for t, data_ in plan.constants:  # valid, so these are the arrays now
                 set_array(t, data_)
             watch.restore()
 

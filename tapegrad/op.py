@@ -258,9 +258,11 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
     arrays, parents, tracked = unpack(inputs, as_operand, op.name)
     try:
         y, saved = op.forward(*arrays, **params)
-    except (TypeError, ValueError) as err:
-        if _donated(arrays):  # PjRt reports a deleted buffer as a ValueError once compiled
+    except (TypeError, ValueError, RuntimeError) as err:
+        if _donated(arrays):  # a deleted buffer: a RuntimeError, or from PjRt a ValueError
             raise donated_error(op.name) from None
+        if isinstance(err, RuntimeError):
+            raise
         mixed = mixed_devices_error(op.name, arrays, depth)
         if mixed is not None:
             raise mixed from None
@@ -272,10 +274,6 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
         unknown = torch_keyword((k for k in params if k not in op.param_names), f"{op.name}()")
         if unknown is not None:
             raise unknown from None
-        raise
-    except RuntimeError:
-        if _donated(arrays):
-            raise donated_error(op.name) from None
         raise
     out = wrap(y)
     if tracked and op.differentiable and grad_enabled() and DIFFERENTIABLE[y.aval.dtype]:

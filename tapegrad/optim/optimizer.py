@@ -210,10 +210,10 @@ class Optimizer:
                 raise TracerError(
                     f"{type(self).__name__}.step(): a hyperparameter in param_groups ({name!r} "
                     "in optax's terms) is a traced value, set from an argument inside a tg.jit "
-                    "step. Hyperparameters "
-                    "are Python numbers the compiled step reads: set it outside the step "
-                    "(opt.param_groups[0]['lr'] = lr before the call; a new value compiles "
-                    "once more), pass it with static_argnames=, or use an lr scheduler."
+                    "step. Hyperparameters are Python numbers the compiled step reads: set "
+                    "it outside the step (opt.param_groups[0]['lr'] = lr before the call; a "
+                    "new value compiles once more), pass it with static_argnames=, or use an "
+                    "lr scheduler."
                 )
         return {
             name: np.asarray(value, dtype=injected[name].dtype)
