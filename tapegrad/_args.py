@@ -5,17 +5,28 @@ NumPy takes any integer (a Python ``int``, ``np.int64``, a 0-d integer array: wh
 (``reshape(2.5, 2)``) and booleans rather than truncating them. Ops declare these arguments by
 name (``axis``, ``axes``, ``shape``, ...): ``Op.__call__`` runs the matching check here, so a
 new op gets the same rules without code of its own; functions and methods that compute with an
-axis before calling an op use the same checks.
+axis before calling an op use the same checks. PyTorch keywords that tapegrad spells
+differently (``dim=``) or does not take (an optimizer's ``foreach=``) raise a ``TypeError``
+saying what to do instead (:func:`torch_keywords`).
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import operator
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["integer", "axis", "dims", "CHECKS", "torch_keyword", "numpy_keywords"]
+__all__ = [
+    "integer",
+    "axis",
+    "dims",
+    "CHECKS",
+    "torch_keyword",
+    "torch_keywords",
+    "numpy_keywords",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -102,10 +113,16 @@ _TORCH_KEYWORDS = {
 }
 
 
-def torch_keyword(names: Iterable[str], where: str) -> TypeError | None:
-    """The error for the first of ``names`` that is PyTorch's spelling of a tapegrad keyword
-    (``dim`` for ``axis``, ...), or ``None`` when there is none."""
+def torch_keyword(
+    names: Iterable[str], where: str, advice: Mapping[str, str] | None = None
+) -> TypeError | None:
+    """The error for the first of ``names`` that is a PyTorch keyword: one in ``advice``
+    (PyTorch's keyword -> what to do in tapegrad, for keywords tapegrad does not take), or
+    PyTorch's spelling of a tapegrad keyword (``dim`` for ``axis``, ...); ``None`` when there
+    is none."""
     for name in names:
+        if advice is not None and name in advice:
+            return TypeError(f"{where} got {name}=, a PyTorch keyword; {advice[name]}")
         ours = _TORCH_KEYWORDS.get(name)
         if ours is not None:
             example = f"{ours}=" if ours.isidentifier() else ours
@@ -115,17 +132,32 @@ def torch_keyword(names: Iterable[str], where: str) -> TypeError | None:
     return None
 
 
-def numpy_keywords(fn: Callable[P, R]) -> Callable[P, R]:
-    """Decorate a function or method that takes ``axis``/``keepdims``: PyTorch's ``dim=`` and
-    ``keepdim=`` raise a ``TypeError`` naming the tapegrad spelling instead of Python's bare
-    "unexpected keyword argument"."""
+def torch_keywords(
+    advice: Mapping[str, str] | None = None,
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a function, method or ``__init__``: a PyTorch keyword it does not take raises a
+    ``TypeError`` naming the keyword and what to do (``advice``: PyTorch's keyword -> what to
+    do; PyTorch's spellings ``dim=``, ``keepdim=``, ... name tapegrad's) instead of Python's
+    bare "unexpected keyword argument". Keywords the function takes are passed through."""
 
-    @functools.wraps(fn)
-    def checked(*args: P.args, **kwargs: P.kwargs) -> R:
-        if kwargs:
-            err = torch_keyword(kwargs, f"{fn.__qualname__}()")
-            if err is not None:
-                raise err
-        return fn(*args, **kwargs)
+    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+        taken = inspect.signature(fn).parameters
+        flagged = frozenset({*_TORCH_KEYWORDS, *(advice or {})} - set(taken))
+        where = f"{fn.__qualname__.removesuffix('.__init__')}()"
 
-    return checked
+        @functools.wraps(fn)
+        def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+            if kwargs and not flagged.isdisjoint(kwargs):
+                err = torch_keyword((k for k in kwargs if k in flagged), where, advice)
+                if err is not None:
+                    raise err
+            return fn(*args, **kwargs)
+
+        return checked
+
+    return decorate
+
+
+numpy_keywords = torch_keywords()
+"""Decorate a function or method that takes ``axis``/``keepdims``: PyTorch's ``dim=`` and
+``keepdim=`` raise a ``TypeError`` naming the tapegrad spelling (:func:`torch_keywords`)."""

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from tapegrad._args import torch_keywords
 from tapegrad._placement import committed
 from tapegrad._tensor import Tensor, zero_grads
 from tapegrad.errors import DeviceError, TracerError
@@ -39,6 +40,32 @@ __all__ = ["Optimizer"]
 
 _Arrays = tuple[jax.Array, ...]
 _Grads = tuple[jax.Array | None, ...]
+
+_NOT_NEEDED = (
+    "tapegrad does not support it and does not need it: step() already updates all parameters "
+    "in one fused, compiled XLA call"
+)
+
+torch_options = torch_keywords(
+    {
+        "foreach": _NOT_NEEDED + ". Remove it.",
+        "fused": _NOT_NEEDED + ". Remove it.",
+        "capturable": _NOT_NEEDED + " on the parameters' device; to compile a whole training "
+        "step (forward, backward and update), decorate it with tg.jit. Remove it.",
+        "differentiable": "tapegrad does not support it: step() replaces p.data and records "
+        "nothing on the tape. To differentiate through an update, write it with tensor ops "
+        "(p - lr * g, with g from tg.grad(loss, p, create_graph=True)).",
+        "amsgrad": "tapegrad does not support it here: only tg.optim.Adam and tg.optim.AdamW "
+        "have AMSGrad (as in PyTorch). Remove it.",
+        "dampening": "tapegrad does not support it: SGD's momentum buffer adds the whole "
+        "gradient (PyTorch's default, dampening=0). Remove it, or pass your own optax rule to "
+        "tg.optim.Optimizer.",
+        "decoupled_weight_decay": "tapegrad does not support it: use tg.optim.AdamW for "
+        "decoupled weight decay (decoupled_weight_decay=True), tg.optim.Adam for the L2 penalty.",
+    }
+)
+"""Decorate an optimizer's ``__init__``: a PyTorch option it does not take (``foreach=``,
+``fused=``, ...) raises a ``TypeError`` naming it and what to do instead."""
 
 
 def _keep_skipped(new_state: Any, old_state: Any, params: _Arrays, skip: tuple[bool, ...]) -> Any:
@@ -108,13 +135,16 @@ class Optimizer:
     Raises:
         ValueError: no parameters, a tensor that is an op's output (not a leaf), a tensor in
             two groups, a negative learning rate.
-        TypeError: something other than a ``Tensor`` among the parameters.
+        TypeError: something other than a ``Tensor`` among the parameters; a PyTorch option
+            tapegrad does not take (``foreach=``, ``fused=``, ``capturable=``,
+            ``differentiable=``, ...: the message says what to do instead).
     """
 
     param_groups: list[dict[str, Any]]
     state: list[Any]
     defaults: dict[str, Any]
 
+    @torch_options
     def __init__(
         self,
         params: Iterable[Tensor] | Iterable[Mapping[str, Any]],

@@ -1,14 +1,20 @@
-"""The built-in update rules with PyTorch's semantics on optax: SGD, Adam, AdamW, RMSprop."""
+"""The built-in update rules with PyTorch's semantics on optax: SGD, Adam, AdamW, RMSprop.
+
+Every rule takes PyTorch's ``maximize`` (the gradients are negated first, before weight decay,
+as PyTorch does); Adam and AdamW take ``amsgrad``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import optax
 
 from tapegrad._tensor import Tensor
-from tapegrad.optim.optimizer import Optimizer
+from tapegrad.optim.optimizer import Optimizer, torch_options
 
 __all__ = ["SGD", "Adam", "AdamW", "RMSprop"]
 
@@ -16,27 +22,83 @@ _Params = Iterable[Tensor] | Iterable[Mapping[str, Any]]
 _LR = float | Callable[[Any], Any]  # a number or an optax schedule of the step count
 
 
+def _sign(maximize: bool) -> tuple[optax.GradientTransformation, ...]:
+    """PyTorch's ``maximize``: the gradient is negated before anything else reads it."""
+    return (optax.scale(-1.0),) if maximize else ()
+
+
 def _sgd(
-    learning_rate: Any, momentum: Any, weight_decay: Any, *, nesterov: bool, has_momentum: bool
+    learning_rate: Any,
+    momentum: Any,
+    weight_decay: Any,
+    *,
+    nesterov: bool,
+    has_momentum: bool,
+    maximize: bool,
 ) -> optax.GradientTransformation:
     """PyTorch's SGD: ``g += wd * p``; ``b = momentum * b + g`` (``b = g`` at the first
     step); ``p -= lr * b`` (Nesterov: ``p -= lr * (g + momentum * b)``)."""
     return optax.chain(
+        *_sign(maximize),
         optax.add_decayed_weights(weight_decay),
         optax.trace(decay=momentum, nesterov=nesterov) if has_momentum else optax.identity(),
         optax.scale_by_learning_rate(learning_rate),
     )
 
 
+def _scale_by_amsgrad(b1: Any, b2: Any, eps: Any) -> optax.GradientTransformation:
+    """PyTorch's AMSGrad: ``m = b1 m + (1 - b1) g``, ``v = b2 v + (1 - b2) g^2``,
+    ``v_max = max(v_max, v)``, step ``(m / (1 - b1^t)) / (sqrt(v_max / (1 - b2^t)) + eps)``.
+
+    PyTorch keeps the running maximum of the *uncorrected* ``v`` and bias-corrects after the
+    maximum; ``optax.scale_by_amsgrad`` takes the maximum of the bias-corrected ``v`` (large
+    in the first steps, while ``1 - b2^t`` is small, and then kept by the maximum), so its
+    steps differ from PyTorch's. Hence this transform, in optax's state type
+    (``optax.ScaleByAmsgradState``: ``count``, ``mu``, ``nu``, ``nu_max``).
+    """
+
+    def init(params: Any) -> optax.ScaleByAmsgradState:
+        zeros = jax.tree.map(jnp.zeros_like, params)
+        return optax.ScaleByAmsgradState(
+            count=jnp.zeros([], jnp.int32), mu=zeros, nu=zeros, nu_max=zeros
+        )
+
+    def update(
+        g: Any, state: optax.ScaleByAmsgradState, params: Any = None
+    ) -> tuple[Any, optax.ScaleByAmsgradState]:
+        del params
+        count = optax.safe_int32_increment(state.count)
+        mu = jax.tree.map(lambda m, x: b1 * m + (1 - b1) * x, state.mu, g)
+        nu = jax.tree.map(lambda v, x: b2 * v + (1 - b2) * x * x, state.nu, g)
+        nu_max = jax.tree.map(jnp.maximum, state.nu_max, nu)
+        c1, c2 = 1 - b1**count, 1 - b2**count
+        step = jax.tree.map(lambda m, v: (m / c1) / (jnp.sqrt(v / c2) + eps), mu, nu_max)
+        return step, optax.ScaleByAmsgradState(count=count, mu=mu, nu=nu, nu_max=nu_max)
+
+    return optax.GradientTransformation(init, update)
+
+
 def _adam(
-    learning_rate: Any, b1: Any, b2: Any, eps: Any, weight_decay: Any, *, decoupled: bool
+    learning_rate: Any,
+    b1: Any,
+    b2: Any,
+    eps: Any,
+    weight_decay: Any,
+    *,
+    decoupled: bool,
+    amsgrad: bool,
+    maximize: bool,
 ) -> optax.GradientTransformation:
     """Adam (L2 penalty ``g += wd * p`` first) or AdamW (``p -= lr * wd * p`` beside the Adam
-    step: optax adds ``wd * p`` to the update before the learning rate scales it)."""
+    step: optax adds ``wd * p`` to the update before the learning rate scales it); AMSGrad
+    as PyTorch's."""
     decay = optax.add_decayed_weights(weight_decay)
-    adam = optax.scale_by_adam(b1=b1, b2=b2, eps=eps)
-    steps = (adam, decay) if decoupled else (decay, adam)
-    return optax.chain(*steps, optax.scale_by_learning_rate(learning_rate))
+    if amsgrad:
+        scale = _scale_by_amsgrad(b1, b2, eps)
+    else:
+        scale = optax.scale_by_adam(b1=b1, b2=b2, eps=eps)
+    steps = (scale, decay) if decoupled else (decay, scale)
+    return optax.chain(*_sign(maximize), *steps, optax.scale_by_learning_rate(learning_rate))
 
 
 def _rmsprop(
@@ -48,11 +110,13 @@ def _rmsprop(
     *,
     centered: bool,
     has_momentum: bool,
+    maximize: bool,
 ) -> optax.GradientTransformation:
     """PyTorch's RMSprop: ``v = alpha v + (1 - alpha) g^2``; ``g / (sqrt(v) + eps)`` (eps
     outside the root; centered: ``sqrt(v - mean(g)^2)``); optional momentum buffer."""
     scale = optax.scale_by_stddev if centered else optax.scale_by_rms
     return optax.chain(
+        *_sign(maximize),
         optax.add_decayed_weights(weight_decay),
         scale(decay=alpha, eps=eps, eps_in_sqrt=False),
         optax.trace(decay=momentum) if has_momentum else optax.identity(),
@@ -81,7 +145,25 @@ def _nonneg(group: Mapping[str, Any], *names: str) -> None:
             raise ValueError(f"{name} must be non-negative, got {group[name]}.")
 
 
-class SGD(Optimizer):
+class _Builtin(Optimizer):
+    """A rule function of this module (``_make``) with the group's numbers injected and its
+    flags (``_flags``: the function's keyword-only arguments) fixed."""
+
+    _make: Callable[..., optax.GradientTransformation]
+
+    def _flags(self, group: Mapping[str, Any]) -> dict[str, bool]:
+        """The rule function's keyword-only arguments for ``group`` (``maximize`` for all)."""
+        return {"maximize": bool(group["maximize"])}
+
+    def _structure(self, group: Mapping[str, Any]) -> tuple[Any, ...]:
+        """an option shaping the update (nesterov, centered, amsgrad, maximize, momentum > 0)"""
+        return tuple(self._flags(group).items())
+
+    def _rule(self, group: Mapping[str, Any]) -> optax.GradientTransformation:
+        return _injected(type(self)._make, self._numbers(group), **self._flags(group))
+
+
+class SGD(_Builtin):
     """Stochastic gradient descent with PyTorch's momentum, Nesterov and weight decay.
 
     Args:
@@ -90,12 +172,18 @@ class SGD(Optimizer):
         momentum: the momentum factor; 0 for plain SGD.
         weight_decay: L2 penalty added to the gradient.
         nesterov: use Nesterov momentum (needs ``momentum > 0``).
+        maximize: ascend: negate the gradients (before weight decay, as PyTorch does).
 
     Raises:
         ValueError: a negative learning rate, momentum or weight decay; ``nesterov`` without
             momentum; bad ``params`` (see :class:`Optimizer`).
+        TypeError: a PyTorch option tapegrad does not take (``dampening=``, ``foreach=``, ...;
+            the message says what to do instead).
     """
 
+    _make = staticmethod(_sgd)
+
+    @torch_options
     def __init__(
         self,
         params: _Params,
@@ -104,9 +192,10 @@ class SGD(Optimizer):
         weight_decay: float = 0.0,
         *,
         nesterov: bool = False,
+        maximize: bool = False,
     ) -> None:
         defaults = {"lr": lr, "momentum": momentum, "weight_decay": weight_decay}
-        super().__init__(params, defaults={**defaults, "nesterov": nesterov})
+        super().__init__(params, defaults={**defaults, "nesterov": nesterov, "maximize": maximize})
 
     def _check_hyper(self, group: Mapping[str, Any]) -> None:
         super()._check_hyper(group)
@@ -117,20 +206,19 @@ class SGD(Optimizer):
     def _numbers(self, group: Mapping[str, Any]) -> dict[str, Any]:
         return _numbers_of(group, "momentum", "weight_decay")
 
-    def _structure(self, group: Mapping[str, Any]) -> tuple[Any, ...]:
-        """nesterov, and whether momentum is 0"""
-        return (bool(group["nesterov"]), group["momentum"] > 0)
-
-    def _rule(self, group: Mapping[str, Any]) -> optax.GradientTransformation:
-        nesterov, has_momentum = self._structure(group)
-        return _injected(_sgd, self._numbers(group), nesterov=nesterov, has_momentum=has_momentum)
+    def _flags(self, group: Mapping[str, Any]) -> dict[str, bool]:
+        nesterov, has_momentum = bool(group["nesterov"]), group["momentum"] > 0
+        return {**super()._flags(group), "nesterov": nesterov, "has_momentum": has_momentum}
 
 
-class Adam(Optimizer):
+class Adam(_Builtin):
     """Adam (Kingma & Ba 2015) with PyTorch's defaults; ``eps`` outside the square root.
 
     ``weight_decay`` adds ``weight_decay * p`` to the gradient (an L2 penalty, PyTorch's
-    Adam); use :class:`AdamW` for decoupled decay.
+    Adam); use :class:`AdamW` for decoupled decay. ``amsgrad=True`` is PyTorch's AMSGrad
+    (Reddi et al. 2018): the denominator uses the running maximum of the second moment,
+    taken before bias correction as PyTorch does (``optax.scale_by_amsgrad`` takes it after,
+    which gives other steps), kept in the state as ``nu_max``.
 
     Args:
         params: leaf tensors, or a list of group dicts (see :class:`Optimizer`).
@@ -138,13 +226,19 @@ class Adam(Optimizer):
         betas: decay rates of the first and second moment estimates.
         eps: added to the denominator.
         weight_decay: L2 penalty.
+        amsgrad: use the running maximum of the second moment (AMSGrad).
+        maximize: ascend: negate the gradients (before weight decay, as PyTorch does).
 
     Raises:
         ValueError: negative hyperparameters, betas outside ``[0, 1)``, bad ``params``.
+        TypeError: a PyTorch option tapegrad does not take (``foreach=``, ``fused=``, ...; the
+            message says what to do instead).
     """
 
+    _make = staticmethod(_adam)
     _decoupled = False
 
+    @torch_options
     def __init__(
         self,
         params: _Params,
@@ -152,9 +246,13 @@ class Adam(Optimizer):
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 0.0,
+        amsgrad: bool = False,
+        *,
+        maximize: bool = False,
     ) -> None:
         defaults = {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay}
-        super().__init__(params, defaults=defaults)
+        flags = {"amsgrad": amsgrad, "maximize": maximize}
+        super().__init__(params, defaults={**defaults, **flags})
 
     def _check_hyper(self, group: Mapping[str, Any]) -> None:
         super()._check_hyper(group)
@@ -166,8 +264,9 @@ class Adam(Optimizer):
         b1, b2 = group["betas"]
         return {**_numbers_of(group, "eps", "weight_decay"), "b1": b1, "b2": b2}
 
-    def _rule(self, group: Mapping[str, Any]) -> optax.GradientTransformation:
-        return _injected(_adam, self._numbers(group), decoupled=self._decoupled)
+    def _flags(self, group: Mapping[str, Any]) -> dict[str, bool]:
+        amsgrad = bool(group["amsgrad"])
+        return {**super()._flags(group), "decoupled": self._decoupled, "amsgrad": amsgrad}
 
 
 class AdamW(Adam):
@@ -180,13 +279,18 @@ class AdamW(Adam):
         betas: decay rates of the moment estimates.
         eps: added to the denominator, outside the square root.
         weight_decay: the decoupled decay factor.
+        amsgrad: PyTorch's AMSGrad (see :class:`Adam`).
+        maximize: ascend: negate the gradients.
 
     Raises:
         ValueError: negative hyperparameters, betas outside ``[0, 1)``, bad ``params``.
+        TypeError: a PyTorch option tapegrad does not take (``foreach=``, ``fused=``, ...; the
+            message says what to do instead).
     """
 
     _decoupled = True
 
+    @torch_options
     def __init__(
         self,
         params: _Params,
@@ -194,11 +298,14 @@ class AdamW(Adam):
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 1e-2,
+        amsgrad: bool = False,
+        *,
+        maximize: bool = False,
     ) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay)
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
 
 
-class RMSprop(Optimizer):
+class RMSprop(_Builtin):
     """RMSprop (Hinton's lecture 6e) with PyTorch's semantics: ``eps`` is added **outside**
     the square root (optax's default puts it inside), optional centring and momentum.
 
@@ -210,11 +317,17 @@ class RMSprop(Optimizer):
         weight_decay: L2 penalty added to the gradient.
         momentum: momentum factor on the scaled step.
         centered: divide by the estimated standard deviation instead of the RMS.
+        maximize: ascend: negate the gradients (before weight decay, as PyTorch does).
 
     Raises:
         ValueError: negative hyperparameters, bad ``params``.
+        TypeError: a PyTorch option tapegrad does not take (``foreach=``, ``capturable=``,
+            ...; the message says what to do instead).
     """
 
+    _make = staticmethod(_rmsprop)
+
+    @torch_options
     def __init__(
         self,
         params: _Params,
@@ -224,6 +337,8 @@ class RMSprop(Optimizer):
         weight_decay: float = 0.0,
         momentum: float = 0.0,
         centered: bool = False,
+        *,
+        maximize: bool = False,
     ) -> None:
         defaults = {
             "lr": lr,
@@ -232,6 +347,7 @@ class RMSprop(Optimizer):
             "weight_decay": weight_decay,
             "momentum": momentum,
             "centered": centered,
+            "maximize": maximize,
         }
         super().__init__(params, defaults=defaults)
 
@@ -242,12 +358,6 @@ class RMSprop(Optimizer):
     def _numbers(self, group: Mapping[str, Any]) -> dict[str, Any]:
         return _numbers_of(group, "alpha", "eps", "weight_decay", "momentum")
 
-    def _structure(self, group: Mapping[str, Any]) -> tuple[Any, ...]:
-        """centered, and whether momentum is 0"""
-        return (bool(group["centered"]), group["momentum"] > 0)
-
-    def _rule(self, group: Mapping[str, Any]) -> optax.GradientTransformation:
-        centered, has_momentum = self._structure(group)
-        return _injected(
-            _rmsprop, self._numbers(group), centered=centered, has_momentum=has_momentum
-        )
+    def _flags(self, group: Mapping[str, Any]) -> dict[str, bool]:
+        centered, has_momentum = bool(group["centered"]), group["momentum"] > 0
+        return {**super()._flags(group), "centered": centered, "has_momentum": has_momentum}

@@ -1,11 +1,14 @@
-"""Optimizers and schedules against PyTorch: same weights, same gradients, 5-step trajectories."""
+"""Optimizers and schedules against PyTorch: same weights, same gradients, 5-step trajectories;
+AMSGrad and ``maximize`` as PyTorch computes them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 import tapegrad as tg
@@ -61,8 +64,9 @@ def _trajectories(
         {"lr": 0.1, "momentum": 0.9},
         {"lr": 0.1, "momentum": 0.9, "nesterov": True, "weight_decay": 0.01},
         {"lr": 0.05, "momentum": 0.5, "weight_decay": 0.1},
+        {"lr": 0.05, "momentum": 0.5, "weight_decay": 0.1, "maximize": True},
     ],
-    ids=["plain", "momentum", "nesterov+wd", "momentum+wd"],
+    ids=["plain", "momentum", "nesterov+wd", "momentum+wd", "maximize"],
 )
 def test_sgd_matches_torch(options: dict[str, Any]) -> None:
     _trajectories(
@@ -81,8 +85,24 @@ def test_sgd_matches_torch(options: dict[str, Any]) -> None:
         (optim.RMSprop, "RMSprop", {"lr": 0.01}),
         (optim.RMSprop, "RMSprop", {"lr": 0.01, "momentum": 0.9, "weight_decay": 0.05}),
         (optim.RMSprop, "RMSprop", {"lr": 0.01, "centered": True, "eps": 1e-3}),
+        (optim.Adam, "Adam", {"lr": 0.01, "amsgrad": True, "weight_decay": 0.1}),
+        (optim.AdamW, "AdamW", {"lr": 0.01, "amsgrad": True, "maximize": True}),
+        (optim.Adam, "Adam", {"lr": 0.01, "maximize": True, "weight_decay": 0.1}),
+        (optim.RMSprop, "RMSprop", {"lr": 0.01, "momentum": 0.9, "maximize": True}),
     ],
-    ids=["adam", "adam-l2", "adamw", "adamw-wd", "rmsprop", "rmsprop-mom-wd", "rmsprop-centered"],
+    ids=[
+        "adam",
+        "adam-l2",
+        "adamw",
+        "adamw-wd",
+        "rmsprop",
+        "rmsprop-mom-wd",
+        "rmsprop-centered",
+        "adam-amsgrad-l2",
+        "adamw-amsgrad-maximize",
+        "adam-maximize-l2",
+        "rmsprop-maximize",
+    ],
 )
 def test_adaptive_optimizers_match_torch(
     ours: type[optim.Optimizer], theirs: str, options: dict[str, Any]
@@ -91,6 +111,93 @@ def test_adaptive_optimizers_match_torch(
         lambda m: ours(m.parameters(), **options),
         lambda m: getattr(torch.optim, theirs)(m.parameters(), **options),
     )
+
+
+# Gradients that shrink and grow again: the second moment falls, so the running maximum matters,
+# and it differs between the uncorrected moment (PyTorch) and the corrected one (optax).
+_SCALES = (1.0, 0.3, 2.0, 0.1, 0.05, 1.0, 0.01, 0.5)
+
+
+def _gradients() -> list[np.ndarray]:
+    rng = np.random.default_rng(7)
+    return [rng.standard_normal((2, 3)).astype(np.float32) * s for s in _SCALES]
+
+
+def _w0() -> np.ndarray:
+    return np.random.default_rng(8).standard_normal((2, 3)).astype(np.float32)
+
+
+def _amsgrad_steps(opt: optim.Optimizer, topt: Any, gradients: list[np.ndarray]) -> None:
+    """Apply the same gradients to both optimizers, comparing after every step (rtol 1e-5)."""
+    (w,) = opt.param_groups[0]["params"]
+    (p,) = topt.param_groups[0]["params"]
+    for i, g in enumerate(gradients):
+        w.grad = tg.tensor(g)
+        opt.step()
+        p.grad = torch.tensor(g)
+        topt.step()
+        np.testing.assert_allclose(
+            np.asarray(w), p.detach().numpy(), rtol=1e-5, atol=1e-7, err_msg=f"step {i}"
+        )
+
+
+def _nu_max(opt: optim.Optimizer) -> np.ndarray:
+    """The running maximum of the second moment, read from the optimizer's state dict."""
+    state = opt.state_dict()["state"]["0"]
+    (key,) = (k for k in state if k.endswith(".nu_max[0]"))
+    return np.asarray(state[key])
+
+
+def _assert_nu_max(opt: optim.Optimizer, topt: Any) -> None:
+    """``nu_max`` is torch's ``max_exp_avg_sq``; rtol 1e-4: the betas are float32 inputs of the
+    compiled update, so ``1 - b2`` is 1.3e-5 (relative) off torch's float64 ``1 - 0.999``."""
+    (p,) = topt.param_groups[0]["params"]
+    want = topt.state[p]["max_exp_avg_sq"].numpy()
+    np.testing.assert_allclose(_nu_max(opt), want, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW"])
+@pytest.mark.parametrize("betas", [(0.9, 0.999), (0.9, 0.5)], ids=["b2-0.999", "b2-0.5"])
+def test_amsgrad_matches_torch_step_by_step(name: str, betas: tuple[float, float]) -> None:
+    options = {"lr": 0.1, "betas": betas, "amsgrad": True}
+    w = tg.tensor(_w0(), requires_grad=True)
+    p = torch.tensor(_w0(), requires_grad=True)
+    opt = getattr(optim, name)([w], **options)
+    topt = getattr(torch.optim, name)([p], **options)
+    _amsgrad_steps(opt, topt, _gradients())
+    _assert_nu_max(opt, topt)
+
+
+def test_amsgrad_differs_from_optax_which_maxes_the_corrected_moment() -> None:
+    """Why tapegrad writes its own AMSGrad: on these gradients optax's differs from PyTorch's."""
+    p = torch.tensor(_w0(), requires_grad=True)
+    topt = torch.optim.Adam([p], lr=0.1, amsgrad=True)
+    rule = optax.chain(optax.scale_by_amsgrad(), optax.scale(-0.1))
+    x = jnp.asarray(_w0())
+    state = rule.init(x)
+    for g in _gradients():
+        p.grad = torch.tensor(g)
+        topt.step()
+        update, state = rule.update(jnp.asarray(g), state)
+        x = x + update
+    assert not np.allclose(np.asarray(x), p.detach().numpy(), rtol=1e-2)
+
+
+def test_amsgrad_state_dict_round_trips_the_running_maximum(tmp_path: Any) -> None:
+    gradients = _gradients()
+    w = tg.tensor(_w0(), requires_grad=True)
+    p = torch.tensor(_w0(), requires_grad=True)
+    opt = optim.Adam([w], lr=0.1, amsgrad=True)
+    topt = torch.optim.Adam([p], lr=0.1, amsgrad=True)
+    _amsgrad_steps(opt, topt, gradients[:4])
+    _assert_nu_max(opt, topt)
+    tg.save({"w": w, "opt": opt.state_dict()}, tmp_path / "ck.safetensors")
+    ck = tg.load(tmp_path / "ck.safetensors")
+    resumed = tg.tensor(ck["w"].data, requires_grad=True)
+    fresh = optim.Adam([resumed], lr=0.1, amsgrad=True)
+    fresh.load_state_dict(ck["opt"])
+    np.testing.assert_array_equal(_nu_max(fresh), _nu_max(opt))
+    _amsgrad_steps(fresh, topt, gradients[4:])
 
 
 def test_per_group_learning_rates_set_by_a_loop_match_torch() -> None:

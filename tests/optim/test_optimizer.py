@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from _support import error_of
 
 import tapegrad as tg
 from tapegrad import nn, optim
@@ -217,6 +218,54 @@ def test_bad_arguments_say_what_to_do() -> None:
     opt = optim.SGD([x, x], lr=0.1)
     assert opt.param_groups[0]["params"] == [x]
     assert repr(opt) == "SGD(1 parameters)"
+
+
+# PyTorch options no tapegrad optimizer takes, with a word the advice must contain.
+_TORCH_ONLY = {
+    "foreach": "one fused",
+    "fused": "one fused",
+    "capturable": "tg.jit",
+    "differentiable": "create_graph=True",
+    "dampening": "dampening=0",
+    "decoupled_weight_decay": "AdamW",
+}
+
+
+@pytest.mark.parametrize(
+    "cls", [optim.SGD, optim.Adam, optim.AdamW, optim.RMSprop, optim.Optimizer]
+)
+def test_pytorch_options_tapegrad_does_not_take_are_named_with_what_to_do(cls: Any) -> None:
+    x = tg.ones(3).require_grad()
+    refused = dict(_TORCH_ONLY)
+    if cls not in (optim.Adam, optim.AdamW):
+        refused["amsgrad"] = "only tg.optim.Adam"
+    for name, advice in refused.items():
+        message = str(error_of(TypeError, cls, [x], **{name: True}))
+        assert message.startswith(f"{cls.__name__}() got {name}=, a PyTorch keyword; ")
+        assert "does not support it" in message and advice in message, message
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        cls([x], not_a_torch_option=True)  # anything else: Python's own error
+
+
+def test_maximize_and_amsgrad_are_fixed_per_group() -> None:
+    model = _model()
+    first, second = model[0], model[2]
+    opt = optim.Adam(
+        [{"params": first.parameters(), "amsgrad": True}, {"params": second.parameters()}],
+        lr=0.01,
+        maximize=True,
+    )
+    assert [g["amsgrad"] for g in opt.param_groups] == [True, False]
+    assert all(g["maximize"] for g in opt.param_groups)
+    before = [np.asarray(p) for p in model.parameters()]
+    _backward(model, 0)
+    grads = [np.asarray(g) for g in _grads(model)]
+    opt.step()
+    for p, old, g in zip(model.parameters(), before, grads, strict=True):  # ascends: +lr sign(g)
+        np.testing.assert_allclose(np.asarray(p) - old, 0.01 * np.sign(g), atol=1e-6)
+    opt.param_groups[1]["amsgrad"] = True
+    with pytest.raises(ValueError, match="amsgrad, maximize.* changed after"):
+        opt.step()
 
 
 def test_param_groups_take_their_own_options_and_a_loop_can_set_lr() -> None:
