@@ -1,6 +1,7 @@
 """PyTorch hands find their way (issue 16, item 10): PyTorch's spellings give PyTorch's values
 (checked against torch itself), ``transpose(a, b)`` swaps on any ndim, freezing a leaf works
-with optimizers, and refused spellings name tapegrad's (also in ``test_args.py``)."""
+with optimizers, and refused spellings name tapegrad's (also in ``test_args.py``; optimizer
+options in ``tests/optim``): attention's keywords, ``tg.nn.functional``."""
 
 from __future__ import annotations
 
@@ -135,3 +136,53 @@ def test_frozen_parameters_are_skipped_by_optimizers() -> None:
     w.requires_grad = False
     tg.optim.Adam([w, tg.tensor([2.0], requires_grad=True)], lr=0.1).step()  # no grad: skipped
     assert w.tolist() == [1.0]
+
+
+def _qkv(hq: int, hkv: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(3)
+    shapes = ((2, hq, 3, 4), (2, hkv, 5, 4), (2, hkv, 5, 4))
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in shapes)
+    return q, k, v
+
+
+@pytest.mark.parametrize(
+    ("keyword", "says"),
+    [
+        ("attn_mask", ["mask=", "True where a query may attend", "added to the scores"]),
+        ("dropout_p", ["does not support", "MultiheadAttention(..., dropout=p)"]),
+        ("enable_gqa", ["does not support", "tg.expand_dims(k, 2)"]),
+    ],
+)
+def test_attentions_pytorch_keywords_say_what_to_write(keyword: str, says: list[str]) -> None:
+    q, k, v = _qkv(2, 2)
+    message = str(error_of(TypeError, tg.scaled_dot_product_attention, q, k, v, **{keyword: 0}))
+    assert message.startswith(f"scaled_dot_product_attention() got {keyword}=")
+    assert all(s in message for s in says), message
+
+
+def test_grouped_query_attention_as_the_message_says_equals_torchs_enable_gqa() -> None:
+    q, k, v = _qkv(6, 2)
+    b, hq, lq, d = q.shape
+    hkv, r = k.shape[1], hq // k.shape[1]
+    tq = tg.tensor(q, requires_grad=True)
+    grouped = tq.reshape(b, hkv, r, lq, d)
+    kk, vv = tg.expand_dims(tg.tensor(k), 2), tg.expand_dims(tg.tensor(v), 2)
+    y = tg.scaled_dot_product_attention(grouped, kk, vv).reshape(b, hq, lq, d)
+    pq = torch.tensor(q, requires_grad=True)
+    want = torch.nn.functional.scaled_dot_product_attention(
+        pq, torch.tensor(k), torch.tensor(v), enable_gqa=True
+    )
+    np.testing.assert_allclose(y.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+    (y * y).sum().backward()
+    (want * want).sum().backward()
+    assert tq.grad is not None
+    np.testing.assert_allclose(tq.grad.numpy(), pq.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_nn_functional_says_where_the_functions_are() -> None:
+    assert not hasattr(tg.nn, "functional")
+    message = str(error_of(AttributeError, getattr, tg.nn, "functional"))
+    assert "tg.relu" in message and "tg.scaled_dot_product_attention" in message
+    assert callable(tg.relu) and callable(tg.scaled_dot_product_attention)
+    with pytest.raises(AttributeError, match="has no attribute 'Linnear'"):
+        tg.nn.Linnear  # noqa: B018 - any other missing name: Python's own message

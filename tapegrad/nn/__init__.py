@@ -13,7 +13,14 @@ Parameters are ordinary tape leaves: an optimizer step replaces their value with
 ``p.data = new`` and keeps their node (``tapegrad.optim``). Parameter names and layouts are
 PyTorch's (``Linear.weight`` is ``(out_features, in_features)``), so a PyTorch
 ``state_dict()`` loads unchanged with ``load_state_dict``.
+
+There is no ``tapegrad.nn.functional``: the functions of ``torch.nn.functional`` are ``tg.``
+functions (``tg.relu``, ``tg.softmax``, ``tg.cross_entropy``, ``tg.conv2d``,
+``tg.scaled_dot_product_attention``, ...); ``tg.nn.functional`` raises an ``AttributeError``
+saying so.
 """
+
+from typing import TYPE_CHECKING
 
 from tapegrad.nn import utils
 from tapegrad.nn.activation import GELU, ReLU, Sigmoid, SiLU, Tanh
@@ -64,3 +71,16 @@ __all__ = [
     "BCEWithLogitsLoss",
     "utils",
 ]
+
+if not TYPE_CHECKING:  # mypy would otherwise accept any attribute of tapegrad.nn
+
+    def __getattr__(name: str) -> object:
+        if name == "functional":
+            raise AttributeError(
+                "tapegrad has no nn.functional: the functions of torch.nn.functional are tg. "
+                "functions (import tapegrad as tg): tg.relu, tg.gelu, tg.softmax, "
+                "tg.log_softmax, tg.cross_entropy, tg.mse_loss, tg.dropout, tg.conv2d, "
+                "tg.max_pool2d, tg.layer_norm, tg.pad, tg.one_hot, "
+                "tg.scaled_dot_product_attention, ... (axis= where PyTorch says dim=)."
+            )
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tapegrad._args import torch_keywords
 from tapegrad.errors import ShapeError
 from tapegrad.op import defop
 
@@ -66,6 +67,22 @@ def _sdpa_vjp(
     return gq, gk, gv, gmask
 
 
+_TORCH_KEYWORDS = {
+    "attn_mask": "tapegrad spells it mask=, with PyTorch's meaning: a boolean mask is True "
+    "where a query may attend (takes part in attention), a float mask is added to the scores "
+    "(-inf blocks). (tg.nn.MultiheadAttention's attn_mask= keeps MultiheadAttention's meaning: "
+    "True blocks.)",
+    "dropout_p": "tapegrad does not support it: the fused attention has no dropout. Leave it "
+    "out where it is 0 (evaluation); to drop attention weights in training, use "
+    "tg.nn.MultiheadAttention(..., dropout=p), or write it out: "
+    "tg.dropout(tg.softmax(q @ k.swapaxes(-1, -2) * scale, axis=-1), p) @ v.",
+    "enable_gqa": "tapegrad does not support it: it broadcasts leading axes instead. With "
+    "r = Hq // Hkv query heads per key/value head, pass q.reshape(B, Hkv, r, Lq, D), "
+    "tg.expand_dims(k, 2) and tg.expand_dims(v, 2), and reshape the result to (B, Hq, Lq, Dv).",
+}
+
+
+@torch_keywords(_TORCH_KEYWORDS)
 def scaled_dot_product_attention(
     q: Any,
     k: Any,
@@ -92,8 +109,12 @@ def scaled_dot_product_attention(
         (batch, heads, Lq, Dv). A query row that may attend to nothing gives NaN, as the
         softmax of only -inf does.
 
+    PyTorch's ``attn_mask=`` (here ``mask=``, same meaning), ``dropout_p=`` and
+    ``enable_gqa=`` raise a ``TypeError`` that says what to write instead.
+
     Raises:
         ShapeError: q, k, v do not agree (D, Lk), or the mask does not broadcast to the scores.
+        TypeError: a PyTorch keyword tapegrad does not take (see above).
     """
     qs, ks, vs = tuple(q.shape), tuple(k.shape), tuple(v.shape)
     if len(qs) < 2 or len(ks) < 2 or len(vs) < 2 or qs[-1] != ks[-1] or ks[-2] != vs[-2]:
