@@ -58,10 +58,11 @@ def _scale_by_amsgrad(b1: Any, b2: Any, eps: Any) -> optax.GradientTransformatio
     """
 
     def init(params: Any) -> optax.ScaleByAmsgradState:
-        zeros = jax.tree.map(jnp.zeros_like, params)
-        return optax.ScaleByAmsgradState(
-            count=jnp.zeros([], jnp.int32), mu=zeros, nu=zeros, nu_max=zeros
-        )
+        def zeros() -> Any:  # three separate buffers: tg.jit donates each state array once
+            return jax.tree.map(jnp.zeros_like, params)
+
+        count = jnp.zeros([], jnp.int32)
+        return optax.ScaleByAmsgradState(count=count, mu=zeros(), nu=zeros(), nu_max=zeros())
 
     def update(
         g: Any, state: optax.ScaleByAmsgradState, params: Any = None

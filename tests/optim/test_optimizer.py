@@ -268,6 +268,30 @@ def test_maximize_and_amsgrad_are_fixed_per_group() -> None:
         opt.step()
 
 
+def test_amsgrad_and_maximize_in_a_tg_jit_step_give_the_eager_trajectory() -> None:
+    """tg.jit donates the optimizer state: AMSGrad's three moments start as separate buffers
+    (one array shared by two state entries would be donated twice)."""
+
+    def run(compiled: bool) -> list[np.ndarray]:
+        model = nn.Linear(4, 3, key=0)
+        opt = optim.AdamW(model.parameters(), lr=0.01, amsgrad=True, maximize=True)
+
+        def step(x: tg.Tensor) -> tg.Tensor:
+            opt.zero_grad()
+            loss = (model(x) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        fn = tg.jit(step) if compiled else step
+        for seed in range(3):
+            fn(tg.randn((5, 4), key=seed))
+        return [np.asarray(p) for p in model.parameters()]
+
+    for got, want in zip(run(True), run(False), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
 def test_param_groups_take_their_own_options_and_a_loop_can_set_lr() -> None:
     model = _model()
     first, second = model[0], model[2]
