@@ -55,6 +55,8 @@ torch_options = torch_keywords(
         "differentiable": "tapegrad does not support it: step() replaces p.data and records "
         "nothing on the tape. To differentiate through an update, write it with tensor ops "
         "(p - lr * g, with g from tg.grad(loss, p, create_graph=True)).",
+        "maximize": "tapegrad does not support it with a transform of your own (the built-in "
+        "optimizers take it): put optax.scale(-1.0) first in the chain, or negate the loss.",
         "amsgrad": "tapegrad does not support it here: only tg.optim.Adam and tg.optim.AdamW "
         "have AMSGrad (as in PyTorch). Remove it.",
         "dampening": "tapegrad does not support it: SGD's momentum buffer adds the whole "

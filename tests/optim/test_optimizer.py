@@ -239,6 +239,8 @@ def test_pytorch_options_tapegrad_does_not_take_are_named_with_what_to_do(cls: A
     refused = dict(_TORCH_ONLY)
     if cls not in (optim.Adam, optim.AdamW):
         refused["amsgrad"] = "only tg.optim.Adam"
+    if cls is optim.Optimizer:
+        refused["maximize"] = "optax.scale(-1.0)"
     for name, advice in refused.items():
         message = str(error_of(TypeError, cls, [x], **{name: True}))
         assert message.startswith(f"{cls.__name__}() got {name}=, a PyTorch keyword; ")
