@@ -43,12 +43,16 @@ class Case:
         before: untimed, before every batch (e.g. set a policy, clean the tape).
         after: untimed, after every batch.
         sync: waits for the result of the last step (``block`` for JAX, a no-op otherwise).
+        settle: seconds of untimed steps before the first batch, so that batches time the
+            steady state a long loop reaches (tapegrad compiles a repeating backward
+            structure once its eager passes took its estimated compile time, at most 1 s).
     """
 
     step: Callable[[], Any]
     before: Callable[[], None] = nothing
     after: Callable[[], None] = nothing
     sync: Callable[[Any], None] = block
+    settle: float = 0.0
 
 
 class Trainer(Protocol):

@@ -5,8 +5,10 @@ a process (importing torch and JAX together changes garbage-collection costs). R
 replies, one JSON object a line:
 
 - ``{"op": "info"}`` -> ``{"system", "version", "variants"}`` or ``{"skipped": reason}``
-- ``{"op": "prepare", "key", "workload", "variant", "kwargs", "seconds"}`` -> ``{"number"}``:
-  builds the case, warms it up and picks the steps per batch that fill about ``seconds``.
+- ``{"op": "prepare", "key", "workload", "variant", "kwargs", "seconds", "settle"}`` ->
+  ``{"number"}``: builds the case, runs it for its ``settle`` seconds (untimed) when
+  ``settle`` is true (not in a ``--quick`` run), warms it up and picks the
+  steps per batch that fill about ``seconds``.
 - ``{"op": "run", "key"}`` -> ``{"seconds", "cpu"}``: one batch, wall and CPU seconds per
   step (CPU: this worker process, all threads).
 - ``{"op": "probe", "workload", "variant", "kwargs"}`` -> the probe's dict.
@@ -21,6 +23,7 @@ import importlib
 import json
 import os
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -59,6 +62,9 @@ def serve(system: str) -> None:
                 case = module.case(req["workload"], req["variant"], **req.get("kwargs", {}))
                 case.before()
                 try:
+                    settled = time.perf_counter() + (case.settle if req.get("settle") else 0.0)
+                    while time.perf_counter() < settled:
+                        case.sync(case.step())
                     number = calibrate(
                         case.step, req["seconds"], sync=case.sync, max_number=req.get("max", 10**6)
                     )

@@ -15,7 +15,7 @@ import numpy as np
 import tapegrad as tg
 from bench import _data
 from bench._peer import Case, curve, first_call, mlp_case, seed_growth, tensor_memory
-from tapegrad import nn, optim
+from tapegrad import compiled_backward, nn, optim
 
 __all__ = ["SYSTEM", "VARIANTS", "version", "case", "probe"]
 
@@ -27,11 +27,12 @@ AUTO = "tapegrad, auto policy"
 RAW = "raw JAX (jnp.zeros / jax.Array)"
 JIT = "tapegrad, tg.jit"
 JIT_ZERO_LAST = "tapegrad, tg.jit, zero_grad() last (no .grad out)"
+EAGER_BACKWARD = "tapegrad, eager backward passes only"
 
 VARIANTS: dict[str, tuple[str, ...]] = {
     "perop": ("tapegrad",),
     "mlp": ("tapegrad",),
-    "chain": ("tapegrad",),
+    "chain": ("tapegrad", EAGER_BACKWARD),
     "seed": (RAW, MANUAL, PERIODIC, AUTO),
     "seed_growth": (RAW, MANUAL, PERIODIC, AUTO),
     "live_memory": (RAW, "tapegrad"),
@@ -176,7 +177,14 @@ def case(workload: str, variant: str, **kw: Any) -> Case:
             leaf.grad = None
             return g
 
-        return Case(chain)
+        if variant == EAGER_BACKWARD:  # what a loop runs before its structure compiles
+            after = compiled_backward.compile_after()
+            return Case(
+                chain,
+                before=lambda: compiled_backward.set_compile_after(None),
+                after=lambda: compiled_backward.set_compile_after(after),
+            )
+        return Case(chain, settle=4.0)
     if workload == "seed":
         if variant == RAW:
             return Case(_raw_zeros)

@@ -359,18 +359,37 @@ def lookup(
     steps: Sequence[Step], roots: Sequence[Node], wanted: frozenset[int]
 ) -> tuple[Pass, list[Any]] | None:
     """The ``Pass`` of this pass's structure (made on first sight) and its array arguments;
-    ``None`` when the pass cannot be compiled (see the module docstring)."""
+    ``None`` when the pass cannot be compiled (see the module docstring).
+
+    Every pass of a loop pays this (~2-3 us per node), so the usual residuals, a tuple of
+    arrays on one device, are described here without a ``_spec`` call per array, and the
+    structure is hashed once (by the cache's own lookup)."""
     if _after is None or len(steps) < _MIN_NODES:
         return None
     position = {}
     for i, step in enumerate(steps):
         position[step[0].id] = i
     arrays: list[Any] = []
+    append = arrays.append
+    kinds = _KIND
     rows = []
     try:
         for node, op, parents, saved, params in steps:
             if op is not None and not op.builtin:
                 raise _Unfit  # a user's op: its rule may close over state the cache would keep
+            if saved is None:
+                spec: Any = None
+            elif saved.__class__ is tuple:
+                items = []
+                for v in saved:
+                    if kinds.get(v.__class__) == 1 and v.sharding.__class__ is SingleDeviceSharding:
+                        items.append(len(arrays))  # what ``_spec`` makes of it, without a call
+                        append(v)
+                    else:
+                        items.append(_spec(v, arrays))
+                spec = tuple(items)
+            else:
+                spec = _spec(saved, arrays)
             rows.append(
                 (
                     op,
@@ -378,18 +397,18 @@ def lookup(
                     node.shape,
                     node.dtype,
                     node.retain or node.id in wanted,
-                    None if saved is None else _spec(saved, arrays),
+                    spec,
                     None if params is None else _params_spec(op, params, arrays),
                 )
             )
         structure = (tuple(rows), tuple([position[r.id] for r in roots]))
-        hash(structure)
     except _Unfit:
         return None
-    except TypeError:  # an unhashable value inside a tuple
-        return None
     with _lock:
-        entry = _cache.get(structure)
+        try:
+            entry = _cache.get(structure)
+        except TypeError:  # an unhashable value inside a tuple
+            return None
         if entry is None:
             entry = _cache[structure] = Pass(structure)
             if len(_cache) > _MAX_STRUCTURES:
