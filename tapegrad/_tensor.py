@@ -15,7 +15,7 @@ from tapegrad.current import current_tape
 from tapegrad.errors import InPlaceError, ShapeError, TapegradWarning, TracerError, donated_error
 from tapegrad.grad_mode import grad_enabled
 from tapegrad.node import Node
-from tapegrad.origin import format_origin, function_name, user_frame
+from tapegrad.origin import format_origin, function_name, user_frame, user_site
 from tapegrad.tape import Tape, use_tensor_interface
 
 __all__ = ["Tensor", "zero_grads"]
@@ -253,8 +253,8 @@ class Tensor:
                 "Only floating-point (or complex) tensors can require grad; this one is "
                 f"{data.dtype}. Cast first, e.g. t.astype(tg.float32).require_grad()."
             )
-        code, lineno = user_frame(2)
-        current_tape().record(None, (), None, None, self, data, code, lineno)
+        code, lasti = user_site(2)
+        current_tape().record(None, (), None, None, self, data, code, lasti)
 
     def retain_grad(self) -> None:
         """Keep this non-leaf tensor's gradient in ``.grad`` after backward (as in PyTorch).
@@ -767,7 +767,7 @@ def _binary(op: Any, a: Any, b: Any, reflected: str | None = None) -> Tensor:
     operand's ``reflected`` method when it has one (Python's protocol), else raise the op's
     own ``TypeError``, which says what to pass instead."""
     try:
-        # depth 4: user_frame, apply, _binary, the operator method, then the user's frame
+        # depth 4: user_site, apply, _binary, the operator method, then the user's frame
         out: Tensor = _op.apply(op, (a, b), {}, 4)
     except _op.OperandTypeError:
         if reflected is not None and hasattr(type(b), reflected):

@@ -16,7 +16,7 @@ import jax
 
 from tapegrad._placement import bytes_by_device, held_bytes
 from tapegrad.node import Node
-from tapegrad.origin import display_path
+from tapegrad.origin import display_path, line_of
 from tapegrad.records import LedgerRecord, NodeRecord
 
 __all__ = [
@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 Ledger = dict[tuple[CodeType | None, int, str], list[int]]
-"""(code, line, op name) -> [count, bytes] of the hanging nodes sweeps removed."""
+"""(code, instruction offset, op name) -> [count, bytes] of the hanging nodes sweeps removed."""
 
 _IS_ARRAY: dict[type, bool] = {}  # type -> is a jax.Array (``isinstance`` on the ABC is slow)
 
@@ -261,7 +261,18 @@ def node_records(
 
 
 def ledger_records(ledger: Ledger) -> tuple[LedgerRecord, ...]:
-    """The ledger as plain ``LedgerRecord``s, in the order their origins were first swept."""
+    """The ledger as plain ``LedgerRecord``s, one per origin line and op, in the order their
+    origins were first swept (the ledger is keyed by instruction offset: two ops of one line
+    share a record)."""
+    lines: dict[tuple[CodeType | None, int, str], list[int]] = {}
+    for (code, lasti, op), (count, nbytes) in ledger.items():
+        key = (code, line_of(code, lasti), op)
+        entry = lines.get(key)
+        if entry is None:
+            lines[key] = [count, nbytes]
+        else:
+            entry[0] += count
+            entry[1] += nbytes
     return tuple(
         LedgerRecord(
             "<unknown>:0" if code is None else f"{display_path(code.co_filename)}:{line}",
@@ -271,5 +282,5 @@ def ledger_records(ledger: Ledger) -> tuple[LedgerRecord, ...]:
             count,
             nbytes,
         )
-        for (code, line, op), (count, nbytes) in ledger.items()
+        for (code, line, op), (count, nbytes) in lines.items()
     )

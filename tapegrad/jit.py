@@ -396,7 +396,7 @@ class JitFunction(Generic[P, R]):
                 grad_in.append(grad)
                 node = node_of(t)
                 if node is not None:
-                    mine = private.record(None, (), None, None, t, v, node.code, node.lineno)
+                    mine = private.record(None, (), None, None, t, v, node.code, node.lasti)
                     leaves.append((mine, node))
             for (d, k), v in zip(plan.slots, slot_values, strict=True):
                 d[k] = v

@@ -6,7 +6,7 @@ import weakref
 from types import CodeType
 from typing import TYPE_CHECKING, Any
 
-from tapegrad.origin import format_origin
+from tapegrad.origin import format_origin, line_of
 
 if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
@@ -32,8 +32,8 @@ class Node(weakref.ref):  # type: ignore[type-arg]
     The tape builds nodes (``Tape.record``), setting every field listed here:
 
     - ``id``: its number on the tape (parents have smaller ids); ``op``, ``parents``,
-      ``saved`` (the residuals), ``params``, ``shape``, ``dtype``, ``code``/``lineno`` (its
-      origin);
+      ``saved`` (the residuals), ``params``, ``shape``, ``dtype``, ``code``/``lasti`` (its
+      origin: the code object and its instruction offset; ``lineno`` is the line);
     - ``live``: its tensor exists and still requires grad; ``uc``: useful children linking
       to it, counted per link; ``useful``, ``consumed``, ``reached`` (a leaf a backward
       reached), ``retain`` (``retain_grad()``), ``on_tape``, ``claimed`` (the thread of a
@@ -54,7 +54,7 @@ class Node(weakref.ref):  # type: ignore[type-arg]
         "shape",
         "dtype",
         "code",
-        "lineno",
+        "lasti",
         "live",
         "uc",
         "useful",
@@ -75,7 +75,7 @@ class Node(weakref.ref):  # type: ignore[type-arg]
     shape: tuple[int, ...]
     dtype: Any
     code: CodeType | None
-    lineno: int
+    lasti: int
     live: bool
     uc: int
     useful: bool
@@ -114,6 +114,11 @@ class Node(weakref.ref):  # type: ignore[type-arg]
             (None if i is None else self if i < 0 else parents[i], a)
             for i, a in zip(prov, saved, strict=True)
         )
+
+    @property
+    def lineno(self) -> int:
+        """The line where the node was created (0 when unknown)."""
+        return line_of(self.code, self.lasti)
 
     @property
     def origin(self) -> str:

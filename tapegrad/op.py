@@ -19,7 +19,7 @@ from tapegrad._tensor import Tensor, unpack, wrap
 from tapegrad.current import tape_now
 from tapegrad.errors import DuplicateOpError, MissingVJPError, ShapeError, donated_error
 from tapegrad.grad_mode import grad_enabled
-from tapegrad.origin import user_frame
+from tapegrad.origin import user_site
 
 __all__ = ["Op", "defop", "registry", "apply", "OperandTypeError"]
 
@@ -282,7 +282,7 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
                 f"Op {op.name!r} is differentiable but has no VJP rule; define one with "
                 f"@{op.name}.defvjp, or declare the op with differentiable=False."
             )
-        code, lineno = user_frame(depth)
+        code, lasti = user_site(depth)
         prov: tuple[int | None, ...] | None = None
         if saved.__class__ is tuple and saved:
             if len(saved) == len(arrays) == 2 and saved[0] is arrays[0] and saved[1] is arrays[1]:
@@ -290,7 +290,7 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
             else:
                 prov = _provenance(saved, arrays, y)
         # an empty params dict is not kept: one GC-tracked object less per node
-        tape_now().record(op, parents, saved, params or None, out, y, code, lineno, prov)
+        tape_now().record(op, parents, saved, params or None, out, y, code, lasti, prov)
     return out
 
 

@@ -246,7 +246,7 @@ class Tape:
                 drop(self._held, saved)
             return 0
         mine, freed = unhold(self._held, saved) if saved is not None else (0, 0)
-        key = (node.code, node.lineno, node.name)
+        key = (node.code, node.lasti, node.name)  # ``ledger_records`` turns it into lines
         entry = self._ledger.get(key)
         if entry is None:
             self._ledger[key] = [1, mine]
@@ -266,7 +266,7 @@ class Tape:
         tensor: Tensor,
         data: Any,
         code: CodeType | None,
-        lineno: int,
+        lasti: int,
         prov: tuple[int | None, ...] | None = None,
     ) -> Node:
         """Record a node for ``tensor`` (whose array is ``data``): a leaf (``op is None``) or
@@ -303,7 +303,7 @@ class Tape:
                 node.shape = aval.shape
                 node.dtype = aval.dtype
                 node.code = code
-                node.lineno = lineno
+                node.lasti = lasti
                 node.prov = prov
                 node.tape = weak
                 node.live = node.useful = node.on_tape = True
