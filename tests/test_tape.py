@@ -5,6 +5,7 @@ lifetime", docs/api.md "Graph memory")."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 import weakref
 
 import jax
@@ -14,6 +15,7 @@ from _recount import check_tape, checked_cleanup, delta, plain, recount
 from _support import gc_off, origin_here
 
 import tapegrad as tg
+from tapegrad.origin import line_of
 
 GS = tg.GraphStats
 
@@ -127,6 +129,44 @@ def test_origin_is_the_first_frame_outside_tapegrad(start: int) -> None:
         ("exp", at_z, f"{fn}.<locals>.helper"),
     ]
     del w, y, z
+
+
+def test_an_instruction_offset_gives_the_line_f_lineno_gives() -> None:
+    # a node keeps its frame's instruction offset (f_lasti) and turns it into a line only
+    # when shown (``line_of``); it must be the line ``f_lineno`` gave at that moment
+    seen: list[tuple[int, int]] = []
+
+    def here(_: object = None) -> int:
+        frame = sys._getframe(1)
+        seen.append((frame.f_lasti, frame.f_lineno))
+        return 1
+
+    code = test_an_instruction_offset_gives_the_line_f_lineno_gives.__code__
+    x = here()
+    y = (
+        here()
+        + here(
+            x,
+        )
+    )  # fmt: skip
+    for _ in range(2):
+        y += here()
+    assert len(seen) == 5
+    assert [line_of(code, lasti) for lasti, _ in seen] == [line for _, line in seen]
+    assert line_of(None, 0) == 0
+
+
+def test_swept_nodes_of_one_line_are_one_ledger_row() -> None:
+    tape = tg.Tape()
+    with tg.use_tape(tape):
+        w = tg.zeros(2).require_grad()
+        for _ in range(3):
+            (w * 2.0).exp() + 1.0  # three ops of one line, each swept; fmt: skip
+        here = origin_here(-1)
+        tape.cleanup()
+        rows = {(r.origin, r.op): r.count for r in tape.snapshot().ledger}
+    assert rows == {(here, "multiply"): 3, (here, "exp"): 3, (here, "add"): 3}
+    del w
 
 
 def _traced_op_on(w: tg.Tensor) -> None:

@@ -171,7 +171,9 @@ class SGD(_Builtin):
         params: leaf tensors, or a list of group dicts (see :class:`Optimizer`).
         lr: the learning rate, or an optax schedule (a function of the step count).
         momentum: the momentum factor; 0 for plain SGD.
-        weight_decay: L2 penalty added to the gradient.
+        weight_decay: L2 penalty added to the gradient. Keyword-only: PyTorch's fourth
+            positional parameter is ``dampening``, so ``SGD(p, 0.1, 0.9, 1e-4)`` from PyTorch
+            code raises instead of meaning something else here.
         nesterov: use Nesterov momentum (needs ``momentum > 0``).
         maximize: ascend: negate the gradients (before weight decay, as PyTorch does).
 
@@ -190,8 +192,8 @@ class SGD(_Builtin):
         params: _Params,
         lr: _LR = 1e-3,
         momentum: float = 0.0,
-        weight_decay: float = 0.0,
         *,
+        weight_decay: float = 0.0,
         nesterov: bool = False,
         maximize: bool = False,
     ) -> None:

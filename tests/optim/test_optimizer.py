@@ -249,6 +249,15 @@ def test_pytorch_options_tapegrad_does_not_take_are_named_with_what_to_do(cls: A
         cls([x], not_a_torch_option=True)  # anything else: Python's own error
 
 
+def test_sgd_takes_weight_decay_by_keyword_only() -> None:
+    # PyTorch's fourth positional parameter is dampening: the same call must not silently
+    # mean weight decay here
+    x = tg.ones(3).require_grad()
+    with pytest.raises(TypeError, match="positional"):
+        optim.SGD([x], 0.1, 0.9, 1e-4)
+    assert optim.SGD([x], 0.1, 0.9, weight_decay=1e-4).param_groups[0]["weight_decay"] == 1e-4
+
+
 def test_maximize_and_amsgrad_are_fixed_per_group() -> None:
     model = _model()
     first, second = model[0], model[2]
