@@ -306,8 +306,10 @@ class JitFunction(Generic[P, R]):
     def _call(self, plan: _Plan, data: list[Any]) -> Any:
         donated, kept = plan.inputs()
         jitted = plan.jitted
-        if self.donate and plan.n_donated and _pending(donated[: plan.n_donated]):
-            jitted = plan.plain()  # a pending graph saves one of the arrays: spare it
+        if self.donate and donated and (_pending(donated[: plan.n_donated]) or _repeated(donated)):
+            # a pending graph saves one of the arrays, or one array is the state of two
+            # tensors or slots (XLA cannot donate a buffer twice): spare them
+            jitted = plan.plain()
         try:
             if not plan.checked:
                 self._first_trace(plan, jitted, donated, kept, data)
@@ -727,6 +729,12 @@ def _pending(arrays: list[Any]) -> bool:
     if all(map(_ALONE.__eq__, _refcounts(arrays))):
         return False
     return saved_on_any_tape(arrays)
+
+
+def _repeated(arrays: list[Any]) -> bool:
+    """Whether one array appears twice in ``arrays`` (two parameters made from one array,
+    ``b = tg.tensor(a.data)``; optimizer states sharing one zeros array)."""
+    return len(set(map(id, arrays))) != len(arrays)
 
 
 def _check_result(result: Any, name: str) -> None:

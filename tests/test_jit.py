@@ -605,6 +605,28 @@ def test_donation_spares_arrays_a_pending_graph_on_another_tape_saves() -> None:
     assert all(c.grad is not None and np.isfinite(c.grad.numpy()).all() for c in copies)
 
 
+def test_donation_spares_an_array_two_parameters_share() -> None:
+    # two parameters made from one array: XLA cannot donate one buffer twice, so that call
+    # donates nothing; the step's outputs are new arrays, donated from then on
+    shared = jnp.ones(3)
+    a, b = tg.tensor(shared).require_grad(), tg.tensor(shared).require_grad()
+    opt = tg.optim.SGD([a, b], lr=0.1)
+
+    @tg.jit
+    def step(x: tg.Tensor) -> tg.Tensor:
+        loss = (a * x + b * x).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    losses = [step(tg.ones(3)).item() for _ in range(3)]
+    np.testing.assert_allclose(losses, [6.0, 5.4, 4.8], rtol=1e-6)
+    np.testing.assert_allclose(a.numpy(), [0.7] * 3, rtol=1e-6)
+    np.testing.assert_allclose(b.numpy(), [0.7] * 3, rtol=1e-6)
+    assert np.asarray(shared).tolist() == [1.0] * 3  # not donated: still readable
+
+
 def test_donation_spares_arrays_a_pending_graph_saves() -> None:
     model, opt = make(key=70)
     step = tg.jit(train_step)
