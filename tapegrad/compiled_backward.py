@@ -63,6 +63,7 @@ __all__ = [
     "estimated_compile_seconds",
     "Pass",
     "lookup",
+    "cached",
     "clear",
 ]
 
@@ -122,6 +123,13 @@ def set_compile_after(seconds: float | None) -> None:
     ):
         raise ValueError(f"seconds must be a number >= 0 or None, got {seconds!r}.")
     _after = None if seconds is None else float(seconds)
+
+
+def cached() -> list[Pass]:
+    """The structures remembered now, least recently used first (for tests and benchmarks:
+    how many passes ran eagerly, which compiled)."""
+    with _lock:
+        return list(_cache.values())
 
 
 def clear() -> None:

@@ -10,7 +10,9 @@
 - ``warm``: with ``--warm`` > 0, ``repeats`` batches of steps that each last about ``SECONDS``
   (after the first run and ``--settle`` seconds of untimed steps, 3 by default: steady state
   is what a long loop reaches, and tapegrad compiles a backward structure once its eager
-  passes took its estimated compile time, at most 1 s), as ``[wall, cpu]`` seconds per step.
+  passes took its estimated compile time, at most 1 s), as ``[wall, cpu]`` seconds per step;
+- ``backward_structures`` (tapegrad, with ``--warm``): its backward structures after the warm
+  batches, each with its node count, eager passes and whether it compiled.
 
 ``--cache-dir`` points tapegrad's persistent compilation cache at DIR (the parent passes an
 empty directory for a first-ever run, then the same one again for a primed run).
@@ -78,7 +80,29 @@ def main(argv: list[str] | None = None) -> None:
         number = calibrate(step, args.warm, sync=sync)
         result["warm"] = [list(measure(step, number, sync)) for _ in range(args.repeats)]
         result["number"] = number
+        if args.system == "tapegrad":
+            result["backward_structures"] = _structures()
     emit_child(result)
+
+
+def _structures() -> list[dict[str, Any]]:
+    """tapegrad's backward structures after the warm batches (``compiled_backward``): nodes,
+    eager passes, whether compiled, and why not (``slower``, ``broken``): the state the warm
+    figures were measured in."""
+    from tapegrad import compiled_backward
+
+    return [
+        {
+            "nodes": p.nodes,
+            "eager_passes": p.passes,
+            "compiled": p.compiled is not None,
+            "slower": p.slower,
+            "broken": p.broken,
+            "fastest_eager_s": p.fastest,
+            "fastest_compiled_s": p.fastest_compiled,
+        }
+        for p in compiled_backward.cached()
+    ]
 
 
 if __name__ == "__main__":
