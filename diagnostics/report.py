@@ -513,20 +513,25 @@ def _graph_nodes(
     omitted = sum(n for n, *_ in blamed.values()) - sum(chosen.values())
     if not chosen:
         return (), omitted
-    members: dict[int, list[tuple[tg.NodeRecord, Kind]]] = {g: [] for g in chosen}
-    for r, kind in zip(records, kinds, strict=True):
-        group = members.get(r.graph)
-        if group is not None:
-            group.append((r, kind))
+    # one pass over the records: where each record is (a parent is looked up by id only
+    # for the kept nodes), and each chosen graph's blamed records, oldest first
+    where: dict[int, int] = {}
+    mine: dict[int, list[int]] = {g: [] for g in chosen}
+    for i, (r, kind) in enumerate(zip(records, kinds, strict=True)):
+        where[r.id] = i
+        group = mine.get(r.graph)
+        if group is not None and (kind == "hanging" or kind == "kept-alive"):
+            group.append(i)
     keep: dict[int, tuple[tg.NodeRecord, Kind]] = {}
-    for g, group in members.items():
-        by_id = {r.id: (r, k) for r, k in group}
-        mine = sorted((r.id for r, k in group if k in ("hanging", "kept-alive")), reverse=True)
-        for nid in mine[: chosen[g]]:  # newest first: nearest the roots
-            keep[nid] = by_id[nid]
-            for p in by_id[nid][0].parents:
-                if p in by_id:
-                    keep.setdefault(p, by_id[p])
+    for g, group in mine.items():
+        newest = sorted(group, key=lambda i: records[i].id, reverse=True)[: chosen[g]]
+        for i in newest:  # newest first: nearest the roots
+            r = records[i]
+            keep[r.id] = (r, kinds[i])
+            for p in r.parents:
+                j = where.get(p)
+                if j is not None:
+                    keep.setdefault(p, (records[j], kinds[j]))
     nodes = tuple(
         GraphNode(
             r.id,

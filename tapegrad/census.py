@@ -200,7 +200,7 @@ def saved_bytes(nodes: dict[int, Node]) -> tuple[dict[int, int], int]:
             continue
         mine: set[int] = set()
         total = 0
-        for a in saved_arrays(node.saved):
+        for a in _arrays_of(node.saved):
             key = id(a)
             if key in mine:
                 continue
@@ -218,7 +218,7 @@ def device_bytes(nodes: dict[int, Node]) -> tuple[tuple[str, int], ...]:
     """The bytes of the distinct saved arrays on each device, as sorted (device, bytes)
     pairs; they add up to ``saved_bytes``'s total."""
     arrays = (
-        a for node in nodes.values() if node.saved is not None for a in saved_arrays(node.saved)
+        a for node in nodes.values() if node.saved is not None for a in _arrays_of(node.saved)
     )
     return tuple(sorted(bytes_by_device(arrays).items()))
 
@@ -228,17 +228,24 @@ def node_records(
 ) -> tuple[NodeRecord, ...]:
     """One plain ``NodeRecord`` per node (weak references to live tensors only)."""
     paths: dict[str, str] = {}  # co_filename -> displayed path, one relpath per file
+    # (id(code), offset) -> (origin, function); by identity: equal code objects compiled from
+    # two files (two notebook cells of the same text) compare equal
+    sites: dict[tuple[int, int], tuple[str, str]] = {}
     records = []
     for nid, node in nodes.items():
         tensor = node.tensor()
         code = node.code
-        if code is None:
-            origin, function = "<unknown>:0", "<unknown>"
-        else:
-            path = paths.get(code.co_filename)
-            if path is None:
-                path = paths[code.co_filename] = display_path(code.co_filename)
-            origin, function = f"{path}:{node.lineno}", code.co_qualname
+        site = sites.get((id(code), node.lasti))
+        if site is None:
+            if code is None:
+                site = ("<unknown>:0", "<unknown>")
+            else:
+                path = paths.get(code.co_filename)
+                if path is None:
+                    path = paths[code.co_filename] = display_path(code.co_filename)
+                site = (f"{path}:{node.lineno}", code.co_qualname)
+            sites[id(code), node.lasti] = site
+        origin, function = site
         op = node.op
         records.append(
             NodeRecord(
@@ -252,7 +259,7 @@ def node_records(
                 origin,
                 function,
                 per_node.get(nid, 0),
-                tuple(p.id for p in node.parents if p is not None and p.on_tape),
+                tuple([p.id for p in node.parents if p is not None and p.on_tape]),
                 None if tensor is None else weakref.ref(tensor),
             )
         )
