@@ -396,7 +396,9 @@ class Tensor:
     __hash__ = object.__hash__
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
-        """The same value; a leaf copies as a new leaf with a copy of its ``.grad`` (PyTorch).
+        """A copy of the value in a new array (as PyTorch copies the storage: a ``tg.jit`` step
+        donates its parameters' arrays, which would take a copy sharing them along, an EMA
+        or target network); a leaf copies as a new leaf with a copy of its ``.grad``.
 
         Raises:
             RuntimeError: the tensor is the output of a recorded op (only leaves copy).
@@ -407,12 +409,12 @@ class Tensor:
                 f"Only leaves support copying; this tensor is the output of op {node.name!r}. "
                 "Copy .detach() (a value), or the leaf it was computed from."
             )
-        out = wrap(self._data)
+        out = wrap(_copied(self._data))
         memo[id(self)] = out
         if node is not None:
             out._make_leaf()
         if self._grad is not None:
-            out._grad = wrap(self._grad._data)
+            out._grad = wrap(_copied(self._grad._data))
         return out
 
     def __copy__(self) -> Tensor:
@@ -871,6 +873,11 @@ jax.tree_util.register_pytree_node(Tensor, _flatten, _unflatten)
 # slots. Plain Python functions (in CPython 3.11 a call to one costs less than a C accessor
 # such as ``operator.attrgetter``); a loop over many tensors on a hot path is one function
 # here, not a call per tensor.
+
+
+def _copied(data: Any) -> Any:
+    """``data`` in a new array (a donated or deleted array raises JAX's error here)."""
+    return jax.numpy.array(data, copy=True)
 
 
 def wrap(array: Any, node: Node | None = None, tape: Tape | None = None) -> Tensor:

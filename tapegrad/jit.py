@@ -137,6 +137,7 @@ class _Plan:
         # compiled step, so an array replaced since (``g *= 5``, ``g.data = ...``) makes the
         # plan invalid, and the next plan carries that tensor as state (``changed_constants``)
         self.constants = [(t, array_of(t)) for t, _ in found.constants.values()]
+        self.constant_ids = frozenset(id(a) for _, a in self.constants)  # fixed while valid
         self.grads_used = True  # until the first trace shows the step never reads them
         self.spends: list[int] = []  # tensors whose .grad the step sets to a new array
         self.ran = False  # a compiled call has run
@@ -306,9 +307,14 @@ class JitFunction(Generic[P, R]):
     def _call(self, plan: _Plan, data: list[Any]) -> Any:
         donated, kept = plan.inputs()
         jitted = plan.jitted
-        if self.donate and donated and (_pending(donated[: plan.n_donated]) or _repeated(donated)):
+        if (
+            self.donate
+            and donated
+            and (_pending(donated[: plan.n_donated]) or _shared(donated, kept, plan.constant_ids))
+        ):
             # a pending graph saves one of the arrays, or one array is the state of two
-            # tensors or slots (XLA cannot donate a buffer twice): spare them
+            # tensors or slots (XLA cannot donate a buffer twice), or also a kept tensor's
+            # (a constant made with tg.tensor(w.data)): spare them
             jitted = plan.plain()
         try:
             if not plan.checked:
@@ -731,10 +737,15 @@ def _pending(arrays: list[Any]) -> bool:
     return saved_on_any_tape(arrays)
 
 
-def _repeated(arrays: list[Any]) -> bool:
-    """Whether one array appears twice in ``arrays`` (two parameters made from one array,
-    ``b = tg.tensor(a.data)``; optimizer states sharing one zeros array)."""
-    return len(set(map(id, arrays))) != len(arrays)
+def _shared(donated: list[Any], kept: list[Any], constants: frozenset[int]) -> bool:
+    """Whether one of the ``donated`` arrays appears twice there, among the ``kept`` ones or
+    the step's captured constants (ids): two tensors made from one array (``b =
+    tg.tensor(a.data)``, an anchor ``tg.tensor(w.data)``), optimizer states sharing one zeros
+    array."""
+    ids = set(map(id, donated))
+    return len(ids) != len(donated) or not (
+        ids.isdisjoint(map(id, kept)) and ids.isdisjoint(constants)
+    )
 
 
 def _check_result(result: Any, name: str) -> None:

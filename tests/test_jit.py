@@ -627,6 +627,28 @@ def test_donation_spares_an_array_two_parameters_share() -> None:
     assert np.asarray(shared).tolist() == [1.0] * 3  # not donated: still readable
 
 
+def test_donation_spares_a_parameter_array_a_captured_constant_shares() -> None:
+    # an anchor made from a parameter's array (L2-SP, EWC) is a constant of the step: the
+    # parameter's array is not donated while the anchor holds it, also after a retrace
+    w = tg.ones(3).require_grad()
+    anchor = tg.tensor(w.data)
+    opt = tg.optim.SGD([w], lr=0.1)
+
+    @tg.jit
+    def step(x: tg.Tensor) -> tg.Tensor:
+        loss = ((w - anchor) ** 2).sum() + (w * x).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    for _ in range(3):
+        step(tg.ones(3))
+    step(tg.full((3,), 2.0))
+    np.testing.assert_allclose(anchor.numpy(), [1.0] * 3)
+    np.testing.assert_allclose(w.numpy(), [0.6048] * 3, rtol=1e-5)
+
+
 def test_donation_spares_arrays_a_pending_graph_saves() -> None:
     model, opt = make(key=70)
     step = tg.jit(train_step)

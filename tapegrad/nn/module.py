@@ -376,12 +376,28 @@ class Module:
 
 
 def _as_array(name: str, value: Any, dtype: Any) -> jax.Array:
-    """``value`` (Tensor, JAX/NumPy array, ``torch.Tensor``) as a JAX array of ``dtype``."""
+    """``value`` (Tensor, JAX/NumPy array, ``torch.Tensor``) as a JAX array of ``dtype``, a copy
+    of a NumPy or torch value (``jnp.asarray`` may share a CPU buffer: later in-place changes
+    to the source would change the parameter, as ``torch.Tensor.copy_`` never lets them).
+
+    Raises:
+        RuntimeError: ``value`` is an array a ``tg.jit`` step donated (deleted).
+    """
     if isinstance(value, Tensor):
         value = value.data
     elif not isinstance(value, (jax.Array, np.ndarray)) and hasattr(value, "detach"):
         value = value.detach().cpu().numpy()  # a torch.Tensor, without importing torch
+    if isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer):
+        if value.is_deleted():
+            raise RuntimeError(
+                f"load_state_dict: {name!r} holds an array a tg.jit step donated (deleted): "
+                "a state_dict() taken before compiled steps shares the parameters' arrays. "
+                "Keep a copy instead: {k: v.clone() for k, v in model.state_dict().items()}, "
+                "or save it with tg.save()."
+            )
     try:
+        if isinstance(value, np.ndarray):
+            return jnp.array(value, dtype=dtype, copy=True)
         return jnp.asarray(value, dtype=dtype)
     except (TypeError, ValueError) as err:
         raise TypeError(

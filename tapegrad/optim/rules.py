@@ -135,8 +135,14 @@ def _injected(
     rule: Callable[..., optax.GradientTransformation], numbers: dict[str, Any], **statics: bool
 ) -> optax.GradientTransformation:
     """``rule`` with ``numbers`` as injected hyperparameters (a loop or a schedule changes them
-    between steps without retracing) and ``statics`` fixed (they choose the chain's shape)."""
-    make = optax.inject_hyperparams(rule, static_args=tuple(statics))
+    between steps without retracing) and ``statics`` fixed (they choose the chain's shape).
+
+    The hyperparameters are float32 whatever the parameters' dtype: optax casts them to the
+    parameters' dtype otherwise, and in bfloat16 Adam's ``b2=0.999`` rounds to 1, so its bias
+    correction ``1 - b2**t`` is 0 and every update NaN. Moments of low-precision parameters
+    are then kept in float32 from the first step on (updates are cast back to each
+    parameter's dtype)."""
+    make = optax.inject_hyperparams(rule, static_args=tuple(statics), hyperparam_dtype=jnp.float32)
     return make(**numbers, **statics)
 
 

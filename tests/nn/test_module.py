@@ -323,3 +323,60 @@ def test_building_a_layer_leaves_no_hanging_node(name: str) -> None:
     assert tg.graph_stats().leaves >= len(list(layer.parameters()))
     if name == "MultiheadAttention":
         assert not layer.out_proj.bias.data.any()  # still zero, as PyTorch's
+
+
+def test_load_state_dict_copies_numpy_and_torch_values() -> None:
+    # jnp.asarray may share a CPU buffer: an in-place change of the source afterwards must
+    # not reach the parameter (PyTorch's load_state_dict copies)
+    torch = pytest.importorskip("torch")
+    source = torch.nn.Linear(4, 3)
+    model = nn.Linear(4, 3)
+    model.load_state_dict(source.state_dict())
+    before = model.weight.numpy().copy()
+    with torch.no_grad():
+        source.weight.add_(1.0)
+    arrays = {"weight": np.zeros((3, 4), np.float32), "bias": np.zeros(3, np.float32)}
+    other = nn.Linear(4, 3)
+    other.load_state_dict(arrays)
+    arrays["weight"] += 5.0
+    np.testing.assert_array_equal(model.weight.numpy(), before)
+    assert float(np.abs(other.weight.numpy()).max()) == 0.0
+
+
+def test_load_state_dict_refuses_a_donated_array_with_what_to_do() -> None:
+    model = nn.Linear(2, 1)
+    opt = tg.optim.SGD(model.parameters(), lr=0.1)
+    saved = model.state_dict()  # shares the parameters' arrays
+
+    @tg.jit
+    def step(x: tg.Tensor) -> None:
+        model(x).sum().backward()
+        opt.step()
+        opt.zero_grad()
+
+    step(tg.ones((3, 2)))  # donates them
+    with pytest.raises(RuntimeError, match="donated.*clone"):
+        model.load_state_dict(saved)
+    step(tg.ones((3, 2)))  # the model is unchanged by the refused load: still runs
+
+
+def test_deepcopy_copies_the_arrays_so_a_compiled_step_leaves_the_copy_alone() -> None:
+    import copy
+
+    model = nn.Linear(2, 1)
+    opt = tg.optim.SGD(model.parameters(), lr=0.1)
+    target = copy.deepcopy(model)  # a target network / EMA copy
+    best = copy.deepcopy(model.state_dict())
+    assert target.weight.data is not model.weight.data and target.weight.requires_grad
+
+    @tg.jit
+    def step(x: tg.Tensor) -> None:
+        model(x).sum().backward()
+        opt.step()
+        opt.zero_grad()
+
+    start = target.weight.numpy().copy()
+    step(tg.ones((3, 2)))
+    np.testing.assert_array_equal(target(tg.ones((1, 2))).shape, (1, 1))
+    np.testing.assert_array_equal(target.weight.numpy(), start)
+    np.testing.assert_array_equal(best["weight"].numpy(), start)

@@ -249,6 +249,29 @@ def test_pytorch_options_tapegrad_does_not_take_are_named_with_what_to_do(cls: A
         cls([x], not_a_torch_option=True)  # anything else: Python's own error
 
 
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "RMSprop"])
+def test_bfloat16_parameters_train_as_in_torch(name: str) -> None:
+    # hyperparameters stay float32: cast to bfloat16, Adam's b2 = 0.999 became 1 and every
+    # update NaN (its bias correction 1 - b2**t was 0)
+    torch = pytest.importorskip("torch")
+    w0 = np.linspace(-1.0, 1.0, 8, dtype=np.float32).reshape(2, 4)
+    w = tg.tensor(w0).astype(tg.bfloat16).require_grad()
+    tw = torch.tensor(w0, dtype=torch.bfloat16, requires_grad=True)
+    opt, topt = getattr(optim, name)([w], lr=0.01), getattr(torch.optim, name)([tw], lr=0.01)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) / 10
+    for _ in range(3):
+        opt.zero_grad()
+        (tg.tensor(x).astype(tg.bfloat16) @ w.T).astype(tg.float32).sum().backward()
+        opt.step()
+        topt.zero_grad()
+        (torch.tensor(x, dtype=torch.bfloat16) @ tw.T).float().sum().backward()
+        topt.step()
+    assert w.dtype == tg.bfloat16
+    got, want = np.asarray(w.astype(tg.float32)), tw.detach().float().numpy()
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, atol=4e-3)  # a bfloat16 step apart at most
+
+
 def test_sgd_takes_weight_decay_by_keyword_only() -> None:
     # PyTorch's fourth positional parameter is dampening: the same call must not silently
     # mean weight decay here
