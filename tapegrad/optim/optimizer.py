@@ -46,26 +46,25 @@ _NOT_NEEDED = (
     "in one fused, compiled XLA call"
 )
 
-torch_options = torch_keywords(
-    {
-        "foreach": _NOT_NEEDED + ". Remove it.",
-        "fused": _NOT_NEEDED + ". Remove it.",
-        "capturable": _NOT_NEEDED + " on the parameters' device; to compile a whole training "
-        "step (forward, backward and update), decorate it with tg.jit. Remove it.",
-        "differentiable": "tapegrad does not support it: step() replaces p.data and records "
-        "nothing on the tape. To differentiate through an update, write it with tensor ops "
-        "(p - lr * g, with g from tg.grad(loss, p, create_graph=True)).",
-        "maximize": "tapegrad does not support it with a transform of your own (the built-in "
-        "optimizers take it): put optax.scale(-1.0) first in the chain, or negate the loss.",
-        "amsgrad": "tapegrad does not support it here: only tg.optim.Adam and tg.optim.AdamW "
-        "have AMSGrad (as in PyTorch). Remove it.",
-        "dampening": "tapegrad does not support it: SGD's momentum buffer adds the whole "
-        "gradient (PyTorch's default, dampening=0). Remove it, or pass your own optax rule to "
-        "tg.optim.Optimizer.",
-        "decoupled_weight_decay": "tapegrad does not support it: use tg.optim.AdamW for "
-        "decoupled weight decay (decoupled_weight_decay=True), tg.optim.Adam for the L2 penalty.",
-    }
-)
+_TORCH_ADVICE = {
+    "foreach": _NOT_NEEDED + ". Remove it.",
+    "fused": _NOT_NEEDED + ". Remove it.",
+    "capturable": _NOT_NEEDED + " on the parameters' device; to compile a whole training "
+    "step (forward, backward and update), decorate it with tg.jit. Remove it.",
+    "differentiable": "tapegrad does not support it: step() replaces p.data and records "
+    "nothing on the tape. To differentiate through an update, write it with tensor ops "
+    "(p - lr * g, with g from tg.grad(loss, p, create_graph=True)).",
+    "maximize": "tapegrad does not support it with a transform of your own (the built-in "
+    "optimizers take it): put optax.scale(-1.0) first in the chain, or negate the loss.",
+    "amsgrad": "tapegrad does not support it here: only tg.optim.Adam and tg.optim.AdamW "
+    "have AMSGrad (as in PyTorch). Remove it.",
+    "dampening": "tapegrad does not support it: SGD's momentum buffer adds the whole "
+    "gradient (PyTorch's default, dampening=0). Remove it, or pass your own optax rule to "
+    "tg.optim.Optimizer.",
+    "decoupled_weight_decay": "tapegrad does not support it: use tg.optim.AdamW for "
+    "decoupled weight decay (decoupled_weight_decay=True), tg.optim.Adam for the L2 penalty.",
+}
+torch_options = torch_keywords(_TORCH_ADVICE)
 """Decorate an optimizer's ``__init__``: a PyTorch option it does not take (``foreach=``,
 ``fused=``, ...) raises a ``TypeError`` naming it and what to do instead."""
 
@@ -173,6 +172,7 @@ class Optimizer:
 
         Raises:
             ValueError: a parameter already in another group, or a bad hyperparameter.
+            TypeError: a PyTorch option the optimizer does not take (``dampening``, ...).
         """
         seen = (
             _seen if _seen is not None else {id(p) for g in self.param_groups for p in g["params"]}
@@ -197,6 +197,12 @@ class Optimizer:
                 )
             seen.add(id(p))
             unique.setdefault(id(p), p)
+        for key in group:
+            if key not in self.defaults and key in _TORCH_ADVICE:  # silently ignored else
+                raise TypeError(
+                    f"param group {len(self.param_groups)} has {key!r}, a PyTorch option "
+                    f"{type(self).__name__} does not take; {_TORCH_ADVICE[key]}"
+                )
         full = {**self.defaults, **group, "params": list(unique.values())}
         self._check_hyper(full)
         self.param_groups.append(full)

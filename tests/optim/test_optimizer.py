@@ -272,6 +272,15 @@ def test_bfloat16_parameters_train_as_in_torch(name: str) -> None:
     np.testing.assert_allclose(got, want, atol=4e-3)  # a bfloat16 step apart at most
 
 
+def test_a_pytorch_option_in_a_param_group_is_refused_not_ignored() -> None:
+    x = tg.ones(3).require_grad()
+    with pytest.raises(TypeError, match="param group 0 has 'dampening'.*dampening=0"):
+        optim.SGD([{"params": [x], "dampening": 0.5}], lr=0.1, momentum=0.9)
+    with pytest.raises(TypeError, match="param group 1 has 'fused'"):
+        optim.Adam([{"params": [x]}, {"params": [tg.ones(2).require_grad()], "fused": True}])
+    assert optim.Adam([{"params": [x], "amsgrad": True}]).param_groups[0]["amsgrad"]
+
+
 def test_sgd_takes_weight_decay_by_keyword_only() -> None:
     # PyTorch's fourth positional parameter is dampening: the same call must not silently
     # mean weight decay here
