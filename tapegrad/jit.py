@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import attrgetter, call, getitem, is_
 from sys import getrefcount
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 
 import jax
 import numpy as np
@@ -177,6 +177,20 @@ class _Plan:
         except (KeyError, ValueError):  # a global deleted, a closure cell emptied
             return False
 
+    def changed_numbers(self) -> list[Any]:
+        """The keys of the numbers read from modules and optimizers that are no longer equal
+        to what this plan was traced with (``[]`` when none changed)."""
+        readers, equal = self._equal
+        try:
+            now = list(map(call, readers))
+        except (KeyError, ValueError):
+            return []
+        return [
+            cast(functools.partial[Any], r).args[1]  # (mapping, key): the key
+            for r, a, b in zip(readers, now, equal, strict=True)
+            if a != b
+        ]
+
     def changed_constants(self) -> set[int]:
         """The ids of the constant tensors whose array was replaced since this plan was made
         (to lift into the next plan's state, so that later changes need no new trace)."""
@@ -250,6 +264,8 @@ class JitFunction(Generic[P, R]):
         self._traced = False
         self._report: TraceReport | None = None
         self._shapes: dict[str, set[Any]] = {}
+        self._number_retraces = 0  # traces a changed module or optimizer number caused
+        self._numbers_changed: set[str] = set()
 
     # ------------------------------------------------------------------ calling
 
@@ -267,6 +283,8 @@ class JitFunction(Generic[P, R]):
         key = (treedef, tuple(kinds), statics)
         plan = self._plans.get(key)
         if plan is None or not plan.valid(objects):
+            if plan is not None:
+                self._note_numbers(plan.changed_numbers())
             names = self._leaf_names(args, kwargs, flat=type(treedef) is int)
             plan = self._plan(
                 key, objects, names, set() if plan is None else plan.changed_constants()
@@ -595,6 +613,28 @@ class JitFunction(Generic[P, R]):
     def _param_name(self, i: int) -> str:
         """The name of positional parameter ``i`` (``args[i]`` past the named ones)."""
         return self._params[i] if i < len(self._params) else f"args[{i}]"
+
+    def _note_numbers(self, changed: list[Any]) -> None:
+        """Count the traces a changed hyperparameter caused; at ``RETRACE_WARNING``, warn once
+        naming them (a scheduler setting ``lr`` every step compiles the step every step)."""
+        if not changed:
+            return
+        self._number_retraces += 1
+        self._numbers_changed.update(map(str, changed))
+        if self._number_retraces != RETRACE_WARNING:
+            return
+        keys = ", ".join(sorted(self._numbers_changed))
+        warnings.warn(
+            RetraceWarning(
+                f"{self.__name__} compiled again {self._number_retraces} times because numbers "
+                f"it reads from modules or optimizers changed ({keys}): a compiled step holds "
+                "them as constants, so each new value compiles it again. For a learning-rate "
+                "schedule, give the optimizer an optax schedule instead (lr=optax."
+                "cosine_decay_schedule(0.1, 1000)): the compiled step evaluates it from the "
+                "optimizer's step count, with no new compile."
+            ),
+            stacklevel=3,
+        )
 
     def _note_shapes(self, plan: _Plan, data: list[Any]) -> None:
         """Remember the shapes each argument was compiled for; past ``RETRACE_WARNING``

@@ -14,12 +14,14 @@ import threading
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from _support import error_of
 
 import tapegrad as tg
 from diagnostics.report import build_report
 from tapegrad import nn, optim
+from tapegrad.jit import RETRACE_WARNING
 from tapegrad.tape import saved_on_any_tape
 
 X = tg.randn((8, 5), key=3)
@@ -324,6 +326,35 @@ def test_one_compile_per_shape_and_static_value_retrace_warning() -> None:
         f(tg.ones((n, 4)))
     with pytest.warns(tg.RetraceWarning, match="argument 'x'"):
         f(tg.ones((11, 4)))
+
+
+def test_a_scheduler_changing_lr_every_step_warns_and_an_optax_schedule_compiles_once() -> None:
+    model = nn.Linear(3, 1, key=5)
+    opt = optim.Adam(model.parameters(), lr=0.1)
+    sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=100)
+
+    @tg.jit
+    def step(x: tg.Tensor) -> None:
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+
+    with pytest.warns(tg.RetraceWarning, match=r"numbers it reads.*\(lr\).*optax schedule"):
+        for _ in range(RETRACE_WARNING + 1):
+            step(tg.ones((2, 3)))
+            sched.step()
+    assert step.trace_count == RETRACE_WARNING + 1
+    scheduled = optim.Adam(model.parameters(), lr=optax.cosine_decay_schedule(0.1, 100))
+
+    @tg.jit
+    def step2(x: tg.Tensor) -> None:
+        scheduled.zero_grad()
+        model(x).sum().backward()
+        scheduled.step()
+
+    for _ in range(4):
+        step2(tg.ones((2, 3)))
+    assert step2.trace_count == 1
 
 
 def test_static_argnums_and_none_arguments_in_every_position() -> None:
