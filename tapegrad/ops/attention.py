@@ -35,7 +35,12 @@ def _attention(
     if is_causal:
         lq, lk = s.shape[-2], s.shape[-1]
         s = jnp.where(jnp.tril(jnp.ones((lq, lk), jnp.bool_)), s, -jnp.inf)
-    p = jax.nn.softmax(s, axis=-1)
+    # softmax, safe for a row with nothing to attend (all -inf): its weights are 0, so its
+    # output and every gradient through it are 0, as PyTorch's (``_safe_softmax``), not NaN
+    top = jnp.max(s, axis=-1, keepdims=True)
+    e = jnp.exp(s - jnp.where(jnp.isfinite(top), top, 0.0))
+    total = jnp.sum(e, axis=-1, keepdims=True)
+    p = e / jnp.where(total == 0, 1.0, total)
     return jnp.einsum("...qk,...kd->...qd", p, v), p
 
 
@@ -106,15 +111,19 @@ def scaled_dot_product_attention(
         scale: the score factor (default ``1 / sqrt(D)``).
 
     Returns:
-        (batch, heads, Lq, Dv). A query row that may attend to nothing gives NaN, as the
-        softmax of only -inf does.
+        (batch, heads, Lq, Dv). A query row that may attend to nothing gives zeros, and
+        no gradient flows through it (PyTorch's behaviour), instead of the NaN a plain
+        softmax of only -inf gives.
 
     PyTorch's ``attn_mask=`` (here ``mask=``, same meaning), ``dropout_p=`` and
     ``enable_gqa=`` raise a ``TypeError`` that says what to write instead.
 
     Raises:
-        ShapeError: q, k, v do not agree (D, Lk), or the mask does not broadcast to the scores.
-        TypeError: a PyTorch keyword tapegrad does not take (see above).
+        ShapeError: q, k, v do not agree (D, Lk, leading axes that do not broadcast), or
+            the mask does not broadcast to the scores.
+        TypeError: a mask that is neither boolean nor floating point (PyTorch refuses one
+            too: an integer 0/1 mask would be added to the scores); a PyTorch keyword
+            tapegrad does not take (see above).
     """
     qs, ks, vs = tuple(q.shape), tuple(k.shape), tuple(v.shape)
     if len(qs) < 2 or len(ks) < 2 or len(vs) < 2 or qs[-1] != ks[-1] or ks[-2] != vs[-2]:
@@ -122,7 +131,22 @@ def scaled_dot_product_attention(
             f"scaled_dot_product_attention: q {qs}, k {ks}, v {vs} must be (..., Lq, D), "
             "(..., Lk, D), (..., Lk, Dv)."
         )
+    try:
+        np.broadcast_shapes(qs[:-2], ks[:-2], vs[:-2])
+    except ValueError:
+        raise ShapeError(
+            f"scaled_dot_product_attention: the leading axes of q {qs[:-2]}, k {ks[:-2]} and "
+            f"v {vs[:-2]} (batch, heads) do not broadcast; make them agree. For "
+            f"grouped-query attention: {_TORCH_KEYWORDS['enable_gqa'].split(': ', 1)[1]}"
+        ) from None
     if mask is not None:
+        kind = np.dtype(mask.dtype)
+        if kind != np.bool_ and not np.issubdtype(kind, np.floating):
+            raise TypeError(
+                f"scaled_dot_product_attention: mask has dtype {kind}; pass a boolean mask "
+                "(True where a query may attend) or a float one added to the scores (-inf "
+                "blocks), e.g. mask.astype(bool) for a 0/1 mask."
+            )
         scores = (*np.broadcast_shapes(qs[:-2], ks[:-2]), qs[-2], ks[-2])
         try:
             np.broadcast_shapes(tuple(mask.shape), scores)

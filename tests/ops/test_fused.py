@@ -86,11 +86,33 @@ def test_bad_inputs_raise_and_leave_the_tape(
     del x
 
 
-def test_attention_row_with_nothing_to_attend_is_nan() -> None:
-    q = RNG.standard_normal((1, 2, 4)).astype(np.float32)
-    mask = np.array([[True, False], [False, False]])
-    y = tg.scaled_dot_product_attention(q, q, q, mask=mask).numpy()
-    assert np.isfinite(y[0, 0]).all() and np.isnan(y[0, 1]).all()
+def test_attention_row_with_nothing_to_attend_is_zero_with_finite_gradients() -> None:
+    # PyTorch's behaviour (a safe softmax): the row's output is 0 and no gradient flows
+    # through it; a plain softmax of only -inf made it NaN, and every gradient with it
+    torch = pytest.importorskip("torch")
+    q0, k0, v0 = (RNG.standard_normal((2, 3, 5, 4)).astype(np.float32) for _ in range(3))
+    mask = np.ones((5, 5), bool)
+    mask[2] = False
+    q, k, v = (tg.tensor(a, requires_grad=True) for a in (q0, k0, v0))
+    y = tg.scaled_dot_product_attention(q, k, v, mask=mask)
+    (y * y).sum().backward()
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q0, k0, v0))
+    ty = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=torch.tensor(mask))
+    (ty * ty).sum().backward()
+    assert not y.numpy()[..., 2, :].any()
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), atol=1e-5)
+    for mine, theirs in ((q, tq), (k, tk), (v, tv)):
+        assert mine.grad is not None and theirs.grad is not None
+        np.testing.assert_allclose(mine.grad.numpy(), theirs.grad.numpy(), atol=1e-5)
+
+
+def test_attention_refuses_heads_that_do_not_broadcast_and_an_integer_mask() -> None:
+    q = tg.tensor(RNG.standard_normal((2, 6, 3, 4)).astype(np.float32))
+    kv = tg.tensor(RNG.standard_normal((2, 3, 3, 4)).astype(np.float32))
+    with pytest.raises(tg.ShapeError, match="do not broadcast.*grouped-query"):
+        tg.scaled_dot_product_attention(q, kv, kv)
+    with pytest.raises(TypeError, match="dtype int32.*astype\\(bool\\)"):
+        tg.scaled_dot_product_attention(q, q, q, mask=np.ones((3, 3), np.int32))
 
 
 def test_bce_with_logits_gradient_at_zero_is_sigmoid_minus_target() -> None:
