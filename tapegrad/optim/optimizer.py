@@ -389,17 +389,27 @@ class Optimizer:
                 f"optimizer load_state_dict: {len(groups)} parameter groups given, this "
                 f"optimizer has {len(self.param_groups)}."
             )
-        new_states = []
+        new_states, new_rules, new_statics = [], [], []
         for i, (given, mine) in enumerate(zip(groups, self.param_groups, strict=True)):
             if len(given.get("params", [])) != len(mine["params"]):
                 raise ValueError(
                     f"optimizer load_state_dict: group {i} has {len(given.get('params', []))} "
                     f"parameters in the state dict, {len(mine['params'])} here."
                 )
-            new_states.append(_restore(i, self.state[i], states.get(str(i), {})))
+            # the saved options (amsgrad, maximize, ...) decide the state's layout, as in
+            # PyTorch, where loading restores them with the state
+            merged = {**mine, **{k: v for k, v in given.items() if k != "params"}}
+            rule, current = self._rules[i], self.state[i]
+            if self._structure(merged) != self._statics[i]:
+                rule = self._rule(merged)
+                current = rule.init(tuple(p.data for p in mine["params"]))
+            new_states.append(_restore(i, current, states.get(str(i), {})))
+            new_rules.append(rule)
+            new_statics.append(self._structure(merged))
         for given, mine in zip(groups, self.param_groups, strict=True):
             mine.update({k: v for k, v in given.items() if k != "params"})
-        self.state = new_states
+        self.state, self._rules, self._statics = new_states, new_rules, new_statics
+        self._compiled = None
 
     def __repr__(self) -> str:
         n = sum(len(g["params"]) for g in self.param_groups)

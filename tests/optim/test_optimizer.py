@@ -281,6 +281,28 @@ def test_a_pytorch_option_in_a_param_group_is_refused_not_ignored() -> None:
     assert optim.Adam([{"params": [x], "amsgrad": True}]).param_groups[0]["amsgrad"]
 
 
+def test_load_state_dict_restores_the_saved_options_with_their_state() -> None:
+    # PyTorch restores amsgrad/maximize from the saved groups; the state's layout follows
+    model = _model()
+    saved = optim.Adam(model.parameters(), lr=0.01, amsgrad=True, maximize=True)
+    _backward(model, 0)
+    saved.step()
+    saved.zero_grad()
+    checkpoint, start = saved.state_dict(), _values(model)
+    _backward(model, 1)
+    saved.step()  # the reference: the same optimizer, one step more
+    want = [np.asarray(v) for v in _values(model)]
+    for p, v in zip(model.parameters(), start, strict=True):
+        p.data = v
+    plain = optim.Adam(model.parameters(), lr=0.01)
+    plain.load_state_dict(checkpoint)
+    assert plain.param_groups[0]["amsgrad"] and plain.param_groups[0]["maximize"]
+    plain.step()  # the same gradients are still in .grad
+    for got, w in zip(_values(model), want, strict=True):
+        np.testing.assert_allclose(np.asarray(got), w, rtol=1e-6)
+    del saved, plain, model
+
+
 def test_sgd_takes_weight_decay_by_keyword_only() -> None:
     # PyTorch's fourth positional parameter is dampening: the same call must not silently
     # mean weight decay here
