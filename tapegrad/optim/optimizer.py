@@ -204,6 +204,9 @@ class Optimizer:
                     f"{type(self).__name__} does not take; {_TORCH_ADVICE[key]}"
                 )
         full = {**self.defaults, **group, "params": list(unique.values())}
+        for key, value in full.items():  # a tensor hyperparameter (PyTorch takes one): a number
+            if key != "params" and isinstance(value, Tensor) and value.size == 1:
+                full[key] = float(value)
         self._check_hyper(full)
         self.param_groups.append(full)
         if not hasattr(self, "state"):
@@ -244,14 +247,16 @@ class Optimizer:
         injected = getattr(state, "hyperparams", None) or {}
         numbers = self._numbers(group)
         for name, value in numbers.items():
+            if isinstance(value, Tensor):  # a tensor hyperparameter (PyTorch takes one): its value
+                value = numbers[name] = value.data
             if isinstance(value, jax.core.Tracer):
                 raise TracerError(
                     f"{type(self).__name__}.step(): a hyperparameter in param_groups ({name!r} "
                     "in optax's terms) is a traced value, set from an argument inside a tg.jit "
                     "step. Hyperparameters are Python numbers the compiled step reads: set "
                     "it outside the step (opt.param_groups[0]['lr'] = lr before the call; a "
-                    "new value compiles once more), pass it with static_argnames=, or use an "
-                    "lr scheduler."
+                    "new value compiles once more), pass it with static_argnames=, or give the "
+                    "optimizer an optax schedule as lr (evaluated from its step count)."
                 )
         return {
             name: np.asarray(value, dtype=injected[name].dtype)

@@ -303,6 +303,20 @@ def test_load_state_dict_restores_the_saved_options_with_their_state() -> None:
     del saved, plain, model
 
 
+def test_a_tensor_learning_rate_works_as_in_pytorch() -> None:
+    p = tg.ones(2).require_grad()
+    opt = optim.Adam([p], lr=tg.tensor(0.01))
+    (p * p).sum().backward()
+    opt.step()
+    np.testing.assert_allclose(p.numpy(), [0.99, 0.99], rtol=1e-6)
+    opt.param_groups[0]["lr"] = tg.tensor(0.02)  # set by a loop, as a tensor
+    opt.zero_grad()
+    (p * p).sum().backward()
+    opt.step()
+    assert float(np.abs(p.numpy() - 0.99).max()) > 0.015
+    del p, opt
+
+
 def test_sgd_takes_weight_decay_by_keyword_only() -> None:
     # PyTorch's fourth positional parameter is dampening: the same call must not silently
     # mean weight decay here
