@@ -385,6 +385,8 @@ class Tensor:
             head += ", requires_grad=True" if node.op is None else f", op={node.name}"
         if isinstance(data, jax.core.Tracer):
             return f"tensor(<traced>, {head})"
+        if data.is_deleted():
+            return f"tensor(<donated to a tg.jit step: no value>, {head})"
         body = np.array2string(np.asarray(data), separator=", ", prefix="tensor(")
         return f"tensor({body}, {head})"
 

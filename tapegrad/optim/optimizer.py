@@ -436,7 +436,18 @@ def _restore(i: int, current: Any, given: Mapping[str, Any]) -> Any:
     out = []
     for name, (_, leaf) in zip(names, leaves, strict=True):
         value = given[name]
-        array = jnp.asarray(value.data if isinstance(value, Tensor) else value, leaf.dtype)
+        value = value.data if isinstance(value, Tensor) else value
+        if (
+            isinstance(value, jax.Array)
+            and not isinstance(value, jax.core.Tracer)
+            and value.is_deleted()
+        ):
+            raise RuntimeError(
+                f"optimizer load_state_dict: group {i}: {name} holds an array a tg.jit step "
+                "donated (deleted): a state_dict() taken before compiled steps shares the "
+                "optimizer's arrays. Save it with tg.save() (or copy.deepcopy it) instead."
+            )
+        array = jnp.array(value, leaf.dtype, copy=isinstance(value, np.ndarray))
         if array.shape != leaf.shape:
             raise ValueError(
                 f"optimizer load_state_dict: group {i}: {name} has shape {array.shape}, "

@@ -317,6 +317,26 @@ def test_a_tensor_learning_rate_works_as_in_pytorch() -> None:
     del p, opt
 
 
+def test_a_donated_state_dict_is_refused_with_what_to_do_and_reprs_as_donated() -> None:
+    model = _model()
+    opt = optim.Adam(model.parameters(), lr=0.01)
+    _backward(model, 0)
+    opt.step()
+    saved, params = opt.state_dict(), model.state_dict()
+
+    @tg.jit
+    def step() -> None:
+        opt.zero_grad()
+        _backward(model, 1)
+        opt.step()
+
+    step()  # donates the parameters' and the optimizer's arrays
+    with pytest.raises(RuntimeError, match="donated.*tg.save"):
+        opt.load_state_dict(saved)
+    assert "donated to a tg.jit step" in repr(params["0.weight"])
+    step()  # the refused load changed nothing
+
+
 def test_sgd_takes_weight_decay_by_keyword_only() -> None:
     # PyTorch's fourth positional parameter is dampening: the same call must not silently
     # mean weight decay here
