@@ -31,6 +31,11 @@ def filled(shape: tuple[int, ...], value: Any, dtype: Any) -> jax.Array:
     return out
 
 
+def deleted(x: Any) -> bool:
+    """Whether ``x`` is a concrete JAX array that was deleted (donated to a ``tg.jit`` step)."""
+    return isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer) and x.is_deleted()
+
+
 def broadcast_axes(gshape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...] | None:
     """The axes to sum a cotangent of shape ``gshape`` over to get ``shape``, or ``None`` when
     ``gshape`` is not a broadcast of ``shape``."""

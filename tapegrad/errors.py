@@ -93,6 +93,6 @@ def donated_error(what: str) -> RuntimeError:
         "reuses the memory of the parameter and optimizer arrays it replaces, as jax.jit "
         "donation does), so it holds no value any more. An array taken with .data, "
         ".detach() or state_dict() before the call is donated with its parameter: keep a "
-        "host copy first (t.numpy(), or tg.save(model.state_dict(), path)), or compile the "
-        "step with tg.jit(donate=False)."
+        "copy first (t.clone(), copy.deepcopy(model.state_dict()), t.numpy(), or "
+        "tg.save(model.state_dict(), path)), or compile the step with tg.jit(donate=False)."
     )

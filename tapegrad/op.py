@@ -13,6 +13,7 @@ import numpy as np
 
 from tapegrad import _args, compilation_cache
 from tapegrad._args import torch_keyword
+from tapegrad._arrays import deleted
 from tapegrad._dtypes import DIFFERENTIABLE
 from tapegrad._placement import mixed_devices_error
 from tapegrad._tensor import Tensor, unpack, wrap
@@ -296,10 +297,7 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
 
 def _donated(arrays: list[Any]) -> bool:
     """Whether one of an op's input arrays was deleted (donated to a ``tg.jit`` step)."""
-    return any(
-        isinstance(a, jax.Array) and not isinstance(a, jax.core.Tracer) and a.is_deleted()
-        for a in arrays
-    )
+    return any(map(deleted, arrays))
 
 
 _IDENTITY = tuple(tuple(range(n)) for n in range(8))  # shared provenance tuples: (0, 1, ...)

@@ -22,9 +22,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tapegrad._arrays import deleted
 from tapegrad._placement import check_fits, resolve
 from tapegrad._tensor import Tensor, zero_grads
-from tapegrad.errors import ShapeError
+from tapegrad.errors import ShapeError, donated_error
 
 __all__ = ["Module", "LoadResult"]
 
@@ -387,18 +388,10 @@ def _as_array(name: str, value: Any, dtype: Any) -> jax.Array:
         value = value.data
     elif not isinstance(value, (jax.Array, np.ndarray)) and hasattr(value, "detach"):
         value = value.detach().cpu().numpy()  # a torch.Tensor, without importing torch
-    if isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer):
-        if value.is_deleted():
-            raise RuntimeError(
-                f"load_state_dict: {name!r} holds an array a tg.jit step donated (deleted): "
-                "a state_dict() taken before compiled steps shares the parameters' arrays. "
-                "Keep a copy instead: {k: v.clone() for k, v in model.state_dict().items()}, "
-                "or save it with tg.save()."
-            )
+    if deleted(value):
+        raise donated_error(f"load_state_dict: {name!r}")
     try:
-        if isinstance(value, np.ndarray):
-            return jnp.array(value, dtype=dtype, copy=True)
-        return jnp.asarray(value, dtype=dtype)
+        return jnp.array(value, dtype=dtype, copy=isinstance(value, np.ndarray))
     except (TypeError, ValueError) as err:
         raise TypeError(
             f"load_state_dict: {name!r} is a {type(value).__name__}, not an array ({err}); "

@@ -30,9 +30,10 @@ import numpy as np
 import optax
 
 from tapegrad._args import torch_keywords
+from tapegrad._arrays import deleted
 from tapegrad._placement import committed
 from tapegrad._tensor import Tensor, zero_grads
-from tapegrad.errors import DeviceError, TracerError
+from tapegrad.errors import DeviceError, TracerError, donated_error
 from tapegrad.grad_mode import enable_grad
 from tapegrad.origin import format_origin, user_frame
 
@@ -437,16 +438,8 @@ def _restore(i: int, current: Any, given: Mapping[str, Any]) -> Any:
     for name, (_, leaf) in zip(names, leaves, strict=True):
         value = given[name]
         value = value.data if isinstance(value, Tensor) else value
-        if (
-            isinstance(value, jax.Array)
-            and not isinstance(value, jax.core.Tracer)
-            and value.is_deleted()
-        ):
-            raise RuntimeError(
-                f"optimizer load_state_dict: group {i}: {name} holds an array a tg.jit step "
-                "donated (deleted): a state_dict() taken before compiled steps shares the "
-                "optimizer's arrays. Save it with tg.save() (or copy.deepcopy it) instead."
-            )
+        if deleted(value):
+            raise donated_error(f"optimizer load_state_dict: group {i}: {name}")
         array = jnp.array(value, leaf.dtype, copy=isinstance(value, np.ndarray))
         if array.shape != leaf.shape:
             raise ValueError(
