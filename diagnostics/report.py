@@ -27,6 +27,7 @@ from diagnostics.classify import (
     classify,
 )
 from diagnostics.explain import describe_tensor, referrer_chain
+from tapegrad.census import paused_gc
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -104,7 +105,7 @@ class LeakRow:
         return (self.origin, self.function, self.op, self.kind)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GraphNode:
     """One node of a hanging or kept-alive graph, kept by a report for ``graph_picture``.
 
@@ -345,7 +346,8 @@ def leak_report(*, baseline: LeakReport | None = None, explain: bool = False) ->
         The report.
     """
     start = time.perf_counter()
-    report = build_report(tg.snapshot(), baseline=baseline, explain=explain)
+    with paused_gc():  # the snapshot and the report are acyclic: no heap-wide collection
+        report = build_report(tg.snapshot(), baseline=baseline, explain=explain)
     return replace(report, seconds=time.perf_counter() - start)
 
 
@@ -382,6 +384,17 @@ def build_report(
     Returns:
         The report; ``seconds`` is left at 0.
     """
+    with paused_gc():  # acyclic rows and sets, ~3 per node: no heap-wide collection meanwhile
+        return _report(snap, baseline, explain, since, swept_before or {})
+
+
+def _report(
+    snap: tg.Snapshot,
+    baseline: LeakReport | None,
+    explain: bool,
+    since: int,
+    swept_before: Mapping[LedgerKey, int],
+) -> LeakReport:
     records = snap.nodes
     classes = classify(
         records,
@@ -389,7 +402,7 @@ def build_report(
         baseline_origins=None if baseline is None else dict(baseline.graph_origins),
     )
     tally = _tally(records, classes.kinds, since)
-    swept = _add_swept(tally.rows, ledger_counts(snap), swept_before or {})
+    swept = _add_swept(tally.rows, ledger_counts(snap), swept_before)
     base = {row.key: row.count for row in baseline.rows} if baseline is not None else None
     ordered = [
         LeakRow(*key, n, nbytes, None if base is None else n - base.get(key, 0), gone)
@@ -399,7 +412,7 @@ def build_report(
     ordered.sort(key=lambda r: (-r.bytes, -r.count, rank[r.kind], r.origin, r.op))
     kept_ids = [g for g in classes.kept if g in tally.blamed and tally.blamed[g][2]]
     explanations = _explain(kept_ids, records, classes) if explain and kept_ids else ()
-    nodes, omitted = _graph_nodes(records, classes.kinds, tally.blamed, classes.kept)
+    nodes, omitted = _graph_nodes(records, classes.kinds, tally, classes.kept)
     return LeakReport(
         hanging_leaves=tally.hanging_leaves,
         hanging_nodes=tally.hanging_nodes,
@@ -428,6 +441,7 @@ class _Tally:
     rows: dict[RowKey, list[int]] = field(default_factory=dict)  # count, bytes, swept
     graphs: set[int] = field(default_factory=set)
     blamed: dict[int, list[int]] = field(default_factory=dict)  # graph -> nodes, bytes, kept
+    members: dict[int, list[int]] = field(default_factory=dict)  # graph -> blamed indices
     nodes: int = 0
     hanging_nodes: int = 0
     hanging_leaves: int = 0
@@ -437,13 +451,18 @@ class _Tally:
 
 def _tally(records: tuple[tg.NodeRecord, ...], kinds: tuple[Kind, ...], since: int) -> _Tally:
     """Rows (count and bytes per origin, function, op and class) and totals over the nodes
-    newer than ``since``, in one pass."""
+    newer than ``since``, in one pass; per graph holding blamed (hanging or kept-alive)
+    nodes, their indices in ``records``."""
+    if len(records) != len(kinds):
+        raise ValueError(f"{len(records)} records but {len(kinds)} classes")
     acc: dict[RowKey, list[int]] = {}
     blamed: dict[int, list[int]] = {}
+    members: dict[int, list[int]] = {}
     graphs: set[int] = set()
     nodes = hanging = leaves = held = 0
     last = -1
-    for r, kind in zip(records, kinds, strict=True):
+    for i, r in enumerate(records):
+        kind = kinds[i]
         nid = r.id
         if nid > last:
             last = nid
@@ -463,6 +482,9 @@ def _tally(records: tuple[tg.NodeRecord, ...], kinds: tuple[Kind, ...], since: i
         blame = blamed.get(r.graph)
         if blame is None:
             blame = blamed[r.graph] = [0, 0, 0]
+            members[r.graph] = [i]
+        else:
+            members[r.graph].append(i)
         blame[0] += 1
         blame[1] += r.saved_bytes
         if kind == "hanging":
@@ -471,7 +493,7 @@ def _tally(records: tuple[tg.NodeRecord, ...], kinds: tuple[Kind, ...], since: i
             leaves += r.kind == "leaf"
         else:
             blame[2] += 1
-    return _Tally(acc, graphs, blamed, nodes, hanging, leaves, held, last)
+    return _Tally(acc, graphs, blamed, members, nodes, hanging, leaves, held, last)
 
 
 def _add_swept(
@@ -495,57 +517,68 @@ def _add_swept(
 def _graph_nodes(
     records: tuple[tg.NodeRecord, ...],
     kinds: tuple[Kind, ...],
-    blamed: Mapping[int, list[int]],
+    tally: _Tally,
     kept: Mapping[int, str],
 ) -> tuple[tuple[GraphNode, ...], int]:
-    """The records of the graphs holding hanging or kept-alive nodes (``blamed``: graph ->
-    nodes, bytes), most urgent (kept-alive, then most bytes) first, up to
-    ``MAX_GRAPH_NODES`` blamed nodes; and how many blamed nodes were left out. A graph over
-    the limit keeps its newest blamed nodes (nearest its roots)."""
-    order = sorted(blamed, key=lambda g: (g not in kept, -blamed[g][1], -blamed[g][0], g))
+    """The records of the graphs holding hanging or kept-alive nodes (``tally.blamed``: graph
+    -> nodes, bytes; ``tally.members``: their indices), most urgent (kept-alive, then most
+    bytes) first, up to ``MAX_GRAPH_NODES`` blamed nodes; and how many blamed nodes were left
+    out. A graph over the limit keeps its newest blamed nodes (nearest its roots)."""
+    blamed = tally.blamed
+    ranked = sorted([(g not in kept, -b[1], -b[0], g) for g, b in blamed.items()])
     room = MAX_GRAPH_NODES
     chosen: dict[int, int] = {}  # graph -> how many of its blamed nodes to keep
-    for g in order:
+    for key in ranked:
+        if not room:
+            break
+        g = key[3]
         take = min(blamed[g][0], room)
-        if take:
-            chosen[g] = take
+        chosen[g] = take
         room -= take
     omitted = sum(n for n, *_ in blamed.values()) - sum(chosen.values())
     if not chosen:
         return (), omitted
-    # one pass over the records: where each record is (a parent is looked up by id only
-    # for the kept nodes), and each chosen graph's blamed records, oldest first
-    where: dict[int, int] = {}
-    mine: dict[int, list[int]] = {g: [] for g in chosen}
-    for i, (r, kind) in enumerate(zip(records, kinds, strict=True)):
-        where[r.id] = i
-        group = mine.get(r.graph)
-        if group is not None and (kind == "hanging" or kind == "kept-alive"):
-            group.append(i)
+    # a parent is found by id only for the kept nodes
+    ids = [r.id for r in records]
+    where = dict(zip(ids, range(len(ids)), strict=True))
     keep: dict[int, tuple[tg.NodeRecord, Kind]] = {}
-    for g, group in mine.items():
-        newest = sorted(group, key=lambda i: records[i].id, reverse=True)[: chosen[g]]
-        for i in newest:  # newest first: nearest the roots
+    for g, take in chosen.items():
+        group = sorted(tally.members[g], key=ids.__getitem__)
+        for i in reversed(group[-take:]):  # the newest first: nearest the roots
             r = records[i]
             keep[r.id] = (r, kinds[i])
             for p in r.parents:
                 j = where.get(p)
                 if j is not None:
                     keep.setdefault(p, (records[j], kinds[j]))
-    nodes = tuple(
-        GraphNode(
-            r.id,
-            r.graph,
-            k,
-            r.op,
-            r.origin,
-            r.function,
-            r.saved_bytes,
-            tuple(p for p in r.parents if p in keep),
-        )
-        for nid, (r, k) in sorted(keep.items())
-    )
-    return nodes, omitted
+    nodes = []
+    for nid, (r, k) in sorted(keep.items()):
+        # up to 20,000 of them: built through the slot descriptors, not the frozen
+        # dataclass's __init__ (one object.__setattr__ call per field: twice the time)
+        node = _new_object(GraphNode)
+        _set_id(node, nid)
+        _set_graph(node, r.graph)
+        _set_kind(node, k)
+        _set_op(node, r.op)
+        _set_origin(node, r.origin)
+        _set_function(node, r.function)
+        _set_saved_bytes(node, r.saved_bytes)
+        _set_parents(node, tuple([p for p in r.parents if p in keep]) if r.parents else ())
+        nodes.append(node)
+    return tuple(nodes), omitted
+
+
+(
+    _set_id,
+    _set_graph,
+    _set_kind,
+    _set_op,
+    _set_origin,
+    _set_function,
+    _set_saved_bytes,
+    _set_parents,
+) = (getattr(GraphNode, f.name).__set__ for f in dataclasses.fields(GraphNode))
+_new_object = object.__new__
 
 
 def _explain(

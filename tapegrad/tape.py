@@ -640,10 +640,14 @@ class Tape:
         """Plain records of every node on the tape, the stats of the same moment, and the
         ledger of the hanging nodes sweeps removed."""
         graphs = self._graphs()
-        per_node, total = census_saved_bytes(self._nodes)
+        arrays: dict[int, jax.Array] = {}
+        per_node, total = census_saved_bytes(self._nodes, arrays)
         records = node_records(self._nodes, graphs, per_node)
         return Snapshot(
-            records, self._stats(total), ledger_records(self._ledger), device_bytes(self._nodes)
+            records,
+            self._stats(total),
+            ledger_records(self._ledger),
+            device_bytes(arrays.values()),
         )
 
 

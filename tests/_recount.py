@@ -152,10 +152,7 @@ def recount(snap: tg.Snapshot, saved_bytes: int | None = None) -> Recount:
 def plain(records: Iterable[tg.NodeRecord]) -> tuple[tuple[object, ...], ...]:
     """The records as comparable tuples, without the weak reference (whose ``==`` would
     compare tensors elementwise)."""
-    return tuple(
-        tuple(getattr(r, f.name) for f in dataclasses.fields(r) if f.name != "tensor")
-        for r in records
-    )
+    return tuple(tuple(getattr(r, name) for name in r._fields if name != "tensor") for r in records)
 
 
 def tape_ids() -> frozenset[int]:

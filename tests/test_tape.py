@@ -29,7 +29,7 @@ def mine(start: int) -> list[tg.NodeRecord]:
 
 
 def test_stats_types_are_frozen_dataclasses() -> None:
-    for cls in (tg.GraphStats, tg.CleanupStats, tg.NodeRecord, tg.Snapshot):
+    for cls in (tg.GraphStats, tg.CleanupStats, tg.Snapshot):
         assert dataclasses.is_dataclass(cls)
     assert [f.name for f in dataclasses.fields(tg.GraphStats)] == [
         "graphs",
@@ -227,6 +227,49 @@ def test_live_follows_the_tensor_and_snapshot_holds_it_weakly(start: int) -> Non
         assert [r.live for r in after] == [True, False]
         assert after[1].tensor is None and not after[1].useful
     del w
+    checked_cleanup()
+
+
+def test_node_records_are_immutable_named_records_and_gc_state_is_kept(start: int) -> None:
+    """Records are named tuples (a fifth of a frozen dataclass's build time: a snapshot makes
+    one per node), built with the cyclic collector paused; the collector's state is as it
+    was after (enabled stays enabled, disabled stays disabled)."""
+    import gc
+
+    from tapegrad.census import paused_gc
+
+    w = tg.randn((3,), key=3).require_grad()
+    y = w.sin() * w
+    assert gc.isenabled()
+    recs = mine(start)
+    assert gc.isenabled()
+    with gc_off():
+        assert mine(start) == recs
+        assert not gc.isenabled()  # not re-enabled by the snapshot
+    assert tg.NodeRecord._fields == (
+        "id",
+        "kind",
+        "op",
+        "graph",
+        "live",
+        "useful",
+        "consumed",
+        "origin",
+        "function",
+        "saved_bytes",
+        "parents",
+        "tensor",
+    )
+    r = recs[1]
+    assert (r.kind, r.op, r.parents) == ("op", "sin", (recs[0].id,))
+    assert r._replace(live=True).live is True and r.live is False  # its output was dropped
+    with pytest.raises(AttributeError):
+        r.live = False  # type: ignore[misc]
+    with pytest.raises(RuntimeError), paused_gc():
+        assert not gc.isenabled()
+        raise RuntimeError("restored on the way out")
+    assert gc.isenabled()
+    del w, y
     checked_cleanup()
 
 

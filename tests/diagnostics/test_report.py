@@ -27,6 +27,7 @@ from diagnostics.report import (
     REASON_GREW,
     REASON_MORE_GRAPHS,
     Explanation,
+    GraphNode,
     LeakReport,
     LeakRow,
     build_report,
@@ -185,12 +186,29 @@ def test_taking_a_report_is_pure() -> None:
     finally:
         gc.collect = real_collect
     assert collected == []
+    assert gc.isenabled()  # paused while the report is built, enabled again after
     assert tg.graph_stats() == before
     assert reports[0] == reports[1]  # no hidden state
     assert reports[0].explanations[0].chain == ("local running in test_taking_a_report_is_pure()",)
     del w, running, loss
     assert [r() for r in refs] == [None, None, None]  # the reports hold no tensor
     assert tg.graph_stats().live_nodes == before.live_nodes - 3
+
+
+def test_graph_nodes_are_the_blamed_records_with_their_kept_parents() -> None:
+    w = tg.ones(3).require_grad()  # @leaf
+    leaf = max(r.id for r in tg.snapshot().nodes)
+    (w * 2.0).exp()  # @blamed
+    report = diagnostics.leak_report()
+    fn = "test_graph_nodes_are_the_blamed_records_with_their_kept_parents"
+    mul, exp = leaf + 1, leaf + 2
+    assert [n for n in report.graph_nodes if n.id >= leaf] == [
+        GraphNode(leaf, leaf, "live", "leaf", at("leaf"), fn, 0, ()),  # a parent kept
+        GraphNode(mul, leaf, "hanging", "multiply", at("blamed"), fn, 16, (leaf,)),  # w, 2.0
+        GraphNode(exp, leaf, "hanging", "exp", at("blamed"), fn, 12, (mul,)),  # its output
+    ]
+    del w
+    tg.graph_cleanup()
 
 
 def test_to_dict_is_json_and_round_trips() -> None:
