@@ -132,6 +132,24 @@ def torch_keyword(
     return None
 
 
+def _too_many_positional(
+    where: str, params: Mapping[str, inspect.Parameter], given: int
+) -> TypeError:
+    """Too many positional arguments, most likely in PyTorch's positional order: say which
+    parameters go by position here and that the rest go by keyword."""
+    names = [n for n, p in params.items() if p.kind <= inspect.Parameter.POSITIONAL_OR_KEYWORD]
+    keywords = [n for n, p in params.items() if p.kind == inspect.Parameter.KEYWORD_ONLY]
+    shown = [n for n in names if n != "self"]
+    offset = len(names) - len(shown)
+    return TypeError(
+        f"{where} takes at most {len(shown)} positional argument(s) ({', '.join(shown)}), got "
+        f"{given - offset}. Pass the others by keyword"
+        + (f" ({', '.join(k + '=' for k in keywords)})" if keywords else "")
+        + ": PyTorch's positional order differs for some of them (its SGD's fourth parameter "
+        "is dampening), so tapegrad takes them only by keyword."
+    )
+
+
 def torch_keywords(
     advice: Mapping[str, str] | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
@@ -144,6 +162,12 @@ def torch_keywords(
         taken = inspect.signature(fn).parameters
         flagged = frozenset({*_TORCH_KEYWORDS, *(advice or {})} - set(taken))
         where = f"{fn.__qualname__.removesuffix('.__init__')}()"
+        kinds = [p.kind for p in taken.values()]
+        limit = (
+            None  # takes any number of positional arguments
+            if inspect.Parameter.VAR_POSITIONAL in kinds
+            else sum(k <= inspect.Parameter.POSITIONAL_OR_KEYWORD for k in kinds)
+        )
 
         @functools.wraps(fn)
         def checked(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -151,6 +175,8 @@ def torch_keywords(
                 err = torch_keyword((k for k in kwargs if k in flagged), where, advice)
                 if err is not None:
                     raise err
+            if limit is not None and len(args) > limit:
+                raise _too_many_positional(where, taken, len(args))
             return fn(*args, **kwargs)
 
         return checked

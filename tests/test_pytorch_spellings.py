@@ -160,6 +160,17 @@ def test_attentions_pytorch_keywords_say_what_to_write(keyword: str, says: list[
     assert all(s in message for s in says), message
 
 
+def test_attentions_mask_in_pytorchs_fourth_position_says_to_pass_it_by_keyword() -> None:
+    q, k, v = _qkv(2, 2)
+    mask = tg.ones((3, 5)) > 0
+    message = str(error_of(TypeError, tg.scaled_dot_product_attention, q, k, v, mask))
+    assert message.startswith(
+        "scaled_dot_product_attention() takes at most 3 positional argument(s) (q, k, v), got "
+        "4. Pass the others by keyword (mask=, is_causal=, scale=)"
+    ), message
+    assert (tg.scaled_dot_product_attention(q, k, v, mask=mask).shape) == q.shape
+
+
 def test_grouped_query_attention_as_the_message_says_equals_torchs_enable_gqa() -> None:
     q, k, v = _qkv(6, 2)
     b, hq, lq, d = q.shape

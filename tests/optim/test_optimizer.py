@@ -341,8 +341,14 @@ def test_sgd_takes_weight_decay_by_keyword_only() -> None:
     # PyTorch's fourth positional parameter is dampening: the same call must not silently
     # mean weight decay here
     x = tg.ones(3).require_grad()
-    with pytest.raises(TypeError, match="positional"):
-        optim.SGD([x], 0.1, 0.9, 1e-4)
+    for torch_call in ((0.1, 0.9, 1e-4), (0.1, 0.9, 0, 1e-4)):  # dampening, weight_decay
+        with pytest.raises(TypeError) as err:
+            optim.SGD([x], *torch_call)
+        assert str(err.value).startswith(
+            "SGD() takes at most 3 positional argument(s) (params, lr, momentum), got "
+            f"{1 + len(torch_call)}. Pass the others by keyword (weight_decay=, nesterov=, "
+            "maximize=): PyTorch's positional order differs"
+        ), err.value
     assert optim.SGD([x], 0.1, 0.9, weight_decay=1e-4).param_groups[0]["weight_decay"] == 1e-4
 
 
