@@ -89,6 +89,9 @@ def _propagate(
     (``compiled_backward``, which passes neither list)."""
     done = [] if done is None else done
     leaves = [] if leaves is None else leaves
+    # tg.grad: only paths toward the wanted nodes (a gradient nobody asked for is neither
+    # computed nor, with create_graph, recorded as a node that would hang: PyTorch's pruning)
+    toward = _toward(steps, wanted) if wanted else None
     cots: dict[int, Any] = {}
     for nid, seed in zip(roots, seeds, strict=True):
         prev = cots.get(nid)
@@ -104,13 +107,19 @@ def _propagate(
         if g is not None:
             if node.retain or node.id in wanted:
                 out[node.id] = (node, g)
+            if toward is None:
+                needs = tuple(p is not None for p in parents)
+            else:
+                needs = tuple(p is not None and p.id in toward for p in parents)
+                if True not in needs:
+                    done.append(node)
+                    continue
             if create_graph:
-                for target, tct in vjp_on_tensors(node, op, parents, saved, params, g):
+                for target, tct in vjp_on_tensors(node, op, parents, saved, params, g, needs):
                     prev = cots.get(target.id)
                     cots[target.id] = tct if prev is None else prev + tct
                 done.append(node)
                 continue
-            needs = tuple(p is not None for p in parents)
             cts = op.call_vjp(saved, g, needs, params or _NO_PARAMS)
             if check is not None:
                 check(node, cts)
@@ -120,7 +129,7 @@ def _propagate(
                     f"{len(parents)} inputs; return one per tensor input (None if unneeded)."
                 )
             for i, (p, ct) in enumerate(zip(parents, cts, strict=True)):
-                if p is None or ct is None:
+                if ct is None or not needs[i]:  # a rule without ``needs`` computes them all
                     continue
                 aval = getattr(ct, "aval", None)  # arrays and tracers: no ABC check
                 if aval is None or aval.shape != p.shape or aval.dtype != p.dtype:
@@ -129,6 +138,16 @@ def _propagate(
                 cots[p.id] = ct if prev is None else _accumulate(prev, ct)
         done.append(node)
     return out
+
+
+def _toward(steps: Sequence[Any], wanted: frozenset[int]) -> set[int]:
+    """The ids of the nodes of ``steps`` (consumers before their parents) on a path toward a
+    wanted node: wanted themselves, or with a parent that is on such a path."""
+    found: set[int] = set()
+    for node, _, parents, _, _ in reversed(steps):
+        if node.id in wanted or any(p is not None and p.id in found for p in parents):
+            found.add(node.id)
+    return found
 
 
 def _run(

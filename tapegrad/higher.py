@@ -126,10 +126,12 @@ def vjp_on_tensors(
     saved: Any,
     params: dict[str, Any] | None,
     g: Tensor,
+    wanted: tuple[bool, ...],
 ) -> list[tuple[Node, Tensor]]:
     """Apply ``op``'s VJP rule to the cotangent tensor ``g``, recording it on the tape.
 
-    Returns ``(parent, cotangent)`` for each parent that needs a gradient; each cotangent is
+    Returns ``(parent, cotangent)`` for each parent whose entry in ``wanted`` is true (one
+    per parent: it requires grad and, under ``tg.grad``, leads to an input); each cotangent is
     the output of a ``vjp(<op>)`` node (when grad mode is on and something requires grad).
 
     Raises:
@@ -172,7 +174,7 @@ def vjp_on_tensors(
     out = []
     count = len(parents)
     for i, p in enumerate(parents):
-        if p is None:
+        if p is None or not wanted[i]:
             continue
         needs = tuple(j == i for j in range(count))
         vop = _vjp_op(op, i, needs, treedef, frozen, p.shape, p.dtype)

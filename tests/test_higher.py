@@ -305,6 +305,46 @@ def test_hvp_matches_jax_and_leaves_the_tape_as_it_was(base: tg.GraphStats) -> N
     assert tg.graph_stats() == base  # nothing hangs, nothing was swept
 
 
+def test_grad_records_only_the_paths_toward_its_inputs(base: tg.GraphStats) -> None:
+    """tg.grad(y, x, create_graph=True) of a y that also depends on parameters: no VJP node is
+    recorded for a parameter's gradient nobody asked for (PyTorch prunes them too); before,
+    each step of a gradient penalty left such nodes hanging, with their saved arrays."""
+    w1, b1, w2 = (tg.tensor(a).require_grad() for a in (W1, B1, W2))
+    x = tg.tensor(X).require_grad()
+    start = max((r.id for r in tg.snapshot().nodes), default=-1)
+    (gx,) = tg.grad(_critic(x, w1, b1, w2).sum(), x, create_graph=True)
+    recorded = [r for r in tg.snapshot().nodes if r.id > start and r.op.startswith("vjp(")]
+    # matmul (toward tanh's output only, not w2), tanh, add (toward the matmul, not b1), matmul
+    # (toward x, not w1); the sum's VJP of the constant seed records nothing
+    assert sorted(r.op for r in recorded) == [
+        "vjp(add)",
+        "vjp(matmul)",
+        "vjp(matmul)",
+        "vjp(tanh)",
+    ], [r.op for r in recorded]
+    jx = jax.grad(lambda x: jnp.sum(jnp.tanh(x @ W1 + B1) @ W2))(X)
+    close(gx, jx, rtol=1e-5, atol=1e-6)
+    (gx * gx).sum().backward()  # the second derivative reaches the parameters
+    want = jax.grad(
+        lambda w1, b1, w2: jnp.sum(jax.grad(lambda x: jnp.sum(jnp.tanh(x @ w1 + b1) @ w2))(X) ** 2),
+        argnums=(0, 1, 2),
+    )(W1, B1, W2)
+    for p, w in zip((w1, b1, w2), want, strict=True):
+        assert p.grad is not None
+        close(p.grad, w, rtol=1e-4, atol=1e-5)
+    del gx, w1, b1, w2, x, p
+    tg.graph_cleanup()
+    assert tg.graph_stats() == base
+
+
+def test_hvp_of_a_function_of_other_parameters_leaves_nothing(base: tg.GraphStats) -> None:
+    other = tg.tensor(W1).require_grad()  # a model parameter the function closes over
+    x = tg.tensor(X[:3, :3])
+    for _ in range(3):
+        tg.hvp(lambda a: ((a @ other).tanh() ** 2).sum(), x, tg.ones_like(x))
+    assert delta(base) == tg.GraphStats(graphs=1, nodes=1, leaves=1, live_nodes=1)  # other
+
+
 def test_hvp_single_input_and_bad_vectors() -> None:
     x = tg.tensor(np.array([0.5, 1.0], np.float32))
     _, h = tg.hvp(lambda x: (x**3).sum(), x, tg.tensor(np.array([1.0, 1.0], np.float32)))
