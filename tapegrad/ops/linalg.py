@@ -172,13 +172,33 @@ def norm(
     keepdims: bool = False,
 ) -> tuple[jax.Array, tuple[jax.Array]]:
     """``jnp.linalg.norm(x, ord, axis, keepdims)``: with the defaults, the 2-norm of all
-    elements (the Frobenius norm of a matrix)."""
+    elements (the Frobenius norm of a matrix). The gradient of a 2-norm or Frobenius norm
+    that is 0 is 0, as in PyTorch (JAX's is NaN)."""
     return _jnorm(x, ord, axis, keepdims), (x,)
+
+
+def _euclidean(ord: Ord, axis: Any, ndim: int) -> bool:
+    """Whether ``norm(ord, axis)`` is the square root of a sum of squares: a vector 2-norm
+    or the Frobenius norm (not a matrix 2-norm, the largest singular value)."""
+    vector = isinstance(axis, int) or (axis is None and ndim == 1) or len(axis or ()) == 1
+    return ord is None or ord == "fro" or (ord == 2 and vector)
+
+
+def _safe_euclidean(z: jax.Array, axis: Any, keepdims: bool) -> jax.Array:
+    """``sqrt(sum(z**2))`` over ``axis`` whose derivative at a zero vector is 0, not NaN
+    (PyTorch's subgradient; the double ``where`` keeps 0/0 out of the derivative)."""
+    squares = jnp.sum(z * z, axis=axis, keepdims=keepdims)
+    zero = squares == 0
+    return jnp.where(zero, 0.0, jnp.sqrt(jnp.where(zero, 1.0, squares))).astype(z.dtype)
 
 
 @partial(jax.jit, static_argnames=("ord", "axis", "keepdims"))
 def _jnorm_vjp(x: jax.Array, g: jax.Array, ord: Ord, axis: Any, keepdims: bool) -> jax.Array:
-    _, pullback = jax.vjp(lambda z: jnp.linalg.norm(z, ord=ord, axis=axis, keepdims=keepdims), x)
+    if _euclidean(ord, axis, x.ndim):
+        fn = partial(_safe_euclidean, axis=axis, keepdims=keepdims)
+    else:
+        fn = partial(jnp.linalg.norm, ord=ord, axis=axis, keepdims=keepdims)
+    _, pullback = jax.vjp(fn, x)
     return pullback(g)[0]  # type: ignore[no-any-return]
 
 
@@ -191,8 +211,11 @@ def _norm_vjp(
     axis: int | tuple[int, ...] | None = None,
     keepdims: bool = False,
 ) -> tuple[jax.Array]:
-    """JAX's derivative of ``jnp.linalg.norm`` (``jax.vjp``, compiled once per shape, dtype and
-    parameters): x / norm for the 2-norm, sign(x) for the 1-norm, JAX's subgradient at 0."""
+    """JAX's derivative (``jax.vjp``, compiled once per shape, dtype and parameters): x / norm
+    for the 2-norm and the Frobenius norm, 0 where the norm is 0 (PyTorch's subgradient:
+    JAX's derivative of ``jnp.linalg.norm`` is NaN there, which turned a gradient penalty
+    with one zero gradient row into NaN everywhere); sign(x) for the 1-norm; JAX's
+    derivative of ``jnp.linalg.norm`` for the other orders."""
     (x,) = res
     return (_jnorm_vjp(x, g, ord, axis, keepdims),)
 

@@ -129,6 +129,18 @@ ROWS: list[tuple[str, Callable[..., Any], Callable[..., Any], tuple[np.ndarray, 
         (f32(2, 5),),
     ),
     (
+        "norm rows, one of them zero",  # the gradient at 0 is 0 (JAX's derivative is NaN)
+        lambda x: x.norm(axis=1),
+        lambda x: x.norm(dim=1),
+        (np.concatenate([np.zeros((1, 3), np.float32), f32(2, 3)]),),
+    ),
+    (
+        "norm of a zero tensor (Frobenius)",
+        lambda x: x.norm(),
+        lambda x: x.norm(),
+        (np.zeros((2, 3), np.float32),),
+    ),
+    (
         "einsum",
         lambda a, b: tg.einsum("bij,bkj->bik", a, b),
         lambda a, b: torch.einsum("bij,bkj->bik", a, b),
