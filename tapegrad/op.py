@@ -213,9 +213,14 @@ def _constant(kind: str, value: Any) -> jax.Array:
 def as_operand(x: Any, op_name: str) -> Any:
     """Turn a non-tensor operand into what jnp takes: Python scalars stay weakly typed.
 
+    A NumPy integer or floating scalar (``np.sqrt(d)``, ``np.float32(2)``) counts as a Python
+    scalar, as in PyTorch: ``bf16 / np.sqrt(8)`` stays bfloat16 (JAX would make it float32).
+
     Raises:
         OperandTypeError: ``x`` is not a Python scalar, NumPy value or JAX array.
     """
+    if isinstance(x, np.generic) and x.dtype.kind in "fiu":
+        x = x.item()
     kind = type(x)
     if (kind is float and x != 0.0) or kind is int:  # 0.0 == -0.0 would share one entry
         try:

@@ -308,6 +308,22 @@ def test_python_scalars_are_weakly_typed_and_never_upcast() -> None:
     assert (2 * tg.tensor([1, 2])).dtype == np.int32
 
 
+def test_numpy_scalars_act_as_python_scalars_as_in_pytorch() -> None:
+    """``q / np.sqrt(d)`` keeps a bfloat16 model in bfloat16 (JAX alone would make the result
+    float32: NumPy scalars are strongly typed there; PyTorch treats them as Python numbers)."""
+    torch = pytest.importorskip("torch")
+    b16 = tg.ones(3, dtype=tg.bfloat16)
+    tb16 = torch.ones(3, dtype=torch.bfloat16)
+    for scalar in (np.sqrt(8.0), np.float32(2), np.int64(3), np.float16(0.5)):
+        assert (b16 / scalar).dtype == jnp.bfloat16
+        assert (scalar * b16).dtype == jnp.bfloat16
+        assert str((tb16 / scalar).dtype) == "torch.bfloat16"  # the oracle agrees
+    i32 = tg.tensor([1, 2])
+    assert (i32 * np.float64(0.5)).dtype == np.float32  # a float scalar still makes floats
+    assert (i32 + np.int64(2)).dtype == np.int32
+    np.testing.assert_allclose((tg.ones(2) * np.float64(1.5)).numpy(), [1.5, 1.5])
+
+
 def test_binary_promotion_follows_jax() -> None:
     i32, f16, f32 = tg.tensor([1, 2, 3]), tg.ones(3, dtype=tg.float16), tg.ones(3)
     cases = [(i32, 2.5), (i32, 2), (i32, f32), (f16, f32), (f16, i32)]
