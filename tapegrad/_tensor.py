@@ -364,7 +364,7 @@ class Tensor:
         if self._data.size != 1:
             raise ValueError(
                 f"The truth value of a tensor with shape {self.shape} is ambiguous; "
-                "reduce it first, e.g. bool((t > 0).data.all())."
+                "reduce it first, e.g. bool((t > 0).all())."
             )
         return bool(self._host("bool() (an if or while on a tensor)").reshape(()).item())
 
@@ -447,6 +447,16 @@ class Tensor:
         return _ops.sum(self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords
+    def all(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        """Whether every element along ``axis`` is nonzero (boolean; not differentiable)."""
+        return _ops.all(self, axis=axis, keepdims=keepdims)
+
+    @numpy_keywords
+    def any(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        """Whether some element along ``axis`` is nonzero (boolean; not differentiable)."""
+        return _ops.any(self, axis=axis, keepdims=keepdims)
+
+    @numpy_keywords
     def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Mean over ``axis``."""
         return _ops.mean(self, axis=axis, keepdims=keepdims)
@@ -524,6 +534,11 @@ class Tensor:
         """The tensor with its axes reversed."""
         return _ops.transpose(self)
 
+    @property
+    def mT(self) -> Tensor:  # noqa: N802 - NumPy's and PyTorch's name
+        """The last two axes swapped (a batch of matrices transposed)."""
+        return _ops.swapaxes(self, -1, -2)
+
     @numpy_keywords
     def squeeze(self, axis: int | Sequence[int] | None = None) -> Tensor:
         """Remove axes of length one (all of them when ``axis`` is ``None``)."""
@@ -545,6 +560,10 @@ class Tensor:
     def log(self) -> Tensor:
         """Elementwise natural logarithm."""
         return _ops.log(self)
+
+    def log1p(self) -> Tensor:
+        """Elementwise log(1 + x), accurate where x is small."""
+        return _ops.log1p(self)
 
     def tanh(self) -> Tensor:
         """Elementwise hyperbolic tangent."""
@@ -774,10 +793,16 @@ def _binary(op: Any, a: Any, b: Any, reflected: str | None = None) -> Tensor:
         # depth 4: user_site, apply, _binary, the operator method, then the user's frame
         out: Tensor = _op.apply(op, (a, b), {}, 4)
     except _op.OperandTypeError:
-        if reflected is not None and hasattr(type(b), reflected):
+        if reflected is not None and hasattr(type(b), reflected) and not _is_torch(b):
             return NotImplemented  # type: ignore[no-any-return]
         raise
     return out
+
+
+def _is_torch(x: Any) -> bool:
+    """Whether ``x`` is a PyTorch object (its reflected operator would not know ours: Python
+    would then name both types "Tensor" in its message)."""
+    return type(x).__module__.split(".")[0] == "torch"
 
 
 _TORCH_METHODS = {

@@ -231,6 +231,12 @@ def as_operand(x: Any, op_name: str) -> Any:
         return x
     if isinstance(x, np.ndarray):
         return jax.numpy.asarray(x)
+    module = type(x).__module__
+    if module.split(".")[0] == "torch":
+        raise OperandTypeError(
+            f"{op_name}: a PyTorch tensor ({module}.{type(x).__name__}) cannot be an operand; "
+            "convert it first: tg.tensor(t.detach().numpy())."
+        )
     raise OperandTypeError(
         f"{op_name}: unsupported operand type {type(x).__name__}; pass a tapegrad Tensor, a "
         "jax.Array, a NumPy array or a Python scalar (convert lists with tg.tensor(...))."

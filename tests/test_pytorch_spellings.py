@@ -197,3 +197,36 @@ def test_nn_functional_says_where_the_functions_are() -> None:
     assert callable(tg.relu) and callable(tg.scaled_dot_product_attention)
     with pytest.raises(AttributeError, match="has no attribute 'Linnear'"):
         tg.nn.Linnear  # noqa: B018 - any other missing name: Python's own message
+
+
+def test_a_torch_tensor_operand_says_to_convert_it() -> None:
+    x = tg.ones(4)
+    for call in (
+        lambda: x + torch.ones(4),
+        lambda: torch.ones(4) * x,
+        lambda: tg.exp(torch.ones(2)),
+    ):
+        message = str(error_of(TypeError, call))
+        assert "a PyTorch tensor (torch.Tensor) cannot be an operand" in message, message
+        assert "tg.tensor(t.detach().numpy())" in message
+
+
+def test_first_hour_functions_and_methods_match_torch() -> None:
+    a = np.random.default_rng(5).standard_normal((2, 3, 4)).astype(np.float32)
+    a[0, 0, 0] = 0.0
+    x, t = tg.tensor(a).require_grad(), torch.tensor(a, requires_grad=True)
+    np.testing.assert_array_equal(x.all(axis=1).numpy(), t.all(dim=1).numpy())
+    np.testing.assert_array_equal(x.any(axis=(0, 2)).numpy(), t.any(dim=(0, 2)).numpy())
+    assert bool((x > -10).all()) and not bool((x > 10).any())
+    np.testing.assert_array_equal(x.mT.numpy(), t.mT.detach().numpy())
+    np.testing.assert_array_equal(tg.max(x, axis=1).numpy(), t.amax(dim=1).detach().numpy())
+    np.testing.assert_array_equal(tg.min(x).numpy(), t.min().detach().numpy())
+    np.testing.assert_array_equal(tg.squeeze(x[None]).numpy(), a)
+    np.testing.assert_array_equal(tg.clip(x, -0.5, 0.5).numpy(), t.clamp(-0.5, 0.5).detach())
+    p = np.abs(a)
+    xp, tp = tg.tensor(p).require_grad(), torch.tensor(p, requires_grad=True)
+    xp.log1p().sum().backward()
+    tp.log1p().sum().backward()
+    np.testing.assert_allclose(xp.grad.numpy(), tp.grad.numpy(), rtol=1e-6)
+    with pytest.raises(ValueError, match=r"bool\(\(t > 0\).all\(\)\)"):
+        bool(x)

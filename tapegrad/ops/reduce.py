@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from tapegrad.errors import ShapeError
 from tapegrad.op import defop
 
-__all__ = ["sum", "mean", "max", "min", "logsumexp", "var", "std", "cumsum"]
+__all__ = ["sum", "mean", "max", "min", "logsumexp", "var", "std", "cumsum", "all", "any"]
 
 Axis = int | tuple[int, ...] | None
 
@@ -54,6 +54,8 @@ _jsum = _static(jnp.sum)
 _jmean = _static(jnp.mean)
 _jmax = _static(jnp.max)
 _jmin = _static(jnp.min)
+_jall = _static(jnp.all)
+_jany = _static(jnp.any)
 
 
 @partial(jax.jit, static_argnames=("in_shape", "axis", "keepdims", "count"))
@@ -262,3 +264,23 @@ def _cumsum_vjp(
     """y_j = sum_{i <= j} x_i, so gx_i = sum_{j >= i} g_j: a reversed cumulative sum."""
     (in_shape,) = res
     return (_reverse_cumsum(g, axis, in_shape),)
+
+
+@defop(differentiable=False)
+def all(  # noqa: A001 - jnp's name
+    x: jax.Array, *, axis: Axis = None, keepdims: bool = False
+) -> tuple[jax.Array, tuple[()]]:
+    """Whether every element along ``axis`` (``None``: all axes) is nonzero; boolean. Not
+    differentiable: never recorded."""
+    _check(x, axis)
+    return _jall(x, axis=axis, keepdims=keepdims), ()
+
+
+@defop(differentiable=False)
+def any(  # noqa: A001 - jnp's name
+    x: jax.Array, *, axis: Axis = None, keepdims: bool = False
+) -> tuple[jax.Array, tuple[()]]:
+    """Whether some element along ``axis`` (``None``: all axes) is nonzero; boolean. Not
+    differentiable: never recorded."""
+    _check(x, axis)
+    return _jany(x, axis=axis, keepdims=keepdims), ()

@@ -13,6 +13,7 @@ from tapegrad.op import as_operand, defop
 __all__ = [
     "exp",
     "log",
+    "log1p",
     "tanh",
     "relu",
     "sigmoid",
@@ -62,6 +63,23 @@ def _log_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
     """d/dx log(x) = 1/x: gx = g / x."""
     (x,) = res
     return (g / x,)
+
+
+_log1p = jax.jit(jnp.log1p)
+
+
+@defop
+def log1p(x: jax.Array) -> tuple[jax.Array, Res]:
+    """Elementwise log(1 + x), accurate where x is small."""
+    return _log1p(x), (x,)
+
+
+@log1p.defvjp
+@jax.jit
+def _log1p_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """d/dx log(1 + x) = 1 / (1 + x): gx = g / (1 + x)."""
+    (x,) = res
+    return (g / (1 + x),)
 
 
 _tanh = jax.jit(jnp.tanh)

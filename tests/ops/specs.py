@@ -457,6 +457,7 @@ SPECS: tuple[OpSpec, ...] = (
     # unary
     _unary_spec("exp"),
     _unary_spec("log", POSITIVE),
+    _unary_spec("log1p", POSITIVE),
     _unary_spec("tanh"),
     # relu's forward is jnp.maximum(x, 0), whose JAX derivative at 0 is 1/2, while its VJP
     # follows jax.nn.relu (0 at 0, docs/api.md): so 0 itself is tested in test_unary.py.
@@ -653,6 +654,19 @@ SPECS: tuple[OpSpec, ...] = (
             differentiable=False,
         )
         for name in ("argmax", "argmin")
+    ),
+    *(
+        OpSpec(
+            _R[name],
+            (
+                fixed((2, 3), {}),
+                fixed((2, 3), {"axis": 1}),
+                fixed((2, 3, 4), {"axis": (0, 2), "keepdims": True}),
+            ),
+            _jnp(name),
+            differentiable=False,
+        )
+        for name in ("all", "any")
     ),
     # shapes and indexing
     OpSpec(
