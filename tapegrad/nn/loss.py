@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from tapegrad import ops
+from tapegrad._args import integer, torch_keywords
 from tapegrad._tensor import Tensor
 from tapegrad.nn.module import Module
+from tapegrad.ops.nn import LOSS_ADVICE as _LOSS_ADVICE
 
 __all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "BCEWithLogitsLoss"]
 
@@ -27,31 +29,70 @@ class _Loss(Module):
 
 
 class CrossEntropyLoss(_Loss):
-    """``tg.cross_entropy(logits, labels, reduction=..., label_smoothing=...)``.
+    """``tg.cross_entropy(logits, labels, reduction=..., label_smoothing=..., ignore_index=...,
+    axis=...)``.
 
     Args:
-        reduction: ``"mean"`` over the batch, ``"sum"``, or ``"none"`` (one loss per row).
+        reduction: ``"mean"`` over the labels not ignored, ``"sum"``, or ``"none"`` (one loss
+            per label).
         label_smoothing: mix the one-hot target with the uniform distribution.
+        ignore_index: labels equal to it (PyTorch's padding label -100) count for nothing.
+        axis: the class axis of the logits: -1 (the last, tapegrad's default); 1 for
+            PyTorch's (N, C, d1, ...) layout.
+
+    Raises:
+        TypeError: ``weight=`` (not supported: the message shows the weighted mean to write).
     """
 
-    def __init__(self, reduction: str = "mean", label_smoothing: float = 0.0) -> None:
+    @torch_keywords(_LOSS_ADVICE)
+    def __init__(
+        self,
+        reduction: str = "mean",
+        label_smoothing: float = 0.0,
+        *,
+        ignore_index: int = -100,
+        axis: int = -1,
+    ) -> None:
         super().__init__(reduction)
         self.label_smoothing = float(label_smoothing)
+        self.ignore_index = integer(ignore_index, "CrossEntropyLoss: ignore_index")
+        self.axis = integer(axis, "CrossEntropyLoss: axis")
 
     def forward(self, logits: Tensor, labels: Any) -> Tensor:
-        """The loss of ``logits`` ``(..., C)`` against integer ``labels`` ``(...)``."""
+        """The loss of ``logits`` ``(..., C)`` (classes on ``axis``) against integer ``labels``
+        (the logits' shape without the class axis)."""
         return ops.cross_entropy(
-            logits, labels, reduction=self.reduction, label_smoothing=self.label_smoothing
+            logits,
+            labels,
+            reduction=self.reduction,
+            label_smoothing=self.label_smoothing,
+            ignore_index=self.ignore_index,
+            axis=self.axis,
         )
 
 
 class NLLLoss(_Loss):
-    """``tg.nll_loss(log_probs, labels, reduction=...)``: minus the log-probability of each
-    label."""
+    """``tg.nll_loss(log_probs, labels, reduction=..., ignore_index=..., axis=...)``: minus the
+    log-probability of each label (arguments as :class:`CrossEntropyLoss`)."""
+
+    @torch_keywords(_LOSS_ADVICE)
+    def __init__(
+        self, reduction: str = "mean", *, ignore_index: int = -100, axis: int = -1
+    ) -> None:
+        super().__init__(reduction)
+        self.ignore_index = integer(ignore_index, "NLLLoss: ignore_index")
+        self.axis = integer(axis, "NLLLoss: axis")
 
     def forward(self, log_probs: Tensor, labels: Any) -> Tensor:
-        """The loss of ``log_probs`` ``(..., C)`` against integer ``labels`` ``(...)``."""
-        return ops.nll_loss(log_probs, labels, reduction=self.reduction)
+        """The loss of ``log_probs`` ``(..., C)`` (classes on ``axis``) against integer
+        ``labels``."""
+        return ops.nll_loss(
+            log_probs,
+            labels,
+            reduction=self.reduction,
+            ignore_index=self.ignore_index,
+            axis=self.axis,
+        )
 
 
 class MSELoss(_Loss):

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tapegrad._args import integer
+from tapegrad._args import integer, torch_keywords
 from tapegrad.errors import ShapeError, TapegradWarning
 from tapegrad.op import broadcast_check, defop
 
@@ -68,18 +68,25 @@ Reduction = str
 _REDUCTIONS = ("mean", "sum", "none")
 
 
-def _reduce(per: jax.Array, reduction: Reduction) -> jax.Array:
-    """Reduce per-element losses: "mean" (over all elements), "sum", or "none" (unchanged)."""
+def _reduce(per: jax.Array, reduction: Reduction, keep: jax.Array | None = None) -> jax.Array:
+    """Reduce per-element losses: "mean" (over all elements, or over the ``keep`` ones: the
+    labels not ignored), "sum", or "none" (unchanged)."""
     if reduction == "mean":
-        return jnp.mean(per)
+        return jnp.mean(per) if keep is None else jnp.sum(per) / jnp.sum(keep)
     return jnp.sum(per) if reduction == "sum" else per
 
 
-def _spread(g: jax.Array, like: tuple[int, ...], reduction: Reduction) -> jax.Array:
-    """The cotangent of each per-element loss, given the reduced loss's cotangent ``g``."""
+def _spread(
+    g: jax.Array, like: tuple[int, ...], reduction: Reduction, keep: jax.Array | None = None
+) -> jax.Array:
+    """The cotangent of each per-element loss, given the reduced loss's cotangent ``g``; 0 where
+    ``keep`` is False (an ignored label), also when every label is ignored (PyTorch's)."""
     if reduction == "mean":
-        return jnp.broadcast_to(g / max(math.prod(like), 1), like)
-    return jnp.broadcast_to(g, like) if reduction == "sum" else g
+        count = max(math.prod(like), 1) if keep is None else jnp.sum(keep)
+        rows = jnp.broadcast_to(g / count, like)
+    else:
+        rows = jnp.broadcast_to(g, like) if reduction == "sum" else g
+    return rows if keep is None else jnp.where(keep, rows, 0)
 
 
 def _check_reduction(name: str, reduction: Any) -> None:
@@ -87,53 +94,123 @@ def _check_reduction(name: str, reduction: Any) -> None:
         raise ValueError(f"{name}: reduction={reduction!r}; use 'mean', 'sum' or 'none'.")
 
 
-def _check_labels(name: str, logits: jax.Array, labels: jax.Array) -> None:
+def _check_labels(name: str, logits: jax.Array, labels: jax.Array, axis: int) -> None:
     if not np.issubdtype(labels.dtype, np.integer):
         raise TypeError(
             f"{name}: labels must be integer class indices, got dtype {labels.dtype}; "
             "pass e.g. tg.tensor([3, 1, 4]) (int32), not one-hot floats."
         )
-    if logits.ndim < 1 or tuple(labels.shape) != tuple(logits.shape[:-1]):
+    shape = tuple(logits.shape)
+    if not -len(shape) <= axis < len(shape):
         raise ShapeError(
-            f"{name}: scores of shape {tuple(logits.shape)} need labels of shape "
-            f"{tuple(logits.shape[:-1])} (one class index per row), got {tuple(labels.shape)}."
+            f"{name}: the class axis {axis} is out of range for scores of shape {shape}; "
+            "classes are on the last axis by default (axis=-1)."
+        )
+    want = shape[: axis % len(shape)] + shape[axis % len(shape) + 1 :]
+    if tuple(labels.shape) != want:
+        raise ShapeError(
+            f"{name}: scores of shape {shape} with classes on axis {axis} need labels of shape "
+            f"{want} (one class index per row), got {tuple(labels.shape)}. tapegrad puts the "
+            "classes on the last axis (axis=-1, optax's layout); PyTorch's (N, C, d1, ...) "
+            "layout needs axis=1 (or moving the class axis last with t.swapaxes)."
         )
 
 
-def _host_labels(labels: Any, classes: int, name: str) -> Any:
-    """Host labels (a list or NumPy array) outside ``[0, classes)`` raise ``ValueError``;
-    labels already on the device are not read back (that would stall JAX's dispatch)."""
+def _classes(scores: Any, axis: Any) -> int | None:
+    """The number of classes of ``scores`` along ``axis``; ``None`` when there is no such axis
+    (the op's shape check then says so)."""
+    shape = np.shape(scores)
+    ax = integer(axis, "axis")
+    return shape[ax] if -len(shape) <= ax < len(shape) else None
+
+
+def _host_labels(
+    labels: Any, classes: int | None, name: str, ignore_index: int | None = None
+) -> Any:
+    """Host labels (a list or NumPy array) outside ``[0, classes)`` (other than
+    ``ignore_index``) raise ``ValueError``; labels already on the device are not read back
+    (that would stall JAX's dispatch). ``classes=None``: no class axis, nothing checked."""
     if isinstance(labels, (list, tuple, np.ndarray)):
         labels = np.asarray(labels)
-        if np.issubdtype(labels.dtype, np.integer) and labels.size:
-            bad = int(np.count_nonzero((labels < 0) | (labels >= classes)))
+        if classes is not None and np.issubdtype(labels.dtype, np.integer) and labels.size:
+            out = (labels < 0) | (labels >= classes)
+            if ignore_index is not None:
+                out &= labels != ignore_index
+            bad = int(np.count_nonzero(out))
             if bad:
+                pad = (
+                    f"; padding labels to skip must equal ignore_index={ignore_index}"
+                    if ignore_index is not None
+                    else ""
+                )
                 raise ValueError(
                     f"{name}: {bad} labels are outside [0, {classes}); each label is a class "
-                    f"index below {classes}."
+                    f"index below {classes}{pad}."
                 )
     return labels
 
 
-def _picked(logp: jax.Array, labels: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """logp at each label (NaN where the label is outside [0, C)), and the validity mask."""
+def _picked(logp: jax.Array, labels: jax.Array) -> jax.Array:
+    """logp (classes last) at each label; NaN where the label is outside [0, C)."""
     classes = logp.shape[-1]
     safe = jnp.clip(labels, 0, classes - 1)[..., None]
     valid = (labels >= 0) & (labels < classes)
-    return jnp.where(valid, jnp.take_along_axis(logp, safe, axis=-1)[..., 0], jnp.nan), valid
+    return jnp.where(valid, jnp.take_along_axis(logp, safe, axis=-1)[..., 0], jnp.nan)
 
 
-@partial(jax.jit, static_argnames=("smoothing", "reduction"))
-def _cross_entropy(
-    logits: jax.Array, labels: jax.Array, smoothing: float, reduction: Reduction
+def _label_losses(
+    logp: jax.Array, labels: jax.Array, smoothing: float, ignore_index: int
 ) -> tuple[jax.Array, jax.Array]:
-    """The loss and the log-probabilities, in one dispatch; a label outside [0, C) gives NaN."""
-    logp = jax.nn.log_softmax(logits, axis=-1)
-    picked, _ = _picked(logp, labels)
-    per = -picked
+    """Per label: -logp[label] (smoothed: ``(1 - s)`` of it plus ``s`` times minus the mean of
+    logp), 0 where the label equals ``ignore_index``, NaN where it is otherwise outside [0, C);
+    and the mask of the labels kept (not ignored). ``logp`` has its classes last."""
+    per = -_picked(logp, labels)
     if smoothing:
         per = (1 - smoothing) * per - smoothing * jnp.mean(logp, axis=-1)
-    return _reduce(per, reduction), logp
+    keep = labels != ignore_index
+    return jnp.where(keep, per, 0), keep
+
+
+def _label_grad(
+    probs: jax.Array | float,
+    labels: jax.Array,
+    g: jax.Array,
+    classes: int,
+    smoothing: float,
+    reduction: Reduction,
+    ignore_index: int,
+    axis: int,
+) -> jax.Array:
+    """(probs - q) times each label's cotangent, q = (1 - s) onehot(label) + s / C the smoothed
+    target, the classes moved back to ``axis``: 0 on ignored rows, NaN on rows whose label is
+    out of range. ``probs`` (classes last) is softmax(logits) for cross_entropy, 0 for
+    nll_loss."""
+    target = jax.nn.one_hot(labels, classes, dtype=g.dtype)
+    if smoothing:
+        target = (1 - smoothing) * target + smoothing / classes
+    keep = labels != ignore_index
+    rows = _spread(g, labels.shape, reduction, keep)[..., None]
+    gx = (probs - target) * rows
+    valid = (labels >= 0) & (labels < classes)
+    return jnp.moveaxis(jnp.where((valid | ~keep)[..., None], gx, jnp.nan), -1, axis)
+
+
+_LOSS_STATIC = ("reduction", "ignore_index", "axis")
+
+
+@partial(jax.jit, static_argnames=("smoothing", *_LOSS_STATIC))
+def _cross_entropy(
+    logits: jax.Array,
+    labels: jax.Array,
+    smoothing: float,
+    reduction: Reduction,
+    ignore_index: int,
+    axis: int,
+) -> jax.Array:
+    """The loss in one dispatch; a label outside [0, C) (not ignored) gives NaN."""
+    logp = jax.nn.log_softmax(jnp.moveaxis(logits, axis, -1), axis=-1)
+    per, keep = _label_losses(logp, labels, smoothing, ignore_index)
+    return _reduce(per, reduction, keep)
 
 
 @defop(name="cross_entropy")
@@ -143,15 +220,18 @@ def _cross_entropy_op(
     *,
     label_smoothing: float = 0.0,
     reduction: Reduction = "mean",
+    ignore_index: int = -100,
+    axis: int = -1,
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-    """-log softmax(logits)[label] (smoothed), reduced; logits (..., C), labels (...) int."""
-    _check_labels("cross_entropy", logits, labels)
-    loss, _ = _cross_entropy(logits, labels, label_smoothing, reduction)
+    """-log softmax(logits)[label] (smoothed), reduced over the labels not equal to
+    ``ignore_index``; logits (..., C) (classes on ``axis``), labels (...) int."""
+    _check_labels("cross_entropy", logits, labels, axis)
+    loss = _cross_entropy(logits, labels, label_smoothing, reduction, ignore_index, axis)
     return loss, (logits, labels)  # the inputs: create_graph differentiates through them
 
 
 @_cross_entropy_op.defvjp
-@partial(jax.jit, static_argnames=("needs", "label_smoothing", "reduction"))
+@partial(jax.jit, static_argnames=("needs", "label_smoothing", *_LOSS_STATIC))
 def _cross_entropy_vjp(
     res: tuple[jax.Array, jax.Array],
     g: jax.Array,
@@ -159,99 +239,161 @@ def _cross_entropy_vjp(
     *,
     label_smoothing: float = 0.0,
     reduction: Reduction = "mean",
+    ignore_index: int = -100,
+    axis: int = -1,
 ) -> tuple[jax.Array | None, None]:
     """g_logits = g_row * (softmax(logits) - q), q = (1 - s) onehot(label) + s / C the smoothed
-    target (one fused rule); NaN on the rows whose label is out of range, as their loss."""
+    target (one fused rule); 0 on ignored rows; NaN on rows whose label is out of range, as
+    their loss."""
     logits, labels = res
-    logp = jax.nn.log_softmax(logits, axis=-1)
-    classes = logp.shape[-1]
-    target = jax.nn.one_hot(labels, classes, dtype=logp.dtype)
-    if label_smoothing:
-        target = (1 - label_smoothing) * target + label_smoothing / classes
-    rows = _spread(g, labels.shape, reduction)[..., None]
-    gx = (jnp.exp(logp) - target) * rows
-    valid = (labels >= 0) & (labels < classes)
-    return (jnp.where(valid[..., None], gx, jnp.nan), None)
+    probs = jax.nn.softmax(jnp.moveaxis(logits, axis, -1), axis=-1)
+    gx = _label_grad(
+        probs, labels, g, probs.shape[-1], label_smoothing, reduction, ignore_index, axis
+    )
+    return (gx, None)
 
 
+LOSS_ADVICE = {  # PyTorch loss keywords tapegrad does not take -> what to do
+    "weight": "per-class weights are not supported; weight each label's loss yourself: "
+    "(tg.cross_entropy(x, y, reduction='none') * w[y]).sum() / w[y].sum() (PyTorch's "
+    "weighted mean; give ignored labels w 0).",
+}
+
+
+@torch_keywords(LOSS_ADVICE)
 def cross_entropy(
-    logits: Any, labels: Any, *, label_smoothing: float = 0.0, reduction: Reduction = "mean"
+    logits: Any,
+    labels: Any,
+    *,
+    label_smoothing: float = 0.0,
+    reduction: Reduction = "mean",
+    ignore_index: int = -100,
+    axis: int = -1,
 ) -> Tensor:
-    """-log softmax(logits)[label], one fused op and VJP (PyTorch's ``F.cross_entropy`` with
-    the class axis last, as ``optax``: logits (..., C) against labels (...)).
+    """-log softmax(logits)[label], one fused op and VJP (PyTorch's ``F.cross_entropy``, but
+    with the class axis last by default, as ``optax``: logits (..., C) against labels (...)).
+
+    PyTorch puts the classes on axis 1 of an (N, C, d1, ...) input; pass ``axis=1`` for that
+    layout. Beware: logits (N, C, L) with labels (N, L) where C == L have the shape tapegrad's
+    default expects too, and then give a different loss silently.
 
     Args:
-        logits: a float tensor of shape (..., C).
-        labels: integer class indices of shape (...), as a tensor, JAX or NumPy array or list.
+        logits: a float tensor of shape (..., C), the classes on ``axis``.
+        labels: integer class indices of the logits' shape without the class axis, as a
+            tensor, JAX or NumPy array or list.
         label_smoothing: in [0, 1]; the target becomes ``(1 - s) onehot + s / C`` (PyTorch's).
-        reduction: "mean" (over the labels), "sum", or "none" (one loss per label).
+        reduction: "mean" (over the labels not ignored), "sum", or "none" (one loss per label,
+            0 for an ignored one).
+        ignore_index: labels equal to it contribute no loss and no gradient (PyTorch's default
+            -100, the usual padding label); the mean is over the others (NaN when every label
+            is ignored, and zero gradients, as PyTorch).
+        axis: the class axis of ``logits`` (default -1, the last; 1 for PyTorch's layout).
 
     Raises:
-        TypeError: labels are not integers.
-        ShapeError: labels do not have the shape ``logits.shape[:-1]``.
-        ValueError: host labels (a NumPy array or a list) outside ``[0, C)``, a smoothing
-            outside [0, 1] or an unknown reduction. Labels already on the device are not read
-            back (that would stall JAX's asynchronous dispatch every step): an out-of-range one
-            gives a NaN loss and NaN gradients for its row, JAX's out-of-bounds convention.
+        TypeError: labels are not integers; ``weight=`` (not supported: the message shows
+            the weighted mean to write).
+        ShapeError: labels do not have the logits' shape without the class axis, or ``axis``
+            is out of range.
+        ValueError: host labels (a NumPy array or a list) outside ``[0, C)`` other than
+            ``ignore_index``, a smoothing outside [0, 1] or an unknown reduction. Labels already
+            on the device are not read back (that would stall JAX's asynchronous dispatch every
+            step): an out-of-range one (other than ``ignore_index``) gives a NaN loss and NaN
+            gradients for its row, JAX's out-of-bounds convention.
     """
     _check_reduction("cross_entropy", reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing={label_smoothing} must be in [0, 1].")
-    labels = _host_labels(labels, np.shape(logits)[-1] if np.ndim(logits) else 0, "cross_entropy")
+    ignore = integer(ignore_index, "cross_entropy: ignore_index")
+    labels = _host_labels(labels, _classes(logits, axis), "cross_entropy", ignore)
     return _cross_entropy_op(
-        logits, labels, label_smoothing=float(label_smoothing), reduction=reduction
+        logits,
+        labels,
+        label_smoothing=float(label_smoothing),
+        reduction=reduction,
+        ignore_index=ignore,
+        axis=axis,
     )
 
 
-@partial(jax.jit, static_argnames=("reduction",))
-def _nll(logp: jax.Array, labels: jax.Array, reduction: Reduction) -> jax.Array:
-    return _reduce(-_picked(logp, labels)[0], reduction)
+@partial(jax.jit, static_argnames=_LOSS_STATIC)
+def _nll(
+    logp: jax.Array, labels: jax.Array, reduction: Reduction, ignore_index: int, axis: int
+) -> jax.Array:
+    per, keep = _label_losses(jnp.moveaxis(logp, axis, -1), labels, 0.0, ignore_index)
+    return _reduce(per, reduction, keep)
 
 
 @defop(name="nll_loss")
 def _nll_loss(
-    logp: jax.Array, labels: jax.Array, *, reduction: Reduction = "mean"
-) -> tuple[jax.Array, tuple[jax.Array, tuple[int, ...], Any]]:
-    """-logp[label], reduced; logp (..., C) log-probabilities, labels (...) int."""
-    _check_labels("nll_loss", logp, labels)
-    return _nll(logp, labels, reduction), (labels, logp.shape, logp.dtype)
+    logp: jax.Array,
+    labels: jax.Array,
+    *,
+    reduction: Reduction = "mean",
+    ignore_index: int = -100,
+    axis: int = -1,
+) -> tuple[jax.Array, tuple[jax.Array, int, Any]]:
+    """-logp[label], reduced over the labels not equal to ``ignore_index``; logp (..., C)
+    log-probabilities (classes on ``axis``), labels (...) int."""
+    _check_labels("nll_loss", logp, labels, axis)
+    loss = _nll(logp, labels, reduction, ignore_index, axis)
+    return loss, (labels, logp.shape[axis], logp.dtype)
 
 
-@partial(jax.jit, static_argnames=("shape", "dtype", "reduction"))
+@partial(jax.jit, static_argnames=("classes", "dtype", *_LOSS_STATIC))
 def _nll_grad(
-    labels: jax.Array, g: jax.Array, shape: tuple[int, ...], dtype: Any, reduction: Reduction
+    labels: jax.Array,
+    g: jax.Array,
+    classes: int,
+    dtype: Any,
+    reduction: Reduction,
+    ignore_index: int,
+    axis: int,
 ) -> jax.Array:
-    classes = shape[-1]
-    rows = _spread(g, labels.shape, reduction)[..., None]
-    gx = -jax.nn.one_hot(labels, classes, dtype=dtype) * rows
-    valid = (labels >= 0) & (labels < classes)
-    return jnp.where(valid[..., None], gx, jnp.nan)
+    return _label_grad(0.0, labels, g.astype(dtype), classes, 0.0, reduction, ignore_index, axis)
 
 
 @_nll_loss.defvjp
 def _nll_loss_vjp(
-    res: tuple[jax.Array, tuple[int, ...], Any], g: jax.Array, *, reduction: Reduction = "mean"
+    res: tuple[jax.Array, int, Any],
+    g: jax.Array,
+    *,
+    reduction: Reduction = "mean",
+    ignore_index: int = -100,
+    axis: int = -1,
 ) -> tuple[jax.Array, None]:
-    """g_logp = -g_row * onehot(label); NaN rows for out-of-range labels."""
-    labels, shape, dtype = res
-    return (_nll_grad(labels, g, shape, dtype, reduction), None)
+    """g_logp = -g_row * onehot(label); 0 on ignored rows, NaN rows for out-of-range labels."""
+    labels, classes, dtype = res
+    return (_nll_grad(labels, g, classes, dtype, reduction, ignore_index, axis), None)
 
 
-def nll_loss(logp: Any, labels: Any, *, reduction: Reduction = "mean") -> Tensor:
+@torch_keywords(LOSS_ADVICE)
+def nll_loss(
+    logp: Any,
+    labels: Any,
+    *,
+    reduction: Reduction = "mean",
+    ignore_index: int = -100,
+    axis: int = -1,
+) -> Tensor:
     """Negative log-likelihood of integer labels, PyTorch's ``F.nll_loss`` with the class axis
-    last: ``-logp[..., label]``; pair it with ``log_softmax`` (together: ``cross_entropy``).
+    last by default: ``-logp[..., label]``; pair it with ``log_softmax`` (together:
+    ``cross_entropy``). PyTorch's (N, C, d1, ...) layout needs ``axis=1``.
 
     Args:
-        logp: log-probabilities (..., C).
-        labels: integer class indices (...).
-        reduction: "mean", "sum" or "none".
+        logp: log-probabilities (..., C), the classes on ``axis``.
+        labels: integer class indices, of the shape of ``logp`` without the class axis.
+        reduction: "mean" (over the labels not ignored), "sum" or "none".
+        ignore_index: labels equal to it contribute no loss and no gradient (PyTorch's -100).
+        axis: the class axis of ``logp`` (default -1; 1 for PyTorch's layout).
 
     Raises:
-        as ``cross_entropy`` (labels' dtype, shape, host range; the reduction).
+        as ``cross_entropy`` (labels' dtype, shape, host range; the axis; the reduction;
+        ``weight=``).
     """
     _check_reduction("nll_loss", reduction)
-    labels = _host_labels(labels, np.shape(logp)[-1] if np.ndim(logp) else 0, "nll_loss")
-    return _nll_loss(logp, labels, reduction=reduction)
+    ignore = integer(ignore_index, "nll_loss: ignore_index")
+    labels = _host_labels(labels, _classes(logp, axis), "nll_loss", ignore)
+    return _nll_loss(logp, labels, reduction=reduction, ignore_index=ignore, axis=axis)
 
 
 @partial(jax.jit, static_argnames=("reduction",))

@@ -210,11 +210,22 @@ def norm_cases() -> tuple[Case, ...]:
     )
 
 
-def cross_entropy_cases() -> tuple[Case, ...]:
-    """Logits (..., C) with integer labels (...) in [0, C)."""
+def _one_label_kept(xy: Arrays) -> Arrays:
+    """The first label set to 0, so a case with ``ignore_index=1`` keeps one label (with every
+    label ignored, the mean is 0/0, NaN, and its gradient 0 as PyTorch's, not JAX's NaN)."""
+    x, y = xy
+    y = y.copy()
+    y.flat[0] = 0
+    return x, y
 
-    def build(shape: Shape) -> st.SearchStrategy[Arrays]:
-        return st.tuples(arrays(shape), labels(shape[:-1], shape[-1]))
+
+def cross_entropy_cases() -> tuple[Case, ...]:
+    """Logits (..., C) with integer labels (...) in [0, C); one case with the classes on axis 0
+    and a class that is ``ignore_index``."""
+
+    def build(shape: Shape, axis: int = -1) -> st.SearchStrategy[Arrays]:
+        rest = shape[:axis] + shape[axis + 1 :] if axis != -1 else shape[:-1]
+        return st.tuples(arrays(shape), labels(rest, shape[axis]))
 
     return (
         *(Case(f"logits{s}", build(s)) for s in ((4, 3), (2, 2, 3), (3,))),
@@ -225,6 +236,11 @@ def cross_entropy_cases() -> tuple[Case, ...]:
                 {"label_smoothing": 0.0, "reduction": "sum"},
                 {"label_smoothing": 0.3, "reduction": "none"},
             )
+        ),
+        Case(
+            "logits(3, 2, 4)-axis=1,ignore_index=1",
+            build((3, 2, 4), axis=1).map(_one_label_kept),
+            {"axis": 1, "ignore_index": 1, "reduction": "mean"},
         ),
     )
 
@@ -421,18 +437,39 @@ def _cross_entropy_ref(
     *,
     label_smoothing: float = 0.0,
     reduction: str = "mean",
+    ignore_index: int = -100,
+    axis: int = -1,
 ) -> jax.Array:
-    classes = logits.shape[-1]
-    target = optax.smooth_labels(jax.nn.one_hot(labels, classes), label_smoothing)
-    return _reduce_ref(optax.softmax_cross_entropy(logits, target), reduction)
+    logits = jnp.moveaxis(logits, axis, -1)
+    target = optax.smooth_labels(jax.nn.one_hot(labels, logits.shape[-1]), label_smoothing)
+    return _ignoring_ref(
+        optax.softmax_cross_entropy(logits, target), labels, ignore_index, reduction
+    )
+
+
+def _ignoring_ref(
+    per: jax.Array, labels: jax.Array, ignore_index: int, reduction: str
+) -> jax.Array:
+    """PyTorch's ignore_index: ignored labels lose 0 and the mean is over the others."""
+    keep = labels != ignore_index
+    per = jnp.where(keep, per, 0.0)
+    return jnp.sum(per) / jnp.sum(keep) if reduction == "mean" else _reduce_ref(per, reduction)
 
 
 def _reduce_ref(per: jax.Array, reduction: str) -> jax.Array:
     return {"mean": jnp.mean, "sum": jnp.sum, "none": lambda a: a}[reduction](per)
 
 
-def _nll_ref(logp: jax.Array, labels: jax.Array, *, reduction: str = "mean") -> jax.Array:
-    return _reduce_ref(-jnp.take_along_axis(logp, labels[..., None], -1)[..., 0], reduction)
+def _nll_ref(
+    logp: jax.Array,
+    labels: jax.Array,
+    *,
+    reduction: str = "mean",
+    ignore_index: int = -100,
+    axis: int = -1,
+) -> jax.Array:
+    picked = jnp.take_along_axis(jnp.moveaxis(logp, axis, -1), labels[..., None], -1)[..., 0]
+    return _ignoring_ref(-picked, labels, ignore_index, reduction)
 
 
 def _bce_ref(x: jax.Array, t: jax.Array, *, reduction: str = "mean") -> jax.Array:
@@ -771,9 +808,9 @@ SPECS: tuple[OpSpec, ...] = (
     OpSpec(
         _R["nll_loss"],
         tuple(
-            Case(f"{c.id.split('-')[0]}-{c.params.get('reduction', 'mean')}", c.inputs, p)
+            Case(f"{c.id.split('-')[0]}-{_id(p) or 'mean'}", c.inputs, p)
             for c in cross_entropy_cases()
-            for p in ({k: v for k, v in c.params.items() if k == "reduction"},)
+            for p in ({k: v for k, v in c.params.items() if k != "label_smoothing"},)
         ),
         _nll_ref,
     ),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -70,8 +72,13 @@ def test_cross_entropy_rejects_wrong_label_shapes(labels: np.ndarray) -> None:
 def test_cross_entropy_rejects_labels_out_of_range(bad: int) -> None:
     labels = LABELS.copy()
     labels[2] = bad
-    with pytest.raises(ValueError, match="outside"):
+    with pytest.raises(ValueError, match=r"outside .*padding labels to skip must equal ignore_ind"):
         tg.cross_entropy(tg.tensor(LOGITS, requires_grad=True), labels)
+    labels[2] = -100 if bad == 3 else bad  # PyTorch's padding label, or ignore_index=-1
+    loss = tg.cross_entropy(tg.tensor(LOGITS), labels, ignore_index=-100 if bad == 3 else bad)
+    keep = [0, 1, 3]
+    want = optax.softmax_cross_entropy_with_integer_labels(LOGITS[keep], LABELS[keep]).mean()
+    np.testing.assert_allclose(float(loss), float(want), rtol=1e-6)
 
 
 @pytest.mark.parametrize("bad", [3, -1])
@@ -86,6 +93,41 @@ def test_device_labels_out_of_range_give_nan_rows_not_a_host_sync(bad: int) -> N
     (g,) = tg.grad(loss, t)
     rows = np.isnan(np.asarray(g.data)).all(axis=1)
     assert rows.tolist() == [False, False, True, False]
+
+
+def test_device_labels_equal_to_ignore_index_count_for_nothing() -> None:
+    """ignore_index may be a class: device labels equal to it lose 0 and get no gradient."""
+    t = tg.tensor(LOGITS, requires_grad=True)
+    loss = tg.nll_loss(tg.log_softmax(t), jnp.asarray(LABELS), ignore_index=1, reduction="none")
+    assert loss.tolist()[2:] == [0.0, 0.0]
+    (g,) = tg.grad(loss.sum(), t)
+    assert not np.asarray(g.data)[2:].any() and np.asarray(g.data)[:2].any()
+
+
+def test_class_axis_errors_name_the_pytorch_layout() -> None:
+    logits = tg.tensor(np.zeros((2, 3, 4), np.float32))
+    with pytest.raises(
+        ValueError, match=r"classes on the last axis .*\(N, C, d1, \.\.\.\) layout needs axis=1"
+    ):
+        tg.cross_entropy(logits, np.zeros((2, 4), np.int32))
+    with pytest.raises(ValueError, match="class axis 3 is out of range"):
+        tg.nll_loss(logits, np.zeros((2, 3), np.int32), axis=3)
+    got = tg.cross_entropy(logits, np.zeros((2, 4), np.int32), axis=1)
+    np.testing.assert_allclose(float(got), np.log(3), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: tg.cross_entropy(tg.tensor(LOGITS), LABELS, weight=np.ones(3)),
+        lambda: tg.nll_loss(tg.tensor(LOGITS), LABELS, weight=np.ones(3)),
+        lambda: tg.nn.CrossEntropyLoss(weight=np.ones(3)),
+        lambda: tg.nn.NLLLoss(weight=np.ones(3)),
+    ],
+)
+def test_weight_says_how_to_weight_the_losses(call: Callable[[], object]) -> None:
+    with pytest.raises(TypeError, match=r"weight=, a PyTorch keyword; per-class weights"):
+        call()
 
 
 def test_softmax_is_stable_and_sums_to_one() -> None:

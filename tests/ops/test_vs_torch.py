@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -35,6 +36,8 @@ MEAN = f32(3)
 VAR = RNG.uniform(0.5, 2.0, 3).astype(np.float32)
 MASK = RNG.uniform(size=(3, 5)) < 0.5
 MASK[np.arange(3), np.arange(3)] = True  # every query attends to something
+PADDED = ints(4, 3, 5)  # (N, d1) labels of 4 classes, -100 (PyTorch's padding) in places
+PADDED[0, 3:] = PADDED[2, 1] = -100
 
 
 def _is_float(a: np.ndarray) -> bool:
@@ -268,6 +271,27 @@ MODEL_ROWS: list[tuple[str, Callable[..., Any], Callable[..., Any], tuple[np.nda
         )
         for r in ("mean", "sum", "none")
     ),
+    *(
+        (
+            f"cross_entropy-ignore_index-axis1-{r}",
+            lambda x, y, r=r: tg.cross_entropy(x, y, axis=1, reduction=r),
+            lambda x, y, r=r: F.cross_entropy(x, y, reduction=r),
+            (f32(3, 4, 5), PADDED),
+        )
+        for r in ("mean", "sum", "none")
+    ),
+    (
+        "cross_entropy-smoothing-ignore_index-0",
+        lambda x, y: tg.cross_entropy(x, y, label_smoothing=0.2, ignore_index=0),
+        lambda x, y: F.cross_entropy(x, y, label_smoothing=0.2, ignore_index=0),
+        (f32(6, 4), np.array([0, 1, 3, 0, 2, 2], np.int32)),
+    ),
+    (
+        "nll_loss-ignore_index-axis1",
+        lambda x, y: tg.nll_loss(x, y, axis=1),
+        lambda x, y: F.nll_loss(x, y),
+        (f32(3, 4, 5), PADDED),
+    ),
     (
         "nll_loss",
         lambda x, y: tg.nll_loss(tg.log_softmax(x), y),
@@ -332,3 +356,51 @@ def test_batch_norm_training_matches_torch_with_running_statistics() -> None:
         (f32(5, 4),),
         rtol=1e-4,
     )
+
+
+@pytest.mark.parametrize("loss", ["cross_entropy", "nll_loss"])
+def test_host_padding_labels_match_torch(loss: str) -> None:
+    """NumPy labels padded with -100 (PyTorch's ignore_index) pass the host range check and
+    give PyTorch's mean over the other labels; their rows get no gradient."""
+    x = f32(6, 4)
+    y = np.array([1, -100, 3, 0, -100, 2])
+    t = tg.tensor(x, requires_grad=True)
+    got = getattr(tg, loss)(t, y)
+    (g,) = tg.grad(got, t)
+    p = torch.tensor(x, requires_grad=True)
+    want = getattr(F, loss)(p, torch.tensor(y))
+    (pg,) = torch.autograd.grad(want, p)
+    np.testing.assert_allclose(float(got), want.item(), rtol=1e-6)
+    np.testing.assert_allclose(g.numpy(), pg.numpy(), rtol=1e-5, atol=1e-7)
+    assert not g.numpy()[[1, 4]].any()
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_every_label_ignored_matches_torch(reduction: str) -> None:
+    """All labels ignored: the mean is NaN (0/0), sum 0, none zeros; gradients are zeros."""
+    x = f32(3, 4)
+    y = np.full(3, -100)
+    t = tg.tensor(x, requires_grad=True)
+    got = tg.cross_entropy(t, jnp.asarray(y), reduction=reduction)
+    (g,) = tg.grad(got.sum(), t)
+    p = torch.tensor(x, requires_grad=True)
+    want = F.cross_entropy(p, torch.tensor(y), reduction=reduction)
+    (pg,) = torch.autograd.grad(want.sum(), p)
+    np.testing.assert_array_equal(got.numpy(), want.detach().numpy())  # NaN equals NaN here
+    np.testing.assert_array_equal(g.numpy(), pg.numpy())
+
+
+def test_loss_layers_take_ignore_index_and_axis_as_torch() -> None:
+    x = f32(2, 3, 4)
+    y = np.array([[0, 2, -1, 1], [-1, -1, 2, 0]])
+    t = tg.tensor(x, requires_grad=True)
+    got = tg.nn.CrossEntropyLoss(ignore_index=-1, axis=1)(t, y)
+    logp = tg.log_softmax(t, axis=1)
+    got_nll = tg.nn.NLLLoss(reduction="sum", ignore_index=-1, axis=1)(logp, y)
+    p = torch.tensor(x)
+    want = torch.nn.CrossEntropyLoss(ignore_index=-1)(p, torch.tensor(y))
+    want_nll = torch.nn.NLLLoss(reduction="sum", ignore_index=-1)(
+        F.log_softmax(p, 1), torch.tensor(y)
+    )
+    np.testing.assert_allclose(float(got), float(want), rtol=1e-6)
+    np.testing.assert_allclose(float(got_nll), float(want_nll), rtol=1e-6)
