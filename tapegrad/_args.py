@@ -110,6 +110,8 @@ _TORCH_KEYWORDS = {
     "input": "the tensor itself, positionally",
     "size": "shape",
     "p": "ord",
+    "unbiased": "ddof=1 for unbiased=True (ddof=0, NumPy's default, is unbiased=False)",
+    "correction": "ddof",
 }
 
 

@@ -230,3 +230,10 @@ def test_first_hour_functions_and_methods_match_torch() -> None:
     np.testing.assert_allclose(xp.grad.numpy(), tp.grad.numpy(), rtol=1e-6)
     with pytest.raises(ValueError, match=r"bool\(\(t > 0\).all\(\)\)"):
         bool(x)
+
+
+@pytest.mark.parametrize(("keyword", "says"), [("unbiased", "ddof=1"), ("correction", "ddof=")])
+def test_std_and_var_name_ddof_for_pytorchs_keywords(keyword: str, says: str) -> None:
+    for call in (tg.ones(3).std, tg.ones(3).var, lambda **kw: tg.std(tg.ones(3), **kw)):
+        message = str(error_of(TypeError, call, **{keyword: 1}))
+        assert f"got {keyword}=, PyTorch's spelling" in message and says in message, message

@@ -263,7 +263,9 @@ def clip(
     min: float | None = None,
     max: float | None = None,  # noqa: A002
 ) -> tuple[jax.Array, Res]:
-    """Clamp to ``[min, max]`` (either bound may be ``None``), as ``jnp.clip``."""
+    """Clamp to ``[min, max]`` (either bound may be ``None``), as ``jnp.clip``. At a bound the
+    gradient is half (JAX's rule for a tie of max/min); PyTorch's ``clamp`` passes all of it
+    there: values that sit exactly on a bound (pixels at 0 or 1) get half their gradient."""
     return _clip(x, _bound(min), _bound(max)), (x,)
 
 
