@@ -67,6 +67,8 @@ RANK = {
     "tapegrad.testing": 12,
     "tapegrad.serialization": 10,
     # tapegrad.nn: the Module protocol and initialisers, layers, composite layers.
+    "tapegrad.nn._cast": 9.5,  # below nn.module, outside the engine
+    "tapegrad.nn._state": 9.5,
     "tapegrad.nn._init": 10,
     "tapegrad.nn.module": 10,
     "tapegrad.nn.utils": 10,

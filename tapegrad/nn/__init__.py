@@ -5,14 +5,16 @@ A :class:`Module` registers what is assigned to its attributes, as PyTorch's doe
 - a ``Tensor`` that is a leaf requiring grad is a **parameter** (``parameters()``,
   ``named_parameters()``, ``state_dict()``); there is no separate ``Parameter`` class;
 - another ``Tensor`` that does not require grad is a **buffer** (in ``state_dict()``, not
-  in ``parameters()``: running statistics);
+  in ``parameters()``: running statistics), except one declared with
+  ``register_buffer(name, t, persistent=False)``, which state dicts leave out (a cache);
 - a ``Module`` is a **sub-module** (its entries are listed under ``"name."``);
 - anything else, including the output of a recorded op, is a plain attribute.
 
 Parameters are ordinary tape leaves: an optimizer step replaces their value with
 ``p.data = new`` and keeps their node (``tapegrad.optim``). Parameter names and layouts are
 PyTorch's (``Linear.weight`` is ``(out_features, in_features)``), so a PyTorch
-``state_dict()`` loads unchanged with ``load_state_dict``.
+``state_dict()`` loads unchanged with ``load_state_dict`` (tied weights are listed under each
+name, as PyTorch lists them).
 
 There is no ``tapegrad.nn.functional``: the functions of ``torch.nn.functional`` are ``tg.``
 functions (``tg.relu``, ``tg.softmax``, ``tg.cross_entropy``, ``tg.conv2d``,

@@ -5,9 +5,17 @@ A :class:`Module` registers what is assigned to its attributes, as PyTorch's doe
 - a ``Tensor`` that is a leaf requiring grad is a **parameter** (``parameters()``,
   ``named_parameters()``, ``state_dict()``); there is no separate ``Parameter`` class;
 - another ``Tensor`` that does not require grad is a **buffer** (in ``state_dict()``, not
-  in ``parameters()``);
+  in ``parameters()``), persistent unless ``register_buffer(name, t, persistent=False)``
+  declared the name; assigning a tensor that does not require grad, or ``None``, to a name
+  already registered as a buffer keeps it that buffer (persistent or not), as in PyTorch;
 - a ``Module`` is a **sub-module** (its parameters are listed under ``"name."``);
 - anything else, including the output of a recorded op, is a plain attribute.
+
+Unlike PyTorch, a tensor that does not require grad assigned to a new name is a (persistent)
+buffer without ``register_buffer``: running statistics and masks are saved with the model. A
+tensor a model only caches (``self.last_out = y.detach()`` in ``forward``) is declared once
+in ``__init__`` with ``self.register_buffer("last_out", None, persistent=False)``: it stays
+out of ``state_dict()``, so checkpoints load into a fresh model.
 
 Parameters are ordinary tape leaves: an optimizer step replaces their value with
 ``p.data = new`` and keeps their node (``tapegrad.optim``).
@@ -20,12 +28,12 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from tapegrad._arrays import deleted
+from tapegrad._dtypes import is_float
 from tapegrad._placement import check_fits, resolve
 from tapegrad._tensor import Tensor, zero_grads
-from tapegrad.errors import ShapeError, donated_error
+from tapegrad.nn._cast import cast_in_place, float_dtype, is_dtype
+from tapegrad.nn._state import plan_load, state_entries
 
 __all__ = ["Module", "LoadResult"]
 
@@ -64,13 +72,15 @@ class Module:
 
     training: bool
     _parameters: dict[str, Tensor]
-    _buffers: dict[str, Tensor]
+    _buffers: dict[str, Tensor | None]
     _modules: dict[str, Module]
+    _non_persistent: set[str]
 
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", {})
         object.__setattr__(self, "_buffers", {})
         object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "training", True)
 
     # ------------------------------------------------------------------ registration
@@ -81,6 +91,10 @@ class Module:
                 f"cannot assign {name!r} before Module.__init__() ran; call "
                 "super().__init__() first in your module's __init__."
             )
+        buffers = self._buffers
+        if name in buffers and (value is None or _is_buffer_value(value)):
+            buffers[name] = value  # a registered buffer stays one, in its place (PyTorch's)
+            return
         for registry in _REGISTRIES:
             self.__dict__[registry].pop(name, None)
         if isinstance(value, Module):
@@ -89,9 +103,9 @@ class Module:
         elif isinstance(value, Tensor) and value.requires_grad and value.is_leaf:
             self.__dict__.pop(name, None)
             self._parameters[name] = value
-        elif isinstance(value, Tensor) and not value.requires_grad:
+        elif _is_buffer_value(value):
             self.__dict__.pop(name, None)
-            self._buffers[name] = value
+            buffers[name] = value
         else:
             object.__setattr__(self, name, value)
 
@@ -105,6 +119,7 @@ class Module:
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __delattr__(self, name: str) -> None:
+        self._non_persistent.discard(name)
         for registry in _REGISTRIES:
             entries = self.__dict__[registry]
             if name in entries:
@@ -117,6 +132,62 @@ class Module:
         for registry in _REGISTRIES:
             names.update(self.__dict__[registry])
         return sorted(names)
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """Register ``tensor`` (or ``None``, a slot filled later) as the buffer ``name``
+        (PyTorch's method): listed by ``buffers()``, moved by ``to()``, carried by ``tg.jit``
+        steps, and saved by ``state_dict()`` unless ``persistent`` is ``False``.
+
+        A non-persistent buffer is what a model caches, e.g. ``self.last_out = y.detach()``
+        in ``forward``: ``state_dict()`` leaves it out and ``load_state_dict`` does not expect
+        it. The name stays non-persistent for every later assignment until it is deleted
+        (``del module.name``) or registered again; a ``None`` buffer is in no listing.
+
+        Args:
+            name: the attribute name (no ``"."``).
+            tensor: a tensor that does not require grad, or ``None``.
+            persistent: include it in ``state_dict()``.
+
+        Raises:
+            AttributeError: called before ``Module.__init__()`` ran.
+            KeyError: ``name`` is empty, contains ``"."`` or is already an attribute that is
+                not a buffer (delete it first).
+            TypeError: ``tensor`` is not a ``Tensor`` or ``None``, or requires grad (assign a
+                parameter as an attribute; ``.detach()`` a value to keep it as a buffer).
+        """
+        if "_modules" not in self.__dict__:
+            raise AttributeError(
+                "cannot register a buffer before Module.__init__() ran; call "
+                "super().__init__() first in your module's __init__."
+            )
+        if not isinstance(name, str) or not name or "." in name:
+            raise KeyError(
+                f"register_buffer: buffer names are non-empty and have no '.', got {name!r}."
+            )
+        if name not in self._buffers and (
+            name in self.__dict__ or name in self._parameters or name in self._modules
+        ):
+            raise KeyError(
+                f"register_buffer: {type(self).__name__} already has an attribute {name!r} that "
+                f"is not a buffer; delete it first (del module.{name}) or pick another name."
+            )
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(
+                f"register_buffer({name!r}): a Tensor or None is needed, got "
+                f"{type(tensor).__name__}; wrap arrays with tg.tensor(...)."
+            )
+        if tensor is not None and tensor.requires_grad:
+            raise TypeError(
+                f"register_buffer({name!r}): the tensor requires grad; a leaf that requires grad "
+                f"is a parameter (assign it: self.{name} = t), and a value to keep as a buffer "
+                "is detached first (t.detach())."
+            )
+        self.__dict__.pop(name, None)
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent.discard(name)
+        else:
+            self._non_persistent.add(name)
 
     # ------------------------------------------------------------------ traversal
 
@@ -164,9 +235,9 @@ class Module:
         seen: set[int] = set()
         modules = self.named_modules(prefix) if recurse else iter([(prefix, self)])
         for module_name, module in modules:
-            entries: dict[str, Tensor] = module.__dict__[registry]
+            entries: dict[str, Tensor | None] = module.__dict__[registry]
             for name, tensor in entries.items():
-                if id(tensor) in seen:
+                if tensor is None or id(tensor) in seen:
                     continue
                 seen.add(id(tensor))
                 yield (f"{module_name}.{name}" if module_name else name), tensor
@@ -192,11 +263,12 @@ class Module:
             yield p
 
     def named_buffers(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Tensor]]:
-        """Buffers (tensor attributes that do not require grad) with dotted names."""
+        """Buffers (tensor attributes that do not require grad, persistent or not; a ``None``
+        buffer is left out) with dotted names, each shared tensor once."""
         return self._named_tensors("_buffers", prefix, recurse)
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
-        """Buffers (tensor attributes that do not require grad)."""
+        """Buffers (tensor attributes that do not require grad, persistent or not)."""
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
@@ -243,12 +315,24 @@ class Module:
             p.requires_grad_(requires_grad)
         return self
 
-    def to(self, device: Any) -> Module:
-        """Move every parameter and buffer to ``device`` (a ``jax.Device``, a sharding, an
-        index into ``jax.devices()`` or a string such as ``"cpu:2"``), in place: each keeps
-        its tensor object and its tape node, as ``t.data = ...`` does; a ``.grad`` moves with
-        its parameter, and gradients of a later backward land on the same device. (Make
-        optimizers after moving the model: their state stays where it was made.)
+    def to(self, device: Any = None, dtype: Any = None) -> Module:
+        """Move every parameter and buffer to ``device`` and/or cast the floating ones to
+        ``dtype``, in place, as PyTorch's ``Module.to`` does: ``model.to("cpu:1")``,
+        ``model.to(tg.bfloat16)``, ``model.to(device, dtype=tg.float16)``.
+
+        A move keeps each tensor object and its tape node, as ``t.data = ...`` does; a
+        ``.grad`` moves with its parameter, and gradients of a later backward land on the
+        same device. A cast keeps each tensor object too, but a parameter gets a new leaf
+        node (a leaf's dtype is part of it; a graph recorded before the cast no longer
+        reaches the parameter); its ``.grad`` is cast with it. Integer and complex tensors
+        keep their dtype (``num_batches_tracked`` stays int32). Make optimizers after moving
+        or casting the model: their state stays where, and in the dtype, it was made.
+
+        Args:
+            device: a ``jax.Device``, a sharding, an index into ``jax.devices()`` or a string
+                such as ``"cpu:2"`` or ``"gpu:0"``; a dtype here is taken as ``dtype``.
+            dtype: a floating dtype (``tg.float16``, ``tg.bfloat16``, ``tg.float32``,
+                ``tg.float64`` with ``jax_enable_x64`` on).
 
         Returns:
             ``self``.
@@ -256,16 +340,50 @@ class Module:
         Raises:
             DeviceError: the device does not exist, or a sharding does not divide the shape
                 of a parameter (checked for all of them before any moves).
+            TypeError: ``dtype`` is not a floating dtype, or is 64-bit while JAX's x64 mode
+                is off (checked before anything changes).
         """
+        if dtype is None and is_dtype(device):
+            device, dtype = None, device
         tensors = (*self.parameters(), *self.buffers())
-        dest = resolve(device, "Module.to")
+        cast = None if dtype is None else float_dtype(dtype)
+        dest = None if device is None else resolve(device, "Module.to")
+        if dest is not None:
+            for t in tensors:
+                check_fits(dest, t.shape, "Module.to")
         for t in tensors:
-            check_fits(dest, t.shape, "Module.to")
-        for t in tensors:
-            t.data = jax.device_put(t.data, dest)
-            if t.grad is not None:  # the gradient moves with its parameter, as in PyTorch
-                t.grad = Tensor(jax.device_put(t.grad.data, dest))
+            if cast is not None and is_float(t.dtype) and t.dtype != cast:
+                cast_in_place(t, cast)
+            if dest is not None:
+                t.data = jax.device_put(t.data, dest)
+                if t.grad is not None:  # the gradient moves with its parameter, as in PyTorch
+                    t.grad = Tensor(jax.device_put(t.grad.data, dest))
         return self
+
+    def cuda(self, device: int | None = None) -> Module:
+        """PyTorch's spelling of ``to("gpu:N")``: move to GPU ``device`` (0 by default).
+
+        Raises:
+            DeviceError: this process has no such GPU (the message lists its devices).
+        """
+        return self.to(f"gpu:{device or 0}")
+
+    def cpu(self) -> Module:
+        """PyTorch's spelling of ``to("cpu:0")``: move to the first CPU device."""
+        return self.to("cpu:0")
+
+    def half(self) -> Module:
+        """Cast floating parameters and buffers to float16 in place (``to(tg.float16)``)."""
+        return self.to(dtype=jnp.float16)
+
+    def bfloat16(self) -> Module:
+        """Cast floating parameters and buffers to bfloat16 in place (``to(tg.bfloat16)``)."""
+        return self.to(dtype=jnp.bfloat16)
+
+    def double(self) -> Module:
+        """Cast floating parameters and buffers to float64 in place (``to(tg.float64)``;
+        needs ``jax.config.update("jax_enable_x64", True)``, else ``TypeError``)."""
+        return self.to(dtype=jnp.float64)
 
     def apply(self, fn: Callable[[Module], None]) -> Module:
         """Call ``fn`` on every sub-module and then on this one (PyTorch's order), e.g. to
@@ -281,21 +399,14 @@ class Module:
 
     # ------------------------------------------------------------------ state dict
 
-    def _state_entries(self) -> Iterator[tuple[str, Tensor]]:
-        """Parameters and buffers in PyTorch's ``state_dict`` order: each module's own
-        parameters, then its own buffers, then its sub-modules'; a shared tensor once."""
-        seen: set[int] = set()
-        for module_name, module in self.named_modules():
-            prefix = f"{module_name}." if module_name else ""
-            for registry in ("_parameters", "_buffers"):
-                for name, tensor in module.__dict__[registry].items():
-                    if id(tensor) not in seen:
-                        seen.add(id(tensor))
-                        yield prefix + name, tensor
-
     def state_dict(self) -> dict[str, Tensor]:
-        """A snapshot of every parameter and buffer by dotted name (PyTorch's names and
-        order), as tensors that do not require grad.
+        """A snapshot of every parameter and persistent buffer by dotted name (PyTorch's names
+        and order), as tensors that do not require grad.
+
+        A tensor reachable under several names (tied weights: ``head.weight = emb.weight``;
+        a module assigned twice) is listed under each, sharing one array, as PyTorch lists
+        it; ``parameters()`` still lists it once. Non-persistent buffers
+        (``register_buffer(..., persistent=False)``) are left out.
 
         JAX arrays are immutable and an eager optimizer step replaces a parameter's array
         rather than writing into it, so the snapshot keeps the values of this moment (no copy
@@ -303,7 +414,7 @@ class Module:
         donates those arrays, as ``jax.jit`` does: to keep a snapshot across such steps, save
         it (``tg.save``) or copy it to the host (``{k: v.numpy() for k, v in ...}``) first.
         """
-        return {name: t.detach() for name, t in self._state_entries()}
+        return {name: t.detach() for name, t in state_entries(self)}
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> LoadResult:
         """Replace parameter and buffer values from ``state_dict``: name -> a Tensor, a JAX
@@ -311,7 +422,14 @@ class Module:
 
         Everything is checked before anything is written: on an error the module is left
         exactly as it was. Parameters keep their tape nodes (``p.data = value``); values are
-        cast to each entry's dtype, as PyTorch's ``copy_`` does.
+        cast to each entry's dtype, as PyTorch's ``copy_`` does. Non-persistent buffers are
+        not expected.
+
+        A tied tensor (one tensor under several names, see ``state_dict()``) is loaded once:
+        from any one of its names, so a checkpoint that keeps only one of them (tapegrad's
+        before ties were listed, or one trimmed of duplicates) loads too, and its other
+        names are not reported missing (PyTorch reports them); when several of its names
+        are given, their values must be equal.
 
         Args:
             state_dict: values by dotted name, e.g. from ``state_dict()`` or ``tg.load``.
@@ -323,32 +441,11 @@ class Module:
         Raises:
             KeyError: ``strict`` and names are missing or unexpected (all are listed).
             ShapeError: values whose shapes differ from their entries' (all are listed).
+            ValueError: two names of one tied tensor hold different values (both named).
             TypeError: a value that is not an array or a tensor.
         """
-        targets = dict(self._state_entries())
-        missing = [k for k in targets if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in targets]
-        if strict and (missing or unexpected):
-            raise KeyError(
-                f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}; "
-                "nothing was loaded. Pass strict=False to load the keys that match."
-            )
-        new: list[tuple[Tensor, jax.Array]] = []
-        wrong: list[str] = []
-        for name, target in targets.items():
-            if name not in state_dict:
-                continue
-            array = _as_array(name, state_dict[name], target.dtype)
-            if tuple(array.shape) != target.shape:
-                wrong.append(f"{name!r}: {tuple(array.shape)} given, {target.shape} expected")
-            new.append((target, array))
-        if wrong:
-            raise ShapeError(
-                "load_state_dict: shapes differ from the module's (nothing was loaded): "
-                + "; ".join(wrong)
-                + ". Build the module with the sizes the checkpoint was saved with."
-            )
-        for target, array in new:
+        missing, unexpected, writes = plan_load(state_entries(self), state_dict, strict)
+        for target, array in writes:
             target.data = array
         return LoadResult(missing, unexpected)
 
@@ -375,25 +472,11 @@ class Module:
             return head + ")"
         return head + "\n" + "\n".join(lines) + "\n)"
 
+    def float(self) -> Module:  # last: the name shadows the builtin below it
+        """Cast floating parameters and buffers to float32 in place (``to(tg.float32)``)."""
+        return self.to(dtype=jnp.float32)
 
-def _as_array(name: str, value: Any, dtype: Any) -> jax.Array:
-    """``value`` (Tensor, JAX/NumPy array, ``torch.Tensor``) as a JAX array of ``dtype``, a copy
-    of a NumPy or torch value (``jnp.asarray`` may share a CPU buffer: later in-place changes
-    to the source would change the parameter, as ``torch.Tensor.copy_`` never lets them).
 
-    Raises:
-        RuntimeError: ``value`` is an array a ``tg.jit`` step donated (deleted).
-    """
-    if isinstance(value, Tensor):
-        value = value.data
-    elif not isinstance(value, (jax.Array, np.ndarray)) and hasattr(value, "detach"):
-        value = value.detach().cpu().numpy()  # a torch.Tensor, without importing torch
-    if deleted(value):
-        raise donated_error(f"load_state_dict: {name!r}")
-    try:
-        return jnp.array(value, dtype=dtype, copy=isinstance(value, np.ndarray))
-    except (TypeError, ValueError) as err:
-        raise TypeError(
-            f"load_state_dict: {name!r} is a {type(value).__name__}, not an array ({err}); "
-            "pass tensors or arrays, e.g. from state_dict() or tg.load()."
-        ) from None
+def _is_buffer_value(value: Any) -> bool:
+    """What an assignment registers as a buffer: a tensor that does not require grad."""
+    return isinstance(value, Tensor) and not value.requires_grad

@@ -30,7 +30,7 @@ class Net(nn.Module):
         super().__init__()
         self.body = Block(0)
         self.head = nn.Linear(3, 2, bias=False, key=1)
-        self.shared = self.head  # the same module twice: listed once
+        self.shared = self.head  # the same module twice: one module, two state_dict names
 
     def forward(self, x: tg.Tensor) -> tg.Tensor:
         return self.head(self.body(x).tanh())
@@ -168,13 +168,15 @@ def test_zero_grad_without_set_to_none_writes_zeros() -> None:
 def test_state_dict_round_trip_keeps_the_parameter_nodes() -> None:
     net = Net()
     saved = net.state_dict()
-    # PyTorch's order: each module's parameters, then its buffers, then its children's.
+    # PyTorch's order: each module's parameters, then its buffers, then its children's; the
+    # module assigned twice is listed under both names, as PyTorch lists it.
     assert list(saved) == [
         "body.scale",
         "body.offset",
         "body.fc.weight",
         "body.fc.bias",
         "head.weight",
+        "shared.weight",
     ]
     assert not any(t.requires_grad for t in saved.values())
     leaves_before = _leaf_ids()
