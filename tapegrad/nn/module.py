@@ -324,7 +324,9 @@ class Module:
         ``.grad`` moves with its parameter, and gradients of a later backward land on the
         same device. A cast keeps each tensor object too, but a parameter gets a new leaf
         node (a leaf's dtype is part of it; a graph recorded before the cast no longer
-        reaches the parameter); its ``.grad`` is cast with it. Integer and complex tensors
+        reaches the parameter); the old one is released as ``requires_grad_(False)``
+        releases it (a hanging leaf until the next sweep, counted by the leak report); its
+        ``.grad`` is cast with it. Integer and complex tensors
         keep their dtype (``num_batches_tracked`` stays int32). Make optimizers after moving
         or casting the model: their state stays where, and in the dtype, it was made.
 
