@@ -17,16 +17,28 @@ __all__ = ["is_dtype", "float_dtype", "cast_in_place"]
 
 def is_dtype(value: Any) -> bool:
     """Whether ``Module.to``'s first argument names a dtype (``tg.float16``, ``np.float32``,
-    a ``np.dtype``) rather than a device (strings and indices name devices)."""
-    return isinstance(value, np.dtype) or (isinstance(value, type) and hasattr(value, "dtype"))
+    a ``np.dtype``, or PyTorch's, which ``float_dtype`` refuses) rather than a device (strings
+    and indices name devices)."""
+    if isinstance(value, np.dtype) or _torch_dtype(value):
+        return True
+    return isinstance(value, type) and hasattr(value, "dtype")
+
+
+def _torch_dtype(value: Any) -> bool:
+    """Whether ``value`` is a ``torch.dtype`` (checked without importing torch)."""
+    return type(value).__module__ == "torch" and type(value).__name__ == "dtype"
 
 
 def float_dtype(dtype: Any) -> np.dtype[Any]:
     """``dtype`` for ``Module.to``: a real floating dtype this JAX mode can hold.
 
     Raises:
-        TypeError: not a floating dtype, or 64-bit with x64 off (JAX would make float32).
+        TypeError: not a floating dtype, PyTorch's, or 64-bit with x64 off (JAX would make
+            float32).
     """
+    if _torch_dtype(dtype):
+        name = str(dtype).removeprefix("torch.")
+        raise TypeError(f"Module.to: {dtype} is PyTorch's dtype; pass JAX's, tg.{name}.")
     dt = check_float(dtype, "Module.to")
     stored = jax.dtypes.canonicalize_dtype(dt)
     if stored != dt:

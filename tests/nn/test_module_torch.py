@@ -115,6 +115,13 @@ def test_a_module_assigned_twice_is_listed_under_both_names_as_in_torch() -> Non
     theirs.load_state_dict(_to_torch(ours.state_dict()))
 
 
+def test_a_module_referring_to_its_parent_ends_the_state_dict_walk() -> None:
+    model = nn.Sequential(nn.Linear(2, 2, key=0))
+    model[0].owner = model  # a cycle (PyTorch's state_dict would recurse without end)
+    assert list(model.state_dict()) == ["0.weight", "0.bias"]
+    assert model.load_state_dict(model.state_dict()) == nn.LoadResult([], [])
+
+
 def test_tied_checkpoints_round_trip_through_safetensors_files(tmp_path: Path) -> None:
     from safetensors.torch import load_file
 
@@ -317,6 +324,8 @@ def test_casts_that_cannot_happen_say_why_and_change_nothing() -> None:
     model = nn.Linear(2, 2, key=0)
     with pytest.raises(TypeError, match="floating dtype.*int32"):
         model.to(tg.int32)
+    with pytest.raises(TypeError, match=r"torch.float16 is PyTorch's dtype.*tg\.float16"):
+        model.to(torch.float16)
     with pytest.raises(TypeError, match="x64"):
         model.double()  # the suite runs with x64 off, as users do
     with pytest.raises(tg.DeviceError, match="no device 'gpu:0'"):
