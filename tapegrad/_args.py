@@ -153,17 +153,22 @@ def _too_many_positional(
 
 
 def torch_keywords(
-    advice: Mapping[str, str] | None = None,
+    advice: Mapping[str, str] | None = None, defaults: Mapping[str, Any] | None = None
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Decorate a function, method or ``__init__``: a PyTorch keyword it does not take raises a
     ``TypeError`` naming the keyword and what to do (``advice``: PyTorch's keyword -> what to
     do; PyTorch's spellings ``dim=``, ``keepdim=``, ... name tapegrad's) instead of Python's
-    bare "unexpected keyword argument". Keywords the function takes are passed through."""
+    bare "unexpected keyword argument". Keywords the function takes are passed through. A
+    keyword of ``defaults`` given PyTorch's default value there (``bidirectional=False``) is
+    dropped: it asks for what tapegrad does. On an ``__init__``, the error names the class of
+    the object made (``LSTM()``, not the private base class that defines ``__init__``)."""
+    kept = dict(defaults or {})
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         taken = inspect.signature(fn).parameters
-        flagged = frozenset({*_TORCH_KEYWORDS, *(advice or {})} - set(taken))
+        flagged = frozenset({*_TORCH_KEYWORDS, *(advice or {}), *kept} - set(taken))
         where = f"{fn.__qualname__.removesuffix('.__init__')}()"
+        init = fn.__name__ == "__init__"
         kinds = [p.kind for p in taken.values()]
         limit = (
             None  # takes any number of positional arguments
@@ -171,19 +176,39 @@ def torch_keywords(
             else sum(k <= inspect.Parameter.POSITIONAL_OR_KEYWORD for k in kinds)
         )
 
+        def place(args: tuple[Any, ...]) -> str:
+            return f"{type(args[0]).__name__}()" if init and args else where
+
         @functools.wraps(fn)
         def checked(*args: P.args, **kwargs: P.kwargs) -> R:
             if kwargs and not flagged.isdisjoint(kwargs):
-                err = torch_keyword((k for k in kwargs if k in flagged), where, advice)
+                for k in [k for k in kwargs if k in kept and _is_default(kwargs[k], kept[k])]:
+                    del kwargs[k]
+                err = torch_keyword((k for k in kwargs if k in flagged), place(args), advice)
                 if err is not None:
                     raise err
             if limit is not None and len(args) > limit:
-                raise _too_many_positional(where, taken, len(args))
+                raise _too_many_positional(place(args), taken, len(args))
             return fn(*args, **kwargs)
 
         return checked
 
     return decorate
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    """Whether ``value`` is PyTorch's ``default`` (``None``, a bool, a number or a string):
+    ``2`` is ``2.0``, but ``1`` is not ``True`` and an array is nothing."""
+    if value is default:
+        return True
+    plain = (int, float, str)
+    return (
+        not isinstance(value, bool)
+        and not isinstance(default, bool)
+        and isinstance(value, plain)
+        and isinstance(default, plain)
+        and value == default
+    )
 
 
 numpy_keywords = torch_keywords()

@@ -8,6 +8,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from tapegrad import ops
+from tapegrad._args import torch_keywords
 from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor
 from tapegrad.nn import _init
@@ -23,6 +24,13 @@ def _tuple(name: str, value: int | tuple[int, ...], n: int) -> tuple[int, ...]:
     return out
 
 
+_TORCH_ADVICE = {
+    "padding_mode": "only zero padding is supported (PyTorch's default 'zeros'). For "
+    "'reflect', 'replicate' or 'circular', pad the input yourself and pass padding=0: e.g. "
+    "circular along the last axis, tg.concatenate([x[..., -p:], x, x[..., :p]], axis=-1).",
+}
+
+
 class _ConvNd(Module):
     """Shared construction of ``Conv1d``/``Conv2d``: checks, PyTorch's initialisation."""
 
@@ -30,6 +38,7 @@ class _ConvNd(Module):
     bias: Tensor | None
     _dims: int
 
+    @torch_keywords(_TORCH_ADVICE, defaults={"padding_mode": "zeros"})
     def __init__(
         self,
         in_channels: int,

@@ -83,6 +83,12 @@ class _BatchNorm(Module):
         name = type(self).__name__
         if num_features <= 0:
             raise ValueError(f"{name}({num_features}): num_features must be positive.")
+        if momentum is None:
+            raise ValueError(
+                f"{name}: momentum=None (PyTorch's cumulative average over all batches) is not "
+                "supported; pass a number in [0, 1] (the default 0.1 weighs each new batch "
+                "0.1), or compute the average yourself from batch statistics under tg.no_grad()."
+            )
         if not 0.0 <= momentum <= 1.0:
             raise ValueError(f"{name}: momentum must be in [0, 1], got {momentum}.")
         check_float(dtype, name)
@@ -147,10 +153,14 @@ class BatchNorm1d(_BatchNorm):
     Args:
         num_features: the channels ``C``.
         eps: added to the variance before the square root.
-        momentum: weight of the new batch in the running statistics.
+        momentum: weight of the new batch in the running statistics, in [0, 1].
         affine: learn ``weight`` and ``bias``.
         track_running_stats: keep running statistics (else batch statistics always).
         dtype: a floating dtype for parameters and running statistics.
+
+    Raises:
+        ValueError: a non-positive ``num_features``; ``momentum`` outside [0, 1], or ``None``
+            (PyTorch's cumulative average, not supported: the message says what to pass).
     """
 
     _ndims = (2, 3)

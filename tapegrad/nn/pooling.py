@@ -3,12 +3,30 @@
 from __future__ import annotations
 
 from tapegrad import ops
+from tapegrad._args import torch_keywords
 from tapegrad._tensor import Tensor
 from tapegrad.nn.module import Module
 
 __all__ = ["MaxPool2d", "AvgPool2d"]
 
 _Size = int | tuple[int, int]
+
+_CEIL_MODE = (
+    "only floor mode is supported (PyTorch's default ceil_mode=False). To keep a last partial "
+    "window, tg.pad the input on the bottom and right first (with -inf for max pooling) so it "
+    "fits."
+)
+_MAX_ADVICE = {
+    "ceil_mode": _CEIL_MODE,
+    "dilation": "dilated pooling is not supported: remove it (PyTorch's default dilation=1).",
+    "return_indices": "there are no indices to return (and no MaxUnpool2d): remove it; to find "
+    "the maxima, compare the input with the pooled output upsampled.",
+}
+_AVG_ADVICE = {
+    "ceil_mode": _CEIL_MODE,
+    "divisor_override": "not supported: divide the window sums yourself, e.g. "
+    "tg.avg_pool2d(x, k) * (kh * kw / divisor).",
+}
 
 
 class _Pool2d(Module):
@@ -31,8 +49,16 @@ class MaxPool2d(_Pool2d):
         padding: implicit ``-inf`` padding on both sides.
 
     Raises:
+        TypeError: ``ceil_mode=True``, ``dilation`` other than 1 or ``return_indices=True``
+            (not supported; the message says what to do).
         ValueError: at call time, a kernel larger than the padded input.
     """
+
+    @torch_keywords(
+        _MAX_ADVICE, defaults={"ceil_mode": False, "dilation": 1, "return_indices": False}
+    )
+    def __init__(self, kernel_size: _Size, stride: _Size | None = None, padding: _Size = 0) -> None:
+        super().__init__(kernel_size, stride, padding)
 
     def forward(self, x: Tensor) -> Tensor:
         """Pool ``x``."""
@@ -45,13 +71,39 @@ class AvgPool2d(_Pool2d):
     Args:
         kernel_size: an int or ``(kH, kW)``.
         stride: defaults to ``kernel_size`` (PyTorch's default).
-        padding: implicit zero padding on both sides (counted in the mean, as PyTorch's
-            default ``count_include_pad=True``).
+        padding: implicit zero padding on both sides.
+        count_include_pad: count the padded zeros in the mean (PyTorch's default ``True``);
+            ``False`` divides each window's sum by the input elements it covers.
 
     Raises:
+        TypeError: ``ceil_mode=True`` or ``divisor_override`` (not supported; the message says
+            what to do).
         ValueError: at call time, a kernel larger than the padded input.
     """
 
+    @torch_keywords(_AVG_ADVICE, defaults={"ceil_mode": False, "divisor_override": None})
+    def __init__(
+        self,
+        kernel_size: _Size,
+        stride: _Size | None = None,
+        padding: _Size = 0,
+        *,
+        count_include_pad: bool = True,
+    ) -> None:
+        super().__init__(kernel_size, stride, padding)
+        self.count_include_pad = bool(count_include_pad)
+
     def forward(self, x: Tensor) -> Tensor:
         """Pool ``x``."""
-        return ops.avg_pool2d(x, self.kernel_size, self.stride, self.padding)
+        return ops.avg_pool2d(
+            x,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            count_include_pad=self.count_include_pad,
+        )
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + (
+            "" if self.count_include_pad else ", count_include_pad=False"
+        )

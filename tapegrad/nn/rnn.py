@@ -7,6 +7,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from tapegrad import ops
+from tapegrad._args import torch_keywords
 from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor
 from tapegrad.errors import ShapeError
@@ -17,6 +18,17 @@ from tapegrad.nn.module import Module
 __all__ = ["LSTM", "GRU"]
 
 
+_TORCH_ADVICE = {
+    "bidirectional": "tapegrad's recurrent layers run forward in time only. For a bidirectional "
+    "layer, run a second layer on the time-reversed sequence and concatenate: "
+    "out = tg.concatenate([fwd(x)[0], bwd(x[::-1])[0][::-1]], axis=-1) (time first; with "
+    "batch_first=True reverse axis 1: x[:, ::-1]).",
+    "proj_size": "LSTM projections are not supported: drop proj_size (PyTorch's default 0); to "
+    "shrink the outputs, apply an nn.Linear(hidden_size, proj_size) to them (PyTorch projects "
+    "h inside the recurrence, so its weights do not load into that).",
+}
+
+
 class _RNNBase(Module):
     """Parameters ``weight_ih_l{k}`` ``(G*H, in)``, ``weight_hh_l{k}`` ``(G*H, H)``,
     ``bias_ih_l{k}``, ``bias_hh_l{k}`` ``(G*H,)`` per layer ``k``, all uniform in
@@ -24,6 +36,7 @@ class _RNNBase(Module):
 
     _gates: int
 
+    @torch_keywords(_TORCH_ADVICE, defaults={"bidirectional": False, "proj_size": 0})
     def __init__(
         self,
         input_size: int,

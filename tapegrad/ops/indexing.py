@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from tapegrad._args import integer, torch_keywords
 from tapegrad.errors import ShapeError
 from tapegrad.op import defop
 
@@ -286,12 +287,17 @@ def take_along_axis(x: Any, indices: Any, axis: int) -> Tensor:
     return _take_along_axis(x, indices, axis=axis)
 
 
-_take_rows = jax.jit(lambda weight, indices: jnp.take(weight, indices, axis=0, mode="fill"))
+@jax.jit
+def _take_rows(weight: jax.Array, indices: jax.Array) -> jax.Array:
+    """Rows of ``weight``; a NaN row for an index outside [0, n), negative ones included
+    (``mode="fill"`` alone would wrap those as NumPy does, reading row n - 1 for -1)."""
+    rows = jnp.where(indices < 0, weight.shape[0], indices)
+    return jnp.take(weight, rows, axis=0, mode="fill")
 
 
 @defop(name="embedding")
 def _embedding(
-    indices: jax.Array, weight: jax.Array
+    indices: jax.Array, weight: jax.Array, *, padding_idx: int | None = None
 ) -> tuple[jax.Array, tuple[jax.Array, tuple[int, ...]]]:
     """Rows of ``weight`` (num, dim) picked by integer ``indices`` (...): shape (..., dim)."""
     _integer_input("embedding", indices)
@@ -303,37 +309,75 @@ def _embedding(
     return _take_rows(weight, indices), (indices, weight.shape)
 
 
-@partial(jax.jit, static_argnums=(2,))
-def _scatter_rows(indices: jax.Array, g: jax.Array, shape: tuple[int, ...]) -> jax.Array:
-    return jnp.zeros(shape, g.dtype).at[indices].add(g, mode="drop")
+@partial(jax.jit, static_argnums=(2, 3))
+def _scatter_rows(
+    indices: jax.Array, g: jax.Array, shape: tuple[int, ...], padding_idx: int | None
+) -> jax.Array:
+    rows = jnp.where(indices < 0, shape[0], indices)  # dropped, as out of range (not wrapped)
+    gw = jnp.zeros(shape, g.dtype).at[rows].add(g, mode="drop")
+    return gw if padding_idx is None else gw.at[padding_idx].set(0)
 
 
 @_embedding.defvjp
-def _embedding_vjp(res: tuple[jax.Array, tuple[int, ...]], g: jax.Array) -> tuple[None, jax.Array]:
-    """Each picked row receives its g; repeated indices accumulate (scatter-add into zeros)."""
+def _embedding_vjp(
+    res: tuple[jax.Array, tuple[int, ...]], g: jax.Array, *, padding_idx: int | None = None
+) -> tuple[None, jax.Array]:
+    """Each picked row receives its g; repeated indices accumulate (scatter-add into zeros);
+    indices out of range, and the ``padding_idx`` row, receive nothing."""
     indices, shape = res
-    return (None, _scatter_rows(indices, g, shape))
+    return (None, _scatter_rows(indices, g, shape, padding_idx))
 
 
-def embedding(indices: Any, weight: Any) -> Tensor:
-    """Look up rows of an embedding table (PyTorch's ``F.embedding(indices, weight)``).
+EMBEDDING_ADVICE = {  # PyTorch's embedding options tapegrad does not take -> what to do
+    "max_norm": "renormalising rows in the lookup is not supported: after each optimizer "
+    "step, rescale the rows yourself under tg.no_grad(): n = tg.sqrt((w * w).sum(axis=1, "
+    "keepdims=True)); w.data = (w * tg.minimum(1.0, max_norm / n)).data.",
+    "norm_type": "it goes with max_norm, which is not supported (see max_norm=): remove both.",
+    "scale_grad_by_freq": "not supported: the gradient of a row is the sum over its uses "
+    "(PyTorch's default); remove it.",
+    "sparse": "sparse gradients are not supported: the gradient is a dense table (PyTorch's "
+    "default sparse=False); remove it and use any optimizer.",
+}
+EMBEDDING_DEFAULTS = {
+    "max_norm": None,
+    "norm_type": 2.0,
+    "scale_grad_by_freq": False,
+    "sparse": False,
+}
+
+
+@torch_keywords(EMBEDDING_ADVICE, defaults=EMBEDDING_DEFAULTS)
+def embedding(indices: Any, weight: Any, padding_idx: int | None = None) -> Tensor:
+    """Look up rows of an embedding table (PyTorch's ``F.embedding(indices, weight,
+    padding_idx)``).
 
     Args:
         indices: integer indices of any shape, in ``[0, num_embeddings)``.
         weight: a float tensor of shape (num_embeddings, embedding_dim).
+        padding_idx: a row (negative counts from the end) whose gradient is always zero, as
+            PyTorch's (the lookup still reads it).
 
     Returns:
         A tensor of shape ``indices.shape + (embedding_dim,)``.
 
     Raises:
         IndexError: host indices (a list or NumPy array) outside ``[0, num_embeddings)``,
-            naming the table's shape. Indices already on the device are not read back: an
-            out-of-range one gives a row of NaN (JAX's fill convention) and no gradient.
+            naming the table's shape; a ``padding_idx`` outside ``[-num_embeddings,
+            num_embeddings)``. Indices already on the device are not read back: an
+            out-of-range one, negative ones included, gives a row of NaN (JAX's fill
+            convention) and no gradient.
         ShapeError: ``weight`` is not 2-D.
-        TypeError: the indices are not integers.
+        TypeError: the indices are not integers; PyTorch's ``max_norm=``, ``sparse=``, ...
+            (not supported: the message says what to do).
     """
     shape = tuple(weight.shape)
-    indices = _host_indices(
-        indices, "embedding", 0, shape[0] if shape else 0, f"the table has shape {shape}"
-    )
-    return _embedding(indices, weight)
+    n = shape[0] if shape else 0
+    indices = _host_indices(indices, "embedding", 0, n, f"the table has shape {shape}")
+    if padding_idx is None:
+        return _embedding(indices, weight)
+    pad = integer(padding_idx, "embedding: padding_idx")
+    if not -n <= pad < n:
+        raise IndexError(
+            f"embedding: padding_idx={pad} is outside [{-n}, {n}) for a table of shape {shape}."
+        )
+    return _embedding(indices, weight, padding_idx=pad % n)

@@ -37,12 +37,22 @@ def _max_pool_fn(x: jax.Array, *, kernel: Ints, stride: Ints, padding: Ints) -> 
     return y
 
 
-@partial(jax.jit, static_argnames=("kernel", "stride", "padding"))
-def _avg_pool_fn(x: jax.Array, *, kernel: Ints, stride: Ints, padding: Ints) -> jax.Array:
+@partial(jax.jit, static_argnames=("kernel", "stride", "padding", "count_include_pad"))
+def _avg_pool_fn(
+    x: jax.Array, *, kernel: Ints, stride: Ints, padding: Ints, count_include_pad: bool = True
+) -> jax.Array:
     """The jnp forward: window sums over zero padding divided by the window size (PyTorch's
-    ``count_include_pad=True``)."""
+    ``count_include_pad=True``) or by the input elements each window covers (``False``: the
+    window sums of ones over the same zero padding)."""
     total = jax.lax.reduce_window(x, 0.0, jax.lax.add, **_window(x, kernel, stride, padding))
-    y: jax.Array = total / (kernel[0] * kernel[1])
+    if count_include_pad:
+        count: Any = kernel[0] * kernel[1]
+    else:
+        ones = jnp.ones(x.shape[-2:], x.dtype)
+        count = jax.lax.reduce_window(
+            ones, 0.0, jax.lax.add, **_window(ones, kernel, stride, padding)
+        )
+    y: jax.Array = total / count
     return y
 
 
@@ -59,10 +69,13 @@ _max_pool2d.defvjp(derived_vjp(_max_pool_fn))
 
 @defop(name="avg_pool2d")
 def _avg_pool2d(
-    x: jax.Array, *, kernel: Ints, stride: Ints, padding: Ints
+    x: jax.Array, *, kernel: Ints, stride: Ints, padding: Ints, count_include_pad: bool = True
 ) -> tuple[jax.Array, tuple[jax.Array]]:
     """The mean of each (kernel) window over the last two axes."""
-    return _avg_pool_fn(x, kernel=kernel, stride=stride, padding=padding), (x,)
+    y = _avg_pool_fn(
+        x, kernel=kernel, stride=stride, padding=padding, count_include_pad=count_include_pad
+    )
+    return y, (x,)
 
 
 _avg_pool2d.defvjp(derived_vjp(_avg_pool_fn))
@@ -109,9 +122,16 @@ def max_pool2d(
 
 
 def avg_pool2d(
-    x: Any, kernel: int | Ints, stride: int | Ints | None = None, padding: int | Ints = 0
+    x: Any,
+    kernel: int | Ints,
+    stride: int | Ints | None = None,
+    padding: int | Ints = 0,
+    *,
+    count_include_pad: bool = True,
 ) -> Tensor:
-    """Average pooling over the last two axes, PyTorch's ``F.avg_pool2d`` (floor mode,
-    ``count_include_pad=True``: padded zeros count in the mean). Arguments, result and
-    errors as ``max_pool2d``; the VJP spreads each window's g evenly (JAX's derivative)."""
-    return _avg_pool2d(x, **_pool_args("avg_pool2d", x, kernel, stride, padding))
+    """Average pooling over the last two axes, PyTorch's ``F.avg_pool2d`` (floor mode;
+    ``count_include_pad=True``, the default, counts padded zeros in the mean, ``False`` divides
+    by the input elements of each window). Arguments, result and errors as ``max_pool2d``; the
+    VJP is JAX's derivative of the forward (each window's g spread over what it averaged)."""
+    args = _pool_args("avg_pool2d", x, kernel, stride, padding)
+    return _avg_pool2d(x, **args, count_include_pad=bool(count_include_pad))

@@ -55,6 +55,14 @@ def test_pooling_flatten_and_activations() -> None:
         (nn.MaxPool2d(2), torch.nn.MaxPool2d(2)),
         (nn.MaxPool2d(3, stride=2, padding=1), torch.nn.MaxPool2d(3, stride=2, padding=1)),
         (nn.AvgPool2d(2), torch.nn.AvgPool2d(2)),
+        (
+            nn.AvgPool2d(3, 2, 1, count_include_pad=False),
+            torch.nn.AvgPool2d(3, 2, 1, count_include_pad=False),
+        ),
+        (
+            nn.MaxPool2d(2, ceil_mode=False, dilation=1, return_indices=False),  # the defaults
+            torch.nn.MaxPool2d(2),
+        ),
         (nn.Flatten(), torch.nn.Flatten()),
         (nn.GELU(), torch.nn.GELU()),
         (nn.GELU("tanh"), torch.nn.GELU("tanh")),
@@ -79,6 +87,35 @@ def test_embedding_and_layer_norm() -> None:
     )
     with pytest.raises(IndexError):
         nn.Embedding(10, 6, key=0)(np.array([3, 10]))
+
+
+@pytest.mark.parametrize("padding_idx", [0, -2])
+def test_embedding_padding_idx_is_zero_and_gets_no_gradient(padding_idx: int) -> None:
+    """PyTorch's padding_idx: that row starts at zeros and its gradient is always zero, also
+    after the table was loaded with a nonzero row there (the lookup still reads it)."""
+    torch.manual_seed(0)
+    ours = nn.Embedding(10, 6, padding_idx=padding_idx, key=0)
+    assert not ours.weight.numpy()[padding_idx].any()
+    theirs = torch.nn.Embedding(10, 6, padding_idx=padding_idx)
+    with torch.no_grad():
+        theirs.weight[padding_idx] = 1.0
+    ids = np.array([[0, 8, 8], [8, 9, 0]], dtype=np.int32)
+    check_against_torch(ours, theirs, [ids])
+    assert not ours.weight.grad.numpy()[padding_idx].any()  # type: ignore[union-attr]
+
+
+def test_embedding_negative_device_index_reads_nan_as_out_of_range() -> None:
+    """A device index below 0 is out of range like one past the end: a NaN row and no
+    gradient (not the last row, NumPy's wrap-around), as the docs say; host ones raise."""
+    emb = nn.Embedding(10, 4, key=0)
+    out = emb(tg.tensor([[-1, 3, 10]]))
+    assert np.isnan(out.numpy()[0, [0, 2]]).all()
+    np.testing.assert_array_equal(out.numpy()[0, 1], emb.weight.numpy()[3])
+    out.sum().backward()
+    grad = emb.weight.grad.numpy()  # type: ignore[union-attr]
+    assert grad[3].tolist() == [1.0] * 4 and grad.sum() == 4.0
+    with pytest.raises(IndexError):
+        emb(np.array([[-1]]))
 
 
 @pytest.mark.parametrize(

@@ -221,6 +221,18 @@ MODEL_ROWS: list[tuple[str, Callable[..., Any], Callable[..., Any], tuple[np.nda
         (f32(2, 3, 7, 6),),
     ),
     (
+        "avg_pool2d-padding-not-counted",
+        lambda x: tg.avg_pool2d(x, 3, 2, 1, count_include_pad=False),
+        lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False),
+        (f32(2, 3, 7, 6),),
+    ),
+    (
+        "embedding-padding_idx",
+        lambda i, w: tg.embedding(i, w, padding_idx=2),
+        lambda i, w: F.embedding(i, w, padding_idx=2),
+        (ints(5, 2, 6), f32(5, 3)),
+    ),
+    (
         "avg_pool2d-rect",
         lambda x: tg.avg_pool2d(x, (2, 3), (1, 2)),
         lambda x: F.avg_pool2d(x, (2, 3), (1, 2)),

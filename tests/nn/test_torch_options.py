@@ -1,0 +1,69 @@
+"""PyTorch layer options tapegrad does not take: a TypeError naming the public class and what
+to do (or ValueError for a value), PyTorch's default values accepted as no-ops, and the
+bidirectional workaround the message gives checked against PyTorch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad import nn
+
+CASES: list[tuple[Callable[[], Any], type[Exception], str]] = [
+    (lambda: nn.LSTM(3, 4, bidirectional=True), TypeError, r"^LSTM\(\) .*reversed sequence"),
+    (lambda: nn.GRU(3, 4, bidirectional=1), TypeError, r"^GRU\(\) got bidirectional="),
+    (lambda: nn.LSTM(3, 4, proj_size=2), TypeError, r"^LSTM\(\) .*nn.Linear\(hidden_size"),
+    (lambda: nn.MaxPool2d(2, ceil_mode=True), TypeError, r"^MaxPool2d\(\) .*floor mode"),
+    (lambda: nn.AvgPool2d(2, ceil_mode=True), TypeError, r"^AvgPool2d\(\) .*tg.pad"),
+    (lambda: nn.MaxPool2d(2, dilation=2), TypeError, r"^MaxPool2d\(\) .*dilated pooling"),
+    (lambda: nn.MaxPool2d(2, return_indices=True), TypeError, r"^MaxPool2d\(\) .*no indices"),
+    (lambda: nn.AvgPool2d(2, divisor_override=3), TypeError, r"^AvgPool2d\(\) .*divide"),
+    (
+        lambda: nn.Conv2d(1, 2, 3, padding_mode="reflect"),
+        TypeError,
+        r"^Conv2d\(\) .*pad the input yourself and pass padding=0",
+    ),
+    (lambda: nn.Conv1d(1, 2, 3, padding_mode="circular"), TypeError, r"^Conv1d\(\) "),
+    (lambda: nn.Embedding(5, 3, max_norm=1.0), TypeError, r"^Embedding\(\) .*rescale the rows"),
+    (lambda: nn.Embedding(5, 3, sparse=True), TypeError, r"^Embedding\(\) .*dense"),
+    (lambda: nn.Embedding(5, 3, padding_idx=5), ValueError, r"padding_idx=5 must be in \[-5, 5\)"),
+    (lambda: nn.BatchNorm2d(3, momentum=None), ValueError, r"^BatchNorm2d: momentum=None .*0.1"),
+]
+
+
+@pytest.mark.parametrize(("make", "kind", "message"), CASES)
+def test_unsupported_pytorch_options_name_the_public_class_and_what_to_do(
+    make: Callable[[], Any], kind: type[Exception], message: str
+) -> None:
+    with pytest.raises(kind, match=message) as info:
+        make()
+    assert "_RNNBase" not in str(info.value) and "_Pool2d" not in str(info.value)
+
+
+def test_pytorch_defaults_are_accepted() -> None:
+    nn.LSTM(3, 4, bidirectional=False, proj_size=0, key=0)
+    nn.MaxPool2d(2, ceil_mode=False, dilation=1, return_indices=False)
+    nn.AvgPool2d(2, ceil_mode=False, divisor_override=None, count_include_pad=True)
+    nn.Conv2d(1, 2, 3, padding_mode="zeros", key=0)
+    nn.Embedding(5, 3, max_norm=None, norm_type=2, scale_grad_by_freq=False, sparse=False, key=0)
+
+
+def test_the_bidirectional_advice_computes_pytorchs_bidirectional_lstm() -> None:
+    """What the bidirectional message says to write gives PyTorch's output, with the
+    ``_reverse`` weights loaded into the second layer."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    theirs = torch.nn.LSTM(3, 4, bidirectional=True)
+    state = {k: v.detach().numpy() for k, v in theirs.state_dict().items()}
+    fwd, bwd = nn.LSTM(3, 4, key=0), nn.LSTM(3, 4, key=1)
+    fwd.load_state_dict({k: v for k, v in state.items() if not k.endswith("_reverse")})
+    bwd.load_state_dict({k[: -len("_reverse")]: v for k, v in state.items() if "_reverse" in k})
+    x_np = np.random.default_rng(0).standard_normal((5, 2, 3)).astype(np.float32)
+    x = tg.tensor(x_np)
+    out = tg.concatenate([fwd(x)[0], bwd(x[::-1])[0][::-1]], axis=-1)
+    want, _ = theirs(torch.tensor(x_np))
+    np.testing.assert_allclose(out.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
