@@ -133,7 +133,9 @@ def test_non_differentiable_ops_and_integer_outputs_are_checked_for_values() -> 
 
 def test_wrt_must_name_floating_inputs() -> None:
     with pytest.raises(ValueError, match="not floating"):
-        check_vjp(tg.registry()["cross_entropy"], Y.T, np.array([0], np.int32), wrt=[1])
+        check_vjp(
+            tg.registry()["cross_entropy"], Y.T, np.array([0], np.int32), np.float32(1), wrt=[1]
+        )
     with pytest.raises(ValueError, match="no floating input"):
         check_program(lambda i: i * 2, lambda i: i * 2, np.arange(3))
 

@@ -4,23 +4,40 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tapegrad import ops
 from tapegrad._args import integer, torch_keywords
 from tapegrad._tensor import Tensor
+from tapegrad.creation import tensor
 from tapegrad.nn.module import Module
-from tapegrad.ops.nn import LOSS_ADVICE as _LOSS_ADVICE
 
 __all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "BCEWithLogitsLoss"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
 
+_TORCH_ADVICE = {
+    "size_average": "deprecated in PyTorch too: use reduction='mean' (or 'sum').",
+    "reduce": "deprecated in PyTorch too: use reduction='none' for per-element losses.",
+}
+
+
 class _Loss(Module):
+    _weighted = False  # takes weight= (PyTorch's first positional argument)
+
+    @torch_keywords(_TORCH_ADVICE)
     def __init__(self, reduction: str = "mean") -> None:
         super().__init__()
-        if reduction not in _REDUCTIONS:
+        if not isinstance(reduction, str) or reduction not in _REDUCTIONS:
+            first = (
+                "; PyTorch's first positional argument is weight: pass weight= by keyword"
+                if not isinstance(reduction, str) and self._weighted
+                else ""
+            )
             raise ValueError(
-                f"{type(self).__name__}: reduction must be one of {_REDUCTIONS}, got {reduction!r}."
+                f"{type(self).__name__}: reduction must be one of {_REDUCTIONS}, got "
+                f"{reduction!r}{first}."
             )
         self.reduction = reduction
 
@@ -28,35 +45,52 @@ class _Loss(Module):
         return f"reduction={self.reduction!r}"
 
 
-class CrossEntropyLoss(_Loss):
-    """``tg.cross_entropy(logits, labels, reduction=..., label_smoothing=..., ignore_index=...,
-    axis=...)``.
+class _LabelLoss(_Loss):
+    """A loss of integer labels: ``weight`` (a buffer, as PyTorch's), ``ignore_index``,
+    ``axis``."""
+
+    weight: Tensor | None
+    _weighted = True
+
+    def __init__(
+        self, reduction: str, weight: Any, ignore_index: int, axis: int, name: str
+    ) -> None:
+        super().__init__(reduction)
+        w = None if weight is None else np.asarray(weight)
+        if w is not None and w.dtype.kind != "f":
+            w = w.astype(np.float32)
+        self.register_buffer("weight", None if w is None else tensor(w))
+        self.ignore_index = integer(ignore_index, f"{name}: ignore_index")
+        self.axis = integer(axis, f"{name}: axis")
+
+
+class CrossEntropyLoss(_LabelLoss):
+    """``tg.cross_entropy(logits, labels, weight, reduction=..., label_smoothing=...,
+    ignore_index=..., axis=...)``.
 
     Args:
-        reduction: ``"mean"`` over the labels not ignored, ``"sum"``, or ``"none"`` (one loss
-            per label).
+        reduction: ``"mean"`` over the labels not ignored (weighted), ``"sum"``, or ``"none"``
+            (one loss per label).
         label_smoothing: mix the one-hot target with the uniform distribution.
+        weight: optional per-class weights (C,), by keyword (PyTorch's first positional
+            argument); kept as a buffer, saved in ``state_dict()`` as PyTorch's.
         ignore_index: labels equal to it (PyTorch's padding label -100) count for nothing.
         axis: the class axis of the logits: -1 (the last, tapegrad's default); 1 for
             PyTorch's (N, C, d1, ...) layout.
-
-    Raises:
-        TypeError: ``weight=`` (not supported: the message shows the weighted mean to write).
     """
 
-    @torch_keywords(_LOSS_ADVICE)
+    @torch_keywords(_TORCH_ADVICE)
     def __init__(
         self,
         reduction: str = "mean",
         label_smoothing: float = 0.0,
         *,
+        weight: Any = None,
         ignore_index: int = -100,
         axis: int = -1,
     ) -> None:
-        super().__init__(reduction)
+        super().__init__(reduction, weight, ignore_index, axis, "CrossEntropyLoss")
         self.label_smoothing = float(label_smoothing)
-        self.ignore_index = integer(ignore_index, "CrossEntropyLoss: ignore_index")
-        self.axis = integer(axis, "CrossEntropyLoss: axis")
 
     def forward(self, logits: Tensor, labels: Any) -> Tensor:
         """The loss of ``logits`` ``(..., C)`` (classes on ``axis``) against integer ``labels``
@@ -64,6 +98,7 @@ class CrossEntropyLoss(_Loss):
         return ops.cross_entropy(
             logits,
             labels,
+            self.weight,
             reduction=self.reduction,
             label_smoothing=self.label_smoothing,
             ignore_index=self.ignore_index,
@@ -71,17 +106,20 @@ class CrossEntropyLoss(_Loss):
         )
 
 
-class NLLLoss(_Loss):
-    """``tg.nll_loss(log_probs, labels, reduction=..., ignore_index=..., axis=...)``: minus the
-    log-probability of each label (arguments as :class:`CrossEntropyLoss`)."""
+class NLLLoss(_LabelLoss):
+    """``tg.nll_loss(log_probs, labels, weight, reduction=..., ignore_index=..., axis=...)``:
+    minus the log-probability of each label (arguments as :class:`CrossEntropyLoss`)."""
 
-    @torch_keywords(_LOSS_ADVICE)
+    @torch_keywords(_TORCH_ADVICE)
     def __init__(
-        self, reduction: str = "mean", *, ignore_index: int = -100, axis: int = -1
+        self,
+        reduction: str = "mean",
+        *,
+        weight: Any = None,
+        ignore_index: int = -100,
+        axis: int = -1,
     ) -> None:
-        super().__init__(reduction)
-        self.ignore_index = integer(ignore_index, "NLLLoss: ignore_index")
-        self.axis = integer(axis, "NLLLoss: axis")
+        super().__init__(reduction, weight, ignore_index, axis, "NLLLoss")
 
     def forward(self, log_probs: Tensor, labels: Any) -> Tensor:
         """The loss of ``log_probs`` ``(..., C)`` (classes on ``axis``) against integer
@@ -89,6 +127,7 @@ class NLLLoss(_Loss):
         return ops.nll_loss(
             log_probs,
             labels,
+            self.weight,
             reduction=self.reduction,
             ignore_index=self.ignore_index,
             axis=self.axis,

@@ -6,13 +6,13 @@ from __future__ import annotations
 import math
 import warnings
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tapegrad._args import integer, torch_keywords
+from tapegrad._args import integer
 from tapegrad.errors import ShapeError, TapegradWarning
 from tapegrad.op import broadcast_check, defop
 
@@ -68,21 +68,26 @@ Reduction = str
 _REDUCTIONS = ("mean", "sum", "none")
 
 
-def _reduce(per: jax.Array, reduction: Reduction, keep: jax.Array | None = None) -> jax.Array:
-    """Reduce per-element losses: "mean" (over all elements, or over the ``keep`` ones: the
-    labels not ignored), "sum", or "none" (unchanged)."""
+def _reduce(per: jax.Array, reduction: Reduction, total: jax.Array | None = None) -> jax.Array:
+    """Reduce per-element losses: "mean" (over all elements, or divided by ``total``: the
+    weights of the labels not ignored), "sum", or "none" (unchanged)."""
     if reduction == "mean":
-        return jnp.mean(per) if keep is None else jnp.sum(per) / jnp.sum(keep)
+        return jnp.mean(per) if total is None else jnp.sum(per) / total
     return jnp.sum(per) if reduction == "sum" else per
 
 
 def _spread(
-    g: jax.Array, like: tuple[int, ...], reduction: Reduction, keep: jax.Array | None = None
+    g: jax.Array,
+    like: tuple[int, ...],
+    reduction: Reduction,
+    keep: jax.Array | None = None,
+    total: jax.Array | None = None,
 ) -> jax.Array:
-    """The cotangent of each per-element loss, given the reduced loss's cotangent ``g``; 0 where
-    ``keep`` is False (an ignored label), also when every label is ignored (PyTorch's)."""
+    """The cotangent of each per-element loss, given the reduced loss's cotangent ``g``: the
+    mean divides by the element count, or by ``total`` (the weights of the labels kept); 0
+    where ``keep`` is False (an ignored label), also when every label is ignored (PyTorch's)."""
     if reduction == "mean":
-        count = max(math.prod(like), 1) if keep is None else jnp.sum(keep)
+        count = max(math.prod(like), 1) if total is None else total
         rows = jnp.broadcast_to(g / count, like)
     else:
         rows = jnp.broadcast_to(g, like) if reduction == "sum" else g
@@ -150,49 +155,95 @@ def _host_labels(
     return labels
 
 
-def _picked(logp: jax.Array, labels: jax.Array) -> jax.Array:
-    """logp (classes last) at each label; NaN where the label is outside [0, C)."""
+class _Labels(NamedTuple):
+    """What the losses of integer labels share, classes last: the kept mask (labels not equal
+    to ``ignore_index``), the one-hot labels (0 rows out of range), the class weights ``w``
+    (C,), each label's weight times kept ``wy``, and the terms ``a`` (..., C) with loss
+    ``sum_c w_c a_c`` per label: ``(1 - s) onehot * -logp[label] + s / C * -logp``, 0 on
+    ignored rows, NaN on rows whose label is otherwise outside [0, C)."""
+
+    keep: jax.Array
+    onehot: jax.Array
+    w: jax.Array
+    wy: jax.Array
+    a: jax.Array
+
+
+def _labels(
+    logp: jax.Array, labels: jax.Array, weight: jax.Array, smoothing: float, ignore_index: int
+) -> _Labels:
     classes = logp.shape[-1]
-    safe = jnp.clip(labels, 0, classes - 1)[..., None]
-    valid = (labels >= 0) & (labels < classes)
-    return jnp.where(valid, jnp.take_along_axis(logp, safe, axis=-1)[..., 0], jnp.nan)
-
-
-def _label_losses(
-    logp: jax.Array, labels: jax.Array, smoothing: float, ignore_index: int
-) -> tuple[jax.Array, jax.Array]:
-    """Per label: -logp[label] (smoothed: ``(1 - s)`` of it plus ``s`` times minus the mean of
-    logp), 0 where the label equals ``ignore_index``, NaN where it is otherwise outside [0, C);
-    and the mask of the labels kept (not ignored). ``logp`` has its classes last."""
-    per = -_picked(logp, labels)
-    if smoothing:
-        per = (1 - smoothing) * per - smoothing * jnp.mean(logp, axis=-1)
     keep = labels != ignore_index
-    return jnp.where(keep, per, 0), keep
+    valid = (labels >= 0) & (labels < classes)
+    safe = jnp.clip(labels, 0, classes - 1)
+    onehot = jax.nn.one_hot(labels, classes, dtype=logp.dtype)
+    w = jnp.broadcast_to(weight, (classes,)).astype(logp.dtype)
+    picked = jnp.take_along_axis(logp, safe[..., None], axis=-1)
+    a = (1 - smoothing) * onehot * -picked
+    if smoothing:
+        a = a - smoothing / classes * logp
+    a = jnp.where(keep[..., None], jnp.where(valid[..., None], a, jnp.nan), 0)
+    return _Labels(keep, onehot, w, jnp.where(keep, w[safe], 0), a)
 
 
-def _label_grad(
-    probs: jax.Array | float,
+def _label_loss(
+    logp: jax.Array,
     labels: jax.Array,
+    weight: jax.Array,
+    smoothing: float,
+    reduction: Reduction,
+    ignore_index: int,
+) -> jax.Array:
+    """The reduced loss of ``logp`` (classes last): the weighted mean divides by the weights
+    of the labels kept (PyTorch's)."""
+    t = _labels(logp, labels, weight, smoothing, ignore_index)
+    return _reduce(jnp.sum(t.a * t.w, axis=-1), reduction, jnp.sum(t.wy))
+
+
+def _label_grads(
+    probs: jax.Array | float,
+    logp: jax.Array,
+    labels: jax.Array,
+    weight: jax.Array,
     g: jax.Array,
-    classes: int,
+    needs_weight: bool,
     smoothing: float,
     reduction: Reduction,
     ignore_index: int,
     axis: int,
-) -> jax.Array:
-    """(probs - q) times each label's cotangent, q = (1 - s) onehot(label) + s / C the smoothed
-    target, the classes moved back to ``axis``: 0 on ignored rows, NaN on rows whose label is
-    out of range. ``probs`` (classes last) is softmax(logits) for cross_entropy, 0 for
-    nll_loss."""
-    target = jax.nn.one_hot(labels, classes, dtype=g.dtype)
-    if smoothing:
-        target = (1 - smoothing) * target + smoothing / classes
-    keep = labels != ignore_index
-    rows = _spread(g, labels.shape, reduction, keep)[..., None]
-    gx = (probs - target) * rows
+) -> tuple[jax.Array, jax.Array | None]:
+    """The cotangents of the scores and of the class weights.
+
+    Scores: ``(probs * sum_c q_c - q) * r`` per label, q = kept * w * ((1 - s) onehot + s / C)
+    the weighted target and r the label's cotangent (``g / sum wy`` for the mean); ``probs``
+    is softmax(logits) for cross_entropy (d/dx of -sum q logp), 0 for nll_loss (d/dlogp), the
+    classes moved back to ``axis``. Weights: ``sum_i r_i a_i`` (the loss is linear in w), less
+    ``r * loss * onehot`` summed over the kept labels for the mean (its divisor is
+    ``sum wy``)."""
+    t = _labels(logp, labels, weight, smoothing, ignore_index)
+    classes = logp.shape[-1]
+    total = jnp.sum(t.wy)
+    rows = _spread(g, labels.shape, reduction, t.keep, total)[..., None]
+    q = t.w * ((1 - smoothing) * t.onehot + smoothing / classes) * t.keep[..., None]
+    gx = (probs * jnp.sum(q, axis=-1, keepdims=True) - q) * rows
     valid = (labels >= 0) & (labels < classes)
-    return jnp.moveaxis(jnp.where((valid | ~keep)[..., None], gx, jnp.nan), -1, axis)
+    gx = jnp.moveaxis(jnp.where((valid | ~t.keep)[..., None], gx, jnp.nan), -1, axis)
+    if not needs_weight:
+        return gx, None
+    a = t.a
+    if reduction == "mean":
+        loss = jnp.sum(t.a * t.w) / total
+        a = a - loss * t.onehot * t.keep[..., None]
+    gw = jnp.sum(a * rows, axis=tuple(range(a.ndim - 1)))
+    return gx, gw.astype(weight.dtype)
+
+
+def _check_weight(name: str, scores: jax.Array, weight: jax.Array, axis: int) -> None:
+    if jnp.ndim(weight) and tuple(weight.shape) != (scores.shape[axis],):
+        raise ShapeError(
+            f"{name}: weight of shape {tuple(weight.shape)} must have one entry per class, "
+            f"shape ({scores.shape[axis]},)."
+        )
 
 
 _LOSS_STATIC = ("reduction", "ignore_index", "axis")
@@ -202,6 +253,7 @@ _LOSS_STATIC = ("reduction", "ignore_index", "axis")
 def _cross_entropy(
     logits: jax.Array,
     labels: jax.Array,
+    weight: jax.Array,
     smoothing: float,
     reduction: Reduction,
     ignore_index: int,
@@ -209,31 +261,33 @@ def _cross_entropy(
 ) -> jax.Array:
     """The loss in one dispatch; a label outside [0, C) (not ignored) gives NaN."""
     logp = jax.nn.log_softmax(jnp.moveaxis(logits, axis, -1), axis=-1)
-    per, keep = _label_losses(logp, labels, smoothing, ignore_index)
-    return _reduce(per, reduction, keep)
+    return _label_loss(logp, labels, weight, smoothing, reduction, ignore_index)
 
 
 @defop(name="cross_entropy")
 def _cross_entropy_op(
     logits: jax.Array,
     labels: jax.Array,
+    weight: jax.Array,
     *,
     label_smoothing: float = 0.0,
     reduction: Reduction = "mean",
     ignore_index: int = -100,
     axis: int = -1,
-) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-    """-log softmax(logits)[label] (smoothed), reduced over the labels not equal to
-    ``ignore_index``; logits (..., C) (classes on ``axis``), labels (...) int."""
+) -> tuple[jax.Array, tuple[jax.Array, jax.Array, jax.Array]]:
+    """-sum_c w_c q_c log softmax(logits)_c, q the (smoothed) one-hot label, reduced over the
+    labels not equal to ``ignore_index`` (the mean divided by their weights); logits (..., C)
+    (classes on ``axis``), labels (...) int, weight (C,) or a scalar."""
     _check_labels("cross_entropy", logits, labels, axis)
-    loss = _cross_entropy(logits, labels, label_smoothing, reduction, ignore_index, axis)
-    return loss, (logits, labels)  # the inputs: create_graph differentiates through them
+    _check_weight("cross_entropy", logits, weight, axis)
+    loss = _cross_entropy(logits, labels, weight, label_smoothing, reduction, ignore_index, axis)
+    return loss, (logits, labels, weight)  # the inputs: create_graph differentiates them
 
 
 @_cross_entropy_op.defvjp
 @partial(jax.jit, static_argnames=("needs", "label_smoothing", *_LOSS_STATIC))
 def _cross_entropy_vjp(
-    res: tuple[jax.Array, jax.Array],
+    res: tuple[jax.Array, jax.Array, jax.Array],
     g: jax.Array,
     needs: tuple[bool, ...],
     *,
@@ -241,29 +295,37 @@ def _cross_entropy_vjp(
     reduction: Reduction = "mean",
     ignore_index: int = -100,
     axis: int = -1,
-) -> tuple[jax.Array | None, None]:
-    """g_logits = g_row * (softmax(logits) - q), q = (1 - s) onehot(label) + s / C the smoothed
-    target (one fused rule); 0 on ignored rows; NaN on rows whose label is out of range, as
-    their loss."""
-    logits, labels = res
-    probs = jax.nn.softmax(jnp.moveaxis(logits, axis, -1), axis=-1)
-    gx = _label_grad(
-        probs, labels, g, probs.shape[-1], label_smoothing, reduction, ignore_index, axis
+) -> tuple[jax.Array | None, None, jax.Array | None]:
+    """g_logits = r * (softmax(logits) sum(q) - q), q = w * ((1 - s) onehot(label) + s / C)
+    the weighted smoothed target (softmax - onehot unweighted; one fused rule); 0 on ignored
+    rows, NaN on rows whose label is out of range, as their loss; g_weight as
+    ``_label_grads``."""
+    logits, labels, weight = res
+    logp = jax.nn.log_softmax(jnp.moveaxis(logits, axis, -1), axis=-1)
+    gx, gw = _label_grads(
+        jnp.exp(logp),
+        logp,
+        labels,
+        weight,
+        g,
+        needs[2],
+        label_smoothing,
+        reduction,
+        ignore_index,
+        axis,
     )
-    return (gx, None)
+    return (gx if needs[0] else None, None, gw)
 
 
-LOSS_ADVICE = {  # PyTorch loss keywords tapegrad does not take -> what to do
-    "weight": "per-class weights are not supported; weight each label's loss yourself: "
-    "(tg.cross_entropy(x, y, reduction='none') * w[y]).sum() / w[y].sum() (PyTorch's "
-    "weighted mean; give ignored labels w 0).",
-}
+def _weight(weight: Any) -> Any:
+    """The op's weight input: 1.0 (every class alike) for ``None``."""
+    return 1.0 if weight is None else weight
 
 
-@torch_keywords(LOSS_ADVICE)
 def cross_entropy(
     logits: Any,
     labels: Any,
+    weight: Any = None,
     *,
     label_smoothing: float = 0.0,
     reduction: Reduction = "mean",
@@ -281,19 +343,22 @@ def cross_entropy(
         logits: a float tensor of shape (..., C), the classes on ``axis``.
         labels: integer class indices of the logits' shape without the class axis, as a
             tensor, JAX or NumPy array or list.
+        weight: optional per-class weights (C,) (PyTorch's): label ``y``'s loss is scaled by
+            ``weight[y]`` and the mean divides by the sum of the weights of the labels not
+            ignored. With smoothing, PyTorch's form: ``(1 - s) w[y] (-logp[y]) + s / C *
+            sum_c w_c (-logp_c)``. A tensor that requires grad gets its gradient.
         label_smoothing: in [0, 1]; the target becomes ``(1 - s) onehot + s / C`` (PyTorch's).
-        reduction: "mean" (over the labels not ignored), "sum", or "none" (one loss per label,
-            0 for an ignored one).
+        reduction: "mean" (over the labels not ignored, weighted), "sum", or "none" (one loss
+            per label, 0 for an ignored one).
         ignore_index: labels equal to it contribute no loss and no gradient (PyTorch's default
             -100, the usual padding label); the mean is over the others (NaN when every label
             is ignored, and zero gradients, as PyTorch).
         axis: the class axis of ``logits`` (default -1, the last; 1 for PyTorch's layout).
 
     Raises:
-        TypeError: labels are not integers; ``weight=`` (not supported: the message shows
-            the weighted mean to write).
-        ShapeError: labels do not have the logits' shape without the class axis, or ``axis``
-            is out of range.
+        TypeError: labels are not integers.
+        ShapeError: labels do not have the logits' shape without the class axis, ``axis`` is
+            out of range, or ``weight`` is not (C,).
         ValueError: host labels (a NumPy array or a list) outside ``[0, C)`` other than
             ``ignore_index``, a smoothing outside [0, 1] or an unknown reduction. Labels already
             on the device are not read back (that would stall JAX's asynchronous dispatch every
@@ -308,6 +373,7 @@ def cross_entropy(
     return _cross_entropy_op(
         logits,
         labels,
+        _weight(weight),
         label_smoothing=float(label_smoothing),
         reduction=reduction,
         ignore_index=ignore,
@@ -317,83 +383,97 @@ def cross_entropy(
 
 @partial(jax.jit, static_argnames=_LOSS_STATIC)
 def _nll(
-    logp: jax.Array, labels: jax.Array, reduction: Reduction, ignore_index: int, axis: int
+    logp: jax.Array,
+    labels: jax.Array,
+    weight: jax.Array,
+    reduction: Reduction,
+    ignore_index: int,
+    axis: int,
 ) -> jax.Array:
-    per, keep = _label_losses(jnp.moveaxis(logp, axis, -1), labels, 0.0, ignore_index)
-    return _reduce(per, reduction, keep)
+    logp = jnp.moveaxis(logp, axis, -1)
+    return _label_loss(logp, labels, weight, 0.0, reduction, ignore_index)
 
 
 @defop(name="nll_loss")
 def _nll_loss(
     logp: jax.Array,
     labels: jax.Array,
+    weight: jax.Array,
     *,
     reduction: Reduction = "mean",
     ignore_index: int = -100,
     axis: int = -1,
-) -> tuple[jax.Array, tuple[jax.Array, int, Any]]:
-    """-logp[label], reduced over the labels not equal to ``ignore_index``; logp (..., C)
-    log-probabilities (classes on ``axis``), labels (...) int."""
+) -> tuple[jax.Array, tuple[jax.Array, jax.Array, jax.Array]]:
+    """-w[label] logp[label], reduced over the labels not equal to ``ignore_index`` (the mean
+    divided by their weights); logp (..., C) log-probabilities (classes on ``axis``), labels
+    (...) int, weight (C,) or a scalar."""
     _check_labels("nll_loss", logp, labels, axis)
-    loss = _nll(logp, labels, reduction, ignore_index, axis)
-    return loss, (labels, logp.shape[axis], logp.dtype)
-
-
-@partial(jax.jit, static_argnames=("classes", "dtype", *_LOSS_STATIC))
-def _nll_grad(
-    labels: jax.Array,
-    g: jax.Array,
-    classes: int,
-    dtype: Any,
-    reduction: Reduction,
-    ignore_index: int,
-    axis: int,
-) -> jax.Array:
-    return _label_grad(0.0, labels, g.astype(dtype), classes, 0.0, reduction, ignore_index, axis)
+    _check_weight("nll_loss", logp, weight, axis)
+    loss = _nll(logp, labels, weight, reduction, ignore_index, axis)
+    return loss, (logp, labels, weight)  # the inputs: create_graph differentiates them
 
 
 @_nll_loss.defvjp
+@partial(jax.jit, static_argnames=("needs", *_LOSS_STATIC))
 def _nll_loss_vjp(
-    res: tuple[jax.Array, int, Any],
+    res: tuple[jax.Array, jax.Array, jax.Array],
     g: jax.Array,
+    needs: tuple[bool, ...],
     *,
     reduction: Reduction = "mean",
     ignore_index: int = -100,
     axis: int = -1,
-) -> tuple[jax.Array, None]:
-    """g_logp = -g_row * onehot(label); 0 on ignored rows, NaN rows for out-of-range labels."""
-    labels, classes, dtype = res
-    return (_nll_grad(labels, g, classes, dtype, reduction, ignore_index, axis), None)
+) -> tuple[jax.Array | None, None, jax.Array | None]:
+    """g_logp = -r * w[label] * onehot(label); 0 on ignored rows, NaN rows for out-of-range
+    labels; g_weight as ``_label_grads``."""
+    logp, labels, weight = res
+    gx, gw = _label_grads(
+        0.0,
+        jnp.moveaxis(logp, axis, -1),
+        labels,
+        weight,
+        g,
+        needs[2],
+        0.0,
+        reduction,
+        ignore_index,
+        axis,
+    )
+    return (gx if needs[0] else None, None, gw)
 
 
-@torch_keywords(LOSS_ADVICE)
 def nll_loss(
     logp: Any,
     labels: Any,
+    weight: Any = None,
     *,
     reduction: Reduction = "mean",
     ignore_index: int = -100,
     axis: int = -1,
 ) -> Tensor:
     """Negative log-likelihood of integer labels, PyTorch's ``F.nll_loss`` with the class axis
-    last by default: ``-logp[..., label]``; pair it with ``log_softmax`` (together:
-    ``cross_entropy``). PyTorch's (N, C, d1, ...) layout needs ``axis=1``.
+    last by default: ``-weight[label] * logp[..., label]``; pair it with ``log_softmax``
+    (together: ``cross_entropy``). PyTorch's (N, C, d1, ...) layout needs ``axis=1``.
 
     Args:
         logp: log-probabilities (..., C), the classes on ``axis``.
         labels: integer class indices, of the shape of ``logp`` without the class axis.
-        reduction: "mean" (over the labels not ignored), "sum" or "none".
+        weight: optional per-class weights (C,); the mean divides by the sum of the weights of
+            the labels not ignored (PyTorch's).
+        reduction: "mean" (over the labels not ignored, weighted), "sum" or "none".
         ignore_index: labels equal to it contribute no loss and no gradient (PyTorch's -100).
         axis: the class axis of ``logp`` (default -1; 1 for PyTorch's layout).
 
     Raises:
-        as ``cross_entropy`` (labels' dtype, shape, host range; the axis; the reduction;
-        ``weight=``).
+        as ``cross_entropy`` (labels' dtype, shape, host range; the axis; the weight's shape;
+        the reduction).
     """
     _check_reduction("nll_loss", reduction)
     ignore = integer(ignore_index, "nll_loss: ignore_index")
     labels = _host_labels(labels, _classes(logp, axis), "nll_loss", ignore)
-    return _nll_loss(logp, labels, reduction=reduction, ignore_index=ignore, axis=axis)
+    return _nll_loss(
+        logp, labels, _weight(weight), reduction=reduction, ignore_index=ignore, axis=axis
+    )
 
 
 @partial(jax.jit, static_argnames=("reduction",))

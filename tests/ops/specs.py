@@ -210,13 +210,13 @@ def norm_cases() -> tuple[Case, ...]:
     )
 
 
-def _one_label_kept(xy: Arrays) -> Arrays:
+def _one_label_kept(xyw: Arrays) -> Arrays:
     """The first label set to 0, so a case with ``ignore_index=1`` keeps one label (with every
     label ignored, the mean is 0/0, NaN, and its gradient 0 as PyTorch's, not JAX's NaN)."""
-    x, y = xy
+    x, y, w = xyw
     y = y.copy()
     y.flat[0] = 0
-    return x, y
+    return x, y, w
 
 
 def cross_entropy_cases() -> tuple[Case, ...]:
@@ -225,7 +225,8 @@ def cross_entropy_cases() -> tuple[Case, ...]:
 
     def build(shape: Shape, axis: int = -1) -> st.SearchStrategy[Arrays]:
         rest = shape[:axis] + shape[axis + 1 :] if axis != -1 else shape[:-1]
-        return st.tuples(arrays(shape), labels(rest, shape[axis]))
+        weight = arrays((shape[axis],), POSITIVE)  # per-class weights (C,)
+        return st.tuples(arrays(shape), labels(rest, shape[axis]), weight)
 
     return (
         *(Case(f"logits{s}", build(s)) for s in ((4, 3), (2, 2, 3), (3,))),
@@ -434,26 +435,28 @@ def sdpa_case(name: str, mask: st.SearchStrategy[np.ndarray], params: Params) ->
 def _cross_entropy_ref(
     logits: jax.Array,
     labels: jax.Array,
+    weight: jax.Array,
     *,
     label_smoothing: float = 0.0,
     reduction: str = "mean",
     ignore_index: int = -100,
     axis: int = -1,
 ) -> jax.Array:
-    logits = jnp.moveaxis(logits, axis, -1)
-    target = optax.smooth_labels(jax.nn.one_hot(labels, logits.shape[-1]), label_smoothing)
-    return _ignoring_ref(
-        optax.softmax_cross_entropy(logits, target), labels, ignore_index, reduction
-    )
+    logp = jax.nn.log_softmax(jnp.moveaxis(logits, axis, -1))
+    target = optax.smooth_labels(jax.nn.one_hot(labels, logp.shape[-1]), label_smoothing)
+    return _weighted_ref(-target * logp, labels, weight, ignore_index, reduction)
 
 
-def _ignoring_ref(
-    per: jax.Array, labels: jax.Array, ignore_index: int, reduction: str
+def _weighted_ref(
+    terms: jax.Array, labels: jax.Array, weight: jax.Array, ignore_index: int, reduction: str
 ) -> jax.Array:
-    """PyTorch's ignore_index: ignored labels lose 0 and the mean is over the others."""
+    """PyTorch's weight and ignore_index: each label's loss is sum_c weight_c terms_c, ignored
+    labels lose 0, and the mean divides by the weights of the labels kept."""
     keep = labels != ignore_index
-    per = jnp.where(keep, per, 0.0)
-    return jnp.sum(per) / jnp.sum(keep) if reduction == "mean" else _reduce_ref(per, reduction)
+    per = jnp.where(keep, jnp.sum(terms * weight, axis=-1), 0.0)
+    if reduction == "mean":
+        return jnp.sum(per) / jnp.sum(jnp.where(keep, weight[jnp.where(keep, labels, 0)], 0.0))
+    return _reduce_ref(per, reduction)
 
 
 def _reduce_ref(per: jax.Array, reduction: str) -> jax.Array:
@@ -463,13 +466,15 @@ def _reduce_ref(per: jax.Array, reduction: str) -> jax.Array:
 def _nll_ref(
     logp: jax.Array,
     labels: jax.Array,
+    weight: jax.Array,
     *,
     reduction: str = "mean",
     ignore_index: int = -100,
     axis: int = -1,
 ) -> jax.Array:
-    picked = jnp.take_along_axis(jnp.moveaxis(logp, axis, -1), labels[..., None], -1)[..., 0]
-    return _ignoring_ref(-picked, labels, ignore_index, reduction)
+    logp = jnp.moveaxis(logp, axis, -1)
+    terms = -jax.nn.one_hot(labels, logp.shape[-1]) * logp
+    return _weighted_ref(terms, labels, weight, ignore_index, reduction)
 
 
 def _bce_ref(x: jax.Array, t: jax.Array, *, reduction: str = "mean") -> jax.Array:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -49,7 +47,7 @@ def test_cross_entropy_label_containers(make: object) -> None:
 
 def test_cross_entropy_with_extreme_logits_is_finite() -> None:
     logits = np.array([[1000.0, -1000.0], [-1000.0, 1000.0]], np.float32)
-    check_vjp(R["cross_entropy"], logits, np.array([1, 1], np.int32))
+    check_vjp(R["cross_entropy"], logits, np.array([1, 1], np.int32), np.float32(1.0))
     t = tg.tensor(logits, requires_grad=True)
     loss = tg.cross_entropy(t, np.array([1, 1], np.int32))
     np.testing.assert_allclose(float(loss), 1000.0)
@@ -116,18 +114,28 @@ def test_class_axis_errors_name_the_pytorch_layout() -> None:
     np.testing.assert_allclose(float(got), np.log(3), rtol=1e-6)
 
 
-@pytest.mark.parametrize(
-    "call",
-    [
-        lambda: tg.cross_entropy(tg.tensor(LOGITS), LABELS, weight=np.ones(3)),
-        lambda: tg.nll_loss(tg.tensor(LOGITS), LABELS, weight=np.ones(3)),
-        lambda: tg.nn.CrossEntropyLoss(weight=np.ones(3)),
-        lambda: tg.nn.NLLLoss(weight=np.ones(3)),
-    ],
-)
-def test_weight_says_how_to_weight_the_losses(call: Callable[[], object]) -> None:
-    with pytest.raises(TypeError, match=r"weight=, a PyTorch keyword; per-class weights"):
-        call()
+def test_weight_needs_one_entry_per_class() -> None:
+    with pytest.raises(ValueError, match=r"weight of shape \(2,\) must have one entry per class"):
+        tg.cross_entropy(tg.tensor(LOGITS), LABELS, np.ones(2, np.float32))
+    with pytest.raises(ValueError, match=r"shape \(4,\)"):
+        tg.nll_loss(tg.tensor(LOGITS), LABELS[:3], np.ones(3, np.float32), axis=0)
+
+
+def test_weight_gradient_matches_jax_grad_of_the_weighted_mean() -> None:
+    """The class weights may require grad (PyTorch refuses): their gradient is jax.grad's of
+    PyTorch's weighted mean, with an ignored label."""
+    w = np.array([0.5, 2.0, 1.5], np.float32)
+    labels = np.array([0, 2, -100, 1], np.int32)
+    tw = tg.tensor(w, requires_grad=True)
+    (g,) = tg.grad(tg.cross_entropy(tg.tensor(LOGITS), labels, tw, label_smoothing=0.1), tw)
+
+    def ref(w: jax.Array) -> jax.Array:
+        keep = labels != -100
+        y = np.where(keep, labels, 0)
+        q = optax.smooth_labels(jax.nn.one_hot(y, 3), 0.1) * w * keep[:, None]
+        return -jnp.sum(q * jax.nn.log_softmax(LOGITS)) / jnp.sum(w[y] * keep)
+
+    np.testing.assert_allclose(g.numpy(), jax.grad(ref)(jnp.asarray(w)), rtol=1e-5, atol=1e-7)
 
 
 def test_softmax_is_stable_and_sums_to_one() -> None:

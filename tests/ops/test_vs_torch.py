@@ -38,6 +38,7 @@ MASK = RNG.uniform(size=(3, 5)) < 0.5
 MASK[np.arange(3), np.arange(3)] = True  # every query attends to something
 PADDED = ints(4, 3, 5)  # (N, d1) labels of 4 classes, -100 (PyTorch's padding) in places
 PADDED[0, 3:] = PADDED[2, 1] = -100
+WEIGHT = RNG.uniform(0.5, 2.0, 4).astype(np.float32)  # per-class weights
 
 
 def _is_float(a: np.ndarray) -> bool:
@@ -298,6 +299,25 @@ MODEL_ROWS: list[tuple[str, Callable[..., Any], Callable[..., Any], tuple[np.nda
         lambda x, y: F.cross_entropy(x, y, label_smoothing=0.2, ignore_index=0),
         (f32(6, 4), np.array([0, 1, 3, 0, 2, 2], np.int32)),
     ),
+    *(
+        (
+            f"cross_entropy-weight-ignore_index-axis1-{r}-smoothing{s}",
+            lambda x, y, r=r, s=s: tg.cross_entropy(
+                x, y, WEIGHT, axis=1, reduction=r, label_smoothing=s
+            ),
+            lambda x, y, r=r, s=s: F.cross_entropy(
+                x, y, torch.tensor(WEIGHT), reduction=r, label_smoothing=s
+            ),
+            (f32(3, 4, 5), PADDED),
+        )
+        for r, s in (("mean", 0.0), ("sum", 0.0), ("none", 0.0), ("mean", 0.2))
+    ),
+    (
+        "nll_loss-weight",
+        lambda x, y: tg.nll_loss(x, y, WEIGHT),
+        lambda x, y: F.nll_loss(x, y, torch.tensor(WEIGHT)),
+        (f32(6, 4), np.array([0, 1, 3, -100, 2, 2], np.int32)),
+    ),
     (
         "nll_loss-ignore_index-axis1",
         lambda x, y: tg.nll_loss(x, y, axis=1),
@@ -406,13 +426,16 @@ def test_loss_layers_take_ignore_index_and_axis_as_torch() -> None:
     x = f32(2, 3, 4)
     y = np.array([[0, 2, -1, 1], [-1, -1, 2, 0]])
     t = tg.tensor(x, requires_grad=True)
-    got = tg.nn.CrossEntropyLoss(ignore_index=-1, axis=1)(t, y)
+    ours = tg.nn.CrossEntropyLoss(weight=WEIGHT[:3], ignore_index=-1, axis=1)
+    got = ours(t, y)
     logp = tg.log_softmax(t, axis=1)
     got_nll = tg.nn.NLLLoss(reduction="sum", ignore_index=-1, axis=1)(logp, y)
     p = torch.tensor(x)
-    want = torch.nn.CrossEntropyLoss(ignore_index=-1)(p, torch.tensor(y))
+    theirs = torch.nn.CrossEntropyLoss(weight=torch.tensor(WEIGHT[:3]), ignore_index=-1)
+    want = theirs(p, torch.tensor(y))
     want_nll = torch.nn.NLLLoss(reduction="sum", ignore_index=-1)(
         F.log_softmax(p, 1), torch.tensor(y)
     )
+    assert ours.state_dict().keys() == theirs.state_dict().keys() == {"weight"}
     np.testing.assert_allclose(float(got), float(want), rtol=1e-6)
     np.testing.assert_allclose(float(got_nll), float(want_nll), rtol=1e-6)
