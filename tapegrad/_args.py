@@ -18,6 +18,8 @@ import operator
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ParamSpec, TypeVar
 
+import numpy as np
+
 __all__ = [
     "integer",
     "axis",
@@ -85,8 +87,21 @@ def dims(value: Any, what: str = "shape") -> tuple[int, ...]:
     return tuple(integer(d, what) for d in value)
 
 
+_ELEMENTWISE = {"max": "maximum", "min": "minimum"}
+
+
 def _axis_param(value: Any, op: str) -> Any:
-    return axis(value, f"{op}: axis")
+    try:
+        return axis(value, f"{op}: axis")
+    except TypeError as err:
+        # torch.max(a, b) is elementwise: a tensor (not a NumPy scalar) where the axis goes
+        if op in _ELEMENTWISE and hasattr(value, "shape") and not isinstance(value, np.generic):
+            raise TypeError(
+                f"{op}: axis must be an integer, got a tensor: {op} reduces one tensor; for "
+                f"the elementwise {_ELEMENTWISE[op]} of two tensors (torch.{op}(a, b)) use "
+                f"tg.{_ELEMENTWISE[op]}(a, b)."
+            ) from err
+        raise
 
 
 def _axes_param(value: Any, op: str) -> Any:

@@ -36,6 +36,20 @@ def deleted(x: Any) -> bool:
     return isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer) and x.is_deleted()
 
 
+def is_torch(x: Any) -> bool:
+    """Whether ``x`` is a PyTorch object (checked by module, without importing torch)."""
+    return type(x).__module__.split(".")[0] == "torch"
+
+
+def from_torch(t: Any) -> Any:
+    """A ``torch.Tensor``'s values as a NumPy array (a copy on the host): bfloat16, which
+    ``torch.Tensor.numpy()`` refuses, goes through float32 (exact) to ml_dtypes' bfloat16."""
+    t = t.detach().cpu()
+    if str(t.dtype) == "torch.bfloat16":
+        return t.float().numpy().astype(jnp.bfloat16)
+    return t.numpy()
+
+
 def broadcast_axes(gshape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...] | None:
     """The axes to sum a cotangent of shape ``gshape`` over to get ``shape``, or ``None`` when
     ``gshape`` is not a broadcast of ``shape``."""

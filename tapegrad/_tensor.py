@@ -10,6 +10,7 @@ import jax
 import numpy as np
 
 from tapegrad._args import numpy_keywords
+from tapegrad._arrays import is_torch
 from tapegrad._dtypes import DIFFERENTIABLE
 from tapegrad.current import current_tape
 from tapegrad.errors import InPlaceError, ShapeError, TapegradWarning, TracerError, donated_error
@@ -793,16 +794,10 @@ def _binary(op: Any, a: Any, b: Any, reflected: str | None = None) -> Tensor:
         # depth 4: user_site, apply, _binary, the operator method, then the user's frame
         out: Tensor = _op.apply(op, (a, b), {}, 4)
     except _op.OperandTypeError:
-        if reflected is not None and hasattr(type(b), reflected) and not _is_torch(b):
+        if reflected is not None and hasattr(type(b), reflected) and not is_torch(b):
             return NotImplemented  # type: ignore[no-any-return]
         raise
     return out
-
-
-def _is_torch(x: Any) -> bool:
-    """Whether ``x`` is a PyTorch object (its reflected operator would not know ours: Python
-    would then name both types "Tensor" in its message)."""
-    return type(x).__module__.split(".")[0] == "torch"
 
 
 _TORCH_METHODS = {

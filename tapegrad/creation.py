@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tapegrad import _args
-from tapegrad._arrays import filled
+from tapegrad._arrays import filled, from_torch, is_torch
 from tapegrad._placement import committed, place
 from tapegrad._tensor import Tensor, wrap
 from tapegrad.random import key_of
@@ -102,6 +102,8 @@ def tensor(
         data = data.data
     elif isinstance(data, (list, tuple)):
         _no_tracked_elements(data)
+    elif is_torch(data) and hasattr(data, "detach"):
+        data = from_torch(data)  # a torch.Tensor: bfloat16 too, which its .numpy() refuses
     if isinstance(data, jax.Array) and (dtype is None or data.dtype == np.dtype(dtype)):
         array = data
     else:

@@ -13,7 +13,7 @@ import numpy as np
 
 from tapegrad import _args, compilation_cache
 from tapegrad._args import torch_keyword
-from tapegrad._arrays import deleted
+from tapegrad._arrays import deleted, is_torch
 from tapegrad._dtypes import DIFFERENTIABLE
 from tapegrad._placement import mixed_devices_error
 from tapegrad._tensor import Tensor, unpack, wrap
@@ -225,17 +225,25 @@ def as_operand(x: Any, op_name: str) -> Any:
     if (kind is float and x != 0.0) or kind is int:  # 0.0 == -0.0 would share one entry
         try:
             return _constant(kind.__name__, x)  # the type keeps 1 and 1.0 apart
-        except OverflowError:  # an int outside int32/int64: let jnp decide, as before
-            return x
+        except OverflowError:
+            bits = 64 if jax.config.jax_enable_x64 else 32  # type: ignore[attr-defined]
+            raise OverflowError(
+                f"{op_name}: the integer {x} does not fit JAX's int{bits}"
+                + (
+                    f" (x64 is off); write it as a float ({float(x)!r}) or turn x64 on "
+                    "(jax.config.update('jax_enable_x64', True)) before making tensors."
+                    if bits == 32
+                    else "; write it as a float."
+                )
+            ) from None
     if isinstance(x, (bool, int, float, complex, jax.Array, np.generic)):
         return x
     if isinstance(x, np.ndarray):
         return jax.numpy.asarray(x)
-    module = type(x).__module__
-    if module.split(".")[0] == "torch":
+    if is_torch(x):
         raise OperandTypeError(
-            f"{op_name}: a PyTorch tensor ({module}.{type(x).__name__}) cannot be an operand; "
-            "convert it first: tg.tensor(t.detach().numpy())."
+            f"{op_name}: a PyTorch tensor ({type(x).__module__}.{type(x).__name__}) cannot be "
+            "an operand; convert it first: tg.tensor(t) (a copy)."
         )
     raise OperandTypeError(
         f"{op_name}: unsupported operand type {type(x).__name__}; pass a tapegrad Tensor, a "

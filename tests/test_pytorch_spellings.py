@@ -208,7 +208,7 @@ def test_a_torch_tensor_operand_says_to_convert_it() -> None:
     ):
         message = str(error_of(TypeError, call))
         assert "a PyTorch tensor (torch.Tensor) cannot be an operand" in message, message
-        assert "tg.tensor(t.detach().numpy())" in message
+        assert "convert it first: tg.tensor(t) (a copy)" in message
 
 
 def test_first_hour_functions_and_methods_match_torch() -> None:
@@ -237,3 +237,35 @@ def test_std_and_var_name_ddof_for_pytorchs_keywords(keyword: str, says: str) ->
     for call in (tg.ones(3).std, tg.ones(3).var, lambda **kw: tg.std(tg.ones(3), **kw)):
         message = str(error_of(TypeError, call, **{keyword: 1}))
         assert f"got {keyword}=, PyTorch's spelling" in message and says in message, message
+
+
+def test_torch_max_of_two_tensors_points_to_maximum() -> None:
+    a, b = tg.ones(3), tg.zeros(3)
+    assert "use tg.maximum(a, b)" in str(error_of(TypeError, tg.max, a, b))
+    assert "use tg.minimum(a, b)" in str(error_of(TypeError, a.min, b))
+
+
+def test_an_integer_jax_cannot_hold_says_what_to_write() -> None:
+    for call in (lambda: tg.ones(2) * 2**40, lambda: tg.tensor([1, 2]) + np.int64(2**40)):
+        message = str(error_of(OverflowError, call))
+        assert "does not fit JAX's int32 (x64 is off); write it as a float" in message, message
+
+
+def test_bfloat16_torch_tensors_and_checkpoints_convert() -> None:
+    t = torch.tensor([1.5, -2.25], dtype=torch.bfloat16)
+    x = tg.tensor(t)
+    assert x.dtype == tg.bfloat16
+    np.testing.assert_array_equal(x.astype(tg.float32).numpy(), [1.5, -2.25])
+    twin = torch.nn.Linear(2, 3).bfloat16()
+    layer = tg.nn.Linear(2, 3)
+    layer.load_state_dict(twin.state_dict())  # torch's .numpy() refuses bfloat16
+    assert layer.weight.dtype == np.float32  # copied into the module's dtype, as copy_ does
+    np.testing.assert_array_equal(layer.weight.numpy(), twin.weight.float().detach().numpy())
+
+
+def test_load_state_dict_copies_a_jax_array_from_another_module() -> None:
+    src, dst = tg.nn.Linear(2, 2), tg.nn.Linear(2, 2)
+    dst.load_state_dict(src.state_dict())
+    assert dst.weight.data is not src.weight.data  # as torch's copy_: no shared buffer
+    src.weight.data.delete()  # what a tg.jit step donating src's arrays does
+    assert dst(tg.ones((1, 2))).shape == (1, 2)

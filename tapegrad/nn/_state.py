@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from tapegrad._arrays import deleted
+from tapegrad._arrays import deleted, from_torch, is_torch
 from tapegrad._tensor import Tensor
 from tapegrad.errors import ShapeError, donated_error
 
@@ -115,9 +114,10 @@ def plan_load(
 
 
 def _as_array(name: str, value: Any, dtype: Any) -> jax.Array:
-    """``value`` (Tensor, JAX/NumPy array, ``torch.Tensor``) as a JAX array of ``dtype``, a copy
-    of a NumPy or torch value (``jnp.asarray`` may share a CPU buffer: later in-place changes
-    to the source would change the parameter, as ``torch.Tensor.copy_`` never lets them).
+    """``value`` (Tensor, JAX/NumPy array, ``torch.Tensor``) as a new JAX array of ``dtype``:
+    always a copy (``jnp.asarray`` may share a CPU buffer, and a JAX array would be shared with
+    the source: later changes to the source, or a ``tg.jit`` step donating its arrays, would
+    reach the loaded module, as ``torch.Tensor.copy_`` never lets them).
 
     Raises:
         RuntimeError: ``value`` is an array a ``tg.jit`` step donated (deleted).
@@ -125,12 +125,14 @@ def _as_array(name: str, value: Any, dtype: Any) -> jax.Array:
     """
     if isinstance(value, Tensor):
         value = value.data
-    elif not isinstance(value, (jax.Array, np.ndarray)) and hasattr(value, "detach"):
-        value = value.detach().cpu().numpy()  # a torch.Tensor, without importing torch
+    elif is_torch(value) and hasattr(value, "detach"):
+        value = from_torch(value)  # bfloat16 too, which torch's .numpy() refuses
     if deleted(value):
         raise donated_error(f"load_state_dict: {name!r}")
     try:
-        return jnp.array(value, dtype=dtype, copy=isinstance(value, np.ndarray))
+        # always a copy, as torch's copy_: a JAX array shared with the source module would
+        # die with it when a tg.jit step donates the source's arrays
+        return jnp.array(value, dtype=dtype, copy=True)
     except (TypeError, ValueError) as err:
         raise TypeError(
             f"load_state_dict: {name!r} is a {type(value).__name__}, not an array ({err}); "
