@@ -219,9 +219,11 @@ def as_operand(x: Any, op_name: str) -> Any:
     Raises:
         OperandTypeError: ``x`` is not a Python scalar, NumPy value or JAX array.
     """
-    if isinstance(x, np.generic) and x.dtype.kind in "fiu":
-        x = x.item()
     kind = type(x)
+    if kind is not float and kind is not int and isinstance(x, np.generic):
+        if x.dtype.kind in "fiu":  # after the usual Python scalars: they pay two identity tests
+            x = x.item()
+            kind = type(x)
     if (kind is float and x != 0.0) or kind is int:  # 0.0 == -0.0 would share one entry
         try:
             return _constant(kind.__name__, x)  # the type keeps 1 and 1.0 apart

@@ -8,6 +8,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from tapegrad._arrays import is_torch
 from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor, grad_of, set_array, set_grad, tape_of
 from tapegrad.current import use_tape
@@ -26,7 +27,7 @@ def is_dtype(value: Any) -> bool:
 
 def _torch_dtype(value: Any) -> bool:
     """Whether ``value`` is a ``torch.dtype`` (checked without importing torch)."""
-    return type(value).__module__ == "torch" and type(value).__name__ == "dtype"
+    return is_torch(value) and type(value).__name__ == "dtype"
 
 
 def float_dtype(dtype: Any) -> np.dtype[Any]:
