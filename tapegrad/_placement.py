@@ -150,7 +150,16 @@ def held_bytes(a: jax.Array) -> int:
         shards = _shards(a)
         if shards is not None:
             return shards[0] * len(shards[1])
-    return int(a.size) * a.dtype.itemsize
+    aval = a.aval  # sized once per shape and dtype: every node a sweep frees sizes its arrays
+    n = _NBYTES.get(aval)
+    if n is None:
+        if len(_NBYTES) >= 4096:
+            _NBYTES.clear()
+        n = _NBYTES[aval] = math.prod(aval.shape) * aval.dtype.itemsize
+    return n
+
+
+_NBYTES: dict[Any, int] = {}  # aval -> bytes of an array of that shape and dtype
 
 
 def bytes_by_device(arrays: Iterable[jax.Array]) -> dict[str, int]:

@@ -37,8 +37,10 @@ __all__ = [
     "paused_gc",
 ]
 
-Ledger = dict[tuple[CodeType | None, int, str], list[int]]
-"""(code, instruction offset, op name) -> [count, bytes] of the hanging nodes sweeps removed."""
+Ledger = dict[tuple[int, int, str], list[Any]]
+"""(id(code), instruction offset, op name) -> [count, bytes, code] of the hanging nodes sweeps
+removed. Keyed by the code's ``id``: a code object hashes its whole body on every call (a
+sweep adds every node it frees), and the entry keeps the code alive, so the id stays its own."""
 
 _IS_ARRAY: dict[type, bool] = {}  # type -> is a jax.Array (``isinstance`` on the ABC is slow)
 
@@ -57,17 +59,26 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def saved_arrays(saved: Any) -> Iterable[jax.Array]:
-    """Yield the arrays in a residual pytree (tuples, lists, dicts of arrays and statics)."""
-    stack = [saved]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, jax.Array):
-            yield item
-        elif isinstance(item, (tuple, list)):
-            stack.extend(item)
-        elif isinstance(item, dict):
-            stack.extend(item.values())
+def saved_arrays(saved: Any) -> list[jax.Array]:
+    """The arrays in a residual pytree (an array, or tuples, lists and dicts of arrays and
+    statics such as shapes), in order."""
+    out: list[jax.Array] = []
+    _collect(saved if saved.__class__ in _CONTAINERS else (saved,), out)
+    return out
+
+
+_CONTAINERS = (tuple, list, dict)
+
+
+def _collect(items: Any, out: list[jax.Array]) -> None:
+    for a in items.values() if items.__class__ is dict else items:
+        kind = _IS_ARRAY.get(a.__class__)
+        if kind is None:
+            kind = _IS_ARRAY[a.__class__] = isinstance(a, jax.Array)
+        if kind:
+            out.append(a)
+        elif a.__class__ in _CONTAINERS and a:  # a shape (a tuple of ints) holds no array
+            _collect(a, out)
 
 
 array_bytes = held_bytes
@@ -75,39 +86,26 @@ array_bytes = held_bytes
 ``a.nbytes``, read without its Python property, which costs several us)."""
 
 
-def _arrays_of(saved: Any) -> Iterable[jax.Array]:
-    """``saved_arrays``, with a fast path for the usual flat tuple of arrays and statics."""
-    if saved.__class__ is not tuple:
-        return saved_arrays(saved)
-    out = []
-    for a in saved:
-        kind = _IS_ARRAY.get(a.__class__)
-        if kind is None:
-            kind = _IS_ARRAY[a.__class__] = isinstance(a, jax.Array)
-        if kind:
-            out.append(a)
-        elif a.__class__ in (tuple, list, dict):
-            out.extend(saved_arrays(a))
-    return out
-
-
 def hold(held: dict[int, int], saved: Any) -> None:
-    """Count one more holder of each array in ``saved`` (a node's residuals) in ``held``."""
-    for a in saved if saved.__class__ is tuple else saved_arrays(saved):
+    """Count one more holder of each array in ``saved`` (a node's residuals) in ``held``.
+    Every tracked op calls it: a flat tuple (the usual residuals) is read without a list."""
+    if saved.__class__ is not tuple:
+        saved = saved_arrays(saved)
+    for a in saved:
         kind = _IS_ARRAY.get(a.__class__)
         if kind is None:
             kind = _IS_ARRAY[a.__class__] = isinstance(a, jax.Array)
         if kind:
             key = id(a)
             held[key] = held.get(key, 0) + 1
-        elif a.__class__ in (tuple, list, dict):
+        elif a.__class__ in _CONTAINERS and a:
             hold(held, a)
 
 
 def drop(held: dict[int, int], saved: Any) -> None:
     """Count one holder less of each array in ``saved``, without sizing anything (what a
     backward's consumption and an unswept removal need: ``unhold`` without the bytes)."""
-    for a in _arrays_of(saved):
+    for a in saved_arrays(saved):
         key = id(a)
         n = held[key] - 1
         if n:
@@ -119,20 +117,23 @@ def drop(held: dict[int, int], saved: Any) -> None:
 def unhold(held: dict[int, int], saved: Any) -> tuple[int, int]:
     """Count one holder less of each array in ``saved``; return the bytes of its distinct
     arrays and the bytes of those no holder is left for (released by the tape, rule 7)."""
-    mine: dict[int, jax.Array] = {}
-    for a in _arrays_of(saved):
+    own = freed = 0
+    seen: list[int] = []  # distinct arrays: a node saves a handful, so a list beats a set
+    for a in saved_arrays(saved):
         key = id(a)
-        mine[key] = a
         n = held[key] - 1
         if n:
             held[key] = n
         else:
             del held[key]
-    own = freed = 0
-    for key, a in mine.items():
+        if key in seen:  # a second entry of one array: its bytes count once
+            if not n:
+                freed += array_bytes(a)
+            continue
+        seen.append(key)
         size = array_bytes(a)
         own += size
-        if key not in held:
+        if not n:
             freed += size
     return own, freed
 
@@ -221,7 +222,7 @@ def saved_bytes(
             continue
         mine: set[int] = set()
         total = 0
-        for a in _arrays_of(node.saved):
+        for a in saved_arrays(node.saved):
             key = id(a)
             if key in mine:
                 continue
@@ -306,7 +307,7 @@ def ledger_records(ledger: Ledger) -> tuple[LedgerRecord, ...]:
     origins were first swept (the ledger is keyed by instruction offset: two ops of one line
     share a record)."""
     lines: dict[tuple[CodeType | None, int, str], list[int]] = {}
-    for (code, lasti, op), (count, nbytes) in ledger.items():
+    for (_, lasti, op), (count, nbytes, code) in ledger.items():
         key = (code, line_of(code, lasti), op)
         entry = lines.get(key)
         if entry is None:

@@ -29,7 +29,7 @@ import signal
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from types import CodeType
 from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, TypeVar, cast
@@ -223,16 +223,14 @@ class Tape:
             if node.consumed or node.reached:
                 self._remove(node)
             elif auto:
-                self._remove(node, swept=True)
+                self._discard((node,))
             else:
                 self._hanging[node.id] = node
                 if node.op is None:
                     self._hanging_leaves += 1
 
-    def _remove(self, node: Node, swept: bool = False) -> int:
-        """Take ``node`` off the tape. ``swept``: it was hanging (never consumed, never
-        reached), so the ledger counts it and the bytes it alone held are returned (rule 7);
-        otherwise nothing is sized and 0 is returned."""
+    def _detach(self, node: Node) -> Any:
+        """Take ``node`` off the tape; return its residuals (no longer on the node)."""
         del self._nodes[node.id]
         node.on_tape = False
         node.parents = ()
@@ -241,18 +239,34 @@ class Tape:
         if node.op is None:
             self._leaves -= 1
         self._version += 1
-        if not swept:
+        return saved
+
+    def _remove(self, node: Node) -> None:
+        """Take a consumed or reached ``node`` off the tape (nothing is sized: rule 4)."""
+        saved = self._detach(node)
+        if saved is not None:
+            drop(self._held, saved)
+
+    def _discard(self, nodes: Iterable[Node]) -> int:
+        """Take hanging ``nodes`` off the tape (a sweep, or one node under ``"auto"``): the
+        ledger counts each with the bytes it saved, and the bytes no node holds any more are
+        returned (rule 7)."""
+        held, ledger, detach = self._held, self._ledger, self._detach
+        freed = 0
+        for node in nodes:
+            saved = detach(node)
+            mine = 0
             if saved is not None:
-                drop(self._held, saved)
-            return 0
-        mine, freed = unhold(self._held, saved) if saved is not None else (0, 0)
-        key = (node.code, node.lasti, node.name)  # ``ledger_records`` turns it into lines
-        entry = self._ledger.get(key)
-        if entry is None:
-            self._ledger[key] = [1, mine]
-        else:
-            entry[0] += 1
-            entry[1] += mine
+                mine, gone = unhold(held, saved)
+                freed += gone
+            op, code = node.op, node.code
+            key = (id(code), node.lasti, "leaf" if op is None else op.name)  # see ``Ledger``
+            entry = ledger.get(key)
+            if entry is None:
+                ledger[key] = [1, mine, code]
+            else:
+                entry[0] += 1
+                entry[1] += mine
         return freed
 
     # ------------------------------------------------------------------ recording
@@ -475,10 +489,7 @@ class Tape:
         leaves = self._hanging_leaves
         self._hanging = {}
         self._hanging_leaves = 0
-        freed = 0
-        for node in hanging.values():
-            if node.on_tape:
-                freed += self._remove(node, swept=True)
+        freed = self._discard(node for node in hanging.values() if node.on_tape)
         self._set_survivors()
         return CleanupStats(len(hanging), leaves, graphs, freed, 0.0)
 
@@ -593,7 +604,7 @@ class Tape:
                 if node.consumed or node.reached:
                     self._remove(node)
                 elif self._policy == "auto":
-                    self._remove(node, swept=True)
+                    self._discard((node,))
                 else:
                     self._hanging[node.id] = node
             self._live = live

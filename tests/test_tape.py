@@ -169,6 +169,23 @@ def test_swept_nodes_of_one_line_are_one_ledger_row() -> None:
     del w
 
 
+def test_a_node_saving_one_array_twice_counts_its_bytes_once() -> None:
+    # x * x saves (x, x): the ledger's bytes and the bytes freed count the array once, and
+    # the holder count reaches zero (the array is released) only with the last entry
+    tape = tg.Tape()
+    with tg.use_tape(tape):
+        x = tg.ones((4,)).require_grad()
+        y = x * x
+        z = y.sum()  # saves only y's shape: y's array dies with y
+        del x, y, z
+        stats = tape.cleanup()
+        rows = {r.op: r.bytes for r in tape.snapshot().ledger}
+    assert stats.nodes_removed == 3
+    assert stats.bytes_freed == 16  # x's array, held only by the multiply node
+    assert rows == {"leaf": 0, "multiply": 16, "sum": 0}
+    assert tape._held == {}
+
+
 def _traced_op_on(w: tg.Tensor) -> None:
     def traced(x: jax.Array) -> jax.Array:
         return (w * x).data
