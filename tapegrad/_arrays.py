@@ -3,11 +3,13 @@ unbroadcast axes."""
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from tapegrad import compilation_cache
 
@@ -22,13 +24,28 @@ def _filled(shape: tuple[int, ...], value: Any, dtype: Any) -> jax.Array:
 def filled(shape: tuple[int, ...], value: Any, dtype: Any) -> jax.Array:
     """An array of ``shape`` and ``dtype`` filled with ``value``.
 
-    One compiled constructor per (shape, dtype): ~5 us a call instead of ``jnp.zeros``' ~50.
-    It caches code, never values, so it is safe under a trace (docs/design.md rule 9).
+    The first small array of a (shape, dtype, value) is copied from the host (NumPy's fill,
+    then ``jax.device_put``: no compile, where a first run pays ~10-60 ms per kernel); met
+    again, it takes one compiled constructor per (shape, dtype), ~5 us a call instead of
+    ``jnp.zeros``' ~50. It caches code, never values, so it is safe under a trace
+    (docs/design.md rule 9).
     """
     if not compilation_cache.ready:
         compilation_cache.ensure()
+    if value.__class__ in (int, float, bool):
+        key = (shape, dtype, value)
+        if key not in _MET and math.prod(shape) * np.dtype(dtype).itemsize <= _HOST_FILL_BYTES:
+            if len(_MET) >= 1024:
+                _MET.clear()
+            _MET[key] = None
+            host: jax.Array = jax.device_put(np.full(shape, value, dtype))
+            return host
     out: jax.Array = _filled(shape, value, dtype)
     return out
+
+
+_MET: dict[tuple[Any, ...], None] = {}  # (shape, dtype, value) filled once already (bounded)
+_HOST_FILL_BYTES = 1 << 20  # larger first fills compile: a host copy would cost more
 
 
 def deleted(x: Any) -> bool:

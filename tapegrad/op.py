@@ -204,10 +204,13 @@ def _constant(kind: str, value: Any) -> jax.Array:
     """A Python scalar as a weakly typed 0-d array, made once per (type, value).
 
     Built under ``ensure_compile_time_eval`` so that it is a concrete array even when first
-    met inside a trace (docs/design.md rule 9: no cache keeps a traced value).
+    met inside a trace (docs/design.md rule 9: no cache keeps a traced value), with
+    ``jax.device_put``, which keeps the weak type and compiles nothing (``jnp.asarray``
+    compiles a copy kernel per type, ~10-60 ms of a first run).
     """
     with jax.ensure_compile_time_eval():
-        return jax.numpy.asarray(value)
+        array: jax.Array = jax.device_put(value)
+    return array
 
 
 def as_operand(x: Any, op_name: str) -> Any:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import re
 import weakref
 from collections.abc import Callable, Sequence
@@ -158,6 +159,36 @@ def test_tensor_from_numpy_copies_without_compiling(monkeypatch: pytest.MonkeyPa
     t = tg.tensor(source)
     source[0] = 5.0  # a copy: the tensor keeps the value it was made from
     assert t.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_first_fills_and_scalar_constants_compile_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small fill met for the first time (``tg.zeros``/``ones``/``full``) is made on the
+    host and copied, and a Python scalar operand becomes a device constant without a copy
+    kernel: issue 17's cold start. Met again, a fill takes the compiled constructor; values,
+    dtypes and weak types are the same either way."""
+    monkeypatch.setattr(tg._arrays, "_MET", {})  # as in a fresh process
+    monkeypatch.setattr(tg.op, "_constant", functools.lru_cache(maxsize=8)(_new_constant))
+    x = tg.tensor(np.arange(3.0, dtype=np.float32))
+    with compiles() as seen:
+        made = [tg.zeros((7, 3)), tg.ones(5, dtype=tg.int32), tg.full((2, 2), 1.5)]
+        scalars = [tg.op.as_operand(v, "test") for v in (2.5, 3, -4.0)]
+    assert seen == []
+    again = [tg.zeros((7, 3)), tg.ones(5, dtype=tg.int32), tg.full((2, 2), 1.5)]
+    for t, u, want in zip(
+        made, again, [jnp.zeros((7, 3)), jnp.ones(5, jnp.int32), jnp.full((2, 2), 1.5)], strict=True
+    ):
+        assert t.dtype == u.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(t.data), np.asarray(want))
+        np.testing.assert_array_equal(np.asarray(u.data), np.asarray(want))
+    assert [(s.dtype, s.weak_type) for s in scalars] == [
+        (jnp.float32, True),
+        (jnp.int32, True),
+        (jnp.float32, True),
+    ]
+    assert (x * 2.5).tolist() == [0.0, 2.5, 5.0]
+
+
+_new_constant = tg.op._constant.__wrapped__
 
 
 def test_tensor_dtype_and_requires_grad_arguments() -> None:
