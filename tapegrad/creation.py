@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tapegrad import _args
+from tapegrad import _args, random
 from tapegrad._arrays import filled, from_torch, is_torch
 from tapegrad._placement import committed, place
 from tapegrad._tensor import Tensor, wrap
@@ -293,7 +293,7 @@ def randn(
         TypeError: ``key`` is not ``None``, an int or a JAX array; a size is not an int, or a
             tuple shape is followed by more sizes.
     """
-    data = jax.random.normal(key_of(key), _shape(shape, sizes), dtype)
+    data = random.normal(key_of(key), _shape(shape, sizes), dtype)
     return _finish(data, requires_grad, device, sharding, "randn")
 
 
@@ -307,7 +307,7 @@ def rand(
     sharding: Any = None,
 ) -> Tensor:
     """Uniform samples in [0, 1); ``shape`` and ``key`` as for ``randn``."""
-    data = jax.random.uniform(key_of(key), _shape(shape, sizes), dtype)
+    data = random.uniform(key_of(key), _shape(shape, sizes), dtype)
     return _finish(data, requires_grad, device, sharding, "rand")
 
 

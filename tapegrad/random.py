@@ -15,6 +15,7 @@ the state is as after ``manual_seed(0)``.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +38,8 @@ __all__ = [
     "key_of",
     "split_key",
     "carried",
+    "uniform",
+    "normal",
 ]
 
 
@@ -191,3 +194,43 @@ def key_of(key: Any) -> jax.Array:
         f"key must be None, an int seed or a jax.random key, got {type(key).__name__}; "
         "e.g. key=0, or tg.manual_seed(0) and no key."
     )
+
+
+_BUCKET_MAX = 1 << 16
+"""Draws of at most this many elements share a kernel per size bucket (``_draw``); larger
+ones compile per shape (a bucket would draw up to twice the elements)."""
+
+
+def uniform(
+    key: jax.Array, shape: tuple[int, ...], dtype: Any, minval: float = 0.0, maxval: float = 1.0
+) -> jax.Array:
+    """``jax.random.uniform(key, shape, dtype, minval, maxval)``: the same numbers, where a
+    small draw compiles once per size bucket instead of once per shape (``_draw``)."""
+    return _draw(jax.random.uniform, key, shape, dtype, minval, maxval)
+
+
+def normal(key: jax.Array, shape: tuple[int, ...], dtype: Any) -> jax.Array:
+    """``jax.random.normal(key, shape, dtype)``: the same numbers (see ``uniform``)."""
+    return _draw(jax.random.normal, key, shape, dtype)
+
+
+def _draw(fn: Any, key: jax.Array, shape: tuple[int, ...], dtype: Any, *bounds: float) -> jax.Array:
+    """``fn(key, shape, dtype, *bounds)`` (a ``jax.random`` sampler). Each shape is a kernel
+    compile (10-60 ms of a first run, and a model's parameters come in many shapes), so a
+    draw of at most ``_BUCKET_MAX`` elements is made as a flat draw of the next power of two
+    (at least 256) and cut to ``shape`` on the host. With threefry keys in JAX's partitionable
+    mode (its default) element ``i`` of a draw depends on ``key`` and ``i`` only, so the
+    numbers equal ``fn``'s for ``shape``; with another generator, a traced key or a larger
+    draw, ``fn`` runs as it is."""
+    size = math.prod(shape)
+    if (
+        not 0 < size <= _BUCKET_MAX
+        or isinstance(key, jax.core.Tracer)
+        or not jax.config.jax_threefry_partitionable  # type: ignore[attr-defined]
+        or str(jax.random.key_impl(key)) != "threefry2x32"
+    ):
+        out: jax.Array = fn(key, shape, dtype, *bounds)
+        return out
+    flat = fn(key, (max(256, 1 << (size - 1).bit_length()),), dtype, *bounds)
+    cut: jax.Array = jax.device_put(np.asarray(flat)[:size].reshape(shape))
+    return cut

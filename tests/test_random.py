@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
+from _support import compiles
 
 import tapegrad as tg
 from tapegrad.errors import TracerError
@@ -96,3 +97,32 @@ def test_a_lifted_traced_state_advances_inside_the_trace() -> None:
     tg.random.set_state(saved)
     np.testing.assert_allclose(x, tg.randn((2,)).numpy())
     np.testing.assert_array_equal(new, tg.random.get_state())
+
+
+@pytest.mark.parametrize("dtype", [jax.numpy.float32, jax.numpy.bfloat16])
+def test_small_draws_equal_jax_random_and_share_a_kernel_per_size_bucket(dtype: object) -> None:
+    """Parameters come in many shapes and each shape was a kernel compile of a cold start
+    (issue 17): a small draw is cut from a flat draw of a power-of-two size, and its numbers
+    are jax.random's for the shape (threefry in partitionable mode: element i depends on the
+    key and i only). A shape never met still compiles nothing once its bucket has compiled."""
+    key = jax.random.PRNGKey(11)
+    shapes = [(3, 5), (16,), (2, 3, 4), (1,), (300,), (17, 19)]
+    for shape in shapes:
+        for ours, theirs in [
+            (
+                tg.random.uniform(key, shape, dtype, -0.5, 0.25),
+                jax.random.uniform(key, shape, dtype, -0.5, 0.25),
+            ),
+            (tg.random.normal(key, shape, dtype), jax.random.normal(key, shape, dtype)),
+        ]:
+            assert ours.shape == shape and ours.dtype == theirs.dtype
+            np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+    with compiles() as seen:
+        tg.random.uniform(key, (7, 9), dtype)  # 63 elements: the 256 bucket, compiled above
+        tg.random.normal(key, (4, 2, 25), dtype)  # 200 elements: the same bucket
+    assert seen == []
+    big = (300, 300)  # above the bucketed sizes: jax.random as it is
+    np.testing.assert_array_equal(
+        np.asarray(tg.random.normal(key, big, dtype)),
+        np.asarray(jax.random.normal(key, big, dtype)),
+    )

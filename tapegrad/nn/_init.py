@@ -6,8 +6,9 @@ import math
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 
+from tapegrad import random
+from tapegrad._arrays import filled
 from tapegrad._tensor import Tensor
 from tapegrad.random import key_of
 
@@ -28,16 +29,15 @@ def fan_in_bound(fan_in: int) -> float:
 
 def uniform(key: jax.Array, shape: tuple[int, ...], bound: float, dtype: Any) -> Tensor:
     """A parameter drawn uniformly from ``[-bound, bound]``."""
-    u = jax.random.uniform(key, shape, dtype, minval=-bound, maxval=bound)
-    return Tensor(u).require_grad()
+    return Tensor(random.uniform(key, shape, dtype, -bound, bound)).require_grad()
 
 
 def normal(key: jax.Array, shape: tuple[int, ...], dtype: Any) -> Tensor:
     """A parameter drawn from the standard normal (``Embedding``'s init)."""
-    return Tensor(jax.random.normal(key, shape, dtype)).require_grad()
+    return Tensor(random.normal(key, shape, dtype)).require_grad()
 
 
 def constant(shape: tuple[int, ...], value: float, dtype: Any, *, param: bool = True) -> Tensor:
     """A tensor filled with ``value``: a parameter, or with ``param=False`` a buffer."""
-    t = Tensor(jnp.full(shape, value, dtype))
+    t = Tensor(filled(shape, value, dtype))
     return t.require_grad() if param else t

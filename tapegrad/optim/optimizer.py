@@ -218,7 +218,7 @@ class Optimizer:
         rule = self._rule(full)
         self._rules.append(rule)
         self._statics.append(self._structure(full))
-        self.state.append(rule.init(tuple(p.data for p in full["params"])))
+        self.state.append(_init(rule, tuple(p.data for p in full["params"])))
         self._compiled = None
 
     def _check_hyper(self, group: Mapping[str, Any]) -> None:
@@ -408,7 +408,7 @@ class Optimizer:
             rule, current = self._rules[i], self.state[i]
             if self._structure(merged) != self._statics[i]:
                 rule = self._rule(merged)
-                current = rule.init(tuple(p.data for p in mine["params"]))
+                current = _init(rule, tuple(p.data for p in mine["params"]))
             new_states.append(_restore(i, current, states.get(str(i), {})))
             new_rules.append(rule)
             new_statics.append(self._structure(merged))
@@ -448,3 +448,13 @@ def _restore(i: int, current: Any, given: Mapping[str, Any]) -> Any:
             )
         out.append(array)
     return jax.tree_util.tree_unflatten(treedef, out)
+
+
+def _init(rule: optax.GradientTransformation, arrays: tuple[jax.Array, ...]) -> Any:
+    """``rule.init(arrays)``, compiled as one computation when no array was placed by the
+    user (all on the default device): optax's eager ``init`` runs a ``zeros_like`` per
+    parameter, one kernel compile per parameter shape on a first run (issue 17). Placed or
+    sharded parameters keep the eager ``init``, whose states are placed like them."""
+    if not any(map(committed, arrays)):
+        return jax.jit(rule.init)(arrays)
+    return rule.init(arrays)

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from _support import error_of
+from _support import compiles, error_of
 
 import tapegrad as tg
 from tapegrad import nn, optim
@@ -454,3 +454,20 @@ def test_state_dict_round_trip_resumes_the_same_trajectory(tmp_path: Any) -> Non
         sgd.load_state_dict(ck["opt"])
     with pytest.raises(ValueError, match="parameter groups"):
         fresh_opt.load_state_dict({"state": {}, "param_groups": []})
+
+
+def test_optimizer_state_is_made_by_one_compile_per_group() -> None:
+    # optax's eager init compiles a zeros_like per parameter shape (issue 17's cold start);
+    # compiled as one computation, a new model's Adam state costs one compile, same values
+    shapes = [(7, 3), (3,), (2, 5, 4), (11,)]
+    params = [tg.ones(s).require_grad() for s in shapes]
+    with compiles() as seen:
+        opt = optim.Adam(params, lr=0.1)
+    assert len(seen) <= 1
+    want = opt._rules[0].init(tuple(p.data for p in params))  # optax's eager init
+    got = opt.state[0]
+    del opt, params
+    assert jax.tree.structure(got) == jax.tree.structure(want)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
