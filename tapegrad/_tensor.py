@@ -786,13 +786,16 @@ def zero_grads(tensors: Iterable[Tensor], set_to_none: bool = True) -> None:
             t._grad = Tensor(jax.numpy.zeros_like(t._data))
 
 
+_NO_PARAMS: dict[str, Any] = {}  # an operator's op parameters: none (read-only, shared)
+
+
 def _binary(op: Any, a: Any, b: Any, reflected: str | None = None) -> Tensor:
     """Apply a binary op for an operator; for an operand it cannot use, defer to the other
     operand's ``reflected`` method when it has one (Python's protocol), else raise the op's
     own ``TypeError``, which says what to pass instead."""
     try:
         # depth 4: user_site, apply, _binary, the operator method, then the user's frame
-        out: Tensor = _op.apply(op, (a, b), {}, 4)
+        out: Tensor = _op.apply(op, (a, b), _NO_PARAMS, 4)
     except _op.OperandTypeError:
         if reflected is not None and hasattr(type(b), reflected) and not is_torch(b):
             return NotImplemented  # type: ignore[no-any-return]

@@ -194,19 +194,16 @@ class Tape:
         # A node is its tensor's weak reference, and its callback is ``self._enqueue`` (it
         # runs wherever the tensor died, so it only enqueues the node); apply each death here.
         # A node released earlier (``requires_grad_(False)``) is no longer live: skipped.
+        # Each death is applied inline (the hot path of every tracked op whose output dies).
         dead = self._dead
         while dead:
             node = dead.pop()
             if node.live:
-                self._unlinked(node)
-
-    def _unlinked(self, node: Node) -> None:
-        """``node``'s tensor is gone (or no longer requires grad)."""
-        node.live = False
-        self._live -= 1
-        self._version += 1
-        if node.uc == 0:
-            self._lose_use(node)
+                node.live = False
+                self._live -= 1
+                self._version += 1
+                if node.uc == 0:
+                    self._lose_use(node)
 
     def _lose_use(self, first: Node) -> None:
         """``first`` just stopped being useful: propagate to its parents, free what may go."""
@@ -365,7 +362,8 @@ class Tape:
     def release(self, node: Node) -> None:
         """The tensor of ``node`` stopped requiring grad (``requires_grad_(False)``)."""
         if node.on_tape and node.live:
-            self._unlinked(node)
+            self._dead.append(node)  # applied as a death of its tensor
+            self._drain()
 
     @_entry
     def retain_grad(self, node: Node) -> None:
