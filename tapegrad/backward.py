@@ -177,6 +177,8 @@ def _run(
         found = None
         if not create_graph and check is None and not tape.allow_tracers:
             found = compiled_backward.lookup(steps, roots, wanted)
+            if found is not None and found[0].buys_at_once():
+                found[0].compile(_propagate)
         if found is not None and found[0].compiled is not None:
             out = found[0].run(steps, seeds, found[1])
             if out is not None:

@@ -10,15 +10,22 @@ dispatch for the whole pass, compiled once and cached here per structure (and by
 shape, dtype and placement; JAX's persistent compilation cache keeps it for later processes).
 
 That is the rent-or-buy rule: a structure that stops repeating has cost at most twice what
-compiling at once would have. The estimate is ``0.1 s + 1 ms`` per node (measured on a CPU
-with an empty compilation cache: 76 ms for an 8-node pass, 0.77 s for a 700-node one),
-scaled up when the compiles this process timed took longer (a GPU's compiler, a slower
-machine), never down (a compile that hit the persistent cache says nothing of what a new
-structure costs; assuming it cheap would compile every rare variant of a data-dependent
-graph), and never more than ``compile_after()`` seconds (1 s by default). The five calls
-after the one that compiles are timed too: a structure whose compiled pass was never faster
-than its fastest eager pass (a pass of a few nodes, where one dispatch with many arguments
-costs what a few VJP dispatches do) goes back to eager passes for good.
+compiling at once would have. One exception buys at once: a new structure of at least eight
+nodes whose ops (by op, shape and dtype) no structure met before had compiles before its first
+pass when its first eager pass would compile at least as much: its new VJP kernels, ~40 ms
+each on a CPU with an empty cache, against the whole pass's estimate. A program's first
+backward is then one compile instead of one per op and shape (a cold start's largest part);
+such a structure has no eager pass to be compared with (see below).
+
+The estimate is ``0.1 s + 1 ms`` per node (measured on a CPU with an empty compilation cache:
+76 ms for an 8-node pass, 0.77 s for a 700-node one), scaled up when the compiles this process
+timed took longer (a GPU's compiler, a slower machine), never down (a compile that hit the
+persistent cache says nothing of what a new structure costs; assuming it cheap would compile
+every rare variant of a data-dependent graph), and never more than ``compile_after()`` seconds
+(1 s by default). The five calls after the one that compiles are timed too: a structure whose
+compiled pass was never faster than its fastest eager pass (a pass of a few nodes, where one
+dispatch with many arguments costs what a few VJP dispatches do) goes back to eager passes for
+good.
 
 The structure of a pass is, for every node in pass order: its op, the positions of its
 parents, its shape and dtype, whether its cotangent is returned (a leaf, ``retain_grad``, a
@@ -78,6 +85,11 @@ _NODE_SECONDS = 0.001
 _scale = 1.0  # measured compile time / estimate (>= 1), blended over the compiles timed
 _TRIALS = 5  # compiled calls timed against the eager pass after the one that compiles
 _MIN_NODES = 4  # a smaller pass (two VJPs or fewer) stays eager: one dispatch saves nothing
+_KERNEL_SECONDS = 0.04  # the compile of one eager VJP kernel, empty cache, CPU (~45 ms seen)
+_BUY_NODES = 8  # a smaller new structure is not bought at once: its compiled pass, never
+# compared with an eager one, could be the slower (a few VJPs against one call of many arrays)
+_met: set[tuple[Any, Any, Any]] = set()  # (op, shape, dtype) of the op nodes of structures met
+_MET_MAX = 4096
 _lock = threading.Lock()
 _cache: OrderedDict[_Key, Pass] = OrderedDict()
 _Tracer = jax.core.Tracer
@@ -313,11 +325,13 @@ class Pass:
         "fastest_compiled",
         "broken",
         "slower",
+        "fresh",
     )
 
-    def __init__(self, structure: tuple[Any, ...]) -> None:
+    def __init__(self, structure: tuple[Any, ...], fresh: int = 0) -> None:
         self.structure = structure
         self.nodes = len(structure[0]) if structure else 0
+        self.fresh = fresh  # VJP kernels of it this process had not met (``lookup``)
         self.passes = 0
         self.fastest = float("inf")
         self.compiled: Any = None
@@ -349,7 +363,25 @@ class Pass:
         if threshold is None or self.broken or self.slower or self.compiled is not None:
             return
         if self.seconds >= threshold:
-            self.compiled = jax.jit(functools.partial(_program, self.structure, propagate))
+            self.compile(propagate)
+
+    def buys_at_once(self) -> bool:
+        """Whether this structure, never run yet, compiles before its first pass: that pass
+        would compile its ``fresh`` VJP kernels one by one (``_KERNEL_SECONDS`` each), and
+        when they are estimated to cost at least compiling the whole pass, buying at once is
+        cheaper (a program's first backward: one compile instead of one per op and shape)."""
+        return (
+            self.passes == 0
+            and self.nodes >= _BUY_NODES
+            and self.compiled is None
+            and not self.broken
+            and _after is not None
+            and self.fresh * _KERNEL_SECONDS >= estimated_compile_seconds(self.nodes)
+        )
+
+    def compile(self, propagate: Propagate) -> None:
+        """Make the compiled pass (traced and compiled by JAX at its first call)."""
+        self.compiled = jax.jit(functools.partial(_program, self.structure, propagate))
 
     def run(
         self, steps: Sequence[Step], seeds: Sequence[Any], arrays: list[Any]
@@ -434,9 +466,20 @@ def lookup(
     with _lock:
         entry = _cache.get(key)
         if entry is None:
-            entry = _cache[key] = Pass(key.structure)
+            entry = _cache[key] = Pass(key.structure, _fresh(rows))
             if len(_cache) > _MAX_STRUCTURES:
                 _cache.popitem(last=False)
         else:
             _cache.move_to_end(key)
     return entry, arrays
+
+
+def _fresh(rows: list[tuple[Any, ...]]) -> int:
+    """How many distinct (op, shape, dtype) among a new structure's op nodes no structure
+    met before had: the VJP kernels its first eager pass would compile (an estimate: a VJP
+    kernel also depends on its inputs' shapes). Counts them as met from now on."""
+    new = {(r[0], r[2], r[3]) for r in rows if r[0] is not None} - _met
+    if len(_met) + len(new) > _MET_MAX:
+        _met.clear()
+    _met.update(new)
+    return len(new)

@@ -25,8 +25,10 @@ B = RNG.standard_normal((5,)).astype(np.float32)
 
 
 @pytest.fixture
-def compile_at_second_pass() -> Iterator[None]:
-    """Compile every structure at its second pass, from an empty cache; restore after."""
+def compile_at_second_pass(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Compile every structure at its second pass (none is bought before its first: see
+    ``Pass.buys_at_once``), from an empty cache; restore after."""
+    monkeypatch.setattr(compiled_backward, "_KERNEL_SECONDS", 0.0)
     before = compiled_backward.compile_after()
     compiled_backward.clear()
     compiled_backward.set_compile_after(0)
@@ -180,6 +182,43 @@ def test_a_rule_that_cannot_be_traced_falls_back_to_the_eager_pass() -> None:
     np.testing.assert_allclose(grad_of(x), np.full_like(X, 6.0))
 
 
+def mlp_loss_retained(x: tg.Tensor, w: tg.Tensor, b: tg.Tensor) -> tg.Tensor:
+    """``mlp_loss`` with an intermediate's gradient retained: the same ops, shapes and
+    dtypes in a new structure."""
+    h = (x @ w + b).tanh()
+    h.retain_grad()
+    y = h[:, 1:4] * 2.0 - h.sigmoid()[1:3, 1:4].sum(axis=0)
+    return (y.exp() + 1.0).log().mean()
+
+
+def test_a_new_structure_of_ops_never_met_compiles_before_its_first_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Buying at once (issue 17's cold start): a program's first backward would compile its
+    VJP kernels one by one, each costing about what compiling the whole pass does, so a
+    structure of ops this process never met compiles before its first pass. A new structure
+    of ops met already (their kernels compiled) waits for the rent-or-buy rule."""
+    monkeypatch.setattr(compiled_backward, "_met", set())  # as in a fresh process
+    compiled_backward.clear()
+    try:
+        got = grads(mlp_loss, X, W, B)
+        (entry,) = passes()
+        assert entry.fresh * compiled_backward._KERNEL_SECONDS >= (
+            compiled_backward.estimated_compile_seconds(entry.nodes)
+        )
+        assert entry.passes == 0 and entry.calls == 1 and entry.compiled is not None
+        oracle = jax.grad(jax_loss, argnums=(0, 1, 2))(X, W, B)
+        for g, o in zip(got, oracle, strict=True):
+            np.testing.assert_allclose(g, o, rtol=1e-5, atol=1e-6)
+        again = grads(mlp_loss_retained, X, W, B)
+        (_, second) = passes()
+        assert second.fresh == 0 and second.passes == 1 and second.compiled is None
+        for g, o in zip(again, oracle, strict=True):
+            np.testing.assert_allclose(g, o, rtol=1e-5, atol=1e-6)
+    finally:
+        compiled_backward.clear()
+
+
 def test_a_compiled_pass_no_faster_than_eager_goes_back_to_eager() -> None:
     """After the call that compiles, five calls are timed against the fastest eager pass;
     when none was faster, the structure stays eager for good."""
@@ -202,6 +241,7 @@ def test_the_threshold_is_the_estimated_compile_time(monkeypatch: pytest.MonkeyP
     estimated to take (0.1 s + 1 ms per node, scaled up by slower timed compiles), at most
     ``compile_after()`` seconds; the first pass does not count, later ones count at the
     fastest."""
+    monkeypatch.setattr(compiled_backward, "_KERNEL_SECONDS", 0.0)  # no structure bought early
     before = compiled_backward.compile_after()
     compiled_backward.clear()
     try:
