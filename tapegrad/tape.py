@@ -218,52 +218,53 @@ class Tape:
                     if p.uc == 0 and not p.live:
                         stack.append(p)
             if node.consumed or node.reached:
-                self._remove(node)
+                self._take_off((node,), False)
             elif auto:
-                self._discard((node,))
+                self._take_off((node,), True)
             else:
                 self._hanging[node.id] = node
                 if node.op is None:
                     self._hanging_leaves += 1
 
-    def _detach(self, node: Node) -> Any:
-        """Take ``node`` off the tape; return its residuals (no longer on the node)."""
-        del self._nodes[node.id]
-        node.on_tape = False
-        node.parents = ()
-        saved, node.saved = node.saved, None
-        node.params = None
-        if node.op is None:
-            self._leaves -= 1
-        self._version += 1
-        return saved
-
-    def _remove(self, node: Node) -> None:
-        """Take a consumed or reached ``node`` off the tape (nothing is sized: rule 4)."""
-        saved = self._detach(node)
-        if saved is not None:
-            drop(self._held, saved)
-
-    def _discard(self, nodes: Iterable[Node]) -> int:
-        """Take hanging ``nodes`` off the tape (a sweep, or one node under ``"auto"``): the
-        ledger counts each with the bytes it saved, and the bytes no node holds any more are
-        returned (rule 7)."""
-        held, ledger, detach = self._held, self._ledger, self._detach
-        freed = 0
+    def _take_off(self, nodes: Iterable[Node], swept: bool) -> int:
+        """Take ``nodes`` off the tape. Consumed or reached ones (``swept=False``, rule 4):
+        nothing is sized. Hanging ones (a sweep, or one node under ``"auto"``): the ledger
+        counts each with the bytes it saved, and the bytes no node holds any more are returned
+        (rule 7). A sweep removes many, so the loop is written out (no call per node)."""
+        on_tape, held, ledger = self._nodes, self._held, self._ledger
+        freed = leaves = count = 0
+        entry: list[Any] = [0, 0, None]
+        last: tuple[Any, int, Any] = (None, -1, None)  # the previous node's origin and op
         for node in nodes:
-            saved = detach(node)
+            del on_tape[node.id]
+            node.on_tape = False
+            node.parents = ()
+            saved, node.saved = node.saved, None
+            node.params = None
+            op = node.op
+            if op is None:
+                leaves += 1
+            count += 1
+            if not swept:
+                if saved is not None:
+                    drop(held, saved)
+                continue
             mine = 0
             if saved is not None:
                 mine, gone = unhold(held, saved)
                 freed += gone
-            op, code = node.op, node.code
-            key = (id(code), node.lasti, "leaf" if op is None else op.name)  # see ``Ledger``
-            entry = ledger.get(key)
-            if entry is None:
-                ledger[key] = [1, mine, code]
-            else:
-                entry[0] += 1
-                entry[1] += mine
+            code, lasti = node.code, node.lasti
+            if code is not last[0] or lasti != last[1] or op is not last[2]:
+                last = (code, lasti, op)  # nodes of one line come in runs: one lookup a run
+                key = (id(code), lasti, "leaf" if op is None else op.name)  # see ``Ledger``
+                found = ledger.get(key)
+                if found is None:
+                    found = ledger[key] = [0, 0, code]
+                entry = found
+            entry[0] += 1
+            entry[1] += mine
+        self._leaves -= leaves
+        self._version += count
         return freed
 
     # ------------------------------------------------------------------ recording
@@ -453,7 +454,7 @@ class Tape:
         del self._hanging[node.id]
         if node.op is None:
             self._hanging_leaves -= 1
-        self._remove(node)
+        self._take_off((node,), False)
 
     # ------------------------------------------------------------------ cleanup
 
@@ -487,7 +488,7 @@ class Tape:
         leaves = self._hanging_leaves
         self._hanging = {}
         self._hanging_leaves = 0
-        freed = self._discard(node for node in hanging.values() if node.on_tape)
+        freed = self._take_off((node for node in hanging.values() if node.on_tape), True)
         self._set_survivors()
         return CleanupStats(len(hanging), leaves, graphs, freed, 0.0)
 
@@ -600,9 +601,9 @@ class Tape:
                 if node.useful:
                     continue
                 if node.consumed or node.reached:
-                    self._remove(node)
+                    self._take_off((node,), False)
                 elif self._policy == "auto":
-                    self._discard((node,))
+                    self._take_off((node,), True)
                 else:
                     self._hanging[node.id] = node
             self._live = live
