@@ -42,7 +42,15 @@ Ledger = dict[tuple[int, int, str], list[Any]]
 removed. Keyed by the code's ``id``: a code object hashes its whole body on every call (a
 sweep adds every node it frees), and the entry keeps the code alive, so the id stays its own."""
 
-_IS_ARRAY: dict[type, bool] = {}  # type -> is a jax.Array (``isinstance`` on the ABC is slow)
+_KIND: dict[type, int] = {}  # type -> 1: a jax.Array, 2: a container, 0: other (cached:
+# ``isinstance`` on the jax.Array ABC is slow)
+
+
+def _kind(cls: type) -> int:
+    kind = _KIND[cls] = (
+        1 if issubclass(cls, jax.Array) else 2 if issubclass(cls, (tuple, list, dict)) else 0
+    )
+    return kind
 
 
 @contextmanager
@@ -60,24 +68,24 @@ def paused_gc() -> Iterator[None]:
 
 
 def saved_arrays(saved: Any) -> list[jax.Array]:
-    """The arrays in a residual pytree (an array, or tuples, lists and dicts of arrays and
-    statics such as shapes), in order."""
+    """The arrays in a residual pytree (an array, or tuples, lists and dicts, named tuples
+    included, of arrays and statics such as shapes), in order."""
     out: list[jax.Array] = []
-    _collect(saved if saved.__class__ in _CONTAINERS else (saved,), out)
+    kind = _KIND.get(saved.__class__)
+    if kind is None:
+        kind = _kind(saved.__class__)
+    _collect(saved if kind == 2 else (saved,), out)
     return out
 
 
-_CONTAINERS = (tuple, list, dict)
-
-
 def _collect(items: Any, out: list[jax.Array]) -> None:
-    for a in items.values() if items.__class__ is dict else items:
-        kind = _IS_ARRAY.get(a.__class__)
+    for a in items.values() if isinstance(items, dict) else items:
+        kind = _KIND.get(a.__class__)
         if kind is None:
-            kind = _IS_ARRAY[a.__class__] = isinstance(a, jax.Array)
-        if kind:
+            kind = _kind(a.__class__)
+        if kind == 1:
             out.append(a)
-        elif a.__class__ in _CONTAINERS and a:  # a shape (a tuple of ints) holds no array
+        elif kind == 2 and a:  # a shape (a tuple of ints) holds no array, quickly
             _collect(a, out)
 
 
@@ -92,13 +100,13 @@ def hold(held: dict[int, int], saved: Any) -> None:
     if saved.__class__ is not tuple:
         saved = saved_arrays(saved)
     for a in saved:
-        kind = _IS_ARRAY.get(a.__class__)
+        kind = _KIND.get(a.__class__)
         if kind is None:
-            kind = _IS_ARRAY[a.__class__] = isinstance(a, jax.Array)
-        if kind:
+            kind = _kind(a.__class__)
+        if kind == 1:
             key = id(a)
             held[key] = held.get(key, 0) + 1
-        elif a.__class__ in _CONTAINERS and a:
+        elif kind == 2 and a:
             hold(held, a)
 
 
@@ -118,7 +126,7 @@ def unhold(held: dict[int, int], saved: Any) -> tuple[int, int]:
     """Count one holder less of each array in ``saved``; return the bytes of its distinct
     arrays and the bytes of those no holder is left for (released by the tape, rule 7)."""
     own = freed = 0
-    seen: list[int] = []  # distinct arrays: a node saves a handful, so a list beats a set
+    seen: set[int] = set()  # distinct arrays
     for a in saved_arrays(saved):
         key = id(a)
         n = held[key] - 1
@@ -130,7 +138,7 @@ def unhold(held: dict[int, int], saved: Any) -> tuple[int, int]:
             if not n:
                 freed += array_bytes(a)
             continue
-        seen.append(key)
+        seen.add(key)
         size = array_bytes(a)
         own += size
         if not n:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import weakref
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -15,6 +16,7 @@ from _recount import check_tape, checked_cleanup, delta, plain, recount
 from _support import gc_off, origin_here
 
 import tapegrad as tg
+from tapegrad import census
 from tapegrad.origin import line_of
 
 GS = tg.GraphStats
@@ -432,3 +434,24 @@ def test_cleanup_on_an_empty_tape_removes_nothing(base: tg.GraphStats) -> None:
     )
     assert stats.seconds >= 0.0
     assert tg.graph_stats() == base
+
+
+class Res(NamedTuple):
+    x: jax.Array
+    shape: tuple[int, ...]
+
+
+def test_residual_pytrees_are_walked_for_their_arrays() -> None:
+    # named tuples and dicts inside residuals hold arrays too; shapes (tuples of ints) none
+    a, b, c = jax.numpy.ones(3), jax.numpy.ones(2), jax.numpy.ones(4)
+    saved = (a, Res(b, (2, 3)), {"k": [c, 1.5]}, (), None)
+    assert census.saved_arrays(saved) == [a, b, c]
+    assert census.saved_arrays(Res(b, ())) == [b]
+    assert census.saved_arrays(a) == [a]
+    held: dict[int, int] = {}
+    census.hold(held, saved)
+    census.hold(held, (a, a))
+    assert held == {id(a): 3, id(b): 1, id(c): 1}
+    assert census.unhold(held, (a, a)) == (12, 0)  # a once; still held by the first
+    assert census.unhold(held, saved) == (12 + 8 + 16, 12 + 8 + 16)
+    assert held == {}
