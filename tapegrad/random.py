@@ -227,10 +227,18 @@ def _draw(fn: Any, key: jax.Array, shape: tuple[int, ...], dtype: Any, *bounds: 
         not 0 < size <= _BUCKET_MAX
         or isinstance(key, jax.core.Tracer)
         or not jax.config.jax_threefry_partitionable  # type: ignore[attr-defined]
-        or str(jax.random.key_impl(key)) != "threefry2x32"
+        or _impl(key) != "threefry2x32"
     ):
-        out: jax.Array = fn(key, shape, dtype, *bounds)
+        out: jax.Array = fn(key, shape, dtype, *bounds)  # a bad key raises JAX's error here
         return out
     flat = fn(key, (max(256, 1 << (size - 1).bit_length()),), dtype, *bounds)
     cut: jax.Array = jax.device_put(np.asarray(flat)[:size].reshape(shape))
     return cut
+
+
+def _impl(key: jax.Array) -> str:
+    """The name of ``key``'s generator; ``""`` for what is not a key (``fn`` says why)."""
+    try:
+        return str(jax.random.key_impl(key))
+    except (TypeError, ValueError):
+        return ""
