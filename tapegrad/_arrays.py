@@ -32,7 +32,7 @@ def filled(shape: tuple[int, ...], value: Any, dtype: Any) -> jax.Array:
     """
     if not compilation_cache.ready:
         compilation_cache.ensure()
-    if value.__class__ in (int, float, bool):
+    if value.__class__ in (int, float, bool) and _exact_on_host(value, dtype):
         key = (shape, dtype, value)
         if key not in _MET and math.prod(shape) * np.dtype(dtype).itemsize <= _HOST_FILL_BYTES:
             if len(_MET) >= 1024:
@@ -42,6 +42,23 @@ def filled(shape: tuple[int, ...], value: Any, dtype: Any) -> jax.Array:
             return host
     out: jax.Array = _filled(shape, value, dtype)
     return out
+
+
+def _exact_on_host(value: int | float | bool, dtype: Any) -> bool:
+    """Whether NumPy's cast of the Python scalar ``value`` to ``dtype`` is XLA's convert: for
+    booleans and in-range floats always, for integer dtypes only in-range ints (out of range,
+    or from a float, the two round and wrap differently)."""
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return True
+    if dt.kind in "iu":
+        if value.__class__ is float:
+            return False
+        info = np.iinfo(dt)
+        return bool(info.min <= value <= info.max)
+    if dt.kind in "fc":
+        return not math.isfinite(value) or abs(value) <= float(np.finfo(dt).max)
+    return False
 
 
 _MET: dict[tuple[Any, ...], None] = {}  # (shape, dtype, value) filled once already (bounded)

@@ -24,6 +24,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.sharding import SingleDeviceSharding
 
 from tapegrad import compilation_cache
 from tapegrad.errors import TracerError
@@ -220,8 +221,9 @@ def _draw(fn: Any, key: jax.Array, shape: tuple[int, ...], dtype: Any, *bounds: 
     draw of at most ``_BUCKET_MAX`` elements is made as a flat draw of the next power of two
     (at least 256) and cut to ``shape`` on the host. With threefry keys in JAX's partitionable
     mode (its default) element ``i`` of a draw depends on ``key`` and ``i`` only, so the
-    numbers equal ``fn``'s for ``shape``; with another generator, a traced key or a larger
-    draw, ``fn`` runs as it is."""
+    numbers equal ``fn``'s for ``shape``, on the key's device. With another generator, a
+    larger draw, under a trace (where the draw is traced: nothing to cut on the host) or a
+    key spread over several devices, ``fn`` runs as it is."""
     size = math.prod(shape)
     if (
         not 0 < size <= _BUCKET_MAX
@@ -232,7 +234,11 @@ def _draw(fn: Any, key: jax.Array, shape: tuple[int, ...], dtype: Any, *bounds: 
         out: jax.Array = fn(key, shape, dtype, *bounds)  # a bad key raises JAX's error here
         return out
     flat = fn(key, (max(256, 1 << (size - 1).bit_length()),), dtype, *bounds)
-    cut: jax.Array = jax.device_put(np.asarray(flat)[:size].reshape(shape))
+    if isinstance(flat, jax.core.Tracer) or flat.sharding.__class__ is not SingleDeviceSharding:
+        whole: jax.Array = fn(key, shape, dtype, *bounds)  # a concrete key met inside a trace
+        return whole
+    host = np.asarray(flat)[:size].reshape(shape)
+    cut: jax.Array = jax.device_put(host, flat.sharding) if flat.committed else jax.device_put(host)
     return cut
 
 

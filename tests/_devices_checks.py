@@ -107,6 +107,19 @@ def device_put_is_differentiable() -> None:
 
 
 @check
+def draws_land_on_their_keys_device() -> None:
+    # a small draw is cut on the host from a bucketed draw (tapegrad.random): it goes back to
+    # the device of its key, as jax.random's own draw does
+    d = jax.devices()
+    key = jax.device_put(jax.random.PRNGKey(4), d[3])
+    ours, want = tg.randn((5, 3), key=key), jax.random.normal(key, (5, 3))
+    assert ours.data.devices() == want.devices() == {d[3]} and ours.data.committed
+    close(ours.data, want, "randn with a key on device 3")
+    weight = nn.Linear(4, 2, key=key).weight
+    assert weight.data.devices() == {d[3]}, f"Linear.weight on {weight.data.devices()}"
+
+
+@check
 def model_on_one_device_trains_there() -> None:
     d = jax.devices()
     model = nn.Linear(3, 2, key=0).to(d[2])

@@ -126,3 +126,14 @@ def test_small_draws_equal_jax_random_and_share_a_kernel_per_size_bucket(dtype: 
         np.asarray(tg.random.normal(key, big, dtype)),
         np.asarray(jax.random.normal(key, big, dtype)),
     )
+
+
+def test_draws_with_a_concrete_key_inside_a_trace_are_traced_draws() -> None:
+    # under jax.jit, tg.jit or lax.cond a draw is traced even when its key is concrete:
+    # nothing to cut on the host, so jax.random draws the shape itself
+    key = jax.random.PRNGKey(1)
+    want = np.asarray(jax.random.normal(key, (3,)))
+    got = jax.jit(lambda: tg.randn(3, key=key).data)()
+    np.testing.assert_array_equal(np.asarray(got), want)
+    picked = jax.lax.cond(True, lambda: tg.rand(2, key=key).data, lambda: jax.numpy.zeros(2))
+    np.testing.assert_array_equal(np.asarray(picked), np.asarray(jax.random.uniform(key, (2,))))

@@ -191,6 +191,23 @@ def test_first_fills_and_scalar_constants_compile_nothing(monkeypatch: pytest.Mo
     assert (x * 2.5).tolist() == [0.0, 2.5, 5.0]
 
 
+@pytest.mark.parametrize(
+    ("value", "dtype"),
+    [(float("inf"), "int32"), (float("nan"), "int32"), (-2.7, "uint8"), (-1, "uint8"),
+     (300, "int8"), (2.5, "int32"), (1e10, "float16"), (True, "float32"), (3, "bool")],
+)  # fmt: skip
+def test_first_fills_convert_as_jax_does(
+    monkeypatch: pytest.MonkeyPatch, value: object, dtype: str
+) -> None:
+    # a first fill made on the host must equal XLA's convert (NumPy rounds and wraps
+    # out-of-range values differently: those take the compiled path), first and second time
+    monkeypatch.setattr(tg._arrays, "_MET", {})
+    with np.errstate(over="ignore"):  # jnp.full casts a float16 literal with NumPy
+        want = np.asarray(jnp.full((3,), value, dtype))
+    for _ in range(2):
+        np.testing.assert_array_equal(np.asarray(tg.full((3,), value, dtype=dtype).data), want)
+
+
 _new_constant = tg.op._constant.__wrapped__
 
 
