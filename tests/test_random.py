@@ -8,6 +8,7 @@ import pytest
 from _support import compiles
 
 import tapegrad as tg
+from tapegrad.nn import _init
 from tapegrad.errors import TracerError
 
 
@@ -137,3 +138,15 @@ def test_draws_with_a_concrete_key_inside_a_trace_are_traced_draws() -> None:
     np.testing.assert_array_equal(np.asarray(got), want)
     picked = jax.lax.cond(True, lambda: tg.rand(2, key=key).data, lambda: jax.numpy.zeros(2))
     np.testing.assert_array_equal(np.asarray(picked), np.asarray(jax.random.uniform(key, (2,))))
+
+
+def test_layer_keys_are_jax_random_splits() -> None:
+    for key in (jax.random.PRNGKey(9), jax.random.key(9)):
+        for n in (1, 2, 3):
+            got = _init.keys(key, n)
+            want = list(jax.random.split(key, n))
+            assert len(got) == n
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_array_equal(
+                    np.asarray(jax.random.key_data(g)), np.asarray(jax.random.key_data(w))
+                )
