@@ -8,8 +8,8 @@ import pytest
 from _support import compiles
 
 import tapegrad as tg
-from tapegrad.nn import _init
 from tapegrad.errors import TracerError
+from tapegrad.nn import _init
 
 
 @pytest.fixture(autouse=True)
