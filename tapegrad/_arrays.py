@@ -13,7 +13,7 @@ import numpy as np
 
 from tapegrad import compilation_cache
 
-__all__ = ["filled", "broadcast_axes", "sum_to"]
+__all__ = ["filled", "Meetings", "broadcast_axes", "sum_to"]
 
 
 @partial(jax.jit, static_argnums=(0, 2))
@@ -32,14 +32,14 @@ def filled(shape: tuple[int, ...], value: Any, dtype: Any) -> jax.Array:
     """
     if not compilation_cache.ready:
         compilation_cache.ensure()
-    if value.__class__ in (int, float, bool) and _exact_on_host(value, dtype):
-        key = (shape, dtype, value)
-        if key not in _MET and math.prod(shape) * np.dtype(dtype).itemsize <= _HOST_FILL_BYTES:
-            if len(_MET) >= 1024:
-                _MET.clear()
-            _MET[key] = None
-            host: jax.Array = jax.device_put(np.full(shape, value, dtype))
-            return host
+    if (
+        value.__class__ in (int, float, bool)
+        and _FILLS.early((shape, dtype, value))  # a met fill pays this lookup only
+        and math.prod(shape) * np.dtype(dtype).itemsize <= _HOST_FILL_BYTES
+        and _exact_on_host(value, dtype)
+    ):
+        host: jax.Array = jax.device_put(np.full(shape, value, dtype))
+        return host
     out: jax.Array = _filled(shape, value, dtype)
     return out
 
@@ -61,7 +61,28 @@ def _exact_on_host(value: int | float | bool, dtype: Any) -> bool:
     return False
 
 
-_MET: dict[tuple[Any, ...], None] = {}  # (shape, dtype, value) filled once already (bounded)
+class Meetings:
+    """How many times each key was met, bounded: ``early(key)`` counts a meeting and says
+    whether it is one of the first ``times``. The first meetings of a shape take a path that
+    compiles nothing (a host copy); later ones, the compiled path (faster per call)."""
+
+    __slots__ = ("times", "_seen")
+
+    def __init__(self, times: int) -> None:
+        self.times = times
+        self._seen: dict[Any, int] = {}
+
+    def early(self, key: Any) -> bool:
+        seen = self._seen.get(key, 0)
+        if seen >= self.times:
+            return False
+        if len(self._seen) >= 1024:
+            self._seen.clear()
+        self._seen[key] = seen + 1
+        return True
+
+
+_FILLS = Meetings(1)  # (shape, dtype, value) of the fills made so far
 _HOST_FILL_BYTES = 1 << 20  # larger first fills compile: a host copy would cost more
 
 

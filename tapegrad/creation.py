@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tapegrad import _args, random
-from tapegrad._arrays import filled, from_torch, is_torch
+from tapegrad._arrays import Meetings, filled, from_torch, is_torch
 from tapegrad._placement import committed, place
 from tapegrad._tensor import Tensor, wrap
 from tapegrad.random import key_of
@@ -117,26 +117,22 @@ def tensor(
     return _finish(array, requires_grad, device, sharding, "tensor")
 
 
-_CONVERTED: dict[tuple[Any, ...], int] = {}
-"""The (shape, dtype, target dtype) of NumPy data converted already, with how many times
-(bounded)."""
-_CONVERTED_MAX = 1024
-_COPIES = 4
-"""Conversions of one (shape, dtype, target dtype) copied with ``device_put`` before the
-compiled path: a model's repeated blocks load several weights of one shape, a batch
-converted every step soon reaches it."""
+_CONVERTED = Meetings(4)
+"""The (shape, dtype, target dtype) of NumPy data converted so far: the first four of each
+are copied with ``device_put`` (a model's repeated blocks load several weights of one
+shape), later ones (a batch converted every step) take the compiled path."""
 
 
 def _from_numpy(data: Any, dtype: Any) -> jax.Array | None:
-    """A NumPy array or scalar ``data`` met for one of the first ``_COPIES`` times with its shape
-    and dtype, copied to JAX's default device with ``jax.device_put``, its dtype as JAX's
+    """A NumPy array or scalar ``data`` met for one of the first times (``_CONVERTED``) with
+    its shape and dtype, copied to JAX's default device with ``jax.device_put``, its dtype as JAX's
     rules make it (x64 off: float64 becomes float32). ``jnp.asarray`` compiles a copy or
     cast kernel per shape (~50 ms on a first run) and then converts ~30 us faster than
     ``device_put``: data built once or a few times (weights, a data set) compiles nothing,
     data met again and again (a batch per step) takes the compiled path after that. NumPy's
     cast equals XLA's convert for these kinds. ``None`` (left to ``jnp.asarray``) for other
     ``data``, for other dtypes (objects, strings, ``ml_dtypes``' types), for complex data
-    cast to a real ``dtype`` and for data met ``_COPIES`` times before.
+    cast to a real ``dtype`` and for data met as often before.
     """
     if not isinstance(data, (np.ndarray, np.generic)):
         return None
@@ -146,13 +142,8 @@ def _from_numpy(data: Any, dtype: Any) -> jax.Array | None:
     want = jax.dtypes.canonicalize_dtype(data.dtype if dtype is None else dtype)
     if want.kind not in "biufc" or (kind == "c" and want.kind != "c"):
         return None
-    key = (data.shape, data.dtype, want)
-    seen = _CONVERTED.get(key, 0)
-    if seen >= _COPIES:
+    if not _CONVERTED.early((data.shape, data.dtype, want)):
         return None
-    if len(_CONVERTED) >= _CONVERTED_MAX:
-        _CONVERTED.clear()
-    _CONVERTED[key] = seen + 1
     array: jax.Array = jax.device_put(np.asarray(data, dtype=want))
     return array
 

@@ -27,6 +27,7 @@ import numpy as np
 from jax.sharding import SingleDeviceSharding
 
 from tapegrad import compilation_cache
+from tapegrad._placement import placed_like
 from tapegrad.errors import TracerError
 
 __all__ = [
@@ -237,9 +238,7 @@ def _draw(fn: Any, key: jax.Array, shape: tuple[int, ...], dtype: Any, *bounds: 
     if isinstance(flat, jax.core.Tracer) or flat.sharding.__class__ is not SingleDeviceSharding:
         whole: jax.Array = fn(key, shape, dtype, *bounds)  # a concrete key met inside a trace
         return whole
-    host = np.asarray(flat)[:size].reshape(shape)
-    cut: jax.Array = jax.device_put(host, flat.sharding) if flat.committed else jax.device_put(host)
-    return cut
+    return placed_like(jax.device_put(np.asarray(flat)[:size].reshape(shape)), flat)
 
 
 def _impl(key: jax.Array) -> str:

@@ -139,7 +139,8 @@ def test_tensor_from_numpy_copies_without_compiling(monkeypatch: pytest.MonkeyPa
     compile (``jnp.asarray`` compiles a copy or cast kernel per shape: issue 17's cold
     start; a model's repeated blocks load several weights of one shape), with JAX's dtypes;
     met again and again, it takes ``jnp.asarray``'s compiled path, with the same values."""
-    monkeypatch.setattr(tg.creation, "_CONVERTED", {})  # as in a fresh process
+    fresh = tg._arrays.Meetings(tg.creation._CONVERTED.times)
+    monkeypatch.setattr(tg.creation, "_CONVERTED", fresh)  # as in a fresh process
     cases: list[tuple[Any, Any]] = [
         (np.linspace(0.0, 1.0, 35).reshape(7, 5), None),  # float64, x64 off: float32
         (np.arange(13), tg.float32),
@@ -149,7 +150,7 @@ def test_tensor_from_numpy_copies_without_compiling(monkeypatch: pytest.MonkeyPa
     ]
     with compiles() as seen:
         made = [tg.tensor(data, dtype=dtype) for data, dtype in cases]
-        for _ in range(tg.creation._COPIES - 1):
+        for _ in range(fresh.times - 1):
             [tg.tensor(data, dtype=dtype) for data, dtype in cases]
     assert seen == []
     again = [tg.tensor(data, dtype=dtype) for data, dtype in cases]  # the compiled path
@@ -169,7 +170,7 @@ def test_first_fills_and_scalar_constants_compile_nothing(monkeypatch: pytest.Mo
     host and copied, and a Python scalar operand becomes a device constant without a copy
     kernel: issue 17's cold start. Met again, a fill takes the compiled constructor; values,
     dtypes and weak types are the same either way."""
-    monkeypatch.setattr(tg._arrays, "_MET", {})  # as in a fresh process
+    monkeypatch.setattr(tg._arrays, "_FILLS", tg._arrays.Meetings(1))  # as in a fresh process
     monkeypatch.setattr(tg.op, "_constant", functools.lru_cache(maxsize=8)(_new_constant))
     x = tg.tensor(np.arange(3.0, dtype=np.float32))
     with compiles() as seen:
@@ -201,7 +202,7 @@ def test_first_fills_convert_as_jax_does(
 ) -> None:
     # a first fill made on the host must equal XLA's convert (NumPy rounds and wraps
     # out-of-range values differently: those take the compiled path), first and second time
-    monkeypatch.setattr(tg._arrays, "_MET", {})
+    monkeypatch.setattr(tg._arrays, "_FILLS", tg._arrays.Meetings(1))
     with np.errstate(over="ignore"):  # jnp.full casts a float16 literal with NumPy
         want = np.asarray(jnp.full((3,), value, dtype))
     for _ in range(2):
