@@ -27,7 +27,6 @@ import numpy as np
 from jax.sharding import SingleDeviceSharding
 
 from tapegrad import compilation_cache
-from tapegrad._placement import placed_like
 from tapegrad.errors import TracerError
 
 __all__ = [
@@ -238,7 +237,10 @@ def _draw(fn: Any, key: jax.Array, shape: tuple[int, ...], dtype: Any, *bounds: 
     if isinstance(flat, jax.core.Tracer) or flat.sharding.__class__ is not SingleDeviceSharding:
         whole: jax.Array = fn(key, shape, dtype, *bounds)  # a concrete key met inside a trace
         return whole
-    return placed_like(jax.device_put(np.asarray(flat)[:size].reshape(shape)), flat)
+    host = np.asarray(flat)[:size].reshape(shape)
+    # on the key's device (``_placement.placed_like`` lies above this module)
+    cut: jax.Array = jax.device_put(host, flat.sharding) if flat.committed else jax.device_put(host)
+    return cut
 
 
 def _impl(key: jax.Array) -> str:
