@@ -640,12 +640,9 @@ class Tensor:
             "x = x.masked_fill(mask, v) (mask: a boolean tensor, e.g. tg.arange(n) == i)."
         )
 
-    def __getattr__(self, name: str) -> Any:
-        # only for names that are not attributes: PyTorch's spellings get tapegrad's
-        hint = None if name.startswith("__") else _torch_hint(name)
-        if hint is None:
-            raise AttributeError(f"'Tensor' object has no attribute {name!r}")
-        raise AttributeError(f"'Tensor' object has no attribute {name!r} (PyTorch's); {hint}")
+    def __dir__(self) -> list[str]:
+        # PyTorch's spellings are class attributes that raise (``_PyTorchName``): not listed
+        return [n for n in super().__dir__() if not isinstance(_HINTED.get(n), _PyTorchName)]
 
     # ------------------------------------------------------------------ operators
 
@@ -844,7 +841,7 @@ _TORCH_METHODS = {
     "uniform_": "use tg.rand(shape) (or nn.init)",
     "normal_": "use tg.randn(shape) (or nn.init)",
 }
-"""PyTorch tensor methods tapegrad spells otherwise: the hint ``Tensor.__getattr__`` gives."""
+"""PyTorch tensor methods tapegrad spells otherwise: the hint their ``AttributeError`` gives."""
 
 
 def _torch_hint(name: str) -> str | None:
@@ -859,6 +856,41 @@ def _torch_hint(name: str) -> str | None:
     if base in _TORCH_METHODS:
         return f"{immutable}: {_TORCH_METHODS[base]} and rebind x (x += y works too)"
     return None
+
+
+class _PyTorchName:
+    """A PyTorch method name on ``Tensor`` that tapegrad spells otherwise: reading it raises
+    ``AttributeError`` naming tapegrad's spelling (so ``hasattr`` is false).
+
+    A descriptor per name rather than ``Tensor.__getattr__``: a class with ``__getattr__``
+    has every attribute read of its instances take CPython's slow path (no specialized
+    ``LOAD_ATTR``), which every op pays several times."""
+
+    __slots__ = ("name", "hint")
+
+    def __init__(self, name: str, hint: str) -> None:
+        self.name = name
+        self.hint = hint
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        what = "'Tensor' object" if obj is not None else "type object 'Tensor'"
+        raise AttributeError(f"{what} has no attribute {self.name!r} (PyTorch's); {self.hint}")
+
+
+def _install_pytorch_names() -> dict[str, Any]:
+    """Put a ``_PyTorchName`` on ``Tensor`` for each listed PyTorch method and for each
+    in-place spelling (``add_``) of a tensor method or listed name that ``Tensor`` lacks."""
+    names = [*_TORCH_METHODS, *(f"{n}_" for n in [*dir(Tensor), *_TORCH_METHODS])]
+    for name in names:
+        if name.startswith("_") or name in Tensor.__dict__ or hasattr(Tensor, name):
+            continue
+        hint = _torch_hint(name)
+        if hint is not None:
+            setattr(Tensor, name, _PyTorchName(name, hint))
+    return dict(Tensor.__dict__)
+
+
+_HINTED = _install_pytorch_names()
 
 
 class _Size(int):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from types import CodeType
 from typing import Any
@@ -110,10 +110,23 @@ def hold(held: dict[int, int], saved: Any) -> None:
             hold(held, a)
 
 
+def _arrays_in(saved: Any) -> Sequence[Any]:
+    """``saved_arrays(saved)``, but the tuple itself when it holds arrays only (the usual
+    residuals: no list is built)."""
+    if saved.__class__ is tuple:
+        kinds = _KIND
+        for a in saved:
+            if kinds.get(a.__class__) != 1:
+                break
+        else:
+            return saved
+    return saved_arrays(saved)
+
+
 def drop(held: dict[int, int], saved: Any) -> None:
     """Count one holder less of each array in ``saved``, without sizing anything (what a
     backward's consumption and an unswept removal need: ``unhold`` without the bytes)."""
-    for a in saved_arrays(saved):
+    for a in _arrays_in(saved):
         key = id(a)
         n = held[key] - 1
         if n:
@@ -126,19 +139,21 @@ def unhold(held: dict[int, int], saved: Any) -> tuple[int, int]:
     """Count one holder less of each array in ``saved``; return the bytes of its distinct
     arrays and the bytes of those no holder is left for (released by the tape, rule 7)."""
     own = freed = 0
-    seen: set[int] = set()  # distinct arrays
-    for a in saved_arrays(saved):
+    arrays = _arrays_in(saved)
+    seen: set[int] | None = set() if len(arrays) > 1 else None  # distinct arrays
+    for a in arrays:
         key = id(a)
         n = held[key] - 1
         if n:
             held[key] = n
         else:
             del held[key]
-        if key in seen:  # a second entry of one array: its bytes count once
-            if not n:
-                freed += array_bytes(a)
-            continue
-        seen.add(key)
+        if seen is not None:
+            if key in seen:  # a second entry of one array: its bytes count once
+                if not n:
+                    freed += array_bytes(a)
+                continue
+            seen.add(key)
         size = array_bytes(a)
         own += size
         if not n:

@@ -15,7 +15,11 @@ _INTERNAL: dict[str, bool] = {}
 
 def _first_user_frame(depth: int) -> FrameType | None:
     """The first frame outside the tapegrad package, ``depth`` frames above the caller's."""
-    f: FrameType | None = sys._getframe(depth + 1)
+    return _outside(sys._getframe(depth + 1))
+
+
+def _outside(f: FrameType | None) -> FrameType | None:
+    """``f`` or the first frame below it on the stack that lies outside the tapegrad package."""
     internal = _INTERNAL
     while f is not None:
         fn = f.f_code.co_filename
@@ -44,8 +48,12 @@ def user_site(depth: int = 2) -> tuple[CodeType | None, int]:
     frame's ``f_lineno`` decodes the function's line table from its start: measured here at
     ~4 us per call in a 300-line function, every op of a long script or notebook cell would
     pay that; the offset costs nothing and is turned into a line only when shown."""
-    f = _first_user_frame(depth)
-    return (None, 0) if f is None else (f.f_code, f.f_lasti)
+    f = sys._getframe(depth)
+    code = f.f_code
+    if _INTERNAL.get(code.co_filename) is False:  # the usual case: that frame is the user's
+        return code, f.f_lasti
+    user = _outside(f)
+    return (None, 0) if user is None else (user.f_code, user.f_lasti)
 
 
 @functools.lru_cache(maxsize=4096)

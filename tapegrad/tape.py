@@ -205,18 +205,20 @@ class Tape:
                 if node.uc == 0:
                     self._lose_use(node)
 
-    def _lose_use(self, first: Node) -> None:
-        """``first`` just stopped being useful: propagate to its parents, free what may go."""
-        stack = [first]
-        auto = self._policy == "auto"
-        while stack:
-            node = stack.pop()
+    def _lose_use(self, node: Node) -> None:
+        """``node`` just stopped being useful: propagate to its parents, free what may go."""
+        stack: list[Node] | None = None  # parents that stop being useful with it (no list
+        auto = self._policy == "auto"  # is made for the usual node, whose parents stay live)
+        while True:
             node.useful = False
             for p in node.parents:
                 if p is not None and p.on_tape:
                     p.uc -= 1
                     if p.uc == 0 and not p.live:
-                        stack.append(p)
+                        if stack is None:
+                            stack = [p]
+                        else:
+                            stack.append(p)
             if node.consumed or node.reached:
                 self._take_off((node,), False)
             elif auto:
@@ -225,6 +227,9 @@ class Tape:
                 self._hanging[node.id] = node
                 if node.op is None:
                     self._hanging_leaves += 1
+            if not stack:
+                return
+            node = stack.pop()
 
     def _take_off(self, nodes: Iterable[Node], swept: bool) -> int:
         """Take ``nodes`` off the tape. Consumed or reached ones (``swept=False``, rule 4):
@@ -303,9 +308,14 @@ class Tape:
                 if isinstance(data, _Tracer):
                     self.check_value(data, "leaf" if op is None else op.name)
                 weak = self._weak
-                for p in parents:
-                    if p is not None and p.tape is not weak:
-                        raise TapeMismatchError(_mismatch_message(op, parents, self))
+                for p in parents:  # each parent gains a useful child (undone on a refusal)
+                    if p is not None:
+                        if p.tape is not weak:
+                            for q in parents[: parents.index(p)]:
+                                if q is not None:
+                                    q.uc -= 1
+                            raise TapeMismatchError(_mismatch_message(op, parents, self))
+                        p.uc += 1
                 aval = data.aval  # shape and dtype without two Python properties
                 node = Node(tensor, self._enqueue)
                 node.op = op
@@ -331,9 +341,6 @@ class Tape:
                     self._leaves += 1
                 elif saved is not None:
                     hold(self._held, saved)
-                for p in parents:
-                    if p is not None:
-                        p.uc += 1
                 if self._sweep_at and len(self._nodes) >= self._sweep_at:
                     self._sweep()
                 return node
