@@ -101,20 +101,24 @@ def thread_env(threads: int) -> dict[str, str]:
     n = str(threads)
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = n
-    if threads == 1:
-        xla = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    xla = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    if threads == 1 and xla not in env.get("XLA_FLAGS", ""):  # once: the flags key JAX's cache
         env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {xla}".strip()
     return env
 
 
 class Worker:
-    """One system's worker process, answering one JSON request at a time."""
+    """One system's worker process, answering one JSON request at a time.
 
-    def __init__(self, system: str, threads: int = 1) -> None:
+    ``command``: the worker's module and arguments (default ``bench._worker SYSTEM``, the
+    peers suite's worker); any module that answers JSON lines on stdin the same way will do.
+    """
+
+    def __init__(self, system: str, threads: int = 1, command: Sequence[str] = ()) -> None:
         self.system = system
         self.log: IO[str] = tempfile.TemporaryFile("w+")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench._worker", system],
+            [sys.executable, "-m", *(command or ("bench._worker", system))],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,
