@@ -144,7 +144,9 @@ def _from_numpy(data: Any, dtype: Any) -> jax.Array | None:
         return None
     if not _CONVERTED.early((data.shape, data.dtype, want)):
         return None
-    array: jax.Array = jax.device_put(np.asarray(data, dtype=want))
+    # a private copy: on CPU ``device_put`` may share an aligned NumPy buffer, and the
+    # tensor must keep the values it was made from when the user writes to ``data``
+    array: jax.Array = jax.device_put(np.array(data, dtype=want, copy=True))
     return array
 
 
