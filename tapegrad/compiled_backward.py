@@ -326,6 +326,7 @@ class Pass:
         "broken",
         "slower",
         "fresh",
+        "key",
     )
 
     def __init__(self, structure: tuple[Any, ...], fresh: int = 0) -> None:
@@ -339,6 +340,7 @@ class Pass:
         self.fastest_compiled = float("inf")
         self.broken = False  # it failed to trace or run: eager for good
         self.slower = False  # compiled, it was no faster than eager: eager for good
+        self.key: _Key | None = None  # its key in the cache (``lookup``)
 
     @property
     def threshold(self) -> float | None:
@@ -423,9 +425,9 @@ def lookup(
     structure is hashed once (``_Key``)."""
     if _after is None or len(steps) < _MIN_NODES:
         return None
-    position = {}
+    position: dict[Node | None, int] = {None: -1}  # nodes hash by identity; no parent: -1
     for i, step in enumerate(steps):
-        position[step[0].id] = i
+        position[step[0]] = i
     arrays: list[Any] = []
     append = arrays.append
     kinds = _KIND
@@ -447,10 +449,17 @@ def lookup(
                 spec = tuple(items)
             else:
                 spec = _spec(saved, arrays)
+            n = len(parents)  # the usual one or two parents without a comprehension
+            if n == 1:
+                links: tuple[int, ...] = (position[parents[0]],)
+            elif n == 2:
+                links = (position[parents[0]], position[parents[1]])
+            else:
+                links = tuple([position[p] for p in parents])
             rows.append(
                 (
                     op,
-                    tuple([-1 if p is None else position[p.id] for p in parents]),
+                    links,
                     node.shape,
                     node.dtype,
                     node.retain or node.id in wanted,
@@ -458,7 +467,7 @@ def lookup(
                     None if params is None else _params_spec(op, params, arrays),
                 )
             )
-        key = _Key((tuple(rows), tuple([position[r.id] for r in roots])))
+        key = _Key((tuple(rows), tuple([position[r] for r in roots])))
     except _Unfit:
         return None
     except TypeError:  # an unhashable value inside a tuple
@@ -467,10 +476,11 @@ def lookup(
         entry = _cache.get(key)
         if entry is None:
             entry = _cache[key] = Pass(key.structure, _fresh(rows))
+            entry.key = key
             if len(_cache) > _MAX_STRUCTURES:
                 _cache.popitem(last=False)
-        else:
-            _cache.move_to_end(key)
+        else:  # the stored key: found by identity, not by comparing the structure again
+            _cache.move_to_end(entry.key or key)
     return entry, arrays
 
 
