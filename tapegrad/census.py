@@ -125,14 +125,23 @@ def _arrays_in(saved: Any) -> Sequence[Any]:
 
 def drop(held: dict[int, int], saved: Any) -> None:
     """Count one holder less of each array in ``saved``, without sizing anything (what a
-    backward's consumption and an unswept removal need: ``unhold`` without the bytes)."""
-    for a in _arrays_in(saved):
-        key = id(a)
-        n = held[key] - 1
-        if n:
-            held[key] = n
-        else:
-            del held[key]
+    backward's consumption and an unswept removal need: ``unhold`` without the bytes). The
+    mirror of ``hold``: a flat tuple is read as is."""
+    if saved.__class__ is not tuple:
+        saved = saved_arrays(saved)
+    for a in saved:
+        kind = _KIND.get(a.__class__)
+        if kind is None:
+            kind = _kind(a.__class__)
+        if kind == 1:
+            key = id(a)
+            n = held[key] - 1
+            if n:
+                held[key] = n
+            else:
+                del held[key]
+        elif kind == 2 and a:
+            drop(held, a)
 
 
 def unhold(held: dict[int, int], saved: Any) -> tuple[int, int]:

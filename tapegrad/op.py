@@ -99,7 +99,12 @@ class Op:
         forward's order (``tg.sum(x, 1)``, as ``np.sum``). Axes and shapes are checked as NumPy
         checks them (``tapegrad._args``: any integer, never a float)."""
         arity = self.arity
-        if arity is not None and len(inputs) > arity:
+        if arity is not None and len(inputs) != arity:
+            if len(inputs) < arity:
+                raise TypeError(
+                    f"{self.name} takes {arity} tensor input(s), got {len(inputs)}; pass "
+                    "parameters such as axis by keyword."
+                )
             inputs, params = self._positional(inputs, params)
         if params and self.checks:
             for name, check in self.checks:
@@ -275,11 +280,6 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
     """
     if not compilation_cache.ready:
         compilation_cache.ensure()  # before the first compile of this process (lazy, once)
-    if op.arity is not None and len(inputs) != op.arity:
-        raise TypeError(
-            f"{op.name} takes {op.arity} tensor input(s), got {len(inputs)}; pass parameters "
-            "such as axis by keyword."
-        )
     arrays, parents, tracked = unpack(inputs, as_operand, op.name)
     try:
         y, saved = op.forward(*arrays, **params)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import itertools
 import signal
+import sys
 import threading
 import time
 import weakref
@@ -91,6 +92,7 @@ def use_tensor_interface(
 
 DEFAULT_THRESHOLD = 10_000
 """The default policy's node count (docs/design.md rule 5: ``"threshold"``, 10,000 nodes)."""
+_NEVER = sys.maxsize  # ``_sweep_at`` when no policy sweeps by count: one comparison per record
 
 
 def _entry(
@@ -168,9 +170,10 @@ class Tape:
         self._threshold = DEFAULT_THRESHOLD
         self._survivors = 0
         self._limit = 0
-        self._sweep_at = 0
+        self._sweep_at = _NEVER
         self._version = 0
-        self._cache: tuple[int, dict[int, int]] | None = None  # (version, node -> graph)
+        # ((version, next id), node -> graph): ``_version`` counts removals and cut links
+        self._cache: tuple[tuple[int, int], dict[int, int]] | None = None
         self._set_limit()
         _TAPES.add(self._weak)
 
@@ -199,9 +202,8 @@ class Tape:
         while dead:
             node = dead.pop()
             if node.live:
-                node.live = False
+                node.live = False  # liveness is not graph structure: no version bump
                 self._live -= 1
-                self._version += 1
                 if node.uc == 0:
                     self._lose_use(node)
 
@@ -220,9 +222,9 @@ class Tape:
                         else:
                             stack.append(p)
             if node.consumed or node.reached:
-                self._take_off((node,), False)
+                self._release(node)
             elif auto:
-                self._take_off((node,), True)
+                self._take_off((node,))
             else:
                 self._hanging[node.id] = node
                 if node.op is None:
@@ -231,11 +233,25 @@ class Tape:
                 return
             node = stack.pop()
 
-    def _take_off(self, nodes: Iterable[Node], swept: bool) -> int:
-        """Take ``nodes`` off the tape. Consumed or reached ones (``swept=False``, rule 4):
-        nothing is sized. Hanging ones (a sweep, or one node under ``"auto"``): the ledger
-        counts each with the bytes it saved, and the bytes no node holds any more are returned
-        (rule 7). A sweep removes many, so the loop is written out (no call per node)."""
+    def _release(self, node: Node) -> None:
+        """Take a consumed or reached node off the tape (rule 4): nothing is sized, nothing
+        enters the ledger. One node per call: a backward's bookkeeping, node by node."""
+        del self._nodes[node.id]
+        node.on_tape = False
+        node.parents = ()
+        saved, node.saved = node.saved, None
+        node.params = None
+        if node.op is None:
+            self._leaves -= 1
+        self._version += 1
+        if saved is not None:
+            drop(self._held, saved)
+
+    def _take_off(self, nodes: Iterable[Node]) -> int:
+        """Take hanging ``nodes`` off the tape (a sweep, or one node under ``"auto"``): the
+        ledger counts each with the bytes it saved, and the bytes no node holds any more are
+        returned (rule 7). A sweep removes many, so the loop is written out (no call per
+        node)."""
         on_tape, held, ledger = self._nodes, self._held, self._ledger
         freed = leaves = count = 0
         entry: list[Any] = [0, 0, None]
@@ -250,10 +266,6 @@ class Tape:
             if op is None:
                 leaves += 1
             count += 1
-            if not swept:
-                if saved is not None:
-                    drop(held, saved)
-                continue
             mine = 0
             if saved is not None:
                 mine, gone = unhold(held, saved)
@@ -335,13 +347,12 @@ class Tape:
                 self._nodes[nid] = node
                 _attach(tensor, node, self)  # recorded: the tensor now points to it
                 self._next_id = nid + 1
-                self._live += 1
-                self._version += 1
+                self._live += 1  # a new node moves ``_next_id``: the graphs' cache key
                 if op is None:
                     self._leaves += 1
                 elif saved is not None:
                     hold(self._held, saved)
-                if self._sweep_at and len(self._nodes) >= self._sweep_at:
+                if len(self._nodes) >= self._sweep_at:
                     self._sweep()
                 return node
             except (TapeMismatchError, TracerError):
@@ -411,7 +422,8 @@ class Tape:
                     seen[p.id] = p
                     stack.append(p)
         steps = []
-        for node in sorted(seen.values(), key=_node_id, reverse=True):
+        for nid in sorted(seen, reverse=True):  # ints: no key function called per node
+            node = seen[nid]
             if claim and node.op is not None:
                 node.claimed = me
             steps.append((node, node.op, node.parents, node.saved, node.params))
@@ -461,7 +473,7 @@ class Tape:
         del self._hanging[node.id]
         if node.op is None:
             self._hanging_leaves -= 1
-        self._take_off((node,), False)
+        self._release(node)
 
     # ------------------------------------------------------------------ cleanup
 
@@ -495,7 +507,7 @@ class Tape:
         leaves = self._hanging_leaves
         self._hanging = {}
         self._hanging_leaves = 0
-        freed = self._take_off((node for node in hanging.values() if node.on_tape), True)
+        freed = self._take_off(node for node in hanging.values() if node.on_tape)
         self._set_survivors()
         return CleanupStats(len(hanging), leaves, graphs, freed, 0.0)
 
@@ -505,9 +517,9 @@ class Tape:
 
     def _set_limit(self) -> None:
         """Rule 5: under "threshold", sweep when the count reaches survivors + max(threshold,
-        survivors); ``_sweep_at`` is 0 under the other policies (never)."""
+        survivors); ``_sweep_at`` is ``_NEVER`` under the other policies."""
         self._limit = self._survivors + max(self._threshold, self._survivors)
-        self._sweep_at = self._limit if self._policy == "threshold" else 0
+        self._sweep_at = self._limit if self._policy == "threshold" else _NEVER
 
     # ------------------------------------------------------------------ policy
 
@@ -608,9 +620,9 @@ class Tape:
                 if node.useful:
                     continue
                 if node.consumed or node.reached:
-                    self._take_off((node,), False)
+                    self._release(node)
                 elif self._policy == "auto":
-                    self._take_off((node,), True)
+                    self._take_off((node,))
                 else:
                     self._hanging[node.id] = node
             self._live = live
@@ -624,10 +636,11 @@ class Tape:
     def _graphs(self) -> dict[int, int]:
         """Map node id -> graph id (smallest node id of its component); cached per version."""
         cache = self._cache
-        if cache is not None and cache[0] == self._version:
+        version = (self._version, self._next_id)  # removals and links cut; nodes recorded
+        if cache is not None and cache[0] == version:
             return cache[1]
         result = components(self._nodes)
-        self._cache = (self._version, result)
+        self._cache = (version, result)
         return result
 
     def _stats(self, saved_bytes: int | None = None) -> GraphStats:
@@ -666,10 +679,6 @@ class Tape:
             ledger_records(self._ledger),
             device_bytes(arrays.values()),
         )
-
-
-def _node_id(node: Node) -> int:
-    return node.id
 
 
 def _running_elsewhere(ident: int, me: int) -> bool:
