@@ -1,7 +1,7 @@
 """Instructions per op, counted by valgrind (deterministic where wall time is not).
 
-``python -m bench.instructions [--cases raw,tracked,chain]`` (needs ``valgrind`` on the PATH;
-Debian: ``apt-get install valgrind``; ~3 min).
+``python -m bench.instructions [--cases raw,tracked,chain,compiled]`` (needs ``valgrind`` on the
+PATH; Debian: ``apt-get install valgrind``; ~5 min).
 
 On a shared machine whose speed drifts, a 5% change in the cost of an op is lost in the noise
 of wall time; the instructions the CPU executes for it are not. Each case runs in a fresh
@@ -13,7 +13,10 @@ divided by 2,000 (what both loops share cancels). Cases:
 
 - ``raw``: ``a * b`` on two (2, 2) float32 ``jax.Array``s;
 - ``tracked``: the same on tensors that require grad, the output dropped (its node hangs);
-- ``chain``: ``y = y * 1.0001`` forward and an eager backward, per op (200 and 600 ops).
+- ``chain``: ``y = y * 1.0001`` forward and an eager backward, per op (200 and 600 ops);
+- ``compiled``: the same once its structure is compiled (``tapegrad.compiled_backward``: the
+  backward is one XLA call; what stays per node is the structure lookup, the walk and the
+  graph's consumption), as a training loop's repeated step reaches it.
 
 Instructions are not time (cache misses, the XLA thread's waits), but on this dispatch-bound
 path they follow it: the tracked / raw ratio in instructions is within a few percent of the
@@ -31,7 +34,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
-SIZES = {"raw": (1000, 3000), "tracked": (1000, 3000), "chain": (200, 600)}
+SIZES = {"raw": (1000, 3000), "tracked": (1000, 3000), "chain": (200, 600), "compiled": (200, 600)}
 
 _LOOP = """
 import gc, os, subprocess, sys
@@ -53,7 +56,10 @@ def chain():
     y.backward(ones)
     jax.block_until_ready(ta.grad.data)
     ta.grad = None
-loop = {"raw": raw, "tracked": tracked, "chain": chain}[case]
+if case == "compiled":
+    from tapegrad import compiled_backward
+    compiled_backward.set_compile_after(0)  # the structure compiles on its second pass
+loop = {"raw": raw, "tracked": tracked, "chain": chain, "compiled": chain}[case]
 for _ in range(3):
     loop()
 gc.collect()
@@ -100,7 +106,7 @@ def per_op(case: str) -> float:
 def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     """Count each case and print instructions per op (and tracked / raw when both ran)."""
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--cases", default="raw,tracked,chain")
+    p.add_argument("--cases", default="raw,tracked,chain,compiled")
     args = p.parse_args(argv)
     cases = [c for c in args.cases.split(",") if c]
     unknown = set(cases) - set(SIZES)
