@@ -180,3 +180,29 @@ def test_models_quick(tmp_path: Path) -> None:
         "issue 13: tapegrad eager transformer-block step / torch eager",
         "issue 13: tg.jit transformer-block step / hand jax.jit + optax",
     ]
+
+
+def test_instructions_loops_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bench.instructions``' counted loop runs for every case (here without valgrind: a
+    stand-in ``callgrind_control`` that does nothing), an unknown case is refused, and a
+    machine without valgrind is told the run was skipped."""
+    from bench import instructions
+
+    fake = tmp_path / "callgrind_control"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}"}
+    for case in instructions.SIZES:
+        proc = subprocess.run(
+            [sys.executable, "-c", instructions._LOOP, case, "5"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+        assert proc.returncode == 0, (case, proc.stderr[-3000:])
+    with pytest.raises(SystemExit):
+        instructions.main(["--cases", "raw,bogus"])
+    monkeypatch.setattr(instructions.shutil, "which", lambda name: None)
+    assert instructions.main(["--cases", "raw"]) == {}
