@@ -97,8 +97,9 @@ def is_torch(x: Any) -> bool:
 
 
 def from_torch(t: Any) -> Any:
-    """A ``torch.Tensor``'s values as a NumPy array (a copy on the host): bfloat16, which
-    ``torch.Tensor.numpy()`` refuses, goes through float32 (exact) to ml_dtypes' bfloat16."""
+    """A ``torch.Tensor``'s values as a NumPy array on the host, sharing a CPU tensor's memory
+    (callers copy it into a JAX array): bfloat16, which ``torch.Tensor.numpy()`` refuses,
+    goes through float32 (exact) to ml_dtypes' bfloat16."""
     t = t.detach().cpu()
     if str(t.dtype) == "torch.bfloat16":
         return t.float().numpy().astype(jnp.bfloat16)

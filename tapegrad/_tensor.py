@@ -641,8 +641,10 @@ class Tensor:
         )
 
     def __dir__(self) -> list[str]:
-        # PyTorch's spellings are class attributes that raise (``_PyTorchName``): not listed
-        return [n for n in super().__dir__() if not isinstance(_HINTED.get(n), _PyTorchName)]
+        # PyTorch's spellings are class attributes that raise (``_PyTorchName``): not listed,
+        # unless a subclass or the user defined the name since (then it resolves)
+        mro = type(self).__mro__
+        return [n for n in super().__dir__() if not _hint_resolves(mro, n)]
 
     # ------------------------------------------------------------------ operators
 
@@ -877,7 +879,16 @@ class _PyTorchName:
         raise AttributeError(f"{what} has no attribute {self.name!r} (PyTorch's); {self.hint}")
 
 
-def _install_pytorch_names() -> dict[str, Any]:
+def _hint_resolves(mro: tuple[type, ...], name: str) -> bool:
+    """Whether ``name`` on an instance of a class with this ``mro`` finds a ``_PyTorchName``
+    (the first class of the MRO that defines it decides, as attribute lookup does)."""
+    for klass in mro:
+        if name in klass.__dict__:
+            return isinstance(klass.__dict__[name], _PyTorchName)
+    return False
+
+
+def _install_pytorch_names() -> None:
     """Put a ``_PyTorchName`` on ``Tensor`` for each listed PyTorch method and for each
     in-place spelling (``add_``) of a tensor method or listed name that ``Tensor`` lacks."""
     names = [*_TORCH_METHODS, *(f"{n}_" for n in [*dir(Tensor), *_TORCH_METHODS])]
@@ -887,10 +898,9 @@ def _install_pytorch_names() -> dict[str, Any]:
         hint = _torch_hint(name)
         if hint is not None:
             setattr(Tensor, name, _PyTorchName(name, hint))
-    return dict(Tensor.__dict__)
 
 
-_HINTED = _install_pytorch_names()
+_install_pytorch_names()
 
 
 class _Size(int):

@@ -109,7 +109,17 @@ def tensor(
     else:
         try:
             moved = _from_numpy(data, dtype)
-            array = jnp.asarray(data, dtype=dtype) if moved is None else moved
+            if moved is not None:
+                array = moved
+            else:
+                # NumPy data is copied: on CPU, JAX may share an aligned buffer, and the tensor
+                # must keep the values it was made from (a torch tensor's .numpy() shares too)
+                copy = isinstance(data, (np.ndarray, np.generic))
+                array = (
+                    jnp.array(data, dtype=dtype, copy=True)
+                    if copy
+                    else jnp.asarray(data, dtype=dtype)
+                )
         except (TypeError, ValueError) as err:
             raise TypeError(
                 f"tg.tensor cannot convert {type(data).__name__} to an array ({err})."

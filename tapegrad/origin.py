@@ -15,7 +15,10 @@ _INTERNAL: dict[str, bool] = {}
 
 def _first_user_frame(depth: int) -> FrameType | None:
     """The first frame outside the tapegrad package, ``depth`` frames above the caller's."""
-    return _outside(sys._getframe(depth + 1))
+    try:
+        return _outside(sys._getframe(depth + 1))
+    except ValueError:  # fewer frames than that (called from C, ``atexit``): walk them all
+        return _outside(sys._getframe(1))
 
 
 def _outside(f: FrameType | None) -> FrameType | None:
@@ -48,10 +51,14 @@ def user_site(depth: int = 2) -> tuple[CodeType | None, int]:
     frame's ``f_lineno`` decodes the function's line table from its start: measured here at
     ~4 us per call in a 300-line function, every op of a long script or notebook cell would
     pay that; the offset costs nothing and is turned into a line only when shown."""
-    f = sys._getframe(depth)
-    code = f.f_code
-    if _INTERNAL.get(code.co_filename) is False:  # the usual case: that frame is the user's
-        return code, f.f_lasti
+    try:
+        f = sys._getframe(depth)
+    except ValueError:  # fewer frames than that: an op called from C (``atexit``): walk
+        f = sys._getframe(1)
+    else:
+        code = f.f_code
+        if _INTERNAL.get(code.co_filename) is False:  # the usual case: the user's frame
+            return code, f.f_lasti
     user = _outside(f)
     return (None, 0) if user is None else (user.f_code, user.f_lasti)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import functools
 import re
+import subprocess
+import sys
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -168,6 +170,32 @@ def test_tensor_from_numpy_copies_without_compiling(monkeypatch: pytest.MonkeyPa
     assert all(t.tolist() == [0.0] * len(source) for t, source in zip(made, sources, strict=True))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int32", "bool", "bfloat16", "float16"])
+def test_tensor_copies_numpy_and_torch_data_on_every_path(dtype: str) -> None:
+    """Met more often than its first few times (the compiled path), with or without an
+    explicit ``dtype``, NumPy data and a torch tensor (whose ``.numpy()`` shares its memory)
+    are copied: writing to the source afterwards leaves the tensor as it was made."""
+    torch = pytest.importorskip("torch")
+    want = jnp.dtype(dtype)
+    made = []
+    for _ in range(8):  # past the first conversions of this shape (``_CONVERTED``)
+        source = np.zeros(4096, want)
+        made.append((source, tg.tensor(source, dtype=want)))
+        source = np.zeros(4096, want)
+        made.append((source, tg.tensor(source)))
+    for source, t in made:
+        source[0] = 1
+        assert not bool(t.data[0]), "the tensor shares the NumPy buffer"
+    if dtype != "bfloat16":  # torch's bfloat16 goes through float32: always a new array
+        shared = []
+        for _ in range(8):
+            source_t = torch.zeros(4096, dtype=getattr(torch, dtype))
+            shared.append((source_t, tg.tensor(source_t, dtype=want)))
+        for source_t, t in shared:
+            source_t[0] = 1
+            assert not bool(t.data[0]), "the tensor shares the torch tensor's memory"
+
+
 def test_first_fills_and_scalar_constants_compile_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     """A small fill met for the first time (``tg.zeros``/``ones``/``full``) is made on the
     host and copied, and a Python scalar operand becomes a device constant without a copy
@@ -328,6 +356,41 @@ def test_pytorch_methods_and_item_assignment_name_tapegrad_spelling() -> None:
     assert not hasattr(x, "view") and getattr(x, "view", None) is None
     err = error_of(TypeError, lambda: x.__setitem__(0, 1.0))
     assert "tg.where" in str(err) and "masked_fill" in str(err)
+
+
+def test_dir_lists_what_resolves_and_hides_pytorch_spellings() -> None:
+    """``dir(x)`` leaves out PyTorch's spellings (they raise), but lists a name a subclass or
+    the user defined since: what ``dir`` shows is what ``getattr`` finds."""
+
+    class Mine(tg.Tensor):
+        __slots__ = ()
+
+        def view(self, *shape: int) -> tg.Tensor:
+            return self.reshape(*shape)
+
+    x = tg.ones((4,))
+    mine = Mine(x.data)
+    assert "view" not in dir(x) and "add_" not in dir(x) and "reshape" in dir(x)
+    assert "view" in dir(mine) and mine.view(2, 2).shape == (2, 2)
+    assert "view" not in dir(x)  # the subclass's method is its own
+
+
+def test_an_op_called_from_c_with_no_python_frame_above_it_records() -> None:
+    """An op run straight from C (``atexit.register(operator.mul, w, w)``: no Python frame
+    above it) records with an unknown origin instead of failing in the origin lookup."""
+    script = (
+        "import atexit, operator, tapegrad as tg\n"
+        "w = tg.ones((3,)).require_grad()\n"
+        "def report():\n"
+        "    print('origins', sorted({n.origin for n in tg.snapshot().nodes}))\n"
+        "atexit.register(report)\n"
+        "atexit.register(operator.mul, w, w)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0 and "Error" not in proc.stderr, proc.stderr[-2000:]
+    assert "<unknown>:0" in proc.stdout, proc.stdout
 
 
 def test_random_constructors_reject_bad_keys() -> None:
