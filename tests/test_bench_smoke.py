@@ -186,6 +186,7 @@ def test_instructions_loops_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     """``bench.instructions``' counted loop runs for every case (here without valgrind: a
     stand-in ``callgrind_control`` that does nothing), an unknown case is refused, and a
     machine without valgrind is told the run was skipped."""
+    monkeypatch.syspath_prepend(str(ROOT))  # `pytest` (unlike `python -m pytest`) leaves cwd off
     from bench import instructions
 
     fake = tmp_path / "callgrind_control"
