@@ -194,33 +194,33 @@ class Tape:
     # ------------------------------------------------------------------ liveness queue
 
     def _drain(self) -> None:
-        # A node is its tensor's weak reference, and its callback is ``self._enqueue`` (it
-        # runs wherever the tensor died, so it only enqueues the node); apply each death here.
-        # A node released earlier (``requires_grad_(False)``) is no longer live: skipped.
-        # Each death is applied inline (the hot path of every tracked op whose output dies).
+        """Apply the queued deaths, and the loss of use they cause, in one loop.
+
+        A node is its tensor's weak reference, and its callback is ``self._enqueue`` (it runs
+        wherever the tensor died, so it only enqueues the node). A queued node that is still
+        live dies here; a dead node with no useful child left stops being useful: its
+        parents lose a useful child (a parent left with none, whose tensor is gone, is
+        queued in turn) and it is released, taken off (``"auto"``) or hangs until a sweep.
+        A node queued twice (released by ``requires_grad_(False)``, then its tensor died) or
+        that stopped being useful already is skipped. Every tracked op whose output died
+        pays this loop, so it is written out (no call per node)."""
         dead = self._dead
+        auto = self._policy == "auto"
         while dead:
             node = dead.pop()
             if node.live:
                 node.live = False  # liveness is not graph structure: no version bump
                 self._live -= 1
-                if node.uc == 0:
-                    self._lose_use(node)
-
-    def _lose_use(self, node: Node) -> None:
-        """``node`` just stopped being useful: propagate to its parents, free what may go."""
-        stack: list[Node] | None = None  # parents that stop being useful with it (no list
-        auto = self._policy == "auto"  # is made for the usual node, whose parents stay live)
-        while True:
+            elif not node.useful:
+                continue
+            if node.uc:
+                continue
             node.useful = False
             for p in node.parents:
                 if p is not None and p.on_tape:
                     p.uc -= 1
                     if p.uc == 0 and not p.live:
-                        if stack is None:
-                            stack = [p]
-                        else:
-                            stack.append(p)
+                        dead.append(p)  # stops being useful too
             if node.consumed or node.reached:
                 self._release(node)
             elif auto:
@@ -229,9 +229,6 @@ class Tape:
                 self._hanging[node.id] = node
                 if node.op is None:
                     self._hanging_leaves += 1
-            if not stack:
-                return
-            node = stack.pop()
 
     def _release(self, node: Node) -> None:
         """Take a consumed or reached node off the tape (rule 4): nothing is sized, nothing
@@ -465,9 +462,11 @@ class Tape:
                     if p is not None and p.on_tape:
                         p.uc -= 1
                         if p.uc == 0 and not p.live:
-                            self._lose_use(p)
+                            self._dead.append(p)  # stops being useful: _drain below
             else:  # its tensor died while the VJPs ran: it waited in _hanging
                 self._free_hanging(node)
+        if self._dead:
+            self._drain()
 
     def _free_hanging(self, node: Node) -> None:
         del self._hanging[node.id]
