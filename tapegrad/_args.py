@@ -18,6 +18,7 @@ import operator
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ParamSpec, TypeVar
 
+import jax
 import numpy as np
 
 __all__ = [
@@ -38,7 +39,8 @@ def integer(value: Any, what: str) -> int:
     """``value`` as an ``int`` when it is an integer of any kind (``operator.index``).
 
     Raises:
-        TypeError: a float, a bool, or anything else that is not an integer.
+        TypeError: a float, a bool, a traced value (under ``tg.jit``: the message says to
+            make its argument static), or anything else that is not an integer.
     """
     if type(value) is int:
         return value
@@ -47,6 +49,13 @@ def integer(value: Any, what: str) -> int:
     try:
         return operator.index(value)
     except TypeError:
+        if isinstance(value, jax.core.Tracer):
+            raise TypeError(
+                f"{what} must be an integer known when the function is compiled, got a traced "
+                "value (an argument of a function under tg.jit or jax.jit): shapes and axes "
+                "are fixed at compile time; mark that argument static, "
+                "tg.jit(f, static_argnums=...) or static_argnames=..."
+            ) from None
         hint = "; floats are not truncated (NumPy refuses them too)" if _is_float(value) else ""
         raise TypeError(
             f"{what} must be an integer, got {type(value).__name__} {value!r}{hint}."
@@ -90,12 +99,40 @@ def dims(value: Any, what: str = "shape") -> tuple[int, ...]:
 _ELEMENTWISE = {"max": "maximum", "min": "minimum"}
 
 
+def _is_tensor_like(value: Any) -> bool:
+    """A tensor or array (not a NumPy scalar) where an axis goes: PyTorch's elementwise
+    ``torch.max(a, b)``."""
+    return hasattr(value, "shape") and not isinstance(value, np.generic)
+
+
+_TORCH_PAIRS = ("max", "min")  # torch's x.max(dim) returns (values, indices); NumPy's values
+
+
+def check_positional_axis(op: str, value: Any) -> None:
+    """Refuse an axis given by position to ``op`` when PyTorch reads that call differently.
+
+    ``x.max(1)`` in PyTorch returns ``(values, indices)``, in NumPy the values only: the
+    PyTorch idiom ``_, pred = x.max(1)`` would unpack the values' rows (a wrong result with
+    two rows, an unhelpful unpacking error otherwise).
+
+    Raises:
+        TypeError: ``op`` is one of those ops; says what to write instead.
+    """
+    if op in _TORCH_PAIRS and not _is_tensor_like(value):  # a tensor: torch.max(a, b)
+        arg = "arg" + op
+        raise TypeError(
+            f"{op}: pass the axis by keyword, {op}(axis={value!r}): it returns the values "
+            f"only (as NumPy does). PyTorch's x.{op}({value!r}) returns (values, indices); "
+            f"write x.{op}(axis={value!r}) and x.{arg}(axis={value!r}) for those."
+        )
+
+
 def _axis_param(value: Any, op: str) -> Any:
     try:
         return axis(value, f"{op}: axis")
     except TypeError as err:
         # torch.max(a, b) is elementwise: a tensor (not a NumPy scalar) where the axis goes
-        if op in _ELEMENTWISE and hasattr(value, "shape") and not isinstance(value, np.generic):
+        if op in _ELEMENTWISE and _is_tensor_like(value):
             raise TypeError(
                 f"{op}: axis must be an integer, got a tensor: {op} reduces one tensor; for "
                 f"the elementwise {_ELEMENTWISE[op]} of two tensors (torch.{op}(a, b)) use "

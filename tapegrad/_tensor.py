@@ -314,7 +314,10 @@ class Tensor:
         return self._host("item()").reshape(()).item()
 
     def numpy(self) -> np.ndarray:
-        """The value as a NumPy array (a host copy).
+        """The value as a read-only NumPy array on the host (as ``np.asarray`` of a JAX
+        array: on CPU it shares the tensor's buffer, elsewhere it is a host copy). JAX arrays
+        are immutable, so writing to it raises ``ValueError``; call ``.copy()`` on it to get
+        an array to write (PyTorch's ``.numpy()`` shares a writable buffer instead).
 
         Raises:
             TracerError: the value is traced (inside ``tg.jit`` or a JAX transformation).
@@ -463,13 +466,31 @@ class Tensor:
         return _ops.mean(self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords
-    def max(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
-        """Maximum over ``axis`` (ties share the gradient equally, as in JAX)."""
+    def max(
+        self, *args: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False
+    ) -> Tensor:
+        """Maximum over ``axis`` (ties share the gradient equally, as in JAX).
+
+        Raises:
+            TypeError: the axis given by position (``x.max(1)``: PyTorch returns values and
+                indices there, NumPy the values; the message says what to write).
+        """
+        if args:  # refused with a message, or torch.max(a, b) pointed to tg.maximum
+            return _ops.max(self, *args, keepdims=keepdims)
         return _ops.max(self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords
-    def min(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
-        """Minimum over ``axis`` (ties share the gradient equally, as in JAX)."""
+    def min(
+        self, *args: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False
+    ) -> Tensor:
+        """Minimum over ``axis`` (ties share the gradient equally, as in JAX).
+
+        Raises:
+            TypeError: the axis given by position (``x.min(1)``: PyTorch returns values and
+                indices there, NumPy the values; the message says what to write).
+        """
+        if args:  # refused with a message, or torch.min(a, b) pointed to tg.minimum
+            return _ops.min(self, *args, keepdims=keepdims)
         return _ops.min(self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords

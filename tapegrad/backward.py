@@ -341,8 +341,17 @@ def grad(
         on it (with ``create_graph``, recorded with a zero derivative).
 
     Raises:
-        TypeError: an input does not require grad.
-        RuntimeError: an output does not require grad, or its graph was consumed.
+        TypeError: an input does not require grad; an output, or a ``grad_outputs`` entry,
+            is not a tensor (or an array).
+        ValueError: not one ``grad_outputs`` entry per output (``ShapeError``: one whose
+            shape is not its output's).
+        NoGradError: an output does not require grad (a ``RuntimeError``).
+        NonScalarBackwardError: an output with more than one element and no ``grad_outputs``
+            (a ``RuntimeError``).
+        GraphConsumedError: an output's graph was consumed by an earlier backward without
+            ``retain_graph`` (a ``RuntimeError``); nothing changed.
+        TapeMismatchError: the outputs and inputs belong to different tapes (a
+            ``RuntimeError``).
     """
     outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)

@@ -67,14 +67,44 @@ class _GradModeContext(ContextDecorator):
         _set(self._prev.pop())
 
 
-class no_grad(_GradModeContext):  # noqa: N801 - PyTorch's name, used as a context manager
-    """Context manager and decorator: ops inside record nothing (this thread only)."""
+class _BareDecorator(_GradModeContext):
+    """A grad-mode context that also decorates without parentheses (``@tg.no_grad``), as
+    PyTorch's does."""
+
+    def __new__(cls, func: Callable[..., Any] | None = None) -> Any:
+        self = super().__new__(cls)
+        if func is None:
+            return self
+        if not callable(func):
+            raise TypeError(
+                f"{cls.__name__} takes no arguments; use `with tg.{cls.__name__}():` or "
+                f"decorate a function (@tg.{cls.__name__}), got {type(func).__name__}."
+            )
+        _GradModeContext.__init__(self)
+        return self(func)
+
+    def __init__(self, func: None = None) -> None:  # a function went to __new__ instead
+        super().__init__()
+
+
+class no_grad(_BareDecorator):  # noqa: N801 - PyTorch's name, used as a context manager
+    """Context manager and decorator (``@tg.no_grad()`` or ``@tg.no_grad``): ops inside
+    record nothing (this thread only).
+
+    Raises:
+        TypeError: an argument that is not a function to decorate.
+    """
 
     _target = False
 
 
-class enable_grad(_GradModeContext):  # noqa: N801 - PyTorch's name
-    """Context manager and decorator: ops inside record nodes again (this thread only)."""
+class enable_grad(_BareDecorator):  # noqa: N801 - PyTorch's name
+    """Context manager and decorator (``@tg.enable_grad()`` or ``@tg.enable_grad``): ops
+    inside record nodes again (this thread only).
+
+    Raises:
+        TypeError: an argument that is not a function to decorate.
+    """
 
     _target = True
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -255,9 +256,17 @@ class JitFunction(Generic[P, R]):
     ) -> None:
         functools.update_wrapper(self, fn)
         self._fn = fn
-        self._params = list(inspect.signature(fn).parameters)
-        self._static_argnums = tuple(sorted(static_argnums))
+        signature = inspect.signature(fn)
+        self._params = list(signature.parameters)
+        self._static_argnums = _static_positions(fn, signature, static_argnums)
         self._static_argnames = tuple(sorted(static_argnames))
+        kinds = {p.kind for p in signature.parameters.values()}
+        unknown = set(static_argnames) - set(self._params)
+        if unknown and inspect.Parameter.VAR_KEYWORD not in kinds:
+            raise ValueError(
+                f"tg.jit: static_argnames names {sorted(unknown)}, which "
+                f"{_name(fn)} does not take (its parameters: {', '.join(self._params)})."
+            )
         self.donate = donate
         self.trace_count = 0
         self._plans: dict[Any, _Plan] = {}
@@ -804,6 +813,39 @@ def _check_result(result: Any, name: str) -> None:
             )
 
 
+def _name(fn: Callable[..., Any]) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)
+
+
+def _static_positions(
+    fn: Callable[..., Any], signature: inspect.Signature, static_argnums: Sequence[int]
+) -> tuple[int, ...]:
+    """``static_argnums`` checked against ``fn``'s positional parameters (as ``jax.jit``
+    does), negative positions counted from the last one; sorted.
+
+    Raises:
+        ValueError: a position ``fn`` does not have, or a negative one where ``fn`` takes
+            ``*args`` (the number of positional arguments is unknown).
+    """
+    params = signature.parameters.values()
+    positional = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+    variadic = any(p.kind == p.VAR_POSITIONAL for p in params)
+    out = []
+    for i in static_argnums:
+        i = operator.index(i)
+        if i < 0 and not variadic:
+            i += positional
+        if i < 0 or (i >= positional and not variadic):
+            raise ValueError(
+                f"tg.jit: static_argnums={tuple(static_argnums)}, but {_name(fn)} takes "
+                f"{positional} positional argument(s)"
+                + (" and *args: give non-negative positions" if variadic else "")
+                + "."
+            )
+        out.append(i)
+    return tuple(sorted(set(out)))
+
+
 @overload
 def jit(
     fn: Callable[P, R],
@@ -858,6 +900,8 @@ def jit(
         trace.
 
     Raises:
+        ValueError: a ``static_argnums`` position or ``static_argnames`` name ``fn`` does not
+            take (as ``jax.jit``).
         TracerError: (when called) ``.item()``, ``float()``, ``bool()``, ``.numpy()`` or
             Python control flow on a traced value; a tensor made inside that outlives the
             call; a result that is not a tensor, array or number; a tensor from another

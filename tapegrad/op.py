@@ -119,6 +119,8 @@ class Op:
         assert self.arity is not None
         extra = inputs[self.arity :]
         names = self.param_names[: len(extra)]
+        if names[:1] == ("axis",):
+            _args.check_positional_axis(self.name, extra[0])
         if len(extra) > len(self.param_names) or any(n in params for n in names):
             params_text = ", ".join(self.param_names)
             raise TypeError(

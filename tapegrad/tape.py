@@ -145,7 +145,10 @@ class Tape:
         name: shown in ``repr`` and in error messages (default: ``"tape <n>"``).
         allow_tracers: record ops whose arrays are JAX tracers (a private tape that lives
             while ``jax.jit`` traces, as ``tg.jit`` uses); otherwise recording a tracer raises
-            ``TracerError`` (docs/design.md rule 9).
+            ``TracerError`` (docs/design.md rule 9), when the op runs.
+
+    Raises:
+        TypeError: ``name`` is not a string.
     """
 
     def __init__(self, name: str | None = None, *, allow_tracers: bool = False) -> None:
@@ -543,7 +546,9 @@ class Tape:
             if threshold is None or isinstance(threshold, bool) or not isinstance(threshold, int):
                 raise ValueError(
                     "The 'threshold' policy needs threshold=N, a positive int (nodes recorded "
-                    "beyond the survivors of the last sweep before the next sweep)."
+                    "beyond the survivors of the last sweep before the next sweep); the "
+                    f"default policy is set_cleanup_policy('threshold', "
+                    f"threshold={DEFAULT_THRESHOLD})."
                 )
             if threshold <= 0:
                 raise ValueError(f"threshold must be positive, got {threshold}.")

@@ -60,6 +60,29 @@ def test_decorators_set_the_mode_for_each_call_and_restore_it() -> None:
     assert off.__name__ == "off"
 
 
+def test_no_grad_and_enable_grad_decorate_without_parentheses() -> None:
+    """``@tg.no_grad`` (no call), as PyTorch allows; a non-function argument says what to do."""
+    w = tg.ones(3).require_grad()
+
+    @tg.no_grad
+    def off(x: tg.Tensor) -> tuple[bool, bool]:
+        return (x * 2.0).requires_grad, tg.is_grad_enabled()
+
+    @tg.enable_grad
+    def on() -> bool:
+        return tg.is_grad_enabled()
+
+    assert tg.is_grad_enabled() is True
+    assert off(w) == (False, False) and off(w) == (False, False)
+    assert off.__name__ == "off"
+    with tg.no_grad():
+        assert on() is True
+        assert tg.is_grad_enabled() is False
+    assert tg.is_grad_enabled() is True
+    with pytest.raises(TypeError, match=r"no_grad takes no arguments; use `with tg.no_grad\(\):`"):
+        tg.no_grad(3)  # type: ignore[arg-type]
+
+
 def test_nesting_restores_each_level() -> None:
     seen = []
     with tg.no_grad():

@@ -387,6 +387,26 @@ def test_static_argnums_and_none_arguments_in_every_position() -> None:
     assert step.trace_count == 2
 
 
+def test_static_arguments_are_checked_against_the_signature() -> None:
+    """As ``jax.jit``: a position or name the function does not take is a ``ValueError`` at
+    decoration; a negative position counts from the last positional parameter; a traced
+    value where a shape goes says to make its argument static."""
+
+    def f(x: tg.Tensor, n: int) -> tg.Tensor:
+        return x.reshape(n, -1)
+
+    for bad in ({"static_argnums": (5,)}, {"static_argnums": (-3,)}):
+        with pytest.raises(ValueError, match=r"takes 2 positional argument\(s\)"):
+            tg.jit(f, **bad)  # type: ignore[call-overload]
+    with pytest.raises(ValueError, match=r"static_argnames names \['m'\], which f does not"):
+        tg.jit(f, static_argnames=("m",))
+    with pytest.raises(ValueError, match="give non-negative positions"):
+        tg.jit(lambda *xs: xs[0], static_argnums=(-1,))
+    assert tg.jit(f, static_argnums=(-1,))(tg.ones((4, 2)), 2).shape == (2, 4)
+    with pytest.raises(TypeError, match=r"reshape: shape .* traced value .* static_argnums"):
+        tg.jit(f)(tg.ones((4, 2)), 2)
+
+
 def test_a_captured_tensor_changed_outside_the_step_is_seen() -> None:
     """A tensor the step captures that does not require grad is baked in as a constant; once
     its array is replaced (in place or through ``.data``) the step traces again, carrying it

@@ -713,10 +713,23 @@ def test_max_min_ties_share_the_gradient_like_jax() -> None:
 def test_reductions_positional_axis_and_list_axis() -> None:
     x = tg.tensor(arr((2, 3, 4), seed=1))
     np.testing.assert_array_equal(x.sum(1).numpy(), np.asarray(jnp.sum(x.data, 1)))
-    np.testing.assert_array_equal(
-        x.max(-1, True).numpy(), np.asarray(jnp.max(x.data, -1, keepdims=True))
-    )
     np.testing.assert_array_equal(x.mean([0, 2]).numpy(), np.asarray(jnp.mean(x.data, (0, 2))))
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_max_and_min_refuse_a_positional_axis(name: str) -> None:
+    """PyTorch's ``_, pred = out.max(1)`` (values and indices) must not unpack the rows of
+    NumPy's values: with two rows it would silently give a value as the index."""
+    x = tg.tensor(arr((2, 10), seed=1)).require_grad()
+    stats = tg.graph_stats()
+    for call in (lambda: getattr(x, name)(1), lambda: getattr(tg, name)(x, 1)):
+        with pytest.raises(TypeError, match=rf"x\.arg{name}\(axis=1\)"):
+            call()
+    assert tg.graph_stats() == stats
+    np.testing.assert_array_equal(
+        getattr(x, name)(axis=-1, keepdims=True).numpy(),
+        np.asarray(getattr(jnp, name)(x.data, -1, keepdims=True)),
+    )
 
 
 def test_shape_methods_match_jnp() -> None:
