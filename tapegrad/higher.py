@@ -138,21 +138,30 @@ def vjp_on_tensors(
         RuntimeError: a floating residual is neither an input nor the output of the op (its
             dependence on the inputs is unknown, so its VJP cannot be differentiated).
     """
+    # Each residual entry with a provenance links to its node by position: one array may
+    # be two inputs of different nodes (``x.detach() * x``), so identity alone cannot say
+    # which. An array met elsewhere (inside a container, among the parameters) links by
+    # identity to the entry it is, when all such entries agree.
     prov = node.prov
-    links: dict[int, Node | None] = {}
+    by_position: list[Node | None | _Dyn] = []
+    by_id: dict[int, Node | None | _Dyn] = {}
     if prov is not None:
         for s, slot in zip(saved, prov, strict=True):
             if slot is not None and isinstance(s, _ARRAYS):
-                links[id(s)] = node if slot == -1 else parents[slot]
+                link = node if slot == -1 else parents[slot]
+                by_position.append(link)
+                by_id[id(s)] = link if by_id.get(id(s), link) is link else _DYN  # ambiguous
+            else:
+                by_position.extend([_DYN] * len(_tree_flatten(s)[0]))
     leaves, treedef = _tree_flatten((saved, params or {}))
     statics: list[Any] = []
     dyn: list[Any] = []
-    for leaf in leaves:
+    for k, leaf in enumerate(leaves):
         if isinstance(leaf, _ARRAYS):
-            key = id(leaf)
-            if key in links:
-                link = links[key]
-            elif DIFFERENTIABLE[leaf.dtype]:
+            source: Node | None | _Dyn = by_position[k] if k < len(by_position) else _DYN
+            if source is _DYN:
+                source = by_id.get(id(leaf), _DYN)
+            if source is _DYN and DIFFERENTIABLE[leaf.dtype]:
                 raise RuntimeError(
                     f"create_graph=True: op {op.name!r} keeps a floating residual that is "
                     "neither one of its input arrays nor its output array (by identity), so "
@@ -160,13 +169,11 @@ def vjp_on_tensors(
                     "recompute the rest in the VJP rule (a forward compiled whole with "
                     "jax.jit returns copies: compile its computation instead)."
                 )
-            else:
-                link = None  # integer or boolean: a constant of the derivative
-            if link is None:
+            if isinstance(source, Node):
+                tape = None if source.tape is None else source.tape()
+                dyn.append(wrap(leaf, source, tape))  # linked residuals: input or output arrays
+            else:  # not linked: an integer or boolean constant, or an input without grad
                 dyn.append(leaf)
-            else:
-                tape = None if link.tape is None else link.tape()
-                dyn.append(wrap(leaf, link, tape))  # linked residuals: input or output arrays
             statics.append(_DYN)
         else:
             statics.append(leaf)

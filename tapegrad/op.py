@@ -331,7 +331,11 @@ _IDENTITY = tuple(tuple(range(n)) for n in range(8))  # shared provenance tuples
 
 def _provenance(saved: tuple[Any, ...], arrays: list[Any], y: Any) -> tuple[int | None, ...] | None:
     """Per residual: the index of the input array it is, -1 if it is the output, else
-    ``None`` (compared by identity, at forward time); ``None`` when no residual is either."""
+    ``None`` (compared by identity, at forward time); ``None`` when no residual is either.
+
+    One array may be several inputs (``x.detach() * x``, two leaves made from one array):
+    a residual then takes the first of those inputs no earlier residual took, so residuals
+    saved in the inputs' order link to their own inputs."""
     n = len(saved)
     if n == len(arrays) and n < len(_IDENTITY):  # the usual case: the residuals are the inputs
         i = 0
@@ -350,8 +354,11 @@ def _provenance(saved: tuple[Any, ...], arrays: list[Any], y: Any) -> tuple[int 
         else:
             for i, a in enumerate(arrays):
                 if a is s:
-                    slot = i
-                    break
+                    if slot is None:
+                        slot = i
+                    if i not in slots:
+                        slot = i
+                        break
         found = found or slot is not None
         slots.append(slot)
     return tuple(slots) if found else None

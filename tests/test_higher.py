@@ -8,6 +8,7 @@ import gc
 import inspect
 import weakref
 from collections.abc import Iterator
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -148,6 +149,39 @@ def test_a_residual_without_provenance_is_refused_with_the_fix() -> None:
     assert "square_saving_2x" in str(err) and "save the inputs" in str(err)
     (g,) = tg.grad(y, x)  # first order still works
     close(g, 2 * x.data)
+
+
+def test_inputs_sharing_one_array_keep_their_own_provenance() -> None:
+    """One array can be two inputs of different nodes (``x.detach() * x``; two leaves made
+    from one array; an op saving its output before its inputs): each residual links to its
+    own input, so second derivatives match ``jax.grad`` (they linked to whichever input the
+    array was last, silently giving 1 for 0)."""
+    arr = jnp.array([1.0, 2.0, 3.0], jnp.float32)
+    x = tg.tensor(arr).require_grad()
+    (g,) = tg.grad((x.detach() * x).sum(), x, create_graph=True)
+    (gg,) = tg.grad(g.sum(), x)
+    want = jax.grad(lambda v: jax.grad(lambda u: (jax.lax.stop_gradient(u) * u).sum())(v).sum())
+    close(gg, want(arr))
+
+    a, b = tg.tensor(arr).require_grad(), tg.tensor(arr).require_grad()
+    assert a.data is b.data  # the premise: one array, two leaves
+    for first, other in ((a, b), (b, a)):
+        (g1,) = tg.grad((a * b).sum(), first, create_graph=True)
+        d_first, d_other = tg.grad(g1.sum(), [first, other])
+        close(d_first, np.zeros(3, np.float32))
+        close(d_other, np.ones(3, np.float32))
+
+    def mul_saving_output_first(p: jax.Array, q: jax.Array) -> tuple[jax.Array, Any]:
+        y = p * q
+        return y, (y, p, q)
+
+    op = tg.Op(mul_saving_output_first, name="mul_saving_output_first")
+    op.defvjp(lambda res, g: (g * res[2], g * res[1]))
+    a, b = tg.tensor(arr).require_grad(), tg.tensor(arr).require_grad()
+    (ga,) = tg.grad(op(a, b).sum(), a, create_graph=True)
+    d_a, d_b = tg.grad(ga.sum(), [a, b])
+    close(d_a, np.zeros(3, np.float32))
+    close(d_b, np.ones(3, np.float32))
 
 
 def test_the_derived_vjp_is_compiled_once_per_kind() -> None:
