@@ -630,6 +630,7 @@ class Tape:
                 else:
                     self._hanging[node.id] = node
             self._live = live
+            self._next_id = max(self._next_id, max(nodes, default=-1) + 1)  # ids never reused
             self._leaves = sum(n.op is None for n in nodes.values())
             self._hanging_leaves = sum(n.op is None for n in self._hanging.values())
             self._version += 1

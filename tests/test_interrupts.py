@@ -95,6 +95,10 @@ def traced(at: Line | None, state: dict[str, Any]) -> tuple[bool, list[Line]]:
 def check_after(tape: tg.Tape, state: dict[str, Any]) -> None:
     with tg.use_tape(tape):
         check_tape()  # stats agree with a recount of the snapshot
+        ids = {r.id for r in tape.snapshot().nodes}
+        probe = tg.ones(1).require_grad()  # a new node takes an id no node on the tape has
+        assert {r.id for r in tape.snapshot().nodes} - ids != set()
+        del probe
         loss = state.pop("loss", None)
         if loss is not None:  # built before the interrupt: backwards, or says it was consumed
             try:
