@@ -352,16 +352,18 @@ class JitFunction(Generic[P, R]):
                 donated, kept, plan.grads(), data, key, spent
             )
             plan.ran = True
-        except jax.errors.UnexpectedTracerError as e:
+        except BaseException as e:
             self._traced = False
-            raise TracerError(
-                f"{self.__name__}: the step used a tensor made inside another trace (a tg.jit "
-                "step or a JAX transformation that has ended, kept where tg.jit could not see "
-                "it); it has no value outside that trace. Return values from a compiled step "
-                f"instead of storing them. JAX's message: {str(e).splitlines()[0]}"
-            ) from None
-        except BaseException:
-            self._traced = False
+            if not plan.ran:  # a plan that never ran keeps nothing alive (graphs it reached)
+                self._plans.pop(plan.key, None)
+            if isinstance(e, jax.errors.UnexpectedTracerError):
+                raise TracerError(
+                    f"{self.__name__}: the step used a tensor made inside another trace (a "
+                    "tg.jit step or a JAX transformation that has ended, kept where tg.jit "
+                    "could not see it); it has no value outside that trace. Return values from "
+                    "a compiled step instead of storing them. JAX's message: "
+                    f"{str(e).splitlines()[0]}"
+                ) from None
             raise
         if self._traced:
             self._traced = False
@@ -432,7 +434,7 @@ class JitFunction(Generic[P, R]):
                 node = node_of(t)
                 if node is not None:
                     mine = private.record(None, (), None, None, t, v, node.code, node.lasti)
-                    leaves.append((mine, node))
+                    leaves.append((mine, node, plan.labels[i]))
             for (d, k), v in zip(plan.slots, slot_values, strict=True):
                 d[k] = v
             args, kwargs = self._rebuild(plan, data)
@@ -448,7 +450,8 @@ class JitFunction(Generic[P, R]):
                 for j, ((d, k), v) in enumerate(zip(plan.slots, slot_values, strict=True))
             ]
             self._check_escapes(private, plan, result)
-            reached = [orig for mine, orig in leaves if mine.reached]
+            reached = [orig for mine, orig, _ in leaves if mine.reached]
+            self._check_outside_graphs(leaves)
             if reached:  # trained by compiled steps: never reported as a hanging leaf
                 outer.consume((), (), reached, retain_graph=True)
             new_key = None if rng.key is key else rng.key
@@ -560,6 +563,24 @@ class JitFunction(Generic[P, R]):
         if more:
             raise _Retrace(more)
         return updates
+
+    def _check_outside_graphs(self, leaves: list[tuple[Any, Any, str]]) -> None:
+        """A tensor computed outside the step (not a leaf: it has a graph there) that the
+        step's backward reached would take the gradient its graph's leaves are owed: the
+        compiled step cannot carry it into a graph recorded outside it.
+
+        Raises:
+            TracerError: naming the tensor and where it was made.
+        """
+        for mine, orig, label in leaves:
+            if mine.reached and orig.op is not None:
+                raise TracerError(
+                    f"{self.__name__}: the step's backward reaches {label}, a tensor computed "
+                    f"outside the step (op {orig.op.name!r} at {orig.origin}) from tensors "
+                    "that require grad; a compiled step cannot send gradients into a graph "
+                    "recorded outside it, so the leaves of that graph would get none. Compute "
+                    "it inside the step, or use its .detach() there if it is a constant."
+                )
 
     def _check_escapes(self, private: Tape, plan: _Plan, result: Any) -> None:
         """Live nodes on the private tape belong to lifted tensors or results; any other

@@ -538,6 +538,40 @@ def test_escaped_tensors_and_bad_results_raise_and_change_nothing() -> None:
     assert all(p.grad is None for p in model.parameters())
 
 
+FEATURES: list[tg.Tensor] = []
+
+
+def test_backward_into_a_graph_made_outside_the_step_raises_and_pins_nothing() -> None:
+    """A step whose backward reaches a tensor computed eagerly (a graph outside the step)
+    raises, naming it, instead of leaving the leaves of that graph without their gradient;
+    the failed step keeps nothing alive."""
+    w = tg.ones((3, 3)).require_grad()
+    FEATURES.append((tg.ones((4, 3)) @ w).tanh())  # a non-leaf that requires grad
+
+    @tg.jit
+    def step(v: tg.Tensor) -> tg.Tensor:
+        loss = (FEATURES[0] * v).sum()
+        loss.backward()
+        return loss
+
+    err = error_of(tg.TracerError, step, tg.ones((4, 3)))
+    assert "FEATURES[0]" in str(err) and "'tanh'" in str(err) and ".detach()" in str(err)
+    assert w.grad is None
+    ops = tg.graph_stats().nodes
+    FEATURES.clear()  # the graph goes with its tensor, though the step object lives on
+    tg.graph_cleanup()
+    assert tg.graph_stats().nodes == ops - 2
+
+    @tg.jit
+    def reads(v: tg.Tensor) -> tg.Tensor:  # a forward read without backward is a constant
+        return (FEATURES[0] * v).sum()
+
+    FEATURES.append((tg.ones((4, 3)) @ w).tanh())
+    expected = float((FEATURES[0] * 2.0).sum())
+    assert float(reads(tg.full((4, 3), 2.0))) == pytest.approx(expected)
+    FEATURES.clear()
+
+
 def test_list_mutation_and_tensor_from_another_trace() -> None:
     w = tg.ones((3,)).require_grad()
     params = [w]
