@@ -34,10 +34,30 @@ class LeakError(AssertionError):
         self.report = report
 
 
-def _entry() -> tuple[int, dict[LedgerKey, int]]:
-    """The largest node id on the tape and what its ledger holds: where a block starts."""
+_Entry = tuple[int, dict[LedgerKey, int], dict[int, LedgerKey]]
+
+
+def _entry() -> _Entry:
+    """Where a block starts: the largest node id on the tape, what its ledger holds, and the
+    ledger key of each node then on the tape."""
     snap = tg.snapshot()
-    return max((r.id for r in snap.nodes), default=-1), ledger_counts(snap)
+    old = {r.id: (r.origin, r.function, r.op) for r in snap.nodes}
+    return max(old, default=-1), ledger_counts(snap), old
+
+
+def _not_the_blocks(
+    swept: dict[LedgerKey, int], old: dict[int, LedgerKey], snap: tg.Snapshot
+) -> dict[LedgerKey, int]:
+    """The ledger counts that are not the block's: those at its start, plus the nodes made
+    before it that left the tape during it (a sweep inside the block ledgers the hanging
+    nodes made before it too; one consumed by a backward is subtracted as well, which can
+    only hide a swept node of the block from the same line and op)."""
+    now = {r.id for r in snap.nodes}
+    before = dict(swept)
+    for nid, key in old.items():
+        if nid not in now:
+            before[key] = before.get(key, 0) + 1
+    return before
 
 
 class no_leaks:  # noqa: N801 - a context manager named like contextlib.suppress
@@ -77,7 +97,7 @@ class no_leaks:  # noqa: N801 - a context manager named like contextlib.suppress
         self.allow = allow
         self.strict = strict
         self.name = name
-        self._entries: list[tuple[int, dict[LedgerKey, int]]] = []
+        self._entries: list[_Entry] = []
 
     def __enter__(self) -> no_leaks:
         self._entries.append(_entry())
@@ -90,9 +110,10 @@ class no_leaks:  # noqa: N801 - a context manager named like contextlib.suppress
         tb: TracebackType | None,
     ) -> None:
         __tracebackhide__ = True  # pytest: show the test's line, not this frame
-        since, swept = self._entries.pop()
+        since, swept, old = self._entries.pop()
         if exc_type is None:
-            self.check(since, swept)
+            snap = tg.snapshot()
+            self._check(snap, since, _not_the_blocks(swept, old, snap))
 
     def check(self, since: int, swept_before: dict[LedgerKey, int] | None = None) -> LeakReport:
         """Check the nodes created after node id ``since``; return their report.
@@ -107,9 +128,13 @@ class no_leaks:  # noqa: N801 - a context manager named like contextlib.suppress
                 holds one or one is live holding saved arrays.
         """
         __tracebackhide__ = True
-        report = build_report(
-            tg.snapshot(), since=since, explain=self.strict, swept_before=swept_before
-        )
+        return self._check(tg.snapshot(), since, swept_before)
+
+    def _check(
+        self, snap: tg.Snapshot, since: int, swept_before: dict[LedgerKey, int] | None
+    ) -> LeakReport:
+        __tracebackhide__ = True
+        report = build_report(snap, since=since, explain=self.strict, swept_before=swept_before)
         hanging = report.hanging_nodes + report.swept_nodes
         kept = report.kept_alive_graphs if self.strict else 0
         holding = (

@@ -42,6 +42,34 @@ def test_a_clean_block_passes_and_older_leaks_do_not_count() -> None:
     del w, loss
 
 
+def make_hanging(n: int) -> None:
+    for _ in range(n):
+        (tg.ones(3).require_grad() * 2.0).sum()  # one line: one ledger key per op
+
+
+def test_a_sweep_inside_the_block_blames_only_what_the_block_made() -> None:
+    make_hanging(2)  # before the block: 6 hanging nodes
+    old = tg.ones(3).require_grad()  # made before the block, dropped inside it
+    with no_leaks():
+        del old
+        assert tg.graph_cleanup().nodes_removed == 7  # sweeps what was there before
+    make_hanging(1)
+    with pytest.raises(LeakError) as info:
+        with no_leaks():
+            make_hanging(2)  # the same lines as the nodes made (and swept) before the block
+            tg.graph_cleanup()
+    assert info.value.report.swept_nodes == 6
+    assert "6 hanging nodes" in str(info.value)
+
+
+def test_freezing_fresh_parameters_is_not_a_leak() -> None:
+    with no_leaks(strict=True):
+        model = tg.nn.Linear(3, 2)
+        model.requires_grad_(False)
+        assert float(model(tg.ones((1, 3))).sum()) == float(model(tg.ones((1, 3))).sum())
+    del model
+
+
 def test_strict_also_fails_on_a_kept_alive_graph() -> None:
     w = tg.ones(3).require_grad()
     running = 0.0
