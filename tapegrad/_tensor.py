@@ -227,7 +227,9 @@ class Tensor:
         return self
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
-        """PyTorch's spelling: ``True`` is ``require_grad()``; ``False`` detaches a leaf in place.
+        """PyTorch's spelling: ``True`` is ``require_grad()``; ``False`` detaches a leaf in place
+        (freezes it): its node leaves the tape at once, not as a hanging leaf; one that a graph
+        not yet backwarded uses stays as that graph's leaf and goes with it.
 
         Raises:
             RuntimeError: ``False`` on a tensor that is the output of a recorded op.

@@ -378,11 +378,20 @@ class Tape:
             )
 
     @_entry
+    @_entry
     def release(self, node: Node) -> None:
-        """The tensor of ``node`` stopped requiring grad (``requires_grad_(False)``)."""
-        if node.on_tape and node.live:
-            self._dead.append(node)  # applied as a death of its tensor
-            self._drain()
+        """The tensor of ``node`` stopped requiring grad (``requires_grad_(False)``): a leaf
+        that no graph uses leaves the tape at once (freezing a parameter is not a leak: it
+        never hangs); any other node dies as if its tensor had."""
+        if not (node.on_tape and node.live):
+            return
+        if node.op is None and not node.uc:
+            node.live = node.useful = False
+            self._live -= 1
+            self._release(node)
+            return
+        self._dead.append(node)  # applied as a death of its tensor
+        self._drain()
 
     @_entry
     def retain_grad(self, node: Node) -> None:

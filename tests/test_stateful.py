@@ -320,7 +320,9 @@ class TapeMachine(RuleBasedStateMachine):
         self.swept = False
         entry = self.pick(data, self._leaf_entries())
         entry.tensor.requires_grad_(False)
-        entry.node = None  # its node is no longer live
+        nid, entry.node = entry.node, None  # its node is no longer live
+        if nid not in self.useful():  # no graph uses it: off the tape at once, never hanging
+            self.model[nid].on_tape = False
         entry.expr = self.add_expr(Expr("const", const=entry.tensor.data))
         self.settle()
 

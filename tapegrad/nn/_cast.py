@@ -53,8 +53,9 @@ def float_dtype(dtype: Any) -> np.dtype[Any]:
 def cast_in_place(t: Tensor, dtype: np.dtype[Any]) -> None:
     """Cast ``t`` to ``dtype``, keeping the tensor object (as PyTorch's ``Module.to`` keeps its
     parameters). A leaf that requires grad is made a leaf again, on its tape, since its node
-    holds its dtype (the old leaf is released as ``requires_grad_(False)`` releases it: it
-    hangs until the next sweep); a ``.grad`` is cast with it."""
+    holds its dtype (the old leaf is released as ``requires_grad_(False)`` releases it: off
+    the tape at once, unless a graph not yet backwarded uses it); a ``.grad`` is cast with
+    it."""
     tape = tape_of(t)
     if tape is not None:
         t.requires_grad_(False)

@@ -325,7 +325,7 @@ class Module:
         same device. A cast keeps each tensor object too, but a parameter gets a new leaf
         node (a leaf's dtype is part of it; a graph recorded before the cast no longer
         reaches the parameter); the old one is released as ``requires_grad_(False)``
-        releases it (a hanging leaf until the next sweep, counted by the leak report); its
+        releases it (off the tape at once, unless a graph not yet backwarded uses it); its
         ``.grad`` is cast with it. Integer and complex tensors
         keep their dtype (``num_batches_tracked`` stays int32). Make optimizers after moving
         or casting the model: their state stays where, and in the dtype, it was made.
