@@ -118,7 +118,7 @@ def discover(
     extra: set[int] | None = None,
 ) -> Found:
     """Walk from ``roots`` (the step's arguments that are objects, with labels) and from
-    ``fn``'s closure and globals; lift the tensors whose ids are in ``extra`` too.
+    ``fn``'s closure, defaults and globals; lift the tensors whose ids are in ``extra`` too.
 
     Raises:
         TracerError: a tensor reached holds a JAX tracer (made inside another trace).
@@ -198,6 +198,10 @@ def _function_children(fn: types.FunctionType, found: Found) -> list[tuple[Any, 
         found.guards.append((cell, None, value))
         found.guard_labels.append(name)
         children.append((value, name, False))
+    defaults = fn.__defaults__ or ()  # ``def step(x, model=model)``: the last parameters'
+    params = code.co_varnames[code.co_argcount - len(defaults) : code.co_argcount]
+    children.extend((v, name, False) for name, v in zip(params, defaults, strict=True))
+    children.extend((v, name, False) for name, v in (fn.__kwdefaults__ or {}).items())
     space = fn.__globals__
     for name in dict.fromkeys(code_names(code)):
         if name in space:

@@ -139,6 +139,10 @@ class _Plan:
         # plan invalid, and the next plan carries that tensor as state (``changed_constants``)
         self.constants = [(t, array_of(t)) for t, _ in found.constants.values()]
         self.constant_ids = frozenset(id(a) for _, a in self.constants)  # fixed while valid
+        # which tensors require grad decides what is differentiated and donated: a tensor
+        # frozen or unfrozen since (``requires_grad_``) makes the plan invalid
+        self.watched = self.order + [t for t, _ in self.constants]
+        self.requires = [node_of(t) is not None for t in self.watched]
         self.grads_used = True  # until the first trace shows the step never reads them
         self.spends: list[int] = []  # tensors whose .grad the step sets to a new array
         self.ran = False  # a compiled call has run
@@ -168,6 +172,8 @@ class _Plan:
         if not all(map(is_, objects, self.objects)):
             return False
         if self.constants and not all(is_(array_of(t), a) for t, a in self.constants):
+            return False
+        if [n is not None for n in map(node_of, self.watched)] != self.requires:
             return False
         try:
             readers, same = self._same
@@ -899,9 +905,9 @@ def jit(
     The step stays ordinary tapegrad code: forward, ``loss.backward()``, ``opt.step()``,
     ``opt.zero_grad()``, in-place updates under ``tg.no_grad()``. Its state is found, not
     declared: tensors that require grad, modules and optimizers passed as arguments or
-    reached from its closure and globals become inputs and outputs of the computation, and
-    every change the step makes to them (values, ``.grad``, optimizer state, module buffers)
-    is written back after each call, as if it had run eagerly.
+    reached from its closure, default arguments and globals become inputs and outputs of the
+    computation, and every change the step makes to them (values, ``.grad``, optimizer
+    state, module buffers) is written back after each call, as if it had run eagerly.
 
     Args:
         fn: the step.

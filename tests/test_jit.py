@@ -429,6 +429,39 @@ def test_a_captured_tensor_changed_outside_the_step_is_seen() -> None:
     assert f.trace_count == 2
 
 
+def test_freezing_and_unfreezing_a_captured_tensor_between_calls_matches_eager() -> None:
+    """Which tensors require grad decides what the compiled step differentiates: a tensor
+    frozen (``requires_grad_(False)``, a fine-tuning pattern) or unfrozen after the first call
+    traces again, and gradients match eager calls of the same step every time. The tensors
+    are reached through default arguments (``def step(x, w=w)``), found like closures."""
+    x = tg.tensor(jnp.arange(3.0))
+    results = []
+    for compiled in (False, True):
+        w = tg.ones((3,)).require_grad()
+        b = tg.ones((3,)).require_grad()
+
+        def step(x: tg.Tensor, w: tg.Tensor = w, b: tg.Tensor = b) -> tg.Tensor:
+            loss = ((w * x + b) ** 2).sum()
+            loss.backward()
+            return loss
+
+        run = tg.jit(step) if compiled else step
+        seen = []
+        for frozen in (False, True, False, True):
+            w.grad = b.grad = None
+            w.requires_grad_(not frozen)
+            seen.append((float(run(x)), _grad_list(w), _grad_list(b)))
+        results.append(seen)
+        if compiled:
+            assert run.trace_count == 4  # pyright: ignore[reportFunctionMemberAccess]
+    assert results[0] == results[1]
+    assert results[0][1][1] is None and results[0][0][1] == [0.0, 4.0, 12.0]
+
+
+def _grad_list(t: tg.Tensor) -> list[float] | None:
+    return None if t.grad is None else t.grad.tolist()
+
+
 def test_a_hyperparameter_set_from_a_traced_argument_is_a_tracer_error() -> None:
     model, opt = make(key=11)
 
