@@ -195,7 +195,7 @@ def _run(
     finally:
         rest = () if ok else steps[len(done) + len(leaves) :]
         undone = [step[0] for step in rest if step[1] is not None]
-        tape.consume(done, undone, leaves if ok else (), retain_graph)
+        tape.consume(done, undone, leaves if ok else (), retain_graph, create_graph)
     return out
 
 

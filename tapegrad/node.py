@@ -36,8 +36,9 @@ class Node(weakref.ref):  # type: ignore[type-arg]
       origin: the code object and its instruction offset; ``lineno`` is the line);
     - ``live``: its tensor exists and still requires grad; ``uc``: useful children linking
       to it, counted per link; ``useful``, ``consumed``, ``reached`` (a leaf a backward
-      reached), ``retain`` (``retain_grad()``), ``on_tape``, ``claimed`` (the thread of a
-      backward without ``retain_graph`` running its VJPs);
+      reached, or an op node a ``create_graph`` backward ran), ``retain``
+      (``retain_grad()``), ``on_tape``, ``claimed`` (the thread of a backward without
+      ``retain_graph`` running its VJPs);
     - ``tape``: its tape, weakly (the tape's one shared weak reference: the tensor keeps the
       tape alive, so no dead node ever holds a dropped tape);
     - ``prov``: residual provenance (docs/design.md "Residuals with provenance"): per entry of

@@ -12,8 +12,9 @@ removes (docs/design.md, "Graph lifetime"). Terms used below:
   counting each node's useful children (``uc``) decides usefulness exactly and
   incrementally: a node stops being useful when it is not live and ``uc`` drops to 0, and it
   can never become useful again (new nodes only link to live tensors' nodes).
-- A node that stops being useful is freed at once when it is *freeable* (consumed, or a leaf
-  reached by a backward: rule 4) or under the ``"auto"`` policy; otherwise it waits in
+- A node that stops being useful is freed at once when it is *freeable* (consumed, a leaf
+  reached by a backward, or an op node a ``create_graph`` backward ran: rule 4) or under the
+  ``"auto"`` policy; otherwise it waits in
   ``_hanging`` for ``graph_cleanup()`` (rule 5). So a sweep is the removal of ``_hanging``:
   linear in what it frees, and O(1) when there is nothing to free.
 - **Graphs** are connected components over parent links between nodes on the tape. They are
@@ -445,15 +446,28 @@ class Tape:
         undone: Sequence[Node],
         leaves: Sequence[Node],
         retain_graph: bool,
+        create_graph: bool = False,
     ) -> None:
         """Mark what a backward visited (rules 3-4): the op nodes whose VJP ran are consumed
         unless ``retain_graph`` (``undone`` ones, left by a VJP that raised, are released
-        again), leaves reached; free at once whatever that leaves without use."""
+        again), leaves reached; free at once whatever that leaves without use.
+
+        A graph retained by ``create_graph`` (which implies ``retain_graph``) is the recorded
+        gradient's history, not a graph kept for another pass: its op nodes are marked
+        reached, so they are freed with their tensors like a consumed graph (a gradient
+        penalty's first-order graph, as PyTorch frees it), never reported as hanging. A graph
+        kept by an explicit ``retain_graph=True`` whose tensors die before a second backward
+        hangs until a sweep (rule 5)."""
         for leaf in leaves:
             leaf.reached = True
             if not leaf.useful and leaf.on_tape:
                 self._free_hanging(leaf)
         if retain_graph:
+            if create_graph:
+                for node in done:
+                    node.reached = True
+                    if not node.useful and node.on_tape:  # its tensor died during the pass
+                        self._free_hanging(node)
             return
         held = self._held
         for node in undone:

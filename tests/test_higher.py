@@ -265,6 +265,38 @@ def test_dropping_loss_and_grads_frees_everything(
         tg.set_cleanup_policy("manual")
 
 
+@pytest.mark.parametrize("policy", ["manual", "threshold"])
+def test_a_gradient_penalty_loop_leaves_only_its_parameters(
+    no_cycle_collector: None, policy: str, base: tg.GraphStats
+) -> None:
+    """A correct gradient-penalty step (``tg.grad(..., create_graph=True)``, then a backward
+    of the penalty) leaves nothing once its tensors are dropped, with no cleanup call: the
+    first-order graph that create_graph retained, which the second backward never reaches
+    (the sum above the critic), is freed with its tensors, as PyTorch frees it; no_leaks
+    passes. A graph kept by an explicit retain_graph=True still hangs (rule 5, below)."""
+    import diagnostics
+
+    tg.set_cleanup_policy(policy, **({"threshold": 10_000} if policy == "threshold" else {}))
+    try:
+        params = [tg.tensor(a).require_grad() for a in (W1, B1, W2)]
+        with diagnostics.no_leaks():
+            for _ in range(3):
+                xhat = tg.tensor(X).require_grad()
+                (gx,) = tg.grad(_critic(xhat, *params).sum(), xhat, create_graph=True)
+                penalty = (((gx * gx).sum(axis=1) - 1.0) ** 2).mean()
+                penalty.backward()
+                del xhat, gx, penalty
+        got = delta(base)
+        assert (got.nodes, got.leaves, got.hanging_nodes, got.saved_bytes) == (3, 3, 0, 0)
+        loss = _critic(tg.tensor(X), *params).sum()
+        loss.backward(retain_graph=True)
+        del loss
+        assert delta(base).hanging_nodes > 0  # kept for a second backward that never came
+    finally:
+        tg.graph_cleanup()
+        tg.set_cleanup_policy("manual")
+
+
 def test_recorded_backward_nodes_carry_the_backward_call_site_and_op() -> None:
     w = tg.tensor(W1).require_grad()
     loss = (tg.tensor(X) @ w).tanh().sum()
