@@ -53,7 +53,7 @@ class Tensor:
     require grad). Create them with ``tg.tensor``, ``tg.zeros``, ``tg.randn``, ...
     """
 
-    __slots__ = ("_data", "_node", "_grad", "_tape", "__weakref__")
+    __slots__ = ("_data", "_node", "_grad", "_tape", "_frozen", "__weakref__")
     __array_ufunc__ = None  # NumPy defers ``np_array * t`` to Tensor.__rmul__
     __array_priority__ = 1000
 
@@ -223,13 +223,23 @@ class Tensor:
             TracerError: the value is a JAX tracer and the current tape does not allow them.
         """
         if self._node is None:
+            frozen = getattr(self, "_frozen", None)  # set only by requires_grad_(False)
+            if frozen is not None:
+                del self._frozen
+                tape = frozen.tape()
+                if tape is current_tape() and tape.reattach(frozen, self):
+                    self._node, self._tape = frozen, tape
+                    return self
             self._make_leaf()
         return self
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """PyTorch's spelling: ``True`` is ``require_grad()``; ``False`` detaches a leaf in place
         (freezes it): its node leaves the tape at once, not as a hanging leaf; one that a graph
-        not yet backwarded uses stays as that graph's leaf and goes with it.
+        not yet backwarded uses stays as that graph's leaf and goes with it. A backward of that
+        graph while the tensor is frozen writes no ``.grad``; unfrozen again before the graph
+        is gone, the tensor takes its node back, so that graph's gradient reaches ``.grad``
+        again (as in PyTorch, where a leaf's place in a graph is the tensor itself).
 
         Raises:
             RuntimeError: ``False`` on a tensor that is the output of a recorded op.
@@ -245,8 +255,8 @@ class Tensor:
                 )
             tape = self._tape
             self._node = self._tape = None
-            if tape is not None:
-                tape.release(node)
+            if tape is not None and tape.release(node):
+                self._frozen = node  # a pending graph uses it: taken back on unfreezing
         return self
 
     def _make_leaf(self) -> None:

@@ -380,19 +380,33 @@ class Tape:
 
     @_entry
     @_entry
-    def release(self, node: Node) -> None:
+    def release(self, node: Node) -> bool:
         """The tensor of ``node`` stopped requiring grad (``requires_grad_(False)``): a leaf
         that no graph uses leaves the tape at once (freezing a parameter is not a leak: it
-        never hangs); any other node dies as if its tensor had."""
+        never hangs); any other node dies as if its tensor had. Returns whether the node
+        stays on the tape (a pending graph uses it)."""
         if not (node.on_tape and node.live):
-            return
+            return False
         if node.op is None and not node.uc:
             node.live = node.useful = False
             self._live -= 1
             self._release(node)
-            return
+            return False
         self._dead.append(node)  # applied as a death of its tensor
         self._drain()
+        return node.on_tape
+
+    @_entry
+    def reattach(self, node: Node, tensor: Any) -> bool:
+        """Make ``node`` (a leaf released by ``requires_grad_(False)`` that a pending graph
+        still uses) ``tensor``'s node again, live (``requires_grad_(True)``). Returns
+        ``False``, changing nothing, when the node left the tape or stopped being useful
+        (the tensor then becomes a new leaf)."""
+        if not (node.on_tape and node.useful) or node.live or node() is not tensor:
+            return False
+        node.live = True
+        self._live += 1
+        return True
 
     @_entry
     def retain_grad(self, node: Node) -> None:

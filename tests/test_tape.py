@@ -342,6 +342,42 @@ def test_requires_grad_false_on_a_leaf(base: tg.GraphStats, start: int) -> None:
     del v
 
 
+def test_unfreezing_a_leaf_that_a_pending_graph_uses_takes_its_node_back(
+    base: tg.GraphStats,
+) -> None:
+    """Frozen then unfrozen while a graph made before still uses it, a leaf is that graph's
+    leaf again (PyTorch: its place in a graph is the tensor): a backward through the old
+    and a new graph accumulates both, [2] + [3] per element, as torch gives."""
+    w = tg.ones((3,)).require_grad()
+    y = (w * 2.0).sum()
+    w.requires_grad_(False)
+    y.backward(retain_graph=True)
+    assert w.grad is None  # frozen: no gradient written
+    w.requires_grad_(True)
+    got = delta(base)  # the same leaf, live again: leaf, multiply, sum (y's node)
+    assert (got.graphs, got.nodes, got.leaves, got.live_nodes) == (1, 3, 1, 2)
+    check_tape()
+    z = (w * 3.0).sum()
+    (y + z).backward()
+    assert w.grad is not None and w.grad.tolist() == [5.0, 5.0, 5.0]
+    del y, z
+    assert delta(base) == GS(graphs=1, nodes=1, leaves=1, live_nodes=1)
+    # once the graph is gone the old node is too: unfreezing makes a new leaf
+    w.requires_grad_(False)
+    assert delta(base) == GS()
+    w.requires_grad_(True)
+    assert delta(base) == GS(graphs=1, nodes=1, leaves=1, live_nodes=1)
+    # a graph dropped while the leaf was frozen leaves it hanging with that graph (rule 5)
+    y = (w * 2.0).sum()
+    w.requires_grad_(False)
+    del y
+    w.requires_grad_(True)
+    assert delta(base).hanging_nodes == 3 and delta(base).live_nodes == 1
+    assert checked_cleanup().nodes_removed == 3
+    del w
+    check_tape()
+
+
 # ----------------------------------------------------------------------------- graphs
 
 
