@@ -379,7 +379,6 @@ class Tape:
             )
 
     @_entry
-    @_entry
     def release(self, node: Node) -> bool:
         """The tensor of ``node`` stopped requiring grad (``requires_grad_(False)``): a leaf
         that no graph uses leaves the tape at once (freezing a parameter is not a leak: it
@@ -472,16 +471,12 @@ class Tape:
         penalty's first-order graph, as PyTorch frees it), never reported as hanging. A graph
         kept by an explicit ``retain_graph=True`` whose tensors die before a second backward
         hangs until a sweep (rule 5)."""
-        for leaf in leaves:
-            leaf.reached = True
-            if not leaf.useful and leaf.on_tape:
-                self._free_hanging(leaf)
+        reached = itertools.chain(leaves, done) if retain_graph and create_graph else leaves
+        for node in reached:
+            node.reached = True
+            if not node.useful and node.on_tape:  # its tensor died during the pass
+                self._free_hanging(node)
         if retain_graph:
-            if create_graph:
-                for node in done:
-                    node.reached = True
-                    if not node.useful and node.on_tape:  # its tensor died during the pass
-                        self._free_hanging(node)
             return
         held = self._held
         for node in undone:
