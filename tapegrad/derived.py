@@ -3,7 +3,8 @@
 Used by ``tg.jax_op`` (a user's jnp function) and by ``create_graph=True`` (each application
 of a VJP rule is recorded as one node whose own VJP JAX derives from that rule). The compiled
 pullback is cached per (function, keyword parameters) and ``jax.jit`` caches it per input
-shapes, dtypes and ``needs``, so a call after the first never retraces.
+shapes, dtypes and ``needs``, so a call after the first never retraces; so is a ``jax_op``'s
+forward (one kernel per call instead of one per jnp operation in it).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import jax
 
 from tapegrad.op import Op
 
-__all__ = ["compiled_vjp", "derived_op", "derived_vjp"]
+__all__ = ["compiled_forward", "compiled_vjp", "derived_op", "derived_vjp"]
 
 _CACHE_SIZE = 512
 
@@ -50,6 +51,20 @@ def compiled_vjp(fn: Callable[..., Any], static: tuple[tuple[str, Any], ...] = (
         return tuple(out)
 
     return jax.jit(pullback, static_argnames=("needs",))
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def compiled_forward(fn: Callable[..., Any], static: tuple[tuple[str, Any], ...] = ()) -> list[Any]:
+    """``[jax.jit(fn with keyword parameters static)]`` (bounded LRU cache, one holder per
+    function and parameters): the caller sets the holder's item to ``None`` when ``fn`` turned
+    out to need concrete values (Python control flow on array values), so it runs eagerly
+    from then on without tracing again."""
+    params = dict(static)
+
+    def forward(*xs: jax.Array) -> Any:
+        return fn(*xs, **params)
+
+    return [jax.jit(forward)]
 
 
 def derived_op(fn: Callable[..., jax.Array], name: str) -> Op:

@@ -9,18 +9,30 @@ from typing import Any
 import jax
 
 from tapegrad._tensor import Tensor
-from tapegrad.derived import compiled_vjp
+from tapegrad.derived import compiled_forward, compiled_vjp
 from tapegrad.op import Op
 
 __all__ = ["jax_op"]
+
+_NEEDS_VALUES = (
+    jax.errors.ConcretizationTypeError,  # bool() or float() of a traced value, among others
+    jax.errors.NonConcreteBooleanIndexError,
+    jax.errors.TracerArrayConversionError,
+    jax.errors.TracerIntegerConversionError,
+)
+"""What tracing a forward that needs concrete values raises: that forward then runs eagerly."""
 
 
 def jax_op(fn: Callable[..., Any]) -> Callable[..., Tensor]:
     """Decorator: a function of ``jax.Array``s becomes a differentiable op on Tensors.
 
-    The forward runs ``fn`` eagerly; the VJP is ``jax.vjp`` of ``fn``, compiled with
-    ``jax.jit`` and cached per function object and keyword parameters (at most 512 entries,
-    least recently used dropped); it differentiates only the inputs that need a gradient.
+    The forward runs ``fn`` compiled with ``jax.jit`` (one kernel per call, traced once per
+    input shapes and dtypes: Python side effects in ``fn`` run when it is traced, as under
+    ``jax.jit``); a ``fn`` that needs concrete values (``if x.sum() > 0``) runs eagerly
+    instead, from its first call on. The VJP is ``jax.vjp`` of ``fn``, compiled with
+    ``jax.jit``. Both are cached per function object and keyword parameters (at most 512
+    entries each, least recently used dropped); the VJP differentiates only the inputs that
+    need a gradient.
     With ``create_graph=True`` that VJP is recorded as an op whose VJP JAX derives in turn, so
     a ``jax_op`` is differentiable to any order. Keyword arguments are static parameters (hashable);
     positional arguments are the tensor inputs. Exceptions raised by ``fn`` (forward or VJP)
@@ -44,6 +56,14 @@ def jax_op(fn: Callable[..., Any]) -> Callable[..., Tensor]:
                     "hashable; keyword arguments of a jax_op are static (compiled into its "
                     "VJP). Pass arrays positionally as inputs instead."
                 ) from None
+        static = tuple(sorted(params.items())) if params else ()
+        holder = compiled_forward(fn, static)
+        compiled = holder[0]
+        if compiled is not None:
+            try:
+                return compiled(*xs), xs
+            except _NEEDS_VALUES:
+                holder[0] = None  # Python control flow on values: eager from now on
         return fn(*xs, **params), xs
 
     def vjp(

@@ -58,26 +58,44 @@ def test_keeps_name_and_doc_and_stays_out_of_the_registry() -> None:
     assert repr(op(w, B)).endswith("op=softplus_mix)")
 
 
-def test_vjp_is_compiled_once_per_function_and_params() -> None:
+def test_forward_and_vjp_are_compiled_once_per_function_and_params() -> None:
     traces: list[str] = []
 
     def counted(a: jax.Array, *, scale: float = 1.0) -> jax.Array:
-        traces.append("run")  # runs eagerly in the forward, and once per VJP trace
+        traces.append("run")  # runs once per trace: the forward's and the VJP's
         return jnp.tanh(a) * scale
 
     op = tg.jax_op(counted)
     for _ in range(3):
         grads(op, A)
-    # 3 eager forwards + 1 trace of the VJP: the compiled VJP was reused twice
-    assert len(traces) == 4
-    grads(op, A, scale=2.0)  # new params: one more compile
+    # 1 trace of the forward + 1 of the VJP: both compiled functions were reused twice
+    assert len(traces) == 2
+    grads(op, A, scale=2.0)  # new params: one more compile of each
     grads(op, A, scale=2.0)
-    assert len(traces) == 4 + 2 + 1
+    assert len(traces) == 2 + 2
     (g,) = grads(op, A, scale=2.0)
     np.testing.assert_allclose(g, 2.0 * (1 - np.tanh(A) ** 2), rtol=1e-6)
-    cache = importlib.import_module("tapegrad.derived").compiled_vjp
-    info = cache.cache_info()
-    assert info.maxsize is not None and info.maxsize > 0  # bounded
+    derived = importlib.import_module("tapegrad.derived")
+    for cache in (derived.compiled_vjp, derived.compiled_forward):
+        info = cache.cache_info()
+        assert info.maxsize is not None and info.maxsize > 0  # bounded
+
+
+def test_a_forward_that_needs_concrete_values_runs_eagerly() -> None:
+    calls: list[str] = []
+
+    def branchy(a: jax.Array) -> jax.Array:
+        calls.append("run")
+        if float(a.sum()) > 0:  # Python control flow on a value: cannot be traced
+            return a * 2.0
+        return a * -1.0
+
+    op = tg.jax_op(branchy)
+    with tg.no_grad():
+        np.testing.assert_allclose(op(tg.tensor(A)).numpy(), A * 2.0)
+        np.testing.assert_allclose(op(tg.tensor(-A)).numpy(), A)
+    # the failed trace, then two eager runs: no second trace
+    assert calls == ["run"] * 3
 
 
 def test_redefining_the_same_name_uses_the_new_body() -> None:
