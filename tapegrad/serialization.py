@@ -74,9 +74,16 @@ def save(obj: Any, path: _Path) -> None:
     Raises:
         TypeError: something that is not a tensor, an array, a number, a string, ``None``,
             a dict with string keys or a list.
+        FileNotFoundError: the folder ``path`` names does not exist.
     """
     from safetensors.numpy import save_file
 
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(
+            f"tg.save: the folder {folder!r} does not exist; create it first "
+            "(os.makedirs(folder, exist_ok=True))."
+        )
     arrays: dict[str, np.ndarray] = {}
     structure = _encode(obj, (), arrays)
     meta = {_META_KEY: json.dumps({"format": _FORMAT, "root": structure})}

@@ -105,3 +105,10 @@ def test_unsupported_values_are_refused_and_nothing_is_written(tmp_path: Path) -
         tg.save({1: tg.ones(1)}, path)
     assert not path.exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_saving_into_a_missing_folder_names_the_folder(tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "such"
+    with pytest.raises(FileNotFoundError, match="does not exist; create it first"):
+        tg.save({"a": tg.ones(2)}, missing / "ck.safetensors")
+    assert not (tmp_path / "no").exists()

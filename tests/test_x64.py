@@ -45,6 +45,20 @@ SCRIPT = textwrap.dedent(
     t = tg.tensor(x, requires_grad=True)
     (g,) = tg.grad((t * t).sum(), t)
     assert g.dtype == jnp.float64
+    # optimizers update float64 parameters with float64 hyperparameters (0.1 is not rounded
+    # to float32's 0.100000001490116)
+    w = tg.tensor([1.0, -2.0], requires_grad=True)
+    opt = tg.optim.SGD([w], lr=0.1)
+    w.grad = tg.tensor([1.0, 1.0])
+    opt.step()
+    assert np.asarray(w).tolist() == [1.0 - 0.1, -2.0 - 0.1]
+    w = tg.tensor([1.0, -2.0], requires_grad=True)
+    opt = tg.optim.Adam([w], lr=0.1)
+    grad = np.array([0.3, -0.7])
+    w.grad = tg.tensor(grad)
+    opt.step()
+    m, v = (1 - 0.9) * grad / (1 - 0.9), (1 - 0.999) * grad**2 / (1 - 0.999)
+    np.testing.assert_allclose(np.asarray(w), [1.0, -2.0] - 0.1 * m / (np.sqrt(v) + 1e-8), **tight)
     print("x64 ok")
     """
 )

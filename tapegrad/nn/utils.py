@@ -50,6 +50,7 @@ def clip_grad_norm_(
 
     Raises:
         ValueError: a negative ``max_norm`` or a non-positive ``norm_type``.
+        TypeError: something other than a tensor among ``parameters``.
         RuntimeError: ``error_if_nonfinite`` and the norm is not finite (nothing changed).
     """
     if max_norm < 0 or norm_type <= 0:
@@ -58,6 +59,12 @@ def clip_grad_norm_(
             f"{norm_type}."
         )
     params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    for i, p in enumerate(params):
+        if not isinstance(p, Tensor):
+            raise TypeError(
+                f"clip_grad_norm_: parameter {i} is a {type(p).__name__}, not a tapegrad "
+                "Tensor; pass model.parameters() or a list of tensors."
+            )
     with_grad = [p for p in params if p.grad is not None]
     if not with_grad:
         return Tensor(jnp.zeros((), jnp.float32))

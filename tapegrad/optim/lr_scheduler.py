@@ -4,6 +4,13 @@ Make the scheduler after the optimizer, then call ``sched.step()`` once per epoc
 iteration, for a warm-up) after ``opt.step()``. Each ``step()`` sets ``group["lr"]`` of every
 parameter group to its schedule's value at the new count; the optimizer feeds it to its
 compiled update as a number, so a schedule never recompiles anything.
+
+Schedules are closed forms of the count and each group's initial rate (PyTorch's
+``_get_closed_form_lr``), which differs from PyTorch's chainable schedulers in two cases:
+a rate the loop set by hand between steps is replaced at the next ``step()`` (PyTorch's
+``StepLR`` would scale the new value), and a group added with ``add_param_group`` after the
+scheduler was made follows the schedule from its own rate as if it had been there from count
+0 (PyTorch's scales it from the moment it was added).
 """
 
 from __future__ import annotations
@@ -55,8 +62,24 @@ class LRScheduler:
         raise NotImplementedError
 
     def step(self) -> None:
-        """Advance the count by one and set every group's ``"lr"``."""
+        """Advance the count by one and set every group's ``"lr"``.
+
+        Raises:
+            TypeError: a group added since (``add_param_group``) whose ``"lr"`` is an optax
+                schedule.
+        """
         self.last_epoch += 1
+        groups = self.optimizer.param_groups
+        for i in range(len(self._schedules), len(groups)):  # groups added after construction
+            g = groups[i]
+            if callable(g["lr"]):
+                raise TypeError(
+                    f"param_groups[{i}]['lr'] is a schedule already; give the optimizer a "
+                    "number when a scheduler sets it."
+                )
+            base = float(g.setdefault("initial_lr", g["lr"]))
+            self._schedules.append(self._schedule(base, i))
+            self.base_lrs.append(base)
         for g, schedule in zip(self.optimizer.param_groups, self._schedules, strict=True):
             g["lr"] = float(schedule(self.last_epoch))
 
@@ -170,9 +193,18 @@ class LambdaLR(LRScheduler):
         if len(lambdas) != n:
             raise ValueError(f"LambdaLR: {len(lambdas)} functions for {n} parameter groups.")
         self.lr_lambdas = lambdas
+        self._shared = not isinstance(lr_lambda, Sequence)
         super().__init__(optimizer)
 
     def _schedule(self, base_lr: float, group: int) -> Callable[[int], Any]:
+        if group >= len(self.lr_lambdas):
+            if not self._shared:
+                raise ValueError(
+                    f"LambdaLR: param group {group} was added after the scheduler was made "
+                    f"with one function per group ({len(self.lr_lambdas)}); make a new "
+                    "LambdaLR with a function for every group."
+                )
+            self.lr_lambdas.append(self.lr_lambdas[0])
         fn = self.lr_lambdas[group]
         return lambda epoch: base_lr * fn(epoch)
 

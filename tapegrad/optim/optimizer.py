@@ -14,9 +14,10 @@ Parameters whose ``.grad`` is ``None`` (or that do not require grad: frozen) are
 PyTorch's optimizers skip them: their value does not change, and neither do their entries in
 the optimizer state that are shaped like the parameters (momentum, Adam's moments). The
 transformation sees a zero gradient in their place, so statistics over all gradients
-(``optax.clip_by_global_norm``) are those of the gradients that exist. Unlike PyTorch, whose
-state is kept per parameter, optax keeps some state per group (Adam's step count), and that
-advances on every step that updates anything in the group.
+(``optax.clip_by_global_norm``) are those of the gradients that exist. The built-in Adam and
+AdamW count steps per parameter, as PyTorch does (a skipped parameter's count stands still);
+a transform of the user's own keeps whatever state optax keeps, which may be per group (the
+step count of ``optax.adam``), advancing on every step that updates anything in the group.
 """
 
 from __future__ import annotations
@@ -102,7 +103,9 @@ def _group_update(
     full = tuple(jnp.zeros_like(p) if g is None else g for p, g in zip(params, grads, strict=True))
     if hyper:
         state = state._replace(hyperparams={**state.hyperparams, **hyper})
-    updates, new_state = transform.update(full, state, params)
+    # ``skip`` reaches the rules that keep per-parameter counts (Adam); others ignore it
+    update = optax.with_extra_args_support(transform).update
+    updates, new_state = update(full, state, params, skip=skip)
     new_params = optax.apply_updates(params, updates)
     if any(skip):
         new_state = _keep_skipped(new_state, state, params, skip)
@@ -137,7 +140,8 @@ class Optimizer:
     Raises:
         ValueError: no parameters, a tensor that is an op's output (not a leaf), a tensor in
             two groups, a negative learning rate.
-        TypeError: something other than a ``Tensor`` among the parameters; a PyTorch option
+        TypeError: something other than a ``Tensor`` among the parameters, or one tensor
+            instead of an iterable; a hyperparameter that is not a number; a PyTorch option
             tapegrad does not take (``foreach=``, ``fused=``, ``capturable=``,
             ``differentiable=``, ...: the message says what to do instead).
     """
@@ -157,6 +161,11 @@ class Optimizer:
         self._transform = transform
         self.param_groups = []
         seen: set[int] = set()
+        if isinstance(params, Tensor):
+            raise TypeError(
+                f"{type(self).__name__}: params must be an iterable of tensors or group dicts, "
+                f"got one Tensor of shape {params.shape}; pass [tensor] or model.parameters()."
+            )
         raw = list(params)
         groups = raw if raw and isinstance(raw[0], Mapping) else [{"params": raw}]
         for g in groups:
@@ -222,7 +231,10 @@ class Optimizer:
         self._compiled = None
 
     def _check_hyper(self, group: Mapping[str, Any]) -> None:
-        """Raise ``ValueError`` for a bad hyperparameter (subclasses add their checks)."""
+        """Raise ``ValueError`` for a bad hyperparameter (subclasses add their checks), and
+        ``TypeError`` for one that is not a number."""
+        for name, value in self._numbers(group).items():
+            _number(name, value)
         lr = group.get("lr", 0.0)
         if not callable(lr) and lr < 0:
             raise ValueError(f"learning rate must be non-negative, got {lr}.")
@@ -250,6 +262,7 @@ class Optimizer:
         for name, value in numbers.items():
             if isinstance(value, Tensor):  # a tensor hyperparameter (PyTorch takes one): its value
                 value = numbers[name] = value.data
+            _number(name, value)
             if isinstance(value, jax.core.Tracer):
                 raise TracerError(
                     f"{type(self).__name__}.step(): a hyperparameter in param_groups ({name!r} "
@@ -421,6 +434,18 @@ class Optimizer:
         n = sum(len(g["params"]) for g in self.param_groups)
         extra = f", {len(self.param_groups)} groups" if len(self.param_groups) > 1 else ""
         return f"{type(self).__name__}({n} parameters{extra})"
+
+
+def _number(name: str, value: Any) -> None:
+    """Raise ``TypeError`` unless the hyperparameter ``name`` (optax's name) is a number, an
+    array, a tensor or (a learning rate) a schedule: a string ``"0.1"`` would be parsed by
+    NumPy silently."""
+    if isinstance(value, (str, bytes)) or value is None:
+        shown = {"learning_rate": "lr", "b1": "betas[0]", "b2": "betas[1]"}.get(name, name)
+        raise TypeError(
+            f"optimizer hyperparameter {shown!r} is {value!r}, not a number; set a number, "
+            "e.g. param_groups[0]['lr'] = 0.01."
+        )
 
 
 def _restore(i: int, current: Any, given: Mapping[str, Any]) -> Any:

@@ -46,37 +46,48 @@ def _sgd(
     )
 
 
-def _scale_by_amsgrad(b1: Any, b2: Any, eps: Any) -> optax.GradientTransformation:
-    """PyTorch's AMSGrad: ``m = b1 m + (1 - b1) g``, ``v = b2 v + (1 - b2) g^2``,
-    ``v_max = max(v_max, v)``, step ``(m / (1 - b1^t)) / (sqrt(v_max / (1 - b2^t)) + eps)``.
+def _scale_by_adam(b1: Any, b2: Any, eps: Any, amsgrad: bool) -> optax.GradientTransformation:
+    """PyTorch's Adam scaling: ``m = b1 m + (1 - b1) g``, ``v = b2 v + (1 - b2) g^2``, step
+    ``(m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)``, with ``t`` counted **per parameter**
+    (PyTorch's ``state[p]["step"]``): a parameter skipped on a step (no ``.grad``; the
+    optimizer passes ``skip``, one flag per parameter, as an optax extra argument) keeps its
+    count, so its first real step is a full bias-corrected step. optax's ``scale_by_adam``
+    keeps one count for all parameters. AMSGrad (``amsgrad``): ``v_max = max(v_max, v)``
+    of the *uncorrected* ``v``, bias-corrected after the maximum, as PyTorch does
+    (``optax.scale_by_amsgrad`` takes the maximum of the corrected ``v``: other steps).
 
-    PyTorch keeps the running maximum of the *uncorrected* ``v`` and bias-corrects after the
-    maximum; ``optax.scale_by_amsgrad`` takes the maximum of the bias-corrected ``v`` (large
-    in the first steps, while ``1 - b2^t`` is small, and then kept by the maximum), so its
-    steps differ from PyTorch's. Hence this transform, in optax's state type
-    (``optax.ScaleByAmsgradState``: ``count``, ``mu``, ``nu``, ``nu_max``).
+    The state is optax's type (``ScaleByAdamState``, or ``ScaleByAmsgradState`` with
+    ``nu_max``) whose ``count`` is a tuple of int32 counts, one per parameter.
     """
 
-    def init(params: Any) -> optax.ScaleByAmsgradState:
-        def zeros() -> Any:  # three separate buffers: tg.jit donates each state array once
+    def init(params: Any) -> Any:
+        def zeros() -> Any:  # separate buffers: tg.jit donates each state array once
             return jax.tree.map(jnp.zeros_like, params)
 
-        count = jnp.zeros([], jnp.int32)
-        return optax.ScaleByAmsgradState(count=count, mu=zeros(), nu=zeros(), nu_max=zeros())
+        count = tuple(jnp.zeros([], jnp.int32) for _ in params)
+        if amsgrad:
+            return optax.ScaleByAmsgradState(count=count, mu=zeros(), nu=zeros(), nu_max=zeros())
+        return optax.ScaleByAdamState(count=count, mu=zeros(), nu=zeros())
 
     def update(
-        g: Any, state: optax.ScaleByAmsgradState, params: Any = None
-    ) -> tuple[Any, optax.ScaleByAmsgradState]:
+        g: Any, state: Any, params: Any = None, skip: tuple[bool, ...] | None = None, **_: Any
+    ) -> tuple[Any, Any]:
         del params
-        count = optax.safe_int32_increment(state.count)
-        mu = jax.tree.map(lambda m, x: b1 * m + (1 - b1) * x, state.mu, g)
-        nu = jax.tree.map(lambda v, x: b2 * v + (1 - b2) * x * x, state.nu, g)
-        nu_max = jax.tree.map(jnp.maximum, state.nu_max, nu)
-        c1, c2 = 1 - b1**count, 1 - b2**count
-        step = jax.tree.map(lambda m, v: (m / c1) / (jnp.sqrt(v / c2) + eps), mu, nu_max)
-        return step, optax.ScaleByAmsgradState(count=count, mu=mu, nu=nu, nu_max=nu_max)
+        skip = skip or (False,) * len(g)
+        tick = optax.safe_int32_increment
+        count = tuple(c if s else tick(c) for c, s in zip(state.count, skip, strict=True))
+        mu = tuple(b1 * m + (1 - b1) * x for m, x in zip(state.mu, g, strict=True))
+        nu = tuple(b2 * v + (1 - b2) * x * x for v, x in zip(state.nu, g, strict=True))
+        denom = tuple(map(jnp.maximum, state.nu_max, nu)) if amsgrad else nu
+        step = tuple(
+            (m / (1 - b1**t)) / (jnp.sqrt(v / (1 - b2**t)) + eps)
+            for m, v, t in zip(mu, denom, count, strict=True)
+        )
+        if amsgrad:
+            return step, optax.ScaleByAmsgradState(count=count, mu=mu, nu=nu, nu_max=denom)
+        return step, optax.ScaleByAdamState(count=count, mu=mu, nu=nu)
 
-    return optax.GradientTransformation(init, update)
+    return optax.GradientTransformationExtraArgs(init, update)
 
 
 def _adam(
@@ -94,10 +105,7 @@ def _adam(
     step: optax adds ``wd * p`` to the update before the learning rate scales it); AMSGrad
     as PyTorch's."""
     decay = optax.add_decayed_weights(weight_decay)
-    if amsgrad:
-        scale = _scale_by_amsgrad(b1, b2, eps)
-    else:
-        scale = optax.scale_by_adam(b1=b1, b2=b2, eps=eps)
+    scale = _scale_by_adam(b1, b2, eps, amsgrad)
     steps = (scale, decay) if decoupled else (decay, scale)
     return optax.chain(*_sign(maximize), *steps, optax.scale_by_learning_rate(learning_rate))
 
@@ -132,17 +140,22 @@ def _numbers_of(group: Mapping[str, Any], *names: str) -> dict[str, Any]:
 
 
 def _injected(
-    rule: Callable[..., optax.GradientTransformation], numbers: dict[str, Any], **statics: bool
+    rule: Callable[..., optax.GradientTransformation],
+    numbers: dict[str, Any],
+    params: Iterable[Tensor],
+    **statics: bool,
 ) -> optax.GradientTransformation:
     """``rule`` with ``numbers`` as injected hyperparameters (a loop or a schedule changes them
     between steps without retracing) and ``statics`` fixed (they choose the chain's shape).
 
-    The hyperparameters are float32 whatever the parameters' dtype: optax casts them to the
-    parameters' dtype otherwise, and in bfloat16 Adam's ``b2=0.999`` rounds to 1, so its bias
-    correction ``1 - b2**t`` is 0 and every update NaN. Moments of low-precision parameters
-    are then kept in float32 from the first step on (updates are cast back to each
-    parameter's dtype)."""
-    make = optax.inject_hyperparams(rule, static_args=tuple(statics), hyperparam_dtype=jnp.float32)
+    The hyperparameters are float64 when a parameter is (x64 on), else float32 whatever the
+    parameters' dtype: optax casts them to the parameters' dtype otherwise, and in bfloat16
+    Adam's ``b2=0.999`` rounds to 1, so its bias correction ``1 - b2**t`` is 0 and every
+    update NaN. Moments of low-precision parameters are then kept in float32 from the first
+    step on (updates are cast back to each parameter's dtype)."""
+    wide = any(p.dtype == jnp.float64 for p in params)
+    dtype = jnp.float64 if wide else jnp.float32
+    make = optax.inject_hyperparams(rule, static_args=tuple(statics), hyperparam_dtype=dtype)
     return make(**numbers, **statics)
 
 
@@ -167,7 +180,8 @@ class _Builtin(Optimizer):
         return tuple(self._flags(group).items())
 
     def _rule(self, group: Mapping[str, Any]) -> optax.GradientTransformation:
-        return _injected(type(self)._make, self._numbers(group), **self._flags(group))
+        numbers, params = self._numbers(group), group["params"]
+        return _injected(type(self)._make, numbers, params, **self._flags(group))
 
 
 class SGD(_Builtin):

@@ -39,3 +39,8 @@ def test_clip_grad_norm_edge_cases() -> None:
     np.testing.assert_array_equal(np.asarray(p.grad), [np.inf, 0.0, 0.0])
     with pytest.raises(ValueError, match="max_norm"):
         nn.utils.clip_grad_norm_(p, -1.0)
+
+
+def test_something_other_than_a_tensor_is_refused() -> None:
+    with pytest.raises(TypeError, match="parameter 0 is a ndarray, not a tapegrad Tensor"):
+        nn.utils.clip_grad_norm_([np.zeros(2)], 1.0)

@@ -181,6 +181,30 @@ def test_amsgrad_matches_torch_step_by_step(name: str, betas: tuple[float, float
     _assert_nu_max(opt, topt)
 
 
+@pytest.mark.parametrize("amsgrad", [False, True], ids=["adam", "amsgrad"])
+@pytest.mark.parametrize("name", ["Adam", "AdamW"])
+def test_a_parameter_without_gradient_on_some_steps_keeps_its_own_step_count(
+    name: str, amsgrad: bool
+) -> None:
+    """PyTorch counts Adam's steps per parameter: ``b`` gets a gradient only at steps 2 and 4,
+    so its first update is a full bias-corrected step (a group-wide count would have made it
+    about half of that)."""
+    options = {"lr": 0.1, "weight_decay": 0.01, "amsgrad": amsgrad}
+    a, b = (tg.tensor(_w0(), requires_grad=True) for _ in range(2))
+    ta, tb = (torch.tensor(_w0(), requires_grad=True) for _ in range(2))
+    opt = getattr(optim, name)([a, b], **options)
+    topt = getattr(torch.optim, name)([ta, tb], **options)
+    for i, g in enumerate(_gradients()[:6]):
+        a.grad, ta.grad = tg.tensor(g), torch.tensor(g)
+        b.grad, tb.grad = (tg.tensor(-g), torch.tensor(-g)) if i in (2, 4) else (None, None)
+        opt.step()
+        topt.step()
+        for mine, theirs in ((a, ta), (b, tb)):
+            np.testing.assert_allclose(
+                np.asarray(mine), theirs.detach().numpy(), rtol=1e-5, atol=1e-7, err_msg=f"{i}"
+            )
+
+
 def test_amsgrad_differs_from_optax_which_maxes_the_corrected_moment() -> None:
     """Why tapegrad writes its own AMSGrad: on these gradients optax's differs from PyTorch's."""
     p = torch.tensor(_w0(), requires_grad=True)
@@ -290,3 +314,37 @@ def test_scheduler_state_dict_resumes_and_bad_arguments_raise() -> None:
         optim.lr_scheduler.LinearWarmup(opt, warmup_steps=0)
     with pytest.raises(TypeError, match="schedule already"):
         optim.lr_scheduler.StepLR(optim.SGD([x], lr=lambda step: 0.1), step_size=1)
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before")
+def test_a_group_added_after_the_scheduler_is_scheduled_as_torch_steplr_does() -> None:
+    """PyTorch's StepLR scales an added group's rate (its LambdaLR and CosineAnnealingLR fail
+    there with a bare zip() error); tapegrad schedules it from its own rate."""
+    a, b = (tg.tensor(_w0(), requires_grad=True) for _ in range(2))
+    ta, tb = (torch.tensor(_w0(), requires_grad=True) for _ in range(2))
+    opt, topt = optim.SGD([a], lr=0.1), torch.optim.SGD([ta], lr=0.1)
+    sched = optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    tsched = torch.optim.lr_scheduler.StepLR(topt, step_size=1, gamma=0.5)
+    opt.add_param_group({"params": [b], "lr": 1.0})
+    topt.add_param_group({"params": [tb], "lr": 1.0})
+    for _ in range(4):
+        sched.step()
+        tsched.step()
+        np.testing.assert_allclose(sched.get_last_lr(), tsched.get_last_lr(), rtol=1e-6)
+
+
+def test_lambda_lr_with_a_group_added_later() -> None:
+    """One shared function schedules the new group too (PyTorch's LambdaLR fails there with a
+    bare zip() error); a list of one function per group refuses it, saying what to do."""
+    a, b = (tg.tensor(_w0(), requires_grad=True) for _ in range(2))
+    opt = optim.SGD([a], lr=0.1)
+    sched = optim.lr_scheduler.LambdaLR(opt, lambda e: 0.5**e)
+    opt.add_param_group({"params": [b], "lr": 1.0})
+    sched.step()
+    sched.step()
+    np.testing.assert_allclose(sched.get_last_lr(), [0.025, 0.25])
+    opt = optim.SGD([a], lr=0.1)
+    sched = optim.lr_scheduler.LambdaLR(opt, [lambda e: 0.5**e])
+    opt.add_param_group({"params": [b], "lr": 1.0})
+    with pytest.raises(ValueError, match="added after the scheduler"):
+        sched.step()

@@ -140,8 +140,9 @@ def test_parameters_without_grad_are_skipped_as_in_pytorch() -> None:
     frozen_value = np.asarray(params[1])
     grads = list(_grads(model))
     grads[1] = jnp.zeros_like(grads[1])
+    before = _adam_state(opt)  # every count is 1 here: optax's one count is the same
     want_updates, _ = optax.adam(0.01).update(
-        tuple(grads), (_adam_state(opt), optax.EmptyState()), _values(model)
+        tuple(grads), (before._replace(count=before.count[0]), optax.EmptyState()), _values(model)
     )
     want = optax.apply_updates(_values(model), want_updates)
     params[1].grad = None
@@ -152,7 +153,8 @@ def test_parameters_without_grad_are_skipped_as_in_pytorch() -> None:
     assert not np.allclose(np.asarray(_adam_state(opt).mu[0]), mu_before[0])
     for i in (0, 2, 3):
         np.testing.assert_allclose(np.asarray(params[i]), np.asarray(want[i]), rtol=1e-6, atol=1e-7)
-    assert int(_adam_state(opt).count) == 2
+    # steps are counted per parameter, as PyTorch's state[p]['step']
+    assert [int(c) for c in _adam_state(opt).count] == [2, 1, 2, 2]
 
 
 def test_zero_grad_and_closure() -> None:
@@ -471,3 +473,17 @@ def test_optimizer_state_is_made_by_one_compile_per_group() -> None:
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
         assert a.shape == b.shape and a.dtype == b.dtype
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_one_tensor_or_a_string_hyperparameter_is_a_clear_type_error() -> None:
+    w = tg.tensor(np.ones(3, np.float32), requires_grad=True)
+    with pytest.raises(TypeError, match=r"got one Tensor of shape \(3,\); pass \[tensor\]"):
+        optim.Adam(w, lr=0.1)
+    with pytest.raises(TypeError, match="'lr' is '0.1', not a number"):
+        optim.SGD([w], lr="0.1")  # type: ignore[arg-type]
+    opt = optim.SGD([w], lr=0.1)
+    opt.param_groups[0]["lr"] = "0.1"
+    w.grad = tg.ones(3)
+    with pytest.raises(TypeError, match="'lr' is '0.1', not a number"):
+        opt.step()
+    assert np.asarray(w).tolist() == [1.0, 1.0, 1.0]  # nothing changed
