@@ -8,6 +8,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from tapegrad import ops
+from tapegrad._args import torch_keywords
 from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor
 from tapegrad.errors import ShapeError
@@ -17,6 +18,19 @@ from tapegrad.nn.linear import Linear
 from tapegrad.nn.module import Module
 
 __all__ = ["MultiheadAttention"]
+
+
+_TORCH_ADVICE = {
+    "kdim": "tapegrad's MultiheadAttention takes keys and values of embed_dim features only; "
+    "project them to embed_dim first (an nn.Linear).",
+    "vdim": "tapegrad's MultiheadAttention takes keys and values of embed_dim features only; "
+    "project them to embed_dim first (an nn.Linear).",
+    "add_bias_kv": "tapegrad's MultiheadAttention has no bias_k/bias_v; append a learned "
+    "position to key and value yourself (tg.concatenate) if the model needs it.",
+    "add_zero_attn": "tapegrad's MultiheadAttention does not append a zero key and value; "
+    "append them with tg.concatenate if the model needs it.",
+}
+"""PyTorch options ``MultiheadAttention`` does not take, and what to do instead."""
 
 
 def _attend_mask(mask: Any, name: str) -> Tensor | None:
@@ -59,6 +73,10 @@ class MultiheadAttention(Module):
     in_proj_weight: Tensor
     in_proj_bias: Tensor | None
 
+    @torch_keywords(
+        _TORCH_ADVICE,
+        defaults={"kdim": None, "vdim": None, "add_bias_kv": False, "add_zero_attn": False},
+    )
     def __init__(
         self,
         embed_dim: int,
@@ -132,7 +150,9 @@ class MultiheadAttention(Module):
             key_padding_mask: ``(N, S)``, ``True`` (or ``-inf``) where a key is padding.
             need_weights: also return the attention weights (computed without the fused
                 kernel); ``False`` uses ``tg.scaled_dot_product_attention`` (one node).
-            attn_mask: ``(L, S)``, ``True`` (or ``-inf``) where attending is not allowed.
+            attn_mask: ``(L, S)``, or ``(N * num_heads, L, S)`` for a mask per batch element
+                and head (PyTorch's layout), ``True`` (or ``-inf``) where attending is not
+                allowed.
             average_attn_weights: average the returned weights over heads.
             is_causal: mask out keys after each query (``L == S``).
 
@@ -141,7 +161,9 @@ class MultiheadAttention(Module):
             (averaged) or ``(N, H, L, S)``, or ``None`` without ``need_weights``.
 
         Raises:
-            ShapeError: inputs that are not 3-D or whose last axis is not ``embed_dim``.
+            ShapeError: inputs that are not 3-D or whose last axis is not ``embed_dim``;
+                ``key`` and ``value`` of different shapes, or a batch size other than
+                ``query``'s; a mask of another shape than given above.
         """
         for name, t in (("query", query), ("key", key), ("value", value)):
             if t.ndim != 3 or t.shape[-1] != self.embed_dim:
@@ -149,6 +171,7 @@ class MultiheadAttention(Module):
                     f"MultiheadAttention: {name} must be 3-D with last axis {self.embed_dim} "
                     f"(embed_dim), got shape {t.shape}."
                 )
+        attend = self._masks(query, key, value, attn_mask, key_padding_mask)
         if query is key and key is value:  # self-attention: one projection for q, k and v
             x = query if self.batch_first else query.transpose(1, 0, 2)
             q, k, v = self._qkv(x)
@@ -156,13 +179,7 @@ class MultiheadAttention(Module):
             if not self.batch_first:
                 query, key, value = (t.transpose(1, 0, 2) for t in (query, key, value))
             q, k, v = self._heads(query, 0), self._heads(key, 1), self._heads(value, 2)
-        mask = _combine(
-            _attend_mask(attn_mask, "attn_mask"),
-            _attend_mask(key_padding_mask, "key_padding_mask"),
-            is_causal,
-            q.shape[2],
-            k.shape[2],
-        )
+        mask = _combine(*attend, is_causal, q.shape[2], k.shape[2])
         drop = self.dropout if self.training else 0.0
         weights: Tensor | None = None
         if need_weights or drop > 0.0:
@@ -181,6 +198,36 @@ class MultiheadAttention(Module):
         if not need_weights or weights is None:
             return out, None
         return out, (weights.mean(axis=1) if average_attn_weights else weights)
+
+    def _masks(
+        self, query: Tensor, key: Tensor, value: Tensor, attn_mask: Any, key_padding_mask: Any
+    ) -> tuple[Tensor | None, Tensor | None]:
+        """The two masks as boolean "attend" masks, ``attn_mask`` (L, S) or (N, H, L, S),
+        after checking them and the inputs' lengths against each other (``ShapeError``)."""
+        b, t = (0, 1) if self.batch_first else (1, 0)  # the batch and sequence axes
+        n, length, source = query.shape[b], query.shape[t], key.shape[t]
+        if value.shape != key.shape or key.shape[b] != n:
+            raise ShapeError(
+                f"MultiheadAttention: key {key.shape} and value {value.shape} must have one "
+                f"shape, with query's batch size {n} (batch_first={self.batch_first})."
+            )
+        attn = _attend_mask(attn_mask, "attn_mask")
+        if attn is not None:
+            per_head = (n * self.num_heads, length, source)
+            if attn.shape == per_head:
+                attn = Tensor(attn.data.reshape(n, self.num_heads, length, source))
+            elif attn.shape != (length, source):
+                raise ShapeError(
+                    f"MultiheadAttention: attn_mask has shape {attn.shape}; it must be (L, S) = "
+                    f"{(length, source)} or (N * num_heads, L, S) = {per_head}."
+                )
+        padding = _attend_mask(key_padding_mask, "key_padding_mask")
+        if padding is not None and padding.shape != (n, source):
+            raise ShapeError(
+                f"MultiheadAttention: key_padding_mask has shape {padding.shape}; it must be "
+                f"(N, S) = {(n, source)}."
+            )
+        return attn, padding
 
     def extra_repr(self) -> str:
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}"

@@ -88,9 +88,19 @@ class ModuleList(Module):
     def __iter__(self) -> Iterator[Module]:
         return iter(list(self._modules.values()))
 
-    def __getitem__(self, index: int) -> Module:
-        """The module at ``index`` (negative indices count from the end)."""
-        return list(self._modules.values())[index]
+    @overload
+    def __getitem__(self, index: int) -> Module: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> ModuleList: ...
+
+    def __getitem__(self, index: int | slice) -> Module:
+        """The module at ``index`` (negative indices count from the end), or a
+        ``ModuleList`` of a slice (sharing the modules), as PyTorch's."""
+        mods = list(self._modules.values())
+        if isinstance(index, slice):
+            return ModuleList(mods[index])
+        return mods[index]
 
     def __setitem__(self, index: int, module: Module) -> None:
         name = list(self._modules)[index]

@@ -20,6 +20,11 @@ _REDUCTIONS = ("mean", "sum", "none")
 _TORCH_ADVICE = {
     "size_average": "deprecated in PyTorch too: use reduction='mean' (or 'sum').",
     "reduce": "deprecated in PyTorch too: use reduction='none' for per-element losses.",
+    "weight": "this loss takes no weight=; compute it with reduction='none', multiply by the "
+    "weights and reduce: (loss_fn(a, b) * w).mean() with reduction='none'.",
+    "pos_weight": "tapegrad's BCEWithLogitsLoss takes no pos_weight=; write the weighted loss "
+    "with tensor ops: (pos_weight * y * tg.softplus(-x) + (1 - y) * tg.softplus(x)).mean() "
+    "for logits x and targets y (log sigmoid(x) = -softplus(-x)).",
 }
 
 

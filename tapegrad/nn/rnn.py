@@ -160,9 +160,18 @@ class LSTM(_RNNBase):
         Returns:
             ``(output, (h_n, c_n))``: the last layer's ``h`` at every step, and the final
             states of every layer.
+
+        Raises:
+            TypeError: ``hx`` is not a pair ``(h_0, c_0)``.
         """
         x, unbatched = self._check(x)
         n, hid = x.shape[1], self.hidden_size
+        if hx is not None and not (isinstance(hx, tuple | list) and len(hx) == 2):
+            raise TypeError(
+                f"LSTM: hx must be a pair (h_0, c_0), got {type(hx).__name__}"
+                + (f" of shape {hx.shape}" if isinstance(hx, Tensor) else "")
+                + "; pass (h_0, c_0), each (num_layers, N, hidden_size), or nothing for zeros."
+            )
         h0 = self._state(hx[0] if hx else None, n, unbatched, "h_0")
         c0 = self._state(hx[1] if hx else None, n, unbatched, "c_0")
         hs: list[Tensor] = []

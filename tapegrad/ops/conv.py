@@ -129,6 +129,7 @@ def conv(
             ``w.shape[1] * groups``, ``O`` not divisible by ``groups``, a bias that is not (O,),
             or a (dilated) kernel larger than the padded input. Checked before JAX runs.
         ValueError: malformed stride, padding, dilation or groups.
+        TypeError: ``x`` and ``w`` of different dtypes (an integer image, say).
     """
     w_shape = tuple(w.shape)
     x_shape = tuple(x.shape)
@@ -149,6 +150,11 @@ def conv(
         )
     if not isinstance(groups, (int, np.integer)) or groups < 1:
         raise ValueError(f"conv: groups={groups!r} must be a positive int.")
+    if x.dtype != w.dtype:
+        raise TypeError(
+            f"conv: the input's dtype {x.dtype} differs from the weight's {w.dtype}; cast the "
+            f"input first (x.astype({str(w.dtype)!r})), as PyTorch also requires."
+        )
     if x_shape[1] != w_shape[1] * groups or w_shape[0] % groups:
         raise ShapeError(
             f"conv: input {x_shape} has {x_shape[1]} channels, but the weight {w_shape} with "

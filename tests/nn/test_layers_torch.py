@@ -75,6 +75,14 @@ def test_rnn_init_bounds_and_bad_input() -> None:
         lstm(tg.ones((2, 7)))
     with pytest.raises(ValueError, match="h_0 must have shape"):
         lstm(tg.ones((4, 2, 3)), (tg.zeros((1, 3, 16)), tg.zeros((1, 3, 16))))
+    with pytest.raises(TypeError, match=r"hx must be a pair \(h_0, c_0\), got Tensor"):
+        lstm(tg.ones((4, 2, 3)), tg.zeros((1, 2, 16)))  # type: ignore[arg-type]
+
+
+def test_conv_of_an_integer_image_says_to_cast_it() -> None:
+    conv = nn.Conv2d(3, 4, 3, key=0)
+    with pytest.raises(TypeError, match=r"dtype int32 differs .*x.astype\('float32'\)"):
+        conv(tg.tensor(np.ones((1, 3, 8, 8), np.int32)))
 
 
 @pytest.mark.parametrize("batch_first", [False, True])
@@ -100,6 +108,31 @@ def test_multihead_attention_rejects_bad_shapes() -> None:
     mha = nn.MultiheadAttention(4, 2, key=0)
     with pytest.raises(ValueError, match=r"query must be 3-D with last axis 4"):
         mha(tg.ones((2, 3, 5)), tg.ones((2, 3, 4)), tg.ones((2, 3, 4)))
+    q, kv = tg.ones((3, 2, 4)), tg.ones((5, 2, 4))  # (L, N, E), (S, N, E)
+    with pytest.raises(ValueError, match=r"key_padding_mask has shape \(2, 4\); it must be"):
+        mha(q, kv, kv, key_padding_mask=np.zeros((2, 4), bool))
+    with pytest.raises(ValueError, match=r"attn_mask has shape \(5, 5\); it must be \(L, S\)"):
+        mha(q, kv, kv, attn_mask=np.zeros((5, 5), bool))
+    with pytest.raises(ValueError, match=r"key \(5, 2, 4\) and value \(4, 2, 4\) must have"):
+        mha(q, kv, tg.ones((4, 2, 4)))
+    with pytest.raises(ValueError, match="with query's batch size 2"):
+        mha(q, tg.ones((5, 3, 4)), tg.ones((5, 3, 4)))
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_multihead_attention_takes_a_mask_per_batch_element_and_head(need_weights: bool) -> None:
+    """PyTorch's 3-D ``attn_mask`` ``(N * num_heads, L, S)``."""
+    torch.manual_seed(0)
+    mask = np.random.default_rng(1).random((6, 3, 5)) < 0.4
+    mask[:, :, 0] = False  # every query keeps one key
+
+    def call(m: Any, xs: list[Any]) -> Any:
+        out, w = m(xs[0], xs[1], xs[1], attn_mask=xs[2], need_weights=need_weights)
+        return out if w is None else out + w.sum()
+
+    ours = nn.MultiheadAttention(8, 2, batch_first=True, key=0)
+    theirs = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    check_against_torch(ours, theirs, [_x(3, 3, 8), _x(3, 5, 8, seed=1), mask], call=call)
 
 
 def test_multihead_self_attention_projects_once_and_matches_torch() -> None:

@@ -254,6 +254,9 @@ def test_module_list_and_dict_register_their_entries() -> None:
     layers.append(nn.Tanh())
     assert len(layers) == 3 and isinstance(layers[-1], nn.Tanh)
     assert [n for n, _ in layers.named_parameters()] == ["0.weight", "0.bias", "1.weight", "1.bias"]
+    first = layers[:1]  # a slice is a ModuleList sharing the modules, as PyTorch's
+    assert isinstance(first, nn.ModuleList) and first[0] is layers[0]
+    assert list(first.state_dict()) == ["0.weight", "0.bias"]
     heads = nn.ModuleDict({"a": nn.Linear(2, 1, key=0)})
     heads["b"] = nn.Linear(2, 3, key=1)
     assert heads.keys() == ["a", "b"] and "b" in heads and len(heads) == 2

@@ -32,6 +32,14 @@ CASES: list[tuple[Callable[[], Any], type[Exception], str]] = [
     (lambda: nn.Embedding(5, 3, sparse=True), TypeError, r"^Embedding\(\) .*dense"),
     (lambda: nn.Embedding(5, 3, padding_idx=5), ValueError, r"padding_idx=5 must be in \[-5, 5\)"),
     (lambda: nn.BatchNorm2d(3, momentum=None), ValueError, r"^BatchNorm2d: momentum=None .*0.1"),
+    (
+        lambda: nn.BCEWithLogitsLoss(pos_weight=np.ones(3)),
+        TypeError,
+        r"^BCEWithLogitsLoss\(\) got pos_weight=.*tg.softplus\(-x\)",
+    ),
+    (lambda: nn.MSELoss(weight=np.ones(3)), TypeError, r"^MSELoss\(\) .*reduction='none'"),
+    (lambda: nn.MultiheadAttention(8, 2, kdim=4), TypeError, r"^MultiheadAttention\(\) got kdim"),
+    (lambda: nn.MultiheadAttention(8, 2, add_bias_kv=True), TypeError, r"no bias_k/bias_v"),
 ]
 
 
@@ -50,6 +58,20 @@ def test_pytorch_defaults_are_accepted() -> None:
     nn.AvgPool2d(2, ceil_mode=False, divisor_override=None, count_include_pad=True)
     nn.Conv2d(1, 2, 3, padding_mode="zeros", key=0)
     nn.Embedding(5, 3, max_norm=None, norm_type=2, scale_grad_by_freq=False, sparse=False, key=0)
+    nn.MultiheadAttention(8, 2, kdim=None, vdim=None, add_bias_kv=False, add_zero_attn=False)
+
+
+def test_the_pos_weight_advice_computes_pytorchs_loss() -> None:
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x, pos_weight = rng.standard_normal((4, 3)).astype(np.float32), np.float32([1, 2, 3])
+    y = (rng.random((4, 3)) > 0.5).astype(np.float32)
+    theirs = torch.nn.BCEWithLogitsLoss(pos_weight=torch.tensor(pos_weight))
+    want = theirs(torch.tensor(x), torch.tensor(y)).item()
+    logits, targets = tg.tensor(x), tg.tensor(y)
+    loss = tg.tensor(pos_weight) * targets * tg.softplus(-logits)
+    ours = (loss + (1 - targets) * tg.softplus(logits)).mean()
+    assert ours.item() == pytest.approx(want, rel=1e-6)
 
 
 def test_the_bidirectional_advice_computes_pytorchs_bidirectional_lstm() -> None:
