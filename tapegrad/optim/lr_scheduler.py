@@ -44,18 +44,32 @@ class LRScheduler:
     last_epoch: int
 
     def __init__(self, optimizer: Optimizer) -> None:
-        for i, g in enumerate(optimizer.param_groups):
+        self.optimizer = optimizer
+        self.base_lrs = []
+        self._schedules: list[Callable[[int], Any]] = []
+        self.last_epoch = -1
+        self.step()
+
+    def _adopt(self) -> None:
+        """Make the schedules of the groups not met yet: every group at construction, later
+        those added with ``add_param_group`` (each from its own rate, ``group["initial_lr"]``).
+
+        Raises:
+            TypeError: one of them has an optax schedule as ``"lr"`` (checked for all before
+                any is changed).
+        """
+        start = len(self._schedules)
+        new = self.optimizer.param_groups[start:]
+        for i, g in enumerate(new, start):
             if callable(g["lr"]):
                 raise TypeError(
                     f"param_groups[{i}]['lr'] is a schedule already; give the optimizer a "
                     "number when a scheduler sets it."
                 )
-            g.setdefault("initial_lr", g["lr"])
-        self.optimizer = optimizer
-        self.base_lrs = [float(g["initial_lr"]) for g in optimizer.param_groups]
-        self._schedules = [self._schedule(lr, i) for i, lr in enumerate(self.base_lrs)]
-        self.last_epoch = -1
-        self.step()
+        for i, g in enumerate(new, start):
+            base = float(g.setdefault("initial_lr", g["lr"]))
+            self._schedules.append(self._schedule(base, i))
+            self.base_lrs.append(base)
 
     def _schedule(self, base_lr: float, group: int) -> Callable[[int], Any]:
         """The learning rate of ``group`` as a function of the count (subclasses)."""
@@ -68,18 +82,9 @@ class LRScheduler:
             TypeError: a group added since (``add_param_group``) whose ``"lr"`` is an optax
                 schedule.
         """
+        if len(self._schedules) < len(self.optimizer.param_groups):
+            self._adopt()
         self.last_epoch += 1
-        groups = self.optimizer.param_groups
-        for i in range(len(self._schedules), len(groups)):  # groups added after construction
-            g = groups[i]
-            if callable(g["lr"]):
-                raise TypeError(
-                    f"param_groups[{i}]['lr'] is a schedule already; give the optimizer a "
-                    "number when a scheduler sets it."
-                )
-            base = float(g.setdefault("initial_lr", g["lr"]))
-            self._schedules.append(self._schedule(base, i))
-            self.base_lrs.append(base)
         for g, schedule in zip(self.optimizer.param_groups, self._schedules, strict=True):
             g["lr"] = float(schedule(self.last_epoch))
 
