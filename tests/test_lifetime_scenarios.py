@@ -71,7 +71,13 @@ def test_worked_example_line_by_line(base: tg.GraphStats) -> None:
 
     loss = ((x @ w).tanh() ** 2).sum()  # nodes 5 (leaf + matmul, tanh, pow, sum)
     expect(base, graphs=1, nodes=5, leaves=1, live_nodes=2)
-    assert [r.op for r in tg.snapshot().nodes][-5:] == ["leaf", "matmul", "tanh", "power", "sum"]
+    assert [r.op for r in tg.snapshot().nodes][-5:] == [
+        "leaf",
+        "matmul",
+        "tanh",
+        "integer_pow",
+        "sum",
+    ]
 
     loss.backward()  # nodes 2, graphs 2: w and the consumed loss
     expect(base, graphs=2, nodes=2, leaves=1, live_nodes=2, saved_bytes=0)

@@ -88,7 +88,7 @@ def test_each_op_records_one_node_with_its_parents(base: tg.GraphStats, start: i
         ("op", "matmul"),
         ("op", "add"),
         ("op", "tanh"),
-        ("op", "power"),
+        ("op", "integer_pow"),
         ("op", "sum"),
     ]
     ids = [r.id for r in recs]

@@ -541,6 +541,18 @@ SPECS: tuple[OpSpec, ...] = (
         ),
         jnp.clip,
     ),
+    OpSpec(
+        _R["integer_pow"],
+        tuple(
+            Case(
+                _id({"n": n}),
+                arrays_in(SHAPES, NONZERO if n < 0 else REALS).map(lambda x: (x,)),
+                {"n": n},
+            )
+            for n in (0, 1, 2, 3, -2)
+        ),
+        lambda x, *, n: jax.lax.integer_pow(x, n),
+    ),
     # binary
     _binary_spec("add"),
     _binary_spec("subtract"),

@@ -126,3 +126,25 @@ def test_incompatible_shapes_raise_value_error(op: str) -> None:
     args = (np.array(True), a, b) if op == "where" else (a, b)
     with pytest.raises(ValueError, match="broadcast"):
         R[op](*args)
+
+
+def test_float_tensor_to_a_small_int_power_is_integer_pow() -> None:
+    """``x ** n`` for a Python int n in [-2, 8] on a float tensor is one ``integer_pow``
+    node (repeated multiplication, as ``jnp.power(x, 2)``), its gradient jax.grad's; other
+    exponents, int tensors and float exponents stay the general ``power``."""
+    x = np.array([-1.5, 0.5, 2.0], F32)
+    for n in (-2, -1, 0, 1, 2, 3, 8):
+        t = tg.tensor(x, requires_grad=True)
+        out = t**n
+        (record,) = [r for r in tg.snapshot().nodes if r.tensor is not None and r.tensor() is out]
+        assert record.op == "integer_pow", n
+        assert out.dtype == jnp.float32
+        check_program(lambda a, n=n: a**n, lambda a, n=n: a**n, x)
+    for exponent in (9, -3, 2.0):
+        t = tg.tensor(x, requires_grad=True)
+        out = t**exponent
+        (record,) = [r for r in tg.snapshot().nodes if r.tensor is not None and r.tensor() is out]
+        assert record.op == "power", exponent
+    ints = tg.tensor(np.array([1, 2, 3], np.int32)) ** 2
+    assert ints.dtype == jnp.int32
+    np.testing.assert_array_equal(ints.numpy(), [1, 4, 9])
