@@ -30,7 +30,8 @@ good.
 The structure of a pass is, for every node in pass order: its op, the positions of its
 parents, its shape and dtype, whether its cotangent is returned (a leaf, ``retain_grad``, a
 ``tg.grad`` input), and the non-array parts of its residuals and parameters. Arrays in
-residuals and parameters are arguments of the computation, so new values never recompile,
+residuals and parameters (NumPy index arrays too) are arguments of the computation, so new
+values never recompile,
 nor do new integers in an index (``Op.traced_ints``); anything else that changes (a Python
 float saved by an op, a slice) is a new structure.
 
@@ -39,10 +40,10 @@ stays eager without a lookup. A pass also stays eager when it records
 (``create_graph=True``), when anomaly detection is on, when it holds an op that is not one
 of tapegrad's (``tg.jax_op``, ``tg.Op``: the cache would keep the user's function and
 whatever it refers to), on a tape that records tracers (``tg.jit`` compiles the whole step
-already), when a residual or parameter is neither an array on one device nor a hashable
-value, or when its structure once failed to trace (a VJP rule that needs concrete values):
-the eager pass then raises whatever that rule raises. Results equal the eager pass's up to
-float rounding (XLA may fuse and reorder the arithmetic).
+already), when a residual or parameter is neither an array (on one device, or NumPy's) nor
+a hashable value, or when its structure once failed to trace (a VJP rule that needs
+concrete values): the eager pass then raises whatever that rule raises. Results equal the
+eager pass's up to float rounding (XLA may fuse and reorder the arithmetic).
 
 ``TAPEGRAD_COMPILED_BACKWARD`` in the environment sets ``compile_after()`` at import: the most
 seconds of eager time a structure waits (``0``: compile a structure the second time it runs;
@@ -60,6 +61,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import numpy as np
 from jax.sharding import SingleDeviceSharding
 
 from tapegrad.node import Node, Step
@@ -167,7 +169,8 @@ def _timed_compile(seconds: float, nodes: int) -> None:
     _scale = min(max((_scale * ratio) ** 0.5, 1.0), 20.0)
 
 
-_KIND: dict[type, int] = {}  # type -> 0: other, 1: array, 2: tracer (isinstance on ABCs is slow)
+# type -> 0: other, 1: array, 2: tracer, 3: NumPy array (isinstance on ABCs is slow)
+_KIND: dict[type, int] = {np.ndarray: 3}
 
 
 class _Unfit(Exception):
@@ -178,7 +181,9 @@ def _spec(value: Any, arrays: list[Any]) -> Any:
     """The static description of ``value`` (a residual or parameter): an array is its
     position in ``arrays``, a tuple the tuple of its items' specs, any other value
     ``(type, value)``. An array met twice is passed twice: which arrays are the same object
-    (a constant, a one-hot row picked again) changes from step to step, the graph does not."""
+    (a constant, a one-hot row picked again) changes from step to step, the graph does not.
+    A NumPy array (an index kept on the host, ``x[rows, targets]``) is an argument like a
+    device array: its values change from step to step, its shape and dtype key the kernel."""
     cls = value.__class__
     kind = _KIND.get(cls)
     if kind is None:
@@ -186,6 +191,9 @@ def _spec(value: Any, arrays: list[Any]) -> Any:
     if kind == 1:
         if value.sharding.__class__ is not SingleDeviceSharding:
             raise _Unfit  # placed arrays keep the eager pass's shardings
+        arrays.append(value)
+        return len(arrays) - 1
+    if kind == 3:
         arrays.append(value)
         return len(arrays) - 1
     if kind == 2:

@@ -355,3 +355,22 @@ def test_integer_indices_are_traced_so_each_new_index_reuses_the_pass() -> None:
         np.testing.assert_array_equal(grad_of(x), want)
     (entry,) = passes()
     assert entry.compiled is not None and entry.compiled._cache_size() == 1
+
+
+@pytest.mark.usefixtures("compile_at_second_pass")
+def test_numpy_index_arrays_are_arguments_so_new_rows_reuse_the_pass() -> None:
+    """``logp[rows, targets]`` with host index arrays (the "nn from scratch" loss): the arrays
+    are arguments of the compiled pass, not static values (an unhashable static kept every
+    such pass eager), so new targets reuse it and the gradients stay exact."""
+    x = tg.tensor(X).require_grad()
+    rows = np.arange(X.shape[0])
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        targets = rng.integers(0, X.shape[1], X.shape[0])
+        x.grad = None
+        (-(x.tanh()[rows, targets] * 3.0).mean()).backward()
+        want = jax.grad(lambda a, t=targets: -(jnp.tanh(a)[rows, t] * 3.0).mean())(X)
+        np.testing.assert_allclose(grad_of(x), want, rtol=1e-6, atol=1e-7)
+    (entry,) = passes()
+    assert entry.compiled is not None and not entry.broken
+    assert entry.compiled._cache_size() == 1  # four index values, one trace
