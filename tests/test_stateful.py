@@ -163,12 +163,13 @@ class TapeMachine(RuleBasedStateMachine):
         return len(self.others) + sum(n.on_tape for n in self.model.values())
 
     def settle(self) -> None:
-        """Rules 4-5: a node that is not useful goes at once when consumed, a reached leaf,
-        or under "auto"; otherwise it hangs until a sweep."""
+        """Rules 4-5: a node that is not useful goes at once when consumed, reached (a leaf a
+        backward reached, an op node a create_graph pass ran) or under "auto"; otherwise it
+        hangs until a sweep."""
         useful = self.useful()
         for nid, node in self.model.items():
             if node.on_tape and nid not in useful:
-                if node.consumed or (node.kind == "leaf" and node.reached) or self.policy == "auto":
+                if node.consumed or node.reached or self.policy == "auto":
                     node.on_tape = False
 
     def sweep_model(self) -> set[int]:
@@ -371,13 +372,15 @@ class TapeMachine(RuleBasedStateMachine):
         event("backward raised GraphConsumedError")
         assert plain(tg.snapshot().nodes) == before  # nothing changed
 
-    def _consume(self, seen: set[int], retain: bool) -> None:
-        """Rules 3-4 in the model: leaves reached; op nodes consumed without retain_graph."""
+    def _consume(self, seen: set[int], retain: bool, create_graph: bool = False) -> None:
+        """Rules 3-4 in the model: leaves reached; op nodes consumed without retain_graph, and
+        reached when a create_graph pass retained them (the recorded gradient's history:
+        freed with their tensors, never hanging)."""
         for nid in seen:
             node = self.model[nid]
-            if node.kind == "leaf":
+            if node.kind == "leaf" or create_graph:
                 node.reached = True
-            elif not retain:
+            if node.kind != "leaf" and not retain:
                 node.consumed = True
                 node.parents = ()
 
@@ -441,7 +444,7 @@ class TapeMachine(RuleBasedStateMachine):
                 assert rec.op.startswith("vjp(") or rec.op in ("add", "where"), rec
                 support = frozenset().union(*(self.model[p].support for p in rec.parents))
                 self.model[rec.id] = MNode("op", rec.parents, support=support)
-        self._consume(seen, retain is not False)
+        self._consume(seen, retain is not False, create_graph=True)
         ids = sorted(self.leaf_values)
         leaf_exprs = {ex.leaf: i for i, ex in enumerate(self.exprs) if ex.kind == "leaf"}
         full = jax.grad(lambda env: self.evaluate(root.expr, env))(self._leaf_env())
