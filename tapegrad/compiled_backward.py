@@ -37,13 +37,14 @@ float saved by an op, a slice) is a new structure.
 
 A pass of fewer than four nodes (two VJPs or fewer: a compiled call saves nothing there)
 stays eager without a lookup. A pass also stays eager when it records
-(``create_graph=True``), when anomaly detection is on, when it holds an op that is not one
-of tapegrad's (``tg.jax_op``, ``tg.Op``: the cache would keep the user's function and
-whatever it refers to), on a tape that records tracers (``tg.jit`` compiles the whole step
-already), when a residual or parameter is neither an array (on one device, or NumPy's) nor
-a hashable value, or when its structure once failed to trace (a VJP rule that needs
-concrete values): the eager pass then raises whatever that rule raises. Results equal the
-eager pass's up to float rounding (XLA may fuse and reorder the arithmetic).
+(``create_graph=True``), when anomaly detection is on, when it holds a ``tg.Op`` (a
+hand-written rule may need concrete values or read state that changes; a ``tg.jax_op``'s
+VJP is JAX's, traced already, so it joins the compiled pass as tapegrad's own ops do), on a
+tape that records tracers (``tg.jit`` compiles the whole step already), when a residual or
+parameter is neither an array (on one device, or NumPy's) nor a hashable value, or when its
+structure once failed to trace (a VJP rule that needs concrete values): the eager pass then
+raises whatever that rule raises. Results equal the eager pass's up to float rounding (XLA
+may fuse and reorder the arithmetic).
 
 ``TAPEGRAD_COMPILED_BACKWARD`` in the environment sets ``compile_after()`` at import: the most
 seconds of eager time a structure waits (``0``: compile a structure the second time it runs;
@@ -442,8 +443,8 @@ def lookup(
     rows = []
     try:
         for node, op, parents, saved, params in steps:
-            if op is not None and not op.builtin:
-                raise _Unfit  # a user's op: its rule may close over state the cache would keep
+            if op is not None and not op.jax_vjp:
+                raise _Unfit  # a tg.Op's rule may need concrete values or read changing state
             if saved is None:
                 spec: Any = None
             elif saved.__class__ is tuple:

@@ -87,6 +87,7 @@ def derived_op(fn: Callable[..., jax.Array], name: str) -> Op:
 
     op = Op(forward, name=name)
     op.defvjp(vjp)
+    op.jax_vjp = True  # JAX's derivative: a compiled backward may trace it
     return op
 
 

@@ -73,5 +73,6 @@ def jax_op(fn: Callable[..., Any]) -> Callable[..., Tensor]:
 
     op = Op(forward, name=getattr(fn, "__name__", "jax_op"))
     op.defvjp(vjp)
+    op.jax_vjp = True  # JAX's derivative, compiled already: a compiled backward may trace it
     functools.update_wrapper(op, fn)
     return op

@@ -52,7 +52,7 @@ class Op:
         "arity",
         "param_names",
         "checks",
-        "builtin",
+        "jax_vjp",
         "traced_ints",
         "_vjp_needs",
         "__dict__",
@@ -71,7 +71,9 @@ class Op:
         self.vjp: VJPRule | None = None
         self.differentiable = differentiable
         self.check = check
-        self.builtin = False  # declared by tapegrad (``defop``): its VJP is pure jnp
+        # its VJP is pure JAX, so a compiled backward may trace it: tapegrad's own rule
+        # (``defop``) or JAX's derivative (``tg.jax_op``, a create_graph pass's derived op)
+        self.jax_vjp = False
         # parameters whose int items a compiled backward passes as traced scalars (the rule
         # handles them: an index), so a new value is not a new structure
         self.traced_ints: tuple[str, ...] = ()
@@ -194,7 +196,7 @@ def defop(
                 f"A built-in op named {op_name!r} is already registered; choose another name."
             )
         op = Op(forward, name=op_name, differentiable=differentiable, check=check)
-        op.builtin = True
+        op.jax_vjp = True
         _REGISTRY[op_name] = op
         return op
 

@@ -173,7 +173,7 @@ def test_passes_that_stay_eager() -> None:
 def test_a_rule_that_cannot_be_traced_falls_back_to_the_eager_pass() -> None:
     host = Op(lambda a: (a + 0.0, ()), name="host_rule")
     host.defvjp(lambda res, g: (g * float(np.asarray(g).sum() != 0),))  # needs a concrete g
-    host.builtin = True  # as if tapegrad had declared it: the cache may hold it
+    host.jax_vjp = True  # as if its rule were pure JAX: the compiled pass traces it
     x = tg.tensor(X).require_grad()
     for _ in range(3):
         (host(x) * 2.0).sum().backward()
@@ -374,3 +374,38 @@ def test_numpy_index_arrays_are_arguments_so_new_rows_reuse_the_pass() -> None:
     (entry,) = passes()
     assert entry.compiled is not None and not entry.broken
     assert entry.compiled._cache_size() == 1  # four index values, one trace
+
+
+@pytest.mark.usefixtures("compile_at_second_pass")
+def test_a_jax_op_and_a_gradient_penalty_compile_with_the_rest() -> None:
+    """A ``tg.jax_op``'s VJP (JAX's) and a create_graph pass's recorded VJP ops are traced
+    into the compiled pass like tapegrad's own ops; a ``tg.Op``'s hand-written rule is not
+    (``test_passes_that_stay_eager``)."""
+
+    @tg.jax_op
+    def softplus_mix(a: jax.Array, b: jax.Array) -> jax.Array:
+        return jax.nn.softplus(a) * jnp.cos(b)
+
+    def jax_loss2(x: jax.Array, w: jax.Array) -> jax.Array:
+        return jnp.tanh(jax.nn.softplus(x @ w) * jnp.cos(w.sum())).mean()
+
+    for scale in (1.0, 0.5, -2.0):
+        got = grads(lambda x, w: softplus_mix(x @ w, w.sum()).tanh().mean(), X * scale, W)
+        want = jax.grad(jax_loss2, argnums=(0, 1))(X * scale, W)
+        for g, o in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, o, rtol=1e-5, atol=1e-6)
+    (entry,) = passes()
+    assert entry.compiled is not None and not entry.broken
+
+    def penalty(w: jax.Array) -> jax.Array:
+        g = jax.grad(lambda v: jnp.tanh(X @ v).sum())(w)
+        return (g * g).sum()
+
+    compiled_backward.clear()
+    for scale in (1.0, 0.5, 2.0):
+        w = tg.tensor(W * scale).require_grad()
+        (g,) = tg.grad((X @ w).tanh().sum(), [w], create_graph=True)
+        (g * g).sum().backward()
+        np.testing.assert_allclose(grad_of(w), jax.grad(penalty)(W * scale), rtol=1e-5, atol=1e-6)
+    compiled = [e for e in passes() if e.compiled is not None]
+    assert compiled and not any(e.broken for e in passes())
