@@ -259,10 +259,15 @@ def _copy_vjp(res: tuple[()], g: jax.Array) -> tuple[jax.Array]:
     return (g,)
 
 
+_astype = jax.jit(jax.lax.convert_element_type, static_argnums=1)  # eager: a primitive's path
+
+
 @defop
 def astype(x: jax.Array, *, dtype: np.dtype) -> tuple[jax.Array, tuple[()]]:
     """Cast to ``dtype``; recorded only when the result is a float dtype."""
-    return x.astype(dtype), ()
+    if x.dtype == dtype and not x.weak_type:
+        return x, ()  # as ``x.astype``: the same array, no kernel
+    return _astype(x, dtype), ()
 
 
 @astype.defvjp
