@@ -329,6 +329,7 @@ def _donated(arrays: list[Any]) -> bool:
 
 
 _IDENTITY = tuple(tuple(range(n)) for n in range(8))  # shared provenance tuples: (0, 1, ...)
+_OUTPUT = (-1,)  # the provenance of a lone residual that is the op's output
 
 
 def _provenance(saved: tuple[Any, ...], arrays: list[Any], y: Any) -> tuple[int | None, ...] | None:
@@ -339,6 +340,12 @@ def _provenance(saved: tuple[Any, ...], arrays: list[Any], y: Any) -> tuple[int 
     a residual then takes the first of those inputs no earlier residual took, so residuals
     saved in the inputs' order link to their own inputs."""
     n = len(saved)
+    if n == 1:  # one residual: the output (exp, tanh), the input, or neither (a shape)
+        s = saved[0]
+        if s is y:
+            return _OUTPUT
+        if s.__class__ is tuple or s.__class__ is int or s is None:
+            return None  # a shape, a count: no array at all
     if n == len(arrays) and n < len(_IDENTITY):  # the usual case: the residuals are the inputs
         i = 0
         for s in saved:
