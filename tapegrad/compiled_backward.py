@@ -496,7 +496,12 @@ def lookup(
 def _fresh(rows: list[tuple[Any, ...]]) -> int:
     """How many distinct (op, shape, dtype) among a new structure's op nodes no structure
     met before had: the VJP kernels its first eager pass would compile (an estimate: a VJP
-    kernel also depends on its inputs' shapes). Counts them as met from now on."""
+    kernel also depends on its inputs' shapes). Counts them as met from now on. 0 when an
+    op is not one of tapegrad's built-in ops (a ``tg.jax_op``, a recorded ``vjp(...)``):
+    such an op may be made anew every step (a ``jax_op`` defined in the loop), so its
+    structure is never bought at once, only rented (compiled once its passes repeated)."""
+    if any(r[0] is not None and not r[0].builtin for r in rows):
+        return 0
     new = {(r[0], r[2], r[3]) for r in rows if r[0] is not None} - _met
     if len(_met) + len(new) > _MET_MAX:
         _met.clear()

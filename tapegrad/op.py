@@ -53,6 +53,7 @@ class Op:
         "param_names",
         "checks",
         "jax_vjp",
+        "builtin",
         "traced_ints",
         "_vjp_needs",
         "__dict__",
@@ -74,6 +75,7 @@ class Op:
         # its VJP is pure JAX, so a compiled backward may trace it: tapegrad's own rule
         # (``defop``) or JAX's derivative (``tg.jax_op``, a create_graph pass's derived op)
         self.jax_vjp = False
+        self.builtin = False  # declared by tapegrad (``defop``), in the registry
         # parameters whose int items a compiled backward passes as traced scalars (the rule
         # handles them: an index), so a new value is not a new structure
         self.traced_ints: tuple[str, ...] = ()
@@ -196,7 +198,7 @@ def defop(
                 f"A built-in op named {op_name!r} is already registered; choose another name."
             )
         op = Op(forward, name=op_name, differentiable=differentiable, check=check)
-        op.jax_vjp = True
+        op.jax_vjp = op.builtin = True
         _REGISTRY[op_name] = op
         return op
 
@@ -340,8 +342,10 @@ def _provenance(saved: tuple[Any, ...], arrays: list[Any], y: Any) -> tuple[int 
     a residual then takes the first of those inputs no earlier residual took, so residuals
     saved in the inputs' order link to their own inputs."""
     n = len(saved)
-    if n == 1:  # one residual: the output (exp, tanh), the input, or neither (a shape)
+    if n == 1:  # one residual: the input, the output (exp, tanh), or neither (a shape)
         s = saved[0]
+        if len(arrays) == 1 and s is arrays[0]:
+            return _IDENTITY[1]  # first: an op returning its input array saved the input
         if s is y:
             return _OUTPUT
         if s.__class__ is tuple or s.__class__ is int or s is None:

@@ -409,3 +409,31 @@ def test_a_jax_op_and_a_gradient_penalty_compile_with_the_rest() -> None:
         np.testing.assert_allclose(grad_of(w), jax.grad(penalty)(W * scale), rtol=1e-5, atol=1e-6)
     compiled = [e for e in passes() if e.compiled is not None]
     assert compiled and not any(e.broken for e in passes())
+
+
+def test_a_structure_with_a_jax_op_is_rented_never_bought_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A ``tg.jax_op`` may be defined anew every step (a new op, so a new structure each
+    step): buying its structure at once would compile a pass that never runs again. Such a
+    structure counts no fresh kernels; it compiles only once its passes repeat (rent)."""
+    monkeypatch.setattr(compiled_backward, "_met", set())  # as in a fresh process
+    compiled_backward.clear()
+    try:
+        for scale in (1.0, 0.5, -2.0):
+
+            @tg.jax_op
+            def bump(a: jax.Array) -> jax.Array:  # a new function object every step
+                return jnp.sin(a) * 2.0
+
+            got = grads(lambda x, w: (bump(x @ w + 1.0).tanh() * 3.0).exp().mean(), X * scale, W)
+            want = jax.grad(
+                lambda x, w: jnp.exp(jnp.tanh(jnp.sin(x @ w + 1.0) * 2.0) * 3.0).mean(),
+                argnums=(0, 1),
+            )(X * scale, W)
+            for g, o in zip(got, want, strict=True):
+                np.testing.assert_allclose(g, o, rtol=1e-5, atol=1e-6)
+        assert len(passes()) == 3
+        assert all(e.fresh == 0 and e.compiled is None and e.passes == 1 for e in passes())
+    finally:
+        compiled_backward.clear()

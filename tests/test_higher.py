@@ -544,3 +544,16 @@ def test_the_readme_gradient_penalty_example_runs() -> None:
     assert env["g"].requires_grad  # type: ignore[attr-defined]
     assert env["hv"].shape == (2, 16)  # type: ignore[attr-defined]
     env.clear()
+
+
+def test_an_op_returning_its_input_links_that_residual_to_the_input() -> None:
+    """A user's op whose forward returns its input array and saves it: the residual is the
+    input (the second derivative differentiates through x), not the op's output, which is
+    the same array object (found by a review of the provenance fast path)."""
+    op = tg.Op(lambda a: (a, (a,)), name="scaled_grad")
+    op.defvjp(lambda res, g: (g * res[0],))
+    x = tg.tensor(np.array([2.0, 3.0], np.float32), requires_grad=True)
+    (g,) = tg.grad(op(x).sum(), [x], create_graph=True)
+    np.testing.assert_array_equal(g.numpy(), [2.0, 3.0])  # the rule: g * x
+    g.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 1.0])  # d/dx sum(x) = 1

@@ -259,7 +259,11 @@ def _copy_vjp(res: tuple[()], g: jax.Array) -> tuple[jax.Array]:
     return (g,)
 
 
-_astype = jax.jit(jax.lax.convert_element_type, static_argnums=1)  # eager: a primitive's path
+@partial(jax.jit, static_argnums=1)
+def _astype(x: jax.Array, dtype: np.dtype) -> jax.Array:
+    """``x.astype(dtype)`` compiled (eager, it takes a primitive's slower path); jnp's rules,
+    so complex to bool is ``x != 0`` (``lax.convert_element_type`` reads the real part)."""
+    return x.astype(dtype)
 
 
 @defop

@@ -148,3 +148,27 @@ def test_float_tensor_to_a_small_int_power_is_integer_pow() -> None:
     ints = tg.tensor(np.array([1, 2, 3], np.int32)) ** 2
     assert ints.dtype == jnp.int32
     np.testing.assert_array_equal(ints.numpy(), [1, 4, 9])
+
+
+def test_astype_follows_jnp_for_every_pair() -> None:
+    """``astype`` is jnp's cast compiled: complex to bool is ``x != 0`` (a bare
+    ``convert_element_type`` would read the real part only), weak types become strong."""
+    sources = [
+        np.array([0j, 1j, 0.5j, 1 + 0j], np.complex64),
+        np.array([0.0, -1.5, 2.5, 300.0], F32),
+        np.array([0, 1, -3, 200], np.int32),
+        np.array([True, False, True, True]),
+    ]
+    for data in sources:
+        targets = (np.bool_, np.float32, np.int32, np.uint8, jnp.bfloat16, np.complex64)
+        if data.dtype.kind == "c":  # complex to a real number: JAX deprecates it (a warning)
+            targets = (np.bool_, np.complex64)
+        for dtype in targets:
+            got = tg.tensor(data).astype(dtype).data
+            want = jnp.asarray(data).astype(dtype)
+            assert got.dtype == want.dtype and got.weak_type == want.weak_type
+            np.testing.assert_array_equal(
+                np.asarray(got), np.asarray(want), f"{data.dtype}->{dtype}"
+            )
+    weak = tg.tensor(2.0).astype(tg.float32).data
+    assert not weak.weak_type and weak.dtype == jnp.float32
