@@ -168,8 +168,12 @@ def abs(x: jax.Array) -> tuple[jax.Array, Res]:  # noqa: A001 - jnp's name
 @abs.defvjp
 @jax.jit
 def _abs_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
-    """d/dx |x| = sign(x), taken as +1 at x = 0 like JAX's rule select(x >= 0, g, -g)."""
+    """d/dx |x| = sign(x), taken as +1 at x = 0 like JAX's rule select(x >= 0, g, -g); for a
+    complex x, JAX's cotangent g * conj(x) / |x| (0 at x = 0; PyTorch's is its conjugate)."""
     (x,) = res
+    if jnp.iscomplexobj(x):
+        safe = jnp.where(x == 0, 1, x)
+        return (jnp.where(x == 0, 0, g * (jnp.conj(safe) / jnp.abs(safe))).astype(x.dtype),)
     return (jnp.where(x >= 0, g, -g),)
 
 
