@@ -66,6 +66,8 @@ def normalize_index(index: Any, shape: tuple[int, ...] | None = None) -> tuple[A
                     f"Index arrays must be integer or boolean, got {item.dtype}; cast with "
                     ".astype(tg.int32)."
                 )
+            if not item.dtype.isnative:  # big-endian from a file: JAX takes native order only
+                item = item.astype(item.dtype.newbyteorder("="))
             out.append(item)
             host.append(item)
         elif item is None or item is Ellipsis or isinstance(item, (int, slice, np.integer)):

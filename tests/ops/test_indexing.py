@@ -147,3 +147,13 @@ def test_embedding_and_take_along_axis_reject_bad_inputs() -> None:
         tg.take_along_axis(w, [[3], [0], [0], [0], [0]], axis=1)
     with pytest.raises(ValueError, match="same number of dimensions"):
         tg.take_along_axis(w, jnp.array([0]), axis=1)
+
+
+def test_a_big_endian_index_array_works_as_a_native_one() -> None:
+    """An index read from a big-endian file (dtype '>i8'): JAX refuses it with an error about
+    abstract arrays; it is read in native order (found by a review)."""
+    x = tg.tensor(np.arange(6.0, dtype=np.float32).reshape(3, 2)).require_grad()
+    y = x[np.array([2, 0, 2], dtype=">i8")]
+    np.testing.assert_array_equal(y.numpy(), [[4.0, 5.0], [0.0, 1.0], [4.0, 5.0]])
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[1.0, 1.0], [0.0, 0.0], [2.0, 2.0]])
