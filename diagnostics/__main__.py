@@ -135,16 +135,17 @@ def run_script(
     console = console if console is not None else Console()
     saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
     sys.argv = [script, *args]
-    if sys.path:
-        sys.path[0] = os.path.dirname(os.path.abspath(script))
+    path = os.path.abspath(script)  # as ``python SCRIPT``: ``__file__`` and origins absolute,
+    if sys.path:  # shown relative to the working directory at report time
+        sys.path[0] = os.path.dirname(path)
     status = 0
     try:
-        namespace = runpy.run_path(script, run_name="__main__")
+        namespace = runpy.run_path(path, run_name="__main__")
     except SystemExit as exc:
         status = _exit_status(exc.code)
         _report(console, cleanup, html)
     except BaseException as exc:  # the script's error: show it, keep status 1, still report
-        _print_traceback(exc, script)
+        _print_traceback(exc, path)
         status = 1
         _report(console, cleanup, html)
     else:
@@ -157,11 +158,15 @@ def run_script(
     return status
 
 
-def _print_traceback(exc: BaseException, script: str) -> None:
-    """Print the traceback as ``python SCRIPT`` would, from the script's frame on."""
+def _print_traceback(exc: BaseException, path: str) -> None:
+    """Print the traceback as ``python SCRIPT`` would, from the script's frame on (``path``:
+    the script's absolute path); a syntax error in the script shows its line alone."""
     tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename != script:
+    while tb is not None and tb.tb_frame.f_code.co_filename != path:
         tb = tb.tb_next
+    if tb is None and isinstance(exc, SyntaxError) and exc.filename == path:
+        traceback.print_exception(type(exc), exc, None)  # no frame of the script ran
+        return
     traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 from io import StringIO
 
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.filesize import decimal
 from rich.jupyter import JUPYTER_HTML_FORMAT
+from rich.measure import Measurement
 from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
@@ -63,7 +64,7 @@ def render_report(report: LeakReport, *, max_rows: int = MAX_ROWS) -> Renderable
     """
     parts: list[RenderableType] = [_summary(report)]
     if report.rows:
-        parts.append(_table(report, max_rows))
+        parts.append(_Rows(report, max_rows))
     if report.explanations:
         parts.append(_explanations(report))
     return Group(*parts)
@@ -136,6 +137,71 @@ def render_line(report: LeakReport) -> Text:
 
 ORIGIN_WIDTH = 30
 """Origins up to this many characters are never folded (the table squeezes other columns)."""
+
+
+class _Rows:
+    """The report's rows: the table where every column fits the width at its least (the
+    no-wrap columns whole, an origin folded no narrower than ``FOLD_WIDTHS`` says), else one
+    block per row, so that a narrow terminal or notebook cell never drops a column or cuts
+    an origin short (rich squeezes a table too wide for its console down to nothing)."""
+
+    def __init__(self, report: LeakReport, max_rows: int) -> None:
+        self.report = report
+        self.max_rows = max_rows
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        table = _table(self.report, self.max_rows)
+        if _least_width(table, console, options) <= options.max_width:
+            yield table
+        else:
+            yield _blocks(self.report, self.max_rows)
+
+
+FOLD_WIDTHS = {"origin": 16, "function": 8}
+"""The narrowest the folded columns may get in the table (less when their text is shorter);
+below that a report's rows are drawn as blocks."""
+
+
+def _least_width(table: Table, console: Console, options: ConsoleOptions) -> int:
+    """The width the table needs without squeezing a column below its least: no-wrap columns
+    at their widest cell, two between columns, and what is left shared by the folded columns
+    (rich splits it by their ratios, origin 2 : function 1) so that each gets its
+    ``FOLD_WIDTHS`` or its longest text, whichever is less."""
+    fixed = 2 * (len(table.columns) - 1)
+    share = 0.0
+    ratios = sum(column.ratio or 0 for column in table.columns)
+    for column in table.columns:
+        cells = [column.header, *column.cells]
+        widest = max(Measurement.get(console, options, c).maximum for c in cells)
+        if column.ratio:
+            least = min(widest, FOLD_WIDTHS.get(str(column.header), widest))
+            share = max(share, least * ratios / column.ratio)
+        else:
+            fixed += widest
+    return fixed + int(share) + 1
+
+
+def _blocks(report: LeakReport, max_rows: int) -> Group:
+    """One block a row: kind, op, count, swept, bytes and change on a first line, then the
+    origin and the function, each folded over the whole width (nothing cut short)."""
+    lines: list[RenderableType] = []
+    shown, rest = report.rows[:max_rows], report.rows[max_rows:]
+    for row in shown:
+        head = Text(row.kind, style=STYLES.get(row.kind, ""))
+        head.append(f"  {row.op}  ×{row.count}")
+        if row.swept:
+            head.append(f"  swept {row.swept}")
+        head.append(f"  {human_bytes(row.bytes)}")
+        if row.delta is not None:
+            head.append(f"  Δ {row.delta:+d}" if row.delta else "  Δ 0")
+        style = "dim" if row.kind == "consumed" else ""
+        lines.append(Text.assemble(head, style=style, overflow="fold"))
+        lines.append(Padding(Text(row.origin, overflow="fold"), (0, 0, 0, 2)))
+        lines.append(Padding(Text(row.function, style="dim", overflow="fold"), (0, 0, 0, 2)))
+    if rest:
+        more = f"… {plural(len(rest), 'more row')}: ×{sum(r.count for r in rest)}, "
+        lines.append(Text(more + human_bytes(sum(r.bytes for r in rest)), style="italic"))
+    return Group(*lines)
 
 
 def _table(report: LeakReport, max_rows: int) -> Table:

@@ -165,7 +165,9 @@ class LeakReport:
         live_graphs: graphs with a live node (kept-alive ones included).
         kept_alive_graphs: live graphs that are probably a mistake (``classify.py``).
         total_nodes: records on the tape, consumed ones included.
-        bytes_held: saved-array bytes held by hanging nodes: the sum of their rows' bytes.
+        bytes_held: what ``graph_cleanup()`` would free now: the bytes of the distinct saved
+            arrays only hanging nodes hold (``Snapshot.hanging_bytes``); in a report since a
+            baseline, the sum of the new hanging rows' bytes (a shared array once a node).
         rows: one per origin and op (``LeakRow``), split by class when nodes of one line
             fall in several (say 99 hanging and 1 live), largest bytes then count first.
         explanations: with ``explain=True``, why the largest kept-alive graphs are alive.
@@ -420,7 +422,8 @@ def _report(
         live_graphs=len(tally.graphs & classes.live_graphs),
         kept_alive_graphs=len(kept_ids),
         total_nodes=tally.nodes,
-        bytes_held=tally.bytes_held,
+        # the tape's own figure, each array once (rule 7); since a baseline, the new rows'
+        bytes_held=getattr(snap, "hanging_bytes", 0) if since < 0 else tally.bytes_held,
         rows=tuple(ordered),
         explanations=explanations,
         graphs=len(tally.graphs),

@@ -32,6 +32,7 @@ __all__ = [
     "useful_set",
     "saved_bytes",
     "device_bytes",
+    "freeable_bytes",
     "node_records",
     "ledger_records",
     "paused_gc",
@@ -268,6 +269,21 @@ def saved_bytes(
         if total:
             per_node[nid] = total
     return per_node, sum(sizes.values())
+
+
+def freeable_bytes(hanging: Iterable[Node], held: dict[int, int]) -> int:
+    """The bytes a sweep of the ``hanging`` nodes would release: their distinct saved arrays
+    that no other node on the tape holds (``held``: holders per array id, as ``hold``
+    counts them), each once (rule 7: what ``graph_cleanup()`` reports as ``bytes_freed``)."""
+    counts: dict[int, int] = {}
+    arrays: dict[int, jax.Array] = {}
+    for node in hanging:
+        if node.saved is not None:
+            for a in saved_arrays(node.saved):
+                key = id(a)
+                counts[key] = counts.get(key, 0) + 1
+                arrays[key] = a
+    return sum(array_bytes(arrays[k]) for k, n in counts.items() if held.get(k, 0) == n)
 
 
 def device_bytes(arrays: Iterable[jax.Array]) -> tuple[tuple[str, int], ...]:

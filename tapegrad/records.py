@@ -117,11 +117,15 @@ class LedgerRecord:
 @dataclass(frozen=True)
 class Snapshot:
     """Every node on the tape as a ``NodeRecord``, with the ``GraphStats`` of the same moment,
-    the tape's ledger of swept hanging nodes (one ``LedgerRecord`` per origin and op), and
+    the tape's ledger of swept hanging nodes (one ``LedgerRecord`` per origin and op),
     ``bytes_by_device``: the saved arrays' bytes on each device, as sorted ``(device name,
-    bytes)`` pairs that add up to ``stats.saved_bytes``."""
+    bytes)`` pairs that add up to ``stats.saved_bytes``, and ``hanging_bytes``: the bytes
+    of the distinct saved arrays only hanging nodes hold, what ``graph_cleanup()`` would
+    free now (an array several hanging nodes share counts once; one a useful node also
+    holds, not at all)."""
 
     nodes: tuple[NodeRecord, ...]
     stats: GraphStats
     ledger: tuple[LedgerRecord, ...] = ()
     bytes_by_device: tuple[tuple[str, int], ...] = ()
+    hanging_bytes: int = 0

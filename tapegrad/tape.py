@@ -44,6 +44,7 @@ from tapegrad.census import (
     dead_components,
     device_bytes,
     drop,
+    freeable_bytes,
     hold,
     ledger_records,
     node_records,
@@ -715,6 +716,7 @@ class Tape:
             self._stats(total),
             ledger_records(self._ledger),
             device_bytes(arrays.values()),
+            freeable_bytes(self._hanging.values(), self._held),
         )
 
 

@@ -69,7 +69,8 @@ def test_run_html_to_an_unwritable_path_says_so_and_keeps_the_status(tmp_path: P
 def test_run_reports_when_the_script_raises_and_keeps_its_status(tmp_path: Path) -> None:
     done = run_cli(tmp_path, "run", "train.py", "--raise")
     assert done.returncode == 1
-    assert done.stderr.startswith('Traceback (most recent call last):\n  File "train.py", line 12')
+    script = tmp_path / "train.py"  # as ``python train.py`` shows it: absolute
+    assert done.stderr.startswith(f'Traceback (most recent call last):\n  File "{script}", line 12')
     assert done.stderr.rstrip().endswith("ValueError: boom")
     assert "global running → Tensor(shape=(), origin=train.py:8)" in done.stdout
     assert "graph_cleanup() freed" not in done.stdout  # no --cleanup
@@ -121,3 +122,39 @@ def test_demo_passes_its_flags_to_the_demo_module(monkeypatch: pytest.MonkeyPatc
     argv = ["demo", "--epochs", "2", "--no-cleanup", "--fixed", "--seed", "7"]
     assert main(argv) == 5
     assert seen == [argv[1:]]
+
+
+def test_run_takes_a_script_by_relative_path_as_python_does(tmp_path: Path) -> None:
+    """``run ../train.py`` from another folder, and a script that changes directory: its
+    ``__file__`` is absolute (as under ``python SCRIPT``), and origins are relative to the
+    working directory when under it, else absolute (the review found ``../train.py:8``)."""
+    (tmp_path / "train.py").write_text(SCRIPT)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "moves.py").write_text(
+        "import os\nimport tapegrad as tg\ntg.set_cleanup_policy('manual')\n"
+        "here = os.path.dirname(__file__)\nos.chdir('/')\n"
+        "open(os.path.join(here, 'train.py')).close()\n"
+        "junk = tg.ones(2).require_grad()\ndel junk\n"
+    )
+    env = {**os.environ, "COLUMNS": "200", "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "diagnostics", "run", "../train.py"],
+        cwd=tmp_path / "sub",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"{tmp_path / 'train.py'}:8" in done.stdout and "../train.py" not in done.stdout
+    moved = run_cli(tmp_path, "run", "moves.py")
+    assert moved.returncode == 0, moved.stderr  # __file__ absolute: found after chdir('/')
+    assert "moves.py:7" in moved.stdout
+
+
+def test_run_shows_a_syntax_error_as_python_does(tmp_path: Path) -> None:
+    (tmp_path / "broken.py").write_text("x = (\n")
+    done = run_cli(tmp_path, "run", "broken.py")
+    assert done.returncode == 1
+    assert done.stderr.startswith(f'  File "{tmp_path / "broken.py"}", line 1')
+    assert "SyntaxError" in done.stderr and "runpy" not in done.stderr

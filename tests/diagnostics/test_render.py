@@ -142,3 +142,29 @@ def test_cleanup_line_and_human_bytes() -> None:
         "1.5 kB",
         "2.5 MB",
     ]
+
+
+def test_a_narrow_console_gets_one_block_per_row_and_loses_no_column() -> None:
+    """Too narrow for the table (a 40-column terminal, a long op name): rich would squeeze
+    columns to nothing (count and bytes gone, origins cut to "…"); each row becomes a block
+    whose every field is there and whose origin folds over the whole width."""
+    origin = "models/train_script_with_a_long_name.py:5"
+    rows = (
+        LeakRow(
+            origin, "Trainer.training_step", "scaled_dot_product_attention", "hanging", 3, 4096
+        ),
+        LeakRow("t.py:1", "f", "add", "live", 1, 16, delta=2),
+    )
+    report = LeakReport(hanging_nodes=3, rows=rows)
+    for width in (40, 60):
+        text = render_text(report, width=width)
+        assert "…" not in text
+        rows_part = text.split("╯")[-1]
+        assert "kind" not in rows_part  # no table header: blocks
+        assert "scaled_dot_product_attention" in rows_part.replace("\n", "")
+        assert "×3" in rows_part and "4.1 kB" in rows_part and "Δ +2" in rows_part
+        pieces = [line.strip() for line in rows_part.splitlines()]
+        assert origin in "".join(pieces)
+        assert "Trainer.training_step" in "".join(pieces)
+    wide = render_text(report, width=120)
+    assert "kind" in wide.split("╯")[-1] and "Trainer.training_st" in wide  # a table

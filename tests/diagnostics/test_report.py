@@ -264,8 +264,9 @@ def rec(
     )
 
 
-def snap(*records: tg.NodeRecord, saved_bytes: int = 10**9) -> tg.Snapshot:
-    return tg.Snapshot(records, tg.GraphStats(nodes=len(records), saved_bytes=saved_bytes))
+def snap(*records: tg.NodeRecord, saved_bytes: int = 10**9, hanging_bytes: int = 0) -> tg.Snapshot:
+    stats = tg.GraphStats(nodes=len(records), saved_bytes=saved_bytes)
+    return tg.Snapshot(records, stats, hanging_bytes=hanging_bytes)
 
 
 def test_kept_alive_needs_an_unconsumed_op_between_live_tensor_and_consumed_record() -> None:
@@ -327,6 +328,7 @@ def test_rows_sort_by_bytes_then_count_and_the_summary_agrees_with_the_rows() ->
             rec(3, 3, useful=False, origin="c.py:1"),
             rec(4, 4, useful=False, origin="d.py:1"),
             saved_bytes=25,
+            hanging_bytes=25,
         )
     )
     assert [(r.origin, r.count, r.bytes) for r in report.rows] == [
@@ -335,9 +337,9 @@ def test_rows_sort_by_bytes_then_count_and_the_summary_agrees_with_the_rows() ->
         ("c.py:1", 2, 0),
         ("d.py:1", 1, 0),
     ]
-    # The summary's bytes are the rows' bytes; the tape's distinct total is lower (shared
-    # arrays count once there), and the rendering says so.
-    assert report.bytes_held == report.rows_bytes == 40
+    # The summary's bytes held are what a cleanup would free, each array once (the tape's
+    # figure); the rows add up to more (shared arrays count once a node), as the rendering says.
+    assert report.bytes_held == 25 and report.rows_bytes == 40
     assert report.saved_bytes == 25
     assert "the rows add up to 40 bytes: an array saved by several nodes counts once" in re.sub(
         r"[│\s]+", " ", str(report)
@@ -530,3 +532,25 @@ def test_a_jupyter_cell_is_named_by_its_input_prompt(monkeypatch: pytest.MonkeyP
     origins = {r.origin for r in diagnostics.leak_report().rows if r.kind == "hanging"}
     assert {f"{cell}:3", f"{other}:3"} <= origins
     tg.graph_cleanup()
+
+
+def test_bytes_held_is_what_cleanup_frees_with_a_shared_array() -> None:
+    """100 hanging matmuls all saving one live 400 kB input: the summary's "held → freed by
+    graph_cleanup()" is that array once (the review found 100 times it), and exactly the
+    bytes the cleanup then frees; an array a useful node also holds is not counted."""
+    tape = tg.Tape("shared")
+    with tg.use_tape(tape):
+        tape.set_cleanup_policy("manual")
+        x = tg.ones((100, 1000))  # 400 kB, alive throughout
+        w = tg.ones((1000, 1)).require_grad()
+        for _ in range(100):
+            (x @ w).sum()  # hanging: each matmul saves x and w
+        report = diagnostics.leak_report()
+        assert report.hanging_nodes == 200
+        assert report.rows_bytes > 50 * 400_000  # once a node in the rows
+        keep = (x @ w).sum()  # a useful node now holds x and w too
+        assert diagnostics.leak_report().bytes_held == 0  # a cleanup frees nothing: keep holds them
+        del keep
+        held = diagnostics.leak_report().bytes_held
+        assert held == report.bytes_held == tape.snapshot().hanging_bytes == 404_000
+        assert tape.cleanup().bytes_freed == held
