@@ -27,7 +27,8 @@ def epoch_end(
     console: Console | None = None,
     full: bool = True,
 ) -> tuple[LeakReport, tg.CleanupStats | None]:
-    """Print what the tape holds (deltas against the previous ``epoch_end``), then clean up.
+    """Print what the current tape holds (deltas against the previous ``epoch_end`` on that
+    tape), then clean up.
 
     The report explains its kept-alive graphs (``explain=True``) and joins ``history()``.
     The cleanup frees what the report calls hanging; kept-alive graphs stay (they are
@@ -48,11 +49,12 @@ def epoch_end(
         LeakWarning: nodes or bytes held grew at each of the last ``GROWTH_EPOCHS`` epoch
             ends; its message names the origins that grew most.
     """
-    reports = _history.history()
+    tape = tg.current_tape()
+    reports = _history.on_tape(tape)  # an epoch_end on another tape is no baseline here
     report = leak_report(baseline=reports[-1] if reports else None, explain=True)
     if epoch is not None:
         report = replace(report, label=f"epoch {epoch}")
-    _history.record(report)
+    _history.record(report, tape)
     show(report if full else render_line(report), console)
     grown = _history.growth([*reports, report])
     if grown is not None:

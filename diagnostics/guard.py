@@ -63,7 +63,9 @@ def _not_the_blocks(
 class no_leaks:  # noqa: N801 - a context manager named like contextlib.suppress
     """Context manager and decorator: raise ``LeakError`` when the block leaves leaks.
 
-    A block leaks when, at its end, more than ``allow`` nodes it created are hanging (not
+    It watches the tape current when the block starts (a block that records on a
+    ``tg.Tape`` of its own opens ``no_leaks()`` inside ``tg.use_tape(...)``). A block leaks
+    when, at its end, more than ``allow`` nodes it created are hanging (not
     useful: ``graph_cleanup()`` would free them, but the code that made them is the bug; those
     a sweep already removed inside the block count too); with ``strict=True``, also when a
     kept-alive graph holds a node it created (a live tensor reaching a consumed record through

@@ -7,8 +7,10 @@ Reports are kept without their node records (``graph_nodes``), so a long run kee
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from diagnostics.report import LeakReport
 
@@ -29,6 +31,7 @@ MAX_ORIGINS = 5
 """Origins a growth warning names (those that grew most)."""
 
 _reports: list[LeakReport] = []
+_tapes: list[weakref.ref[Any]] = []  # the tape each report read (node ids are per tape)
 
 
 class LeakWarning(UserWarning):
@@ -83,11 +86,19 @@ def history() -> list[LeakReport]:
 def clear_history() -> None:
     """Forget the reports: the next ``epoch_end`` has no baseline (a new training run)."""
     _reports.clear()
+    _tapes.clear()
 
 
-def record(report: LeakReport) -> None:
-    """Append a report (without its node records) to the history."""
+def record(report: LeakReport, tape: Any) -> None:
+    """Append a report (without its node records) that read ``tape`` to the history."""
     _reports.append(replace(report, graph_nodes=()))
+    _tapes.append(weakref.ref(tape))
+
+
+def on_tape(tape: Any) -> list[LeakReport]:
+    """The reports of the history that read ``tape``, oldest first: a baseline and a growth
+    compare reports of one tape only (node ids, counts and rows are a tape's own)."""
+    return [r for r, t in zip(_reports, _tapes, strict=True) if t() is tape]
 
 
 def _on_tape(report: LeakReport) -> tuple[int, int]:

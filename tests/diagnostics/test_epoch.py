@@ -129,3 +129,28 @@ def test_growth_on_bytes_alone_and_the_window() -> None:
     assert found is not None and found.saved_bytes == (10, 40)
     assert growth([rep(1, 0), rep(2, 0), rep(3, 0), rep(3, 0)]) is None  # flat at the end
     assert growth([rep(1, 0), rep(2, 0), rep(3, 0), rep(4, 0)]).origins == (("t.py:1", 3),)  # type: ignore[union-attr]
+
+
+def test_an_epoch_end_on_another_tape_is_no_baseline() -> None:
+    """Node ids, counts and rows are a tape's own: an evaluation tape's epoch_end is compared
+    with that tape's previous one, never with the process tape's (the review found a correct
+    live chain on a private tape called kept-alive, "+60" against the other tape's rows)."""
+    junk = [tg.ones(2).require_grad() for _ in range(3)]
+    del junk
+    diagnostics.epoch_end("train", console=quiet(), cleanup=False)  # the process tape
+    private = tg.Tape("eval")
+    with tg.use_tape(private):
+        x = tg.ones(3).require_grad()
+        y = x
+        for _ in range(60):
+            y = y * 1.0001  # a live chain: correct, in use
+        first, _ = diagnostics.epoch_end("eval", console=quiet(), cleanup=False)
+        assert first.kept_alive_graphs == 0
+        assert all(row.delta is None for row in first.rows)  # no baseline on this tape
+        tg.ones(2).require_grad()  # one hanging leaf on this tape since its last epoch_end
+        second, _ = diagnostics.epoch_end("eval", console=quiet(), cleanup=False)
+        assert second.kept_alive_graphs == 0
+        deltas = {(row.kind, row.op): row.delta for row in second.rows}
+        assert deltas == {("live", "multiply"): 0, ("live", "leaf"): 0, ("hanging", "leaf"): 1}
+    tg.graph_cleanup()
+    del x, y
