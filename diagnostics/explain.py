@@ -124,7 +124,10 @@ def _is_args(obj: object, marker: object) -> bool:
 
 
 def _stack_locals() -> dict[int, str]:
-    """Map ``id(value)`` to ``"local NAME in FUNC()"`` for the locals of user frames on the stack.
+    """Map ``id(value)`` to ``"local NAME in FUNC()"`` for the locals of user frames on the
+    stack, and of those in the traceback of an exception being handled (a report made in an
+    ``except`` block, such as ``python -m diagnostics run`` after the script raised or called
+    ``sys.exit`` inside a function: those frames are off the stack but alive).
 
     Only ids are kept. Before Python 3.13, reading ``f_locals`` of a function frame refreshes
     a copy of its locals cached on the frame (what ``locals()`` returns), which would keep
@@ -135,9 +138,18 @@ def _stack_locals() -> dict[int, str]:
     that dict is then refreshed, as a second ``locals()`` call would refresh it).
     """
     names: dict[int, str] = {}
+    frames: list[FrameType] = []
     frame: FrameType | None = sys._getframe(1)
-    may_clear = _SNAPSHOT_LOCALS and sys.gettrace() is None
     while frame is not None:
+        frames.append(frame)
+        frame = frame.f_back
+    tb = sys.exc_info()[2]
+    while tb is not None:  # innermost last: the frame that raised names a value last
+        if tb.tb_frame not in frames:
+            frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    may_clear = _SNAPSHOT_LOCALS and sys.gettrace() is None
+    for frame in frames:
         code = frame.f_code
         if code.co_flags & _CO_OPTIMIZED and _is_user_file(code.co_filename):
             scope = frame.f_locals
@@ -148,7 +160,7 @@ def _stack_locals() -> dict[int, str]:
             if may_clear and sys.getrefcount(scope) <= 3:
                 scope.clear()
             del scope
-        frame = frame.f_back
+    del frames
     return names
 
 

@@ -158,3 +158,20 @@ def test_run_shows_a_syntax_error_as_python_does(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert done.stderr.startswith(f'  File "{tmp_path / "broken.py"}", line 1')
     assert "SyntaxError" in done.stderr and "runpy" not in done.stderr
+
+
+def test_run_names_a_local_of_the_function_that_raised_or_exited(tmp_path: Path) -> None:
+    """The script's ``main()`` raised (or called ``sys.exit``) with a kept-alive total in a
+    local: the report, made while the exception is handled, names it from the traceback's
+    frames (the review found ``(no name found)``)."""
+    (tmp_path / "mainfn.py").write_text(
+        "import sys\nimport tapegrad as tg\n\n\ndef main():\n"
+        "    w = tg.ones(3).require_grad()\n    running = 0.0\n    for _ in range(3):\n"
+        "        loss = (w * 2).sum()\n        loss.backward()\n        running += loss\n"
+        "    if sys.argv[1] == 'raise':\n        raise RuntimeError('crash')\n    sys.exit(5)\n\n\n"
+        "main()\n"
+    )
+    for how, status in (("raise", 1), ("exit", 5)):
+        done = run_cli(tmp_path, "run", "mainfn.py", how)
+        assert done.returncode == status, done.stderr
+        assert "local running in main() → Tensor(shape=(), origin=mainfn.py:11)" in done.stdout
