@@ -374,8 +374,14 @@ class _Drawing:
         report = self.report
         notes = []
         if not report.graph_nodes:
+            blamed = any(
+                r.kind in ("hanging", "kept-alive") and r.count > r.swept for r in report.rows
+            )
             notes.append(
-                "nothing to draw: the report holds no hanging or kept-alive graph"
+                "nothing to draw: the report keeps no node records (history() keeps reports "
+                "without them); draw a report from leak_report() or epoch_end()"
+                if blamed
+                else "nothing to draw: the report holds no hanging or kept-alive graph"
                 + (" (the tape is empty)" if report.total_nodes == 0 else "")
             )
         if left:

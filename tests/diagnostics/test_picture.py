@@ -14,7 +14,7 @@ import diagnostics
 import tapegrad as tg
 from diagnostics.picture import FILLS, wrap
 from diagnostics.plot import COLOURS
-from diagnostics.report import MAX_GRAPH_NODES, GraphNode, LeakReport
+from diagnostics.report import MAX_GRAPH_NODES, GraphNode, LeakReport, LeakRow
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -115,6 +115,14 @@ def test_characters_xml_forbids_are_replaced() -> None:
 def test_an_empty_report_gives_a_picture_that_says_so() -> None:
     svg = diagnostics.graph_picture(LeakReport()).svg
     assert any("nothing to draw" in line and "the tape is empty" in line for line in texts(svg))
+
+
+def test_a_report_without_node_records_says_why_nothing_is_drawn() -> None:
+    """A report from history() has hanging rows but no node records (kept without them):
+    the picture says so, not that nothing hangs (found by a review)."""
+    kept = LeakReport(hanging_nodes=1, rows=(LeakRow("t.py:1", "f", "leaf", "hanging", 1, 0),))
+    joined = " ".join(texts(diagnostics.graph_picture(kept).svg))
+    assert "keeps no node records" in joined and "no hanging" not in joined
 
 
 def test_over_max_nodes_the_rest_is_summed_up() -> None:
