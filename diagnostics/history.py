@@ -30,8 +30,7 @@ GROWTH_EPOCHS = 3
 MAX_ORIGINS = 5
 """Origins a growth warning names (those that grew most)."""
 
-_reports: list[LeakReport] = []
-_tapes: list[weakref.ref[Any]] = []  # the tape each report read (node ids are per tape)
+_reports: list[tuple[LeakReport, weakref.ref[Any]]] = []  # each with the tape it read
 
 
 class LeakWarning(UserWarning):
@@ -80,25 +79,23 @@ def history() -> list[LeakReport]:
     Returns:
         A new list; the reports keep their rows but not their node records.
     """
-    return list(_reports)
+    return [report for report, _ in _reports]
 
 
 def clear_history() -> None:
     """Forget the reports: the next ``epoch_end`` has no baseline (a new training run)."""
     _reports.clear()
-    _tapes.clear()
 
 
 def record(report: LeakReport, tape: Any) -> None:
     """Append a report (without its node records) that read ``tape`` to the history."""
-    _reports.append(replace(report, graph_nodes=()))
-    _tapes.append(weakref.ref(tape))
+    _reports.append((replace(report, graph_nodes=()), weakref.ref(tape)))
 
 
 def on_tape(tape: Any) -> list[LeakReport]:
     """The reports of the history that read ``tape``, oldest first: a baseline and a growth
     compare reports of one tape only (node ids, counts and rows are a tape's own)."""
-    return [r for r, t in zip(_reports, _tapes, strict=True) if t() is tape]
+    return [report for report, read in _reports if read() is tape]
 
 
 def _on_tape(report: LeakReport) -> tuple[int, int]:

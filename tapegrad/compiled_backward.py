@@ -31,9 +31,8 @@ The structure of a pass is, for every node in pass order: its op, the positions 
 parents, its shape and dtype, whether its cotangent is returned (a leaf, ``retain_grad``, a
 ``tg.grad`` input), and the non-array parts of its residuals and parameters. Arrays in
 residuals and parameters (NumPy index arrays too) are arguments of the computation, so new
-values never recompile,
-nor do new integers in an index (``Op.traced_ints``); anything else that changes (a Python
-float saved by an op, a slice) is a new structure.
+values never recompile, nor do new integers in an index (``Op.traced_ints``); anything else
+that changes (a Python float saved by an op, a slice) is a new structure.
 
 A pass of fewer than four nodes (two VJPs or fewer: a compiled call saves nothing there)
 stays eager without a lookup. A pass also stays eager when it records
@@ -189,16 +188,11 @@ def _spec(value: Any, arrays: list[Any]) -> Any:
     kind = _KIND.get(cls)
     if kind is None:
         kind = _KIND[cls] = 2 if issubclass(cls, _Tracer) else int(issubclass(cls, jax.Array))
-    if kind == 1:
-        if value.sharding.__class__ is not SingleDeviceSharding:
-            raise _Unfit  # placed arrays keep the eager pass's shardings
+    if kind == 3 or (kind == 1 and value.sharding.__class__ is SingleDeviceSharding):
         arrays.append(value)
         return len(arrays) - 1
-    if kind == 3:
-        arrays.append(value)
-        return len(arrays) - 1
-    if kind == 2:
-        raise _Unfit
+    if kind:
+        raise _Unfit  # a tracer, or a placed array (it keeps the eager pass's shardings)
     if cls is tuple:
         return tuple([_spec(v, arrays) for v in value])
     if cls is float:

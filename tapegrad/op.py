@@ -342,14 +342,6 @@ def _provenance(saved: tuple[Any, ...], arrays: list[Any], y: Any) -> tuple[int 
     a residual then takes the first of those inputs no earlier residual took, so residuals
     saved in the inputs' order link to their own inputs."""
     n = len(saved)
-    if n == 1:  # one residual: the input, the output (exp, tanh), or neither (a shape)
-        s = saved[0]
-        if len(arrays) == 1 and s is arrays[0]:
-            return _IDENTITY[1]  # first: an op returning its input array saved the input
-        if s is y:
-            return _OUTPUT
-        if s.__class__ is tuple or s.__class__ is int or s is None:
-            return None  # a shape, a count: no array at all
     if n == len(arrays) and n < len(_IDENTITY):  # the usual case: the residuals are the inputs
         i = 0
         for s in saved:
@@ -357,7 +349,13 @@ def _provenance(saved: tuple[Any, ...], arrays: list[Any], y: Any) -> tuple[int 
                 break
             i += 1
         else:
-            return _IDENTITY[n]
+            return _IDENTITY[n]  # first: an op returning its input array saved the input
+    if n == 1:  # one residual, not the input: the output (exp, tanh), or a shape, a count
+        s = saved[0]
+        if s is y:
+            return _OUTPUT
+        if s.__class__ is tuple or s.__class__ is int or s is None:
+            return None  # no array at all
     slots: list[int | None] = []
     found = False
     for s in saved:
