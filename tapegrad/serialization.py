@@ -10,19 +10,58 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tapegrad._arrays import deleted
 from tapegrad._tensor import Tensor
+from tapegrad.errors import donated_error
 
 __all__ = ["save", "load"]
 
 _META_KEY = "tapegrad.structure"
 _FORMAT = 1
 _Path = str | os.PathLike[str]
+# The dtypes safetensors stores, by its name and NumPy's (safetensors.numpy writes ``dtype.name``;
+# its reader cannot name the float8 ones, which ml_dtypes, shipped with JAX, registers with NumPy)
+_DTYPES = {
+    "BOOL": "bool",
+    "U8": "uint8",
+    "I8": "int8",
+    "U16": "uint16",
+    "I16": "int16",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "U32": "uint32",
+    "I32": "int32",
+    "F32": "float32",
+    "U64": "uint64",
+    "I64": "int64",
+    "F64": "float64",
+    "C64": "complex64",
+    "F8_E4M3": "float8_e4m3fn",
+    "F8_E5M2": "float8_e5m2",
+    "F8_E4M3FNUZ": "float8_e4m3fnuz",
+    "F8_E5M2FNUZ": "float8_e5m2fnuz",
+    "F8_E8M0": "float8_e8m0fnu",
+}
 
 
 def _encode(obj: Any, path: tuple[str, ...], arrays: dict[str, np.ndarray]) -> Any:
     """``obj`` as JSON data, tensors moved into ``arrays`` under their path's name."""
+    where = "/".join(path) or "the object"
     if isinstance(obj, (Tensor, jax.Array, np.ndarray)):
         array = obj.data if isinstance(obj, Tensor) else obj
+        if deleted(array):
+            raise donated_error(f"tg.save: {where}")
+        if jnp.issubdtype(array.dtype, jax.dtypes.prng_key):
+            raise TypeError(
+                f"tg.save: {where} is a typed PRNG key array ({array.dtype}), which has no "
+                "NumPy form; save its bits instead, jax.random.key_data(key), and rebuild the "
+                "key after tg.load with jax.random.wrap_key_data(bits)."
+            )
+        if array.dtype.name not in _DTYPES.values():
+            raise TypeError(
+                f"tg.save: {where} is {array.dtype}, which safetensors cannot store; convert it "
+                f"first (t.astype(...)) to one of {', '.join(_DTYPES.values())}."
+            )
         name = "/".join(path) or "tensor"
         while name in arrays:
             name += "'"
@@ -46,19 +85,78 @@ def _encode(obj: Any, path: tuple[str, ...], arrays: dict[str, np.ndarray]) -> A
     if isinstance(obj, (list, tuple)):
         return [_encode(v, (*path, str(i)), arrays) for i, v in enumerate(obj)]
     raise TypeError(
-        f"tg.save: {'/'.join(path) or 'the object'} is a {type(obj).__name__}; save tensors, "
+        f"tg.save: {where} is a {type(obj).__name__}; save tensors, "
         "arrays, numbers, strings, None, and dicts/lists of them (e.g. model.state_dict())."
     )
 
 
-def _decode(data: Any, arrays: dict[str, np.ndarray]) -> Any:
+def _decode(data: Any, tensors: dict[str, Tensor]) -> Any:
     if isinstance(data, list):
-        return [_decode(v, arrays) for v in data]
+        return [_decode(v, tensors) for v in data]
     if isinstance(data, dict):
         if "__tensor__" in data:
-            return Tensor(jnp.asarray(arrays[data["__tensor__"]]))
-        return {k: _decode(v, arrays) for k, v in data["__dict__"].items()}
+            return tensors[data["__tensor__"]]
+        return {k: _decode(v, tensors) for k, v in data["__dict__"].items()}
     return data
+
+
+def _read(path: str) -> tuple[dict[str, str], dict[str, np.ndarray]]:
+    """The metadata and the arrays, by name in name order, of the safetensors file at ``path``.
+
+    safetensors checks the file; its bytes are then viewed here in each tensor's dtype (the
+    float8 ones included, which safetensors' NumPy reader cannot name).
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+        ValueError: not a complete safetensors file, or a tensor in a dtype not in ``_DTYPES``.
+    """
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(path, framework="numpy") as f:
+            meta = f.metadata() or {}
+    except SafetensorError as err:
+        raise ValueError(
+            f"tg.load: {path!r} ({os.path.getsize(path)} bytes) is not a complete safetensors "
+            f"file ({err}); it is truncated or in another format. Save checkpoints with tg.save."
+        ) from None
+    with open(path, "rb") as file:
+        header = json.loads(file.read(int.from_bytes(file.read(8), "little")))
+        data = np.frombuffer(file.read(), np.uint8)
+    header.pop("__metadata__", None)
+    arrays = {}
+    for name in sorted(header):
+        info = header[name]
+        if info["dtype"] not in _DTYPES:
+            raise ValueError(
+                f"tg.load: {name!r} in {path!r} has the safetensors dtype {info['dtype']}, "
+                f"which tg.load cannot read; convert it to one of {', '.join(_DTYPES)} with "
+                "the tool that wrote the file."
+            )
+        begin, end = info["data_offsets"]
+        dtype = np.dtype(_DTYPES[info["dtype"]])
+        arrays[name] = data[begin:end].view(dtype).reshape(info["shape"])
+    return meta, arrays
+
+
+def _tensor(name: str, host: np.ndarray, path: str) -> Tensor:
+    """``host`` as a tensor, in the dtype JAX gives it (64-bit ones narrowed with x64 off).
+
+    Raises:
+        ValueError: 64-bit integers that narrowing would change (out of the 32-bit range).
+    """
+    narrow = jax.dtypes.canonicalize_dtype(host.dtype)
+    if host.dtype.kind in "iu" and narrow != host.dtype:
+        info = np.iinfo(narrow)
+        outside = host[(host < info.min) | (host > info.max)]
+        if outside.size:
+            raise ValueError(
+                f"tg.load: {name!r} in {path!r} is {host.dtype} and holds {outside.size} "
+                f"value(s) outside the {narrow} range (e.g. {outside[0]}), which JAX, with "
+                f"64-bit types off, would store as {narrow} and change. Turn x64 on before "
+                "loading: jax.config.update('jax_enable_x64', True)."
+            )
+    return Tensor(jnp.asarray(host))
 
 
 def save(obj: Any, path: _Path) -> None:
@@ -68,12 +166,15 @@ def save(obj: Any, path: _Path) -> None:
     Tensors are stored as safetensors tensors, bit for bit in their dtype (named by their
     path, ``"fc.weight"`` for a module's state dict, so other safetensors readers find
     them); everything else is JSON in the file's metadata. ``tg.load`` in any process gives
-    back equal values. The file is written to a temporary name and renamed, so an
-    interrupted save never leaves a truncated checkpoint at ``path``.
+    back equal values (64-bit ones: see ``tg.load``). The file is written to a temporary name
+    and renamed, so an interrupted save never leaves a truncated checkpoint at ``path``.
 
     Raises:
         TypeError: something that is not a tensor, an array, a number, a string, ``None``,
-            a dict with string keys or a list.
+            a dict with string keys or a list; a typed PRNG key array (save
+            ``jax.random.key_data(key)`` instead); a dtype safetensors cannot store (float4,
+            int4, some float8 variants).
+        RuntimeError: a tensor whose array was donated to a ``tg.jit`` step.
         FileNotFoundError: the folder ``path`` names does not exist.
     """
     from safetensors.numpy import save_file
@@ -103,24 +204,19 @@ def load(path: _Path) -> Any:
     A safetensors file written by another tool (e.g. PyTorch's ``save_file``) loads as a
     flat dict of tensors by name.
 
+    With x64 off (JAX's default), 64-bit tensors come back in 32 bits, as ``jnp.asarray``
+    makes them: float64 rounded to float32, int64 and uint64 only when every value fits.
+
     Raises:
         FileNotFoundError: no file at ``path``.
         ValueError: the file is not a complete safetensors file (truncated, or another
-            format); nothing is returned.
+            format), or holds a dtype tg.load cannot read; or, with x64 off, 64-bit integers
+            outside the 32-bit range (turn x64 on before loading). Nothing is returned.
     """
-    from safetensors import SafetensorError, safe_open
-
-    try:
-        with safe_open(os.fspath(path), framework="numpy") as f:
-            meta = f.metadata() or {}
-            arrays = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118 - not a dict
-    except SafetensorError as err:
-        size = os.path.getsize(path)
-        raise ValueError(
-            f"tg.load: {os.fspath(path)!r} ({size} bytes) is not a complete safetensors file "
-            f"({err}); it is truncated or in another format. Save checkpoints with tg.save."
-        ) from None
+    filename = os.fspath(path)
+    meta, arrays = _read(filename)
+    tensors = {name: _tensor(name, host, filename) for name, host in arrays.items()}
     if _META_KEY not in meta:
-        return {name: Tensor(jnp.asarray(a)) for name, a in arrays.items()}
+        return tensors
     structure = json.loads(meta[_META_KEY])
-    return _decode(structure["root"], arrays)
+    return _decode(structure["root"], tensors)

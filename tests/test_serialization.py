@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -112,3 +113,74 @@ def test_saving_into_a_missing_folder_names_the_folder(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="does not exist; create it first"):
         tg.save({"a": tg.ones(2)}, missing / "ck.safetensors")
     assert not (tmp_path / "no").exists()
+
+
+def test_64_bit_integers_that_32_bits_cannot_hold_are_refused_naming_the_key(
+    tmp_path: Path,
+) -> None:
+    from safetensors.numpy import save_file
+
+    path = tmp_path / "ck.safetensors"
+    # x64 is off here (the suite runs in the mode users run): JAX would narrow to 32 bits
+    tg.save({"opt": {"step": np.array([3, 2**40 + 7], np.int64)}}, path)
+    with pytest.raises(ValueError, match=r"'opt/step'.* int64 .*jax_enable_x64', True"):
+        tg.load(path)
+    save_file({"fc.count": np.array([2**32], np.uint64)}, tmp_path / "other.safetensors")
+    with pytest.raises(ValueError, match=r"'fc.count'.* uint64 .*jax_enable_x64', True"):
+        tg.load(tmp_path / "other.safetensors")
+    # narrowing that changes no integer stays as it was, and float64 rounds to float32 as in JAX
+    tg.save({"step": np.array([-(2**31), 2**31 - 1], np.int64), "x": np.array([0.1])}, path)
+    loaded = tg.load(path)
+    assert loaded["step"].dtype == jnp.int32 and loaded["step"].tolist() == [-(2**31), 2**31 - 1]
+    assert loaded["x"].dtype == jnp.float32 and loaded["x"].tolist() == [np.float32(0.1)]
+
+
+def test_saving_a_state_dict_whose_arrays_were_donated_names_the_key(tmp_path: Path) -> None:
+    from tapegrad import optim
+
+    model = nn.Linear(4, 2, key=0)
+    opt = optim.SGD(model.parameters(), lr=0.1)
+
+    @tg.jit
+    def step(x: tg.Tensor) -> None:
+        opt.zero_grad()
+        (model(x) ** 2).mean().backward()
+        opt.step()
+
+    step(tg.ones((3, 4)))
+    best = model.state_dict()
+    step(tg.ones((3, 4)))  # donates the arrays ``best`` holds
+    path = tmp_path / "best.safetensors"
+    with pytest.raises(RuntimeError, match=r"tg.save: weight: .*donated to a tg.jit step"):
+        tg.save(best, path)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e5m2", "bfloat16"])
+def test_float8_and_bfloat16_round_trip_bit_exact(tmp_path: Path, dtype: str) -> None:
+    ck = {"w": tg.tensor(np.array([[-1.5, 0.25], [3.0, 0.0]])).astype(dtype)}
+    tg.save(ck, tmp_path / "f8.safetensors")
+    _assert_same(tg.load(tmp_path / "f8.safetensors"), ck)
+
+
+def test_a_typed_prng_key_is_refused_saying_to_save_its_bits(tmp_path: Path) -> None:
+    path = tmp_path / "x.safetensors"
+    with pytest.raises(TypeError, match=r"tg.save: k is a typed PRNG key .*wrap_key_data"):
+        tg.save({"k": jax.random.key(0)}, path)
+    assert list(tmp_path.iterdir()) == []
+    # what the message says to do: the bits save, and rebuild the same key
+    tg.save({"k": jax.random.key_data(jax.random.key(3))}, path)
+    key = jax.random.wrap_key_data(tg.load(path)["k"].data)
+    assert jax.random.bits(key).item() == jax.random.bits(jax.random.key(3)).item()
+
+
+def test_dtypes_safetensors_lacks_are_refused_with_what_to_do(tmp_path: Path) -> None:
+    path = tmp_path / "x.safetensors"
+    with pytest.raises(TypeError, match=r"tg.save: q is float4_e2m1fn.*convert it first"):
+        tg.save({"q": tg.ones(2).astype(jnp.float4_e2m1fn)}, path)
+    assert list(tmp_path.iterdir()) == []
+    # a foreign file in a packed 4-bit dtype: a clear error, not NumPy's
+    header = b'{"q":{"dtype":"F4","shape":[2],"data_offsets":[0,1]}}      '
+    path.write_bytes(len(header).to_bytes(8, "little") + header + b"\0")
+    with pytest.raises(ValueError, match=r"'q' in .* safetensors dtype F4, which tg.load cannot"):
+        tg.load(path)
