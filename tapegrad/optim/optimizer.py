@@ -479,7 +479,16 @@ def _init(rule: optax.GradientTransformation, arrays: tuple[jax.Array, ...]) -> 
     """``rule.init(arrays)``, compiled as one computation when no array was placed by the
     user (all on the default device): optax's eager ``init`` runs a ``zeros_like`` per
     parameter, one kernel compile per parameter shape on a first run (issue 17). Placed or
-    sharded parameters keep the eager ``init``, whose states are placed like them."""
-    if not any(map(committed, arrays)):
-        return jax.jit(rule.init)(arrays)
-    return rule.init(arrays)
+    sharded parameters keep the eager ``init``, whose states are placed like them.
+
+    With a low-precision parameter (bfloat16, float16), whose moments the update keeps in
+    float32 (``rules._injected``), the state starts in the dtypes the update gives it, so that
+    the step's state keeps one signature from the first call on (a compiled step compiles
+    once)."""
+    state = jax.jit(rule.init)(arrays) if not any(map(committed, arrays)) else rule.init(arrays)
+    if any(jnp.issubdtype(a.dtype, jnp.floating) and a.dtype.itemsize < 4 for a in arrays):
+        after = jax.eval_shape(lambda s, a: rule.update(a, s, a)[1], state, arrays)
+        state = jax.tree_util.tree_map(
+            lambda s, o: s if s.dtype == o.dtype else s.astype(o.dtype), state, after
+        )
+    return state

@@ -274,6 +274,26 @@ def test_bfloat16_parameters_train_as_in_torch(name: str) -> None:
     np.testing.assert_allclose(got, want, atol=4e-3)  # a bfloat16 step apart at most
 
 
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "RMSprop"])
+def test_bfloat16_state_keeps_its_dtypes_so_a_compiled_step_compiles_once(name: str) -> None:
+    """The float32 moments of bfloat16 parameters are float32 from the start."""
+    w = tg.ones((2, 4), dtype=tg.bfloat16).require_grad()
+    opt = getattr(optim, name)([w], lr=0.01)
+    before = [a.dtype for a in jax.tree_util.tree_leaves(opt.state)]
+
+    @tg.jit
+    def step(x: tg.Tensor) -> None:
+        opt.zero_grad()
+        (x @ w.T).astype(tg.float32).sum().backward()
+        opt.step()
+
+    for _ in range(3):
+        step(tg.ones((3, 4), dtype=tg.bfloat16))
+    assert step.trace_count == 1
+    assert [a.dtype for a in jax.tree_util.tree_leaves(opt.state)] == before
+    assert w.dtype == tg.bfloat16
+
+
 def test_a_pytorch_option_in_a_param_group_is_refused_not_ignored() -> None:
     x = tg.ones(3).require_grad()
     with pytest.raises(TypeError, match="param group 0 has 'dampening'.*dampening=0"):
