@@ -81,12 +81,14 @@ def _propagate(
     leaves: list[Any] | None = None,
     check: Any = None,
     create_graph: bool = False,
+    made: list[Node] | None = None,
 ) -> dict[int, tuple[Any, Any]]:
     """The VJP loop: seed the roots (by id; a root given twice gets the sum), run each step's
     VJP on its cotangent and add the results to its parents'; return the cotangents of
     leaves, retained and wanted nodes by id. Appends each op node to ``done`` once its step
-    is over, each leaf to ``leaves``. The same loop runs eagerly and traced
-    (``compiled_backward``, which passes neither list)."""
+    is over, each leaf to ``leaves``, and with ``create_graph`` each node the pass records
+    to ``made``. The same loop runs eagerly and traced (``compiled_backward``, which passes
+    none of these lists)."""
     done = [] if done is None else done
     leaves = [] if leaves is None else leaves
     # tg.grad: only paths toward the wanted nodes (a gradient nobody asked for is neither
@@ -115,9 +117,13 @@ def _propagate(
                     done.append(node)
                     continue
             if create_graph:
-                for target, tct in vjp_on_tensors(node, op, parents, saved, params, g, needs):
+                for target, tct in vjp_on_tensors(node, op, parents, saved, params, g, needs, made):
                     prev = cots.get(target.id)
-                    cots[target.id] = tct if prev is None else prev + tct
+                    if prev is not None:
+                        tct = prev + tct
+                        if made is not None and (added := node_of(tct)) is not None:
+                            made.append(added)
+                    cots[target.id] = tct
                 done.append(node)
                 continue
             cts = op.call_vjp(saved, g, needs, params or _NO_PARAMS)
@@ -166,12 +172,14 @@ def _run(
     A pass whose structure has run long enough eagerly runs compiled, as one XLA
     computation (``compiled_backward``). Consumption (rules 2-4) is reported to the tape in
     ``finally``: on an exception the nodes whose VJP ran stay consumed and no leaf counts as
-    reached.
+    reached; the nodes a failed ``create_graph`` pass recorded count as reached, so they are
+    freed with their tensors (held by the traceback until then) instead of hanging.
     """
     check = anomaly.checker(seeds)  # None unless tg.detect_anomaly() is on
     steps = tape.ancestors(roots, claim=not retain_graph)  # raises before any VJP runs
     done: list[Node] = []
     leaves: list[Node] = []
+    made: list[Node] = []
     ok = False
     try:
         found = None
@@ -188,7 +196,7 @@ def _run(
                 return out
         start = time.perf_counter()
         ids = [node.id for node in roots]
-        out = _propagate(steps, ids, seeds, wanted, done, leaves, check, create_graph)
+        out = _propagate(steps, ids, seeds, wanted, done, leaves, check, create_graph, made)
         ok = True
         if found is not None:
             found[0].ran_eagerly(time.perf_counter() - start, _propagate)
@@ -196,6 +204,8 @@ def _run(
         rest = () if ok else steps[len(done) + len(leaves) :]
         undone = [step[0] for step in rest if step[1] is not None]
         tape.consume(done, undone, leaves if ok else (), retain_graph, create_graph)
+        if made and not ok:
+            tape.consume((), (), made, True)  # only marks them reached: nothing is consumed
     return out
 
 

@@ -37,6 +37,17 @@ def _device_put_vjp(res: tuple[Sharding | None], g: jax.Array, *, to: Any) -> tu
     return (g if source is None else jax.device_put(g, source),)
 
 
+@_device_put.defvjp_on_tensors
+def _device_put_vjp_on_tensors(
+    res: tuple[Sharding | None], g: Tensor, needs: tuple[bool, ...], *, to: Any
+) -> tuple[Tensor]:
+    """The same rule for ``create_graph=True``, recorded as a ``device_put`` of the cotangent
+    (whose own VJP moves it back, to any order): as the jnp rule compiled by one ``jax.jit``
+    it would fail on a cotangent committed to another device than the input."""
+    (source,) = res
+    return (g.clone() if source is None else apply(_device_put, (g,), {"to": source}),)
+
+
 def device_put(t: Any, device_or_sharding: Any) -> Tensor:
     """``t`` on another device or sharding, differentiably (a new op node, like ``astype``).
 

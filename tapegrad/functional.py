@@ -35,8 +35,14 @@ def hvp(
     ``retain_graph``, so nothing of what it recorded stays on the tape; ``.grad`` is not
     touched, and the inputs' own graphs are not reached (it runs on fresh leaves).
 
+    ``fn`` must compute from its arguments: a tensor it closes over, the input itself
+    included, is a constant to it. Where the output does not depend on an argument, that
+    argument's product is exact zeros, with no warning (as in JAX, and PyTorch's
+    ``strict=False``): ``tg.hvp(lambda w: f(w1), w1, v)`` is zero; write
+    ``tg.hvp(lambda w: f(w), w1, v)``.
+
     Args:
-        fn: ``(*tensors) -> Tensor`` with one element.
+        fn: ``(*tensors) -> Tensor`` with one element, computed from those tensors.
         inputs: a tensor or a sequence of tensors (float).
         v: the vector, with the structure, shapes and dtypes of ``inputs``.
 

@@ -25,11 +25,11 @@ import numpy as np
 
 from tapegrad._arrays import broadcast_axes
 from tapegrad._dtypes import DIFFERENTIABLE
-from tapegrad._tensor import Tensor, wrap
+from tapegrad._tensor import Tensor, node_of, wrap
 from tapegrad.derived import derived_op
 from tapegrad.errors import VJPShapeError
 from tapegrad.node import Node
-from tapegrad.op import Op, apply
+from tapegrad.op import Op, TensorVJPRule, apply
 
 __all__ = ["vjp_on_tensors"]
 
@@ -119,6 +119,38 @@ def _build(
     return derived_op(h, f"vjp({name})")
 
 
+def _rule_on_tensors(
+    op: Op,
+    rule: TensorVJPRule,
+    parents: tuple[Node | None, ...],
+    saved: Any,
+    params: dict[str, Any] | None,
+    g: Tensor,
+    wanted: tuple[bool, ...],
+    made: list[Node] | None,
+) -> list[tuple[Node, Tensor]]:
+    """``vjp_on_tensors`` for an op whose VJP is written with tapegrad ops on tensors."""
+    needs = tuple(p is not None and w for p, w in zip(parents, wanted, strict=True))
+    cts = rule(saved, g, needs, **(params or {}))
+    for ct in cts:
+        if ct is not g:  # a rule may pass the cotangent on as it is: not a node it made
+            _note(ct, made)
+    out = []
+    for i, (p, ct) in enumerate(zip(parents, cts, strict=True)):
+        if p is None or ct is None or not needs[i]:
+            continue
+        if ct.shape != p.shape:
+            raise VJPShapeError.of(op.name, ct.shape, i, p.shape)
+        out.append((p, ct))
+    return out
+
+
+def _note(ct: Tensor | None, made: list[Node] | None) -> None:
+    """Append the node of the cotangent ``ct``, when it has one, to ``made``."""
+    if made is not None and ct is not None and (node := node_of(ct)) is not None:
+        made.append(node)
+
+
 def vjp_on_tensors(
     node: Node,
     op: Op,
@@ -127,17 +159,24 @@ def vjp_on_tensors(
     params: dict[str, Any] | None,
     g: Tensor,
     wanted: tuple[bool, ...],
+    made: list[Node] | None = None,
 ) -> list[tuple[Node, Tensor]]:
     """Apply ``op``'s VJP rule to the cotangent tensor ``g``, recording it on the tape.
 
     Returns ``(parent, cotangent)`` for each parent whose entry in ``wanted`` is true (one
     per parent: it requires grad and, under ``tg.grad``, leads to an input); each cotangent is
-    the output of a ``vjp(<op>)`` node (when grad mode is on and something requires grad).
+    the output of a ``vjp(<op>)`` node (when grad mode is on and something requires grad),
+    appended to ``made`` as soon as it is recorded (so a pass that fails later can free it).
+
+    An op with a rule on tensors (``Op.defvjp_on_tensors``) records that rule's ops instead.
 
     Raises:
         RuntimeError: a floating residual is neither an input nor the output of the op (its
             dependence on the inputs is unknown, so its VJP cannot be differentiated).
+        VJPShapeError: a rule on tensors returned a cotangent not in its input's shape.
     """
+    if op.tensor_vjp is not None:
+        return _rule_on_tensors(op, op.tensor_vjp, parents, saved, params, g, wanted, made)
     # Each residual entry with a provenance links to its node by position: one array may
     # be two inputs of different nodes (``x.detach() * x``), so identity alone cannot say
     # which. An array met elsewhere (inside a container, among the parameters) links by
@@ -185,5 +224,7 @@ def vjp_on_tensors(
             continue
         needs = tuple(j == i for j in range(count))
         vop = _vjp_op(op, i, needs, treedef, frozen, p.shape, p.dtype)
-        out.append((p, apply(vop, (g, *dyn), {}, depth=2)))
+        ct = apply(vop, (g, *dyn), {}, depth=2)
+        _note(ct, made)
+        out.append((p, ct))
     return out

@@ -26,6 +26,7 @@ __all__ = ["Op", "defop", "registry", "apply", "OperandTypeError"]
 
 Forward = Callable[..., tuple[Any, Any]]
 VJPRule = Callable[..., tuple[Any, ...]]
+TensorVJPRule = Callable[..., tuple[Tensor | None, ...]]
 ShapeCheck = Callable[[str, list[Any], dict[str, Any]], None]
 
 _REGISTRY: dict[str, Op] = {}
@@ -55,6 +56,7 @@ class Op:
         "jax_vjp",
         "builtin",
         "traced_ints",
+        "tensor_vjp",
         "_vjp_needs",
         "__dict__",
     )
@@ -79,6 +81,9 @@ class Op:
         # parameters whose int items a compiled backward passes as traced scalars (the rule
         # handles them: an index), so a new value is not a new structure
         self.traced_ints: tuple[str, ...] = ()
+        # the VJP a ``create_graph`` pass records, written with tapegrad ops on tensors
+        # (``defvjp_on_tensors``); ``None``: the rule itself, as one derived op per input
+        self.tensor_vjp: TensorVJPRule | None = None
         self._vjp_needs = False
         self.arity = _arity(forward)
         self.param_names = _param_names(forward)
@@ -89,6 +94,21 @@ class Op:
         """Attach ``rule`` as this op's VJP and return it unchanged (decorator)."""
         self.vjp = rule
         self._vjp_needs = "needs" in inspect.signature(rule).parameters
+        return rule
+
+    def defvjp_on_tensors(self, rule: TensorVJPRule) -> TensorVJPRule:
+        """Attach ``rule`` as the VJP a ``create_graph=True`` pass records, and return it
+        unchanged (decorator).
+
+        ``rule(residuals, g, needs, **params)`` takes the residuals as saved and the
+        cotangent as a tensor, and returns one cotangent tensor per tensor input in the
+        input's shape (``None`` where ``needs`` is false), computed with tapegrad ops, whose
+        own VJPs differentiate it again. Without one, the pass records the jnp rule as a
+        derived op that ``jax.jit`` compiles; this is for a rule no single jit can run
+        (``device_put``'s moves the cotangent to another device) whose residuals need no
+        derivative.
+        """
+        self.tensor_vjp = rule
         return rule
 
     def call_vjp(self, saved: Any, g: Any, needs: tuple[bool, ...], params: dict[str, Any]) -> Any:

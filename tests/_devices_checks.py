@@ -107,6 +107,41 @@ def device_put_is_differentiable() -> None:
 
 
 @check
+def device_put_is_differentiable_twice() -> None:
+    """create_graph=True through a device_put of a tensor placed explicitly: the recorded VJP
+    moves the cotangent back as a device_put node, not inside one jit given arrays of two
+    devices (a ValueError before, leaving two nodes hanging)."""
+    d = jax.devices()
+    before = tg.graph_stats()
+    x = tg.tensor([1.0, 2.0], device=0).require_grad()
+    (g,) = tg.grad((tg.device_put(x, 1) ** 3).sum(), x, create_graph=True)
+    assert g.requires_grad and g.device == d[0], f"gradient on {g.device}, input on {d[0]}"
+    (h,) = tg.grad(g.sum(), x)
+    plain = tg.tensor([1.0, 2.0]).require_grad()  # the same without placement
+    (pg,) = tg.grad((plain**3).sum(), plain, create_graph=True)
+    (ph,) = tg.grad(pg.sum(), plain)
+    close(g.data, pg.data, "first derivative through device_put")
+    close(h.data, ph.data, "second derivative through device_put")
+    close(h.data, 6 * np.asarray(x.data), "d2/dx2 of sum(x**3)")
+    assert h.device == d[0], f"second derivative on {h.device}"
+    # a sharded input, to the third order, against JAX through jax.device_put
+    mesh, data, _ = data_mesh()
+    z = tg.randn((8, 3), key=0, sharding=data, requires_grad=True)
+    (g1,) = tg.grad((tg.device_put(z, d[3]).sin() ** 2).sum(), z, create_graph=True)
+    (g2,) = tg.grad(g1.sum(), z, create_graph=True)
+    (g3,) = tg.grad(g2.sum(), z)
+    j1 = jax.grad(lambda a: (jnp.sin(jax.device_put(a, d[3])) ** 2).sum())
+    j2 = jax.grad(lambda a: j1(a).sum())
+    j3 = jax.grad(lambda a: j2(a).sum())
+    for order, (got, want) in enumerate(((g1, j1), (g2, j2), (g3, j3)), 1):
+        close(got.data, want(z.data), f"derivative {order} of a sharded input")
+        assert got.sharding == data, f"derivative {order} on {got.sharding}, input on {data}"
+    del g, h, pg, ph, g1, g2, g3, x, plain, z
+    after = tg.graph_stats()
+    assert after == before, f"the tape changed: {before} -> {after}"
+
+
+@check
 def draws_land_on_their_keys_device() -> None:
     # a small draw is cut on the host from a bucketed draw (tapegrad.random): it goes back to
     # the device of its key, as jax.random's own draw does

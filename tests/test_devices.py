@@ -79,6 +79,21 @@ def test_device_put_to_a_missing_device_names_op_and_origin() -> None:
     del y, x
 
 
+def test_device_put_differentiates_twice_on_one_device() -> None:
+    """create_graph records device_put's VJP as tapegrad ops (a device_put back for a placed
+    input, a copy for an uncommitted one): derivatives of sum(x**3) of 3x**2, then 6x. The
+    case of two devices is the eight-device check device_put_is_differentiable_twice."""
+    import tapegrad as tg
+
+    for x in (tg.tensor([1.0, 2.0], device=0), tg.tensor([1.0, 2.0])):
+        x.require_grad()
+        (g,) = tg.grad((tg.device_put(x, 0) ** 3).sum(), x, create_graph=True)
+        (h,) = tg.grad(g.sum(), x)
+        assert g.tolist() == [3.0, 12.0] and h.tolist() == [6.0, 12.0]
+        assert h.device == x.device
+    del g, h, x
+
+
 @pytest.mark.slow
 def test_two_processes_reach_the_one_process_parameters() -> None:
     """Two processes of 4 CPU devices (gloo collectives on 127.0.0.1) run one tg.jit

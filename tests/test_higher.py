@@ -151,6 +151,21 @@ def test_a_residual_without_provenance_is_refused_with_the_fix() -> None:
     close(g, 2 * x.data)
 
 
+def test_a_failed_create_graph_pass_leaves_none_of_its_nodes_hanging(start: int) -> None:
+    """The VJP nodes a create_graph pass recorded before it raised are freed with their
+    tensors (held by the traceback until it is dropped), not left hanging for a sweep; what
+    is left is what a failed plain backward leaves: the forward nodes whose VJP did not run."""
+    op = tg.Op(lambda x: (x * x, (x * 2.0,)), name="square_saving_2x")
+    op.defvjp(lambda res, g: (g * res[0],))
+    x = tg.tensor(np.array([1.0, 2.0], np.float32)).require_grad()
+    y = (op(x) ** 3).sum()  # vjp(sum) records nothing, vjp(integer_pow) a node, then op fails
+    error_of(RuntimeError, tg.grad, y, x, create_graph=True)
+    del y
+    gc.collect()
+    left = [(r.op, r.useful) for r in tg.snapshot().nodes if r.id > start]
+    assert left == [("leaf", True), ("square_saving_2x", False)], left  # x; the hanging op
+
+
 def test_inputs_sharing_one_array_keep_their_own_provenance() -> None:
     """One array can be two inputs of different nodes (``x.detach() * x``; two leaves made
     from one array; an op saving its output before its inputs): each residual links to its
@@ -411,6 +426,17 @@ def test_hvp_of_a_function_of_other_parameters_leaves_nothing(base: tg.GraphStat
     assert delta(base) == tg.GraphStats(graphs=1, nodes=1, leaves=1, live_nodes=1)  # other
 
 
+def test_hvp_of_a_function_ignoring_its_argument_is_zero(base: tg.GraphStats) -> None:
+    """fn runs on a fresh leaf: a function that closes over the input instead of using its
+    argument has exact zeros for H v (as JAX, and PyTorch with strict=False; the docstring
+    says so), and leaves nothing behind."""
+    w = tg.tensor(W1).require_grad()
+    value, hv = tg.hvp(lambda a: ((tg.tensor(X) @ w).tanh() ** 2).sum(), w, tg.ones_like(w))
+    close(value, jnp.sum(jnp.tanh(X @ W1) ** 2), rtol=1e-6)
+    assert isinstance(hv, tg.Tensor) and not hv.numpy().any()
+    assert delta(base) == tg.GraphStats(graphs=1, nodes=1, leaves=1, live_nodes=1)  # w
+
+
 def test_hvp_single_input_and_bad_vectors() -> None:
     x = tg.tensor(np.array([0.5, 1.0], np.float32))
     _, h = tg.hvp(lambda x: (x**3).sum(), x, tg.tensor(np.array([1.0, 1.0], np.float32)))
@@ -529,20 +555,31 @@ def test_full_hessian_of_a_small_mlp_matches_jax_hessian() -> None:
 
 
 def test_the_readme_gradient_penalty_example_runs() -> None:
-    """The README's "Higher-order gradients" example, run as written."""
+    """The README's "Higher-order gradients" example, run as written; its Hessian-vector
+    product against ``jax.jvp(jax.grad(f))`` of the function it means (its ``fn`` once closed
+    over ``w1`` instead of using its argument: tg.hvp ran it on a fresh leaf and returned
+    exact zeros)."""
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     section = text.split("## Higher-order gradients", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
-    env: dict[str, object] = {}
+    env: dict[str, Any] = {}
     exec(compile(code, "README.md", "exec"), env)
     for name in ("w1", "w2"):
         param = env[name]
         assert isinstance(param, tg.Tensor) and param.grad is not None
         assert np.isfinite(param.grad.numpy()).all()
-    assert env["g"].requires_grad  # type: ignore[attr-defined]
-    assert env["hv"].shape == (2, 16)  # type: ignore[attr-defined]
+    assert env["g"].requires_grad
+    w1, w2, real = (env[name].data for name in ("w1", "w2", "real"))
+
+    def f(w: jax.Array) -> jax.Array:
+        return jnp.mean((jnp.tanh(real @ w) @ w2) ** 2)
+
+    _, want = jax.jvp(jax.grad(f), (w1,), (jnp.ones((2, 16)),))
+    assert np.abs(want).max() > 1.0  # the check means something: H v is far from zero here
+    close(env["value"], f(w1), rtol=1e-5)
+    close(env["hv"], want, rtol=1e-4, atol=1e-5)
     env.clear()
 
 
