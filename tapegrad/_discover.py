@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +33,7 @@ from tapegrad.errors import TracerError
 from tapegrad.nn.module import Module
 from tapegrad.optim.optimizer import Optimizer
 
-__all__ = ["Found", "Watch", "discover", "user_function", "code_names"]
+__all__ = ["Found", "Watch", "discover", "user_module", "user_function", "code_names"]
 
 _LIBRARIES = frozenset(
     {"jax", "jaxlib", "numpy", "optax", "chex", "torch", "rich", "sklearn", "scipy", "diagnostics"}
@@ -47,12 +47,15 @@ def _library(module: str | None) -> bool:
     return top in _LIBRARIES or top in sys.stdlib_module_names or top == "builtins"
 
 
+def user_module(module: str | None) -> bool:
+    """A module name outside the libraries and tapegrad: the user's code."""
+    return not (_library(module) or (module or "").startswith("tapegrad"))
+
+
 def user_function(fn: Any) -> bool:
     """``fn`` is a Python function defined outside the libraries (its closure and globals
     are part of what a step can reach)."""
-    return isinstance(fn, types.FunctionType) and not (
-        _library(fn.__module__) or (fn.__module__ or "").startswith("tapegrad")
-    )
+    return isinstance(fn, types.FunctionType) and user_module(fn.__module__)
 
 
 def code_names(code: types.CodeType) -> Iterator[str]:
@@ -105,6 +108,12 @@ class Found:
     while each still holds the same object."""
     guard_labels: list[str] = field(default_factory=list)
     """The name of each guard's variable (checked and restored around a trace, too)."""
+    entries: list[tuple[Any, Any, Any]] = field(default_factory=list)
+    """``(container, key, value)``: each entry the walk read from an attribute dict, a module
+    registry, a list or a dict whose value is not a Python scalar (those of modules and
+    optimizers are ``values``) nor a slot. The compiled step holds what it reached, so the
+    walk stays valid while each entry holds the same object: a submodule, buffer or tensor
+    attribute replaced between calls (``model.fc = nn.Linear(...)``) compiles again."""
     values: list[tuple[dict[Any, Any], Any, Any]] = field(default_factory=list)
     """``(mapping, key, value)``: Python numbers, strings and flags of modules (user-defined
     ones too), optimizers and tapegrad's other objects (a module's ``training``, an
@@ -161,17 +170,23 @@ def discover(
                 continue
             if isinstance(obj, list):
                 found.lists.append((obj, label))
+                _entries(obj, enumerate(obj), found)
             children = [(v, f"{label}[{i}]", False) for i, v in enumerate(obj)]
         elif isinstance(obj, dict):
             if len(obj) > _MAX_CONTAINER:
                 continue
             found.dicts.append((obj, label))
+            _entries(obj, obj.items(), found)
             children = [(v, f"{label}[{k!r}]", False) for k, v in obj.items()]
         elif isinstance(obj, types.MethodType):
             children = [(obj.__self__, label, False), (obj.__func__, label, False)]
         elif isinstance(obj, types.FunctionType):
             if user_function(obj):
                 children = _function_children(obj, found)
+        elif type(obj).__module__ in _MACHINERY:
+            wrapped = getattr(obj, "__wrapped__", None)  # a tg.jit step the step calls
+            if wrapped is not None:
+                children = [(wrapped, label, False)]
         elif _walked_object(obj):
             children = _object_children(obj, label, found)
         stack.extend(reversed(children))
@@ -229,22 +244,28 @@ def _object_children(obj: Any, label: str, found: Found) -> list[tuple[Any, str,
             if name == "_buffers":
                 found.buffers[id(value)] = value
             found.dicts.append((value, f"{label}."))
+            _entries(value, value.items(), found)
             children.extend((v, f"{label}.{k}", True) for k, v in value.items())
-        elif isinstance(value, Tensor):
-            children.append((value, f"{label}.{name}", True))
         elif _array_pytree(value):
             found.slots.append((attrs, name))
             found.slot_labels.append(f"{label}.{name}")
             found.slot_owners.append(obj)
         else:
-            children.append((value, f"{label}.{name}", False))
+            _entries(attrs, ((name, value),), found)
+            children.append((value, f"{label}.{name}", isinstance(value, Tensor)))
     return children
 
 
+_SCALARS = (bool, int, float, str, type(None))
+
+
+def _entries(container: Any, items: Iterable[tuple[Any, Any]], found: Found) -> None:
+    """Add the non-scalar ``(key, value)`` items of ``container`` to ``found.entries``."""
+    found.entries.extend((container, k, v) for k, v in items if not isinstance(v, _SCALARS))
+
+
 def _scalars(mapping: dict[Any, Any], found: Found) -> None:
-    for key, value in mapping.items():
-        if value is None or isinstance(value, (bool, int, float, str)):
-            found.values.append((mapping, key, value))
+    found.values.extend((mapping, k, v) for k, v in mapping.items() if isinstance(v, _SCALARS))
 
 
 _MISSING = object()

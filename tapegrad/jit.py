@@ -6,8 +6,9 @@ How a call runs (docs/design.md "Compiled steps"):
    traced) and objects (modules, optimizers, tensors that require grad: reached by
    reference). A **plan** is found per argument structure: ``_discover`` walks the objects,
    the closure and the globals and lists the state (lifted tensors, array slots). A plan
-   stays valid while every global and closure variable it read, and every object argument,
-   is the same object.
+   stays valid while every global and closure variable it read, every object argument and
+   every attribute, registry, list and dict entry it walked (scalars aside) is the same
+   object, and every number of a module or optimizer is equal.
 2. The plan's ``jax.jit`` function takes the state's arrays and the data. While JAX traces
    it, each lifted tensor holds its tracer and, if it requires grad, a leaf on a private tape
    that records tracers; the step runs unchanged on that tape; what it changed (values,
@@ -52,6 +53,7 @@ from tapegrad._tensor import (
 from tapegrad.current import current_tape, use_tape
 from tapegrad.errors import RetraceWarning, TracerError
 from tapegrad.optim.optimizer import Optimizer
+from tapegrad.origin import format_origin
 from tapegrad.records import Snapshot
 from tapegrad.tape import Tape, saved_on_any_tape
 
@@ -67,6 +69,11 @@ _CONTAINERS = (list, tuple, dict)
 _ABSENT = "<not passed>"  # a static argument left to its default
 _MAX_PASSES = 4  # passes over the body to find the state (each finds at least one tensor more)
 _CELL = attrgetter("cell_contents")
+_CONCRETE_ERRORS = (  # JAX's errors for a traced value where Python needs a concrete one
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerIntegerConversionError,
+    jax.errors.TracerArrayConversionError,
+)
 _Checks = tuple[list[Callable[[], Any]], list[Any]]  # a plan's readers and the values they read
 
 
@@ -145,6 +152,7 @@ class _Plan:
         self.requires = [node_of(t) is not None for t in self.watched]
         self.grads_used = True  # until the first trace shows the step never reads them
         self.spends: list[int] = []  # tensors whose .grad the step sets to a new array
+        self.cleared: set[int] = set()  # tensors whose .grad the step sets to None
         self.ran = False  # a compiled call has run
         self.checked = False
         # weak references: a plan holds its jitted function, which must not hold it back
@@ -165,7 +173,7 @@ class _Plan:
         return self._plain
 
     def valid(self, objects: list[Any]) -> bool:
-        """Every object argument, global and closure variable read is the same object, and
+        """Every object argument, global, closure variable and entry read is the same object, and
         every number read from modules, optimizers and tapegrad's other objects is equal
         (C-level reads and comparisons, no Python frame per value: this runs on every
         call)."""
@@ -181,7 +189,7 @@ class _Plan:
                 return False
             readers, equal = self._equal
             return list(map(call, readers)) == equal
-        except (KeyError, ValueError):  # a global deleted, a closure cell emptied
+        except (KeyError, IndexError, ValueError):  # a global, entry or closure cell gone
             return False
 
     def changed_numbers(self) -> list[Any]:
@@ -256,16 +264,19 @@ class JitFunction(Generic[P, R]):
     def __init__(
         self,
         fn: Callable[P, R],
-        static_argnums: Sequence[int],
-        static_argnames: Sequence[str],
+        static_argnums: int | Sequence[int],
+        static_argnames: str | Sequence[str],
         donate: bool,
     ) -> None:
         functools.update_wrapper(self, fn)
         self._fn = fn
         signature = inspect.signature(fn)
         self._params = list(signature.parameters)
-        self._static_argnums = _static_positions(fn, signature, static_argnums)
-        self._static_argnames = tuple(sorted(static_argnames))
+        if isinstance(static_argnums, int):
+            static_argnums = (static_argnums,)
+        if isinstance(static_argnames, str):
+            static_argnames = (static_argnames,)
+        argnums = _static_positions(fn, signature, static_argnums)
         kinds = {p.kind for p in signature.parameters.values()}
         unknown = set(static_argnames) - set(self._params)
         if unknown and inspect.Parameter.VAR_KEYWORD not in kinds:
@@ -273,6 +284,16 @@ class JitFunction(Generic[P, R]):
                 f"tg.jit: static_argnames names {sorted(unknown)}, which "
                 f"{_name(fn)} does not take (its parameters: {', '.join(self._params)})."
             )
+        # as jax.jit: a static parameter is static whether it is passed by position or by name
+        named = [
+            p.name if p.kind == p.POSITIONAL_OR_KEYWORD else None
+            for p in signature.parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        argnums += tuple(i for i, name in enumerate(named) if name in static_argnames)
+        names = {n for i in argnums if i < len(named) and (n := named[i]) is not None}
+        self._static_argnums = tuple(sorted(set(argnums)))
+        self._static_argnames = tuple(sorted(set(static_argnames) | names))
         self.donate = donate
         self.trace_count = 0
         self._plans: dict[Any, _Plan] = {}
@@ -281,6 +302,7 @@ class JitFunction(Generic[P, R]):
         self._shapes: dict[str, set[Any]] = {}
         self._number_retraces = 0  # traces a changed module or optimizer number caused
         self._numbers_changed: set[str] = set()
+        self._object_retraces = 0  # traces a new object argument caused
 
     # ------------------------------------------------------------------ calling
 
@@ -295,11 +317,16 @@ class JitFunction(Generic[P, R]):
             split = _split(leaves, flat=True)
         assert split is not None
         kinds, data, objects = split
+        if current_tape().allow_tracers or any(map(_traced_array, data)):
+            # inside another trace (a tg.jit step calling this one, jax.jit): run inline, as
+            # jax.jit nested in jax.jit does; the enclosing trace carries the state
+            return self._fn(*args, **kwargs)
         key = (treedef, tuple(kinds), statics)
         plan = self._plans.get(key)
         if plan is None or not plan.valid(objects):
             if plan is not None:
                 self._note_numbers(plan.changed_numbers())
+                self._note_objects(plan, objects)
             names = self._leaf_names(args, kwargs, flat=type(treedef) is int)
             plan = self._plan(
                 key, objects, names, set() if plan is None else plan.changed_constants()
@@ -343,11 +370,14 @@ class JitFunction(Generic[P, R]):
         if (
             self.donate
             and donated
-            and (_pending(donated[: plan.n_donated]) or _shared(donated, kept, plan.constant_ids))
+            and (
+                _pending(donated[: plan.n_donated])
+                or _shared(donated, kept + data, plan.constant_ids)
+            )
         ):
             # a pending graph saves one of the arrays, or one array is the state of two
             # tensors or slots (XLA cannot donate a buffer twice), or also a kept tensor's
-            # (a constant made with tg.tensor(w.data)): spare them
+            # (a constant made with tg.tensor(w.data)) or an argument's (w.detach()): spare them
             jitted = plan.plain()
         try:
             if not plan.checked:
@@ -369,6 +399,21 @@ class JitFunction(Generic[P, R]):
                     "could not see it); it has no value outside that trace. Return values from "
                     "a compiled step instead of storing them. JAX's message: "
                     f"{str(e).splitlines()[0]}"
+                ) from None
+            if isinstance(e, jax.errors.NonConcreteBooleanIndexError):
+                raise TracerError(
+                    f"{self.__name__}: boolean mask indexing (x[mask]){_at(e)} makes a shape "
+                    "that depends on the values, which a compiled step cannot have; keep the "
+                    "shape: tg.where(mask, x, 0), or (x * mask).sum() for a masked sum."
+                ) from None
+            if isinstance(e, _CONCRETE_ERRORS):
+                raise TracerError(
+                    f"{self.__name__}: a traced value was used where Python needs a concrete "
+                    f"one{_at(e)} (bool(), int(), float(), an if, while or range, a shape). "
+                    "Inside a compiled step, array and number arguments are traced: pass a "
+                    "Python value that steers control flow as a static argument "
+                    "(static_argnums / static_argnames), and choose between values with "
+                    f"tg.where. JAX's message: {str(e).splitlines()[0]}"
                 ) from None
             raise
         if self._traced:
@@ -455,7 +500,7 @@ class JitFunction(Generic[P, R]):
                 d[k] if (d[k] is not v or j < ns) else None
                 for j, ((d, k), v) in enumerate(zip(plan.slots, slot_values, strict=True))
             ]
-            self._check_escapes(private, plan, result)
+            self._check_escapes(private, plan, (result, args, kwargs))
             reached = [orig for mine, orig, _ in leaves if mine.reached]
             self._check_outside_graphs(leaves)
             if reached:  # trained by compiled steps: never reported as a hanging leaf
@@ -507,7 +552,12 @@ class JitFunction(Generic[P, R]):
         saved: list[tuple[Tensor, Any]],
     ) -> tuple[list[Any], list[Any]]:
         """New values (every donated one; others where changed, else ``None``) and new
-        gradients (``None``: unchanged; ``()``: set to ``None``; ``(array,)``)."""
+        gradients (``None``: unchanged; ``()``: set to ``None``; ``(array,)``).
+
+        A trace without the incoming gradients (a step that never reads them) starts every
+        ``.grad`` at ``None``, so a ``.grad`` the step sets to ``None`` (``zero_grad()``)
+        looks unchanged there: ``plan.cleared`` remembers the ones a trace with the
+        gradients (the first) saw set to ``None``, and those are cleared outside too."""
         new_values: list[Any] = []
         new_grads: list[Any] = []
         for i, (t, v) in enumerate(zip(plan.order, values, strict=True)):
@@ -520,10 +570,14 @@ class JitFunction(Generic[P, R]):
             data = array_of(t)
             new_values.append(data if (data is not v or i < plan.n_donated) else None)
             g = grad_of(t)
-            if g is grad_in[i]:
-                new_grads.append(None)
-            else:
+            if g is None and grad_in[i] is not None:
+                plan.cleared.add(i)
+            if g is not grad_in[i]:
                 new_grads.append(() if g is None else (array_of(g),))
+            elif g is None and i in plan.cleared:  # set to None (seen when grads came in)
+                new_grads.append(())
+            else:
+                new_grads.append(None)
         return new_values, new_grads
 
     def _check_changes(self, plan: _Plan, watch: _discover.Watch) -> dict[int, Any]:
@@ -588,15 +642,17 @@ class JitFunction(Generic[P, R]):
                     "it inside the step, or use its .detach() there if it is a constant."
                 )
 
-    def _check_escapes(self, private: Tape, plan: _Plan, result: Any) -> None:
-        """Live nodes on the private tape belong to lifted tensors or results; any other
-        tensor alive now escaped the trace. Records the trace report.
+    def _check_escapes(self, private: Tape, plan: _Plan, held: Any) -> None:
+        """Live nodes on the private tape belong to lifted tensors, their ``.grad`` (a
+        ``create_graph`` backward's), or ``held`` (the results, the argument tensors the
+        trace made); any other tensor alive now escaped the trace. Records the trace report.
 
         Raises:
             TracerError: a tensor made inside the step outlived it, naming its origin.
         """
         keep = {id(t) for t in plan.order}
-        keep |= {id(x) for x in jax.tree_util.tree_leaves(result, is_leaf=_is_tensor)}
+        keep |= {id(grad_of(t)) for t in plan.order}
+        keep |= {id(x) for x in jax.tree_util.tree_leaves(held, is_leaf=_is_tensor)}
         snap = private.snapshot()
         for rec in snap.nodes:
             tensor = rec.tensor() if rec.tensor is not None else None
@@ -672,6 +728,38 @@ class JitFunction(Generic[P, R]):
             stacklevel=3,
         )
 
+    def _note_objects(self, plan: _Plan, objects: list[Any]) -> None:
+        """Count the traces a new object argument caused (a module, an optimizer or a tensor
+        that requires grad is state, reached by reference: another object is another
+        state); at ``RETRACE_WARNING``, warn once naming the argument."""
+        changed = [
+            i for i, (a, b) in enumerate(zip(objects, plan.objects, strict=True)) if a is not b
+        ]
+        if not changed:
+            return
+        self._object_retraces += 1
+        if self._object_retraces != RETRACE_WARNING:
+            return
+        named = [n for n, kind in zip(plan.names, plan.kinds, strict=True) if type(kind) is int]
+        name = named[changed[0]]
+        tensor = isinstance(objects[changed[0]], Tensor)
+        warnings.warn(
+            RetraceWarning(
+                f"{self.__name__} compiled again {self._object_retraces} times because "
+                f"argument {name!r} was another object each time: "
+                + (
+                    "a tensor that requires grad is the step's state (its value and .grad "
+                    "are carried by reference), so each new one compiles again. Pass a tensor "
+                    "that does not require grad (data, traced: x.detach()) and call "
+                    ".require_grad() on it inside the step."
+                    if tensor
+                    else "modules and optimizers are the step's state, reached by reference, "
+                    "so each new one compiles again. Create them once, outside the loop."
+                )
+            ),
+            stacklevel=3,
+        )
+
     def _note_shapes(self, plan: _Plan, data: list[Any]) -> None:
         """Remember the shapes each argument was compiled for; past ``RETRACE_WARNING``
         compiles, warn naming the argument whose shape keeps changing."""
@@ -709,19 +797,23 @@ def _inner(
 
 
 def _guards(found: _discover.Found) -> tuple[_Checks, _Checks]:
-    """The plan's validity checks, ``(readers, values)``: per variable or number the walk
-    read, a reader taking no argument (a ``functools.partial``, called from C) and the value
-    it read; identity for globals and closure cells, equality for the numbers of modules,
+    """The plan's validity checks, ``(readers, values)``: per variable, entry or number the
+    walk read, a reader taking no argument (a ``functools.partial``, called from C) and the
+    value it read; identity for globals, closure cells and the entries of attribute dicts,
+    registries, lists and dicts (``Found.entries``), equality for the numbers of modules,
     optimizers and tapegrad's other objects. A reader raises ``KeyError`` for a deleted
-    global and ``ValueError`` for an emptied cell."""
+    global or entry, ``IndexError`` for a list entry gone and ``ValueError`` for an emptied
+    cell."""
     same: list[Callable[[], Any]] = [
         functools.partial(_CELL, where) if name is None else functools.partial(getitem, where, name)
         for where, name, _ in found.guards
     ]
+    same += [functools.partial(getitem, where, key) for where, key, _ in found.entries]
     equal: list[Callable[[], Any]] = [
         functools.partial(getitem, mapping, key) for mapping, key, _ in found.values
     ]
-    return (same, [v for _, _, v in found.guards]), (equal, [v for _, _, v in found.values])
+    values = [v for _, _, v in found.guards] + [v for _, _, v in found.entries]
+    return (same, values), (equal, [v for _, _, v in found.values])
 
 
 def _split(
@@ -748,6 +840,19 @@ def _split(
             kinds.append(len(objects))
             objects.append(x)
     return kinds, data, objects
+
+
+def _at(error: BaseException) -> str:
+    """`` at path:line``, the innermost frame of ``error``'s traceback in the user's code
+    (``""`` when none is)."""
+    where = ""
+    tb = error.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if _discover.user_module(frame.f_globals.get("__name__")):
+            where = f" at {format_origin(frame.f_code, tb.tb_lineno)}"
+        tb = tb.tb_next
+    return where
 
 
 def _is_tensor(x: Any) -> bool:
@@ -814,9 +919,10 @@ def _pending(arrays: list[Any]) -> bool:
 
 
 def _shared(donated: list[Any], kept: list[Any], constants: frozenset[int]) -> bool:
-    """Whether one of the ``donated`` arrays appears twice there, among the ``kept`` ones or
-    the step's captured constants (ids): two tensors made from one array (``b =
-    tg.tensor(a.data)``, an anchor ``tg.tensor(w.data)``), optimizer states sharing one zeros
+    """Whether one of the ``donated`` arrays appears twice there, among the ``kept`` ones
+    (the other state and the call's data arguments) or the step's captured constants (ids):
+    two tensors made from one array (``b = tg.tensor(a.data)``, an anchor
+    ``tg.tensor(w.data)``, an argument ``w.detach()``), optimizer states sharing one zeros
     array."""
     ids = set(map(id, donated))
     return len(ids) != len(donated) or not (
@@ -877,8 +983,8 @@ def _static_positions(
 def jit(
     fn: Callable[P, R],
     *,
-    static_argnums: Sequence[int] = (),
-    static_argnames: Sequence[str] = (),
+    static_argnums: int | Sequence[int] = (),
+    static_argnames: str | Sequence[str] = (),
     donate: bool = True,
 ) -> JitFunction[P, R]: ...
 
@@ -887,8 +993,8 @@ def jit(
 def jit(
     fn: None = None,
     *,
-    static_argnums: Sequence[int] = (),
-    static_argnames: Sequence[str] = (),
+    static_argnums: int | Sequence[int] = (),
+    static_argnames: str | Sequence[str] = (),
     donate: bool = True,
 ) -> Callable[[Callable[P, R]], JitFunction[P, R]]: ...
 
@@ -896,8 +1002,8 @@ def jit(
 def jit(
     fn: Callable[P, R] | None = None,
     *,
-    static_argnums: Sequence[int] = (),
-    static_argnames: Sequence[str] = (),
+    static_argnums: int | Sequence[int] = (),
+    static_argnames: str | Sequence[str] = (),
     donate: bool = True,
 ) -> JitFunction[P, R] | Callable[[Callable[P, R]], JitFunction[P, R]]:
     """Compile an eager tapegrad step into one XLA computation (decorator).
@@ -911,9 +1017,11 @@ def jit(
 
     Args:
         fn: the step.
-        static_argnums: positions of arguments that are Python values (hashable); each
-            value compiles its own computation.
-        static_argnames: names of keyword arguments that are static.
+        static_argnums: positions (an int or a sequence) of arguments that are Python values
+            (hashable); each value compiles its own computation.
+        static_argnames: names (a str or a sequence) of arguments that are static. As in
+            ``jax.jit``, a static parameter is static whether it is passed by position or by
+            name.
         donate: donate the previous parameter and optimizer-state arrays to the computation
             (no copies; an array taken with ``.data`` before a call is invalid after it).
             An array that a pending graph on the tape still saves is never donated. The

@@ -770,9 +770,17 @@ def _mismatch_message(op: Op | None, parents: tuple[Node | None, ...], tape: Tap
     theirs = parent.tape() if parent.tape is not None else None
     other = "another tape" if theirs is None else theirs.name
     name = "leaf" if op is None else op.name
+    traced = (
+        " Inside a tg.jit step (its ops record on a private tape): tg.jit finds the tensors "
+        "that require grad in the step's arguments, closure and globals and in the attributes "
+        "of what they hold, not in class attributes or __slots__; pass the model (or tensor) to "
+        "the step as an argument."
+        if tape.allow_tracers
+        else ""
+    )
     return (
         f"op {name!r}: input {index} requires grad and belongs to tape {other!r}, but ops "
         f"record on tape {tape.name!r} here (tg.current_tape()); one graph cannot span two "
         "tapes. To evaluate a model on another tape, run it under tg.no_grad() or pass "
-        ".detach()ed tensors; or record everything inside one tg.use_tape(...) block."
+        ".detach()ed tensors; or record everything inside one tg.use_tape(...) block." + traced
     )

@@ -873,3 +873,197 @@ def test_spent_gradients_are_donated() -> None:
     assert step.trace_count == 1  # .grad None at the first call: one compile all the same
     plan = next(iter(step._plans.values()))
     assert plan.jitted._cache_size() == 1  # the first call's blanks matched the later .grad
+
+
+class _Holder:
+    """A plain object holding a tensor attribute a step reads."""
+
+    def __init__(self) -> None:
+        self.scale = tg.tensor(3.0)
+
+
+def test_state_replaced_between_calls_is_seen() -> None:
+    """A buffer, a submodule or a tensor attribute replaced between calls, or a tensor put in
+    a list's place, is what the next call computes with (it compiles again), as eagerly."""
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(3, 2, key=0)
+            self.temperature = tg.tensor(1.0)
+
+        def forward(self, x: tg.Tensor) -> tg.Tensor:
+            return tg.softmax(self.fc(x) / self.temperature, axis=-1)
+
+    net, x = Net(), tg.ones((1, 3))
+    predict = tg.jit(lambda x: net(x))
+    with tg.no_grad():
+        predict(x)
+        net.temperature = tg.tensor(100.0)
+        np.testing.assert_allclose(predict(x).numpy(), net(x).numpy(), rtol=1e-6)
+        net.fc = nn.Linear(3, 2, key=5)
+        np.testing.assert_allclose(predict(x).numpy(), net(x).numpy(), rtol=1e-6)
+        predict(x)
+    assert predict.trace_count == 3  # one per state, not one per call
+
+    holder = _Holder()
+    scales = [tg.tensor(2.0)]
+    f = tg.jit(lambda x: x * holder.scale * scales[0])
+    assert float(f(tg.ones(()))) == 6.0
+    holder.scale = tg.tensor(5.0)
+    assert float(f(tg.ones(()))) == 10.0
+    scales[0] = tg.tensor(7.0)
+    assert float(f(tg.ones(()))) == 35.0
+    scales.append(tg.tensor(1.0))  # an entry the step never read: no new compile
+    f(tg.ones(()))
+    assert f.trace_count == 3
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_grad_the_step_sets_to_none_is_none_after_it(compiled: bool) -> None:
+    """``zero_grad()`` in a step that never reads ``.grad`` leaves ``None`` where no backward
+    of this call reached, as the eager step does (also for a parameter frozen since)."""
+    a, b = nn.Linear(3, 1, key=0), nn.Linear(3, 1, key=1)
+    opt = optim.SGD([*a.parameters(), *b.parameters()], lr=0.1)
+
+    def step(x: tg.Tensor, head: int) -> None:
+        opt.zero_grad()
+        ((a if head == 0 else b)(x) ** 2).mean().backward()
+        opt.step()
+
+    run = tg.jit(step, static_argnums=(1,)) if compiled else step
+    run(tg.ones((2, 3)), 0)
+    run(tg.ones((2, 3)), 1)
+    assert a.weight.grad is None and b.weight.grad is not None
+    run(tg.ones((2, 3)), 0)
+    assert a.weight.grad is not None and b.weight.grad is None
+    b.bias.requires_grad_(False)
+    run(tg.ones((2, 3)), 1)
+    assert b.bias.grad is None and a.weight.grad is None
+
+
+def test_nested_steps_run_inline_and_leave_the_parameters_concrete() -> None:
+    """A tg.jit step called inside another runs as part of the outer trace (as jax.jit
+    nested in jax.jit); under plain jax.jit it refuses clearly; the model stays usable."""
+    model, opt = make()
+
+    @tg.jit
+    def inner(x: tg.Tensor) -> tg.Tensor:
+        return train_step(model, opt, x, Y)
+
+    @tg.jit
+    def outer(x: tg.Tensor) -> tg.Tensor:
+        return inner(x) * 2
+
+    twin, twin_opt = make()
+    want = float(train_step(twin, twin_opt, X, Y)) * 2
+    assert float(outer(X)) == pytest.approx(want, rel=1e-5)
+    for p, q in zip(values(model), values(twin), strict=True):
+        np.testing.assert_allclose(p, q, rtol=1e-5, atol=1e-6)
+    err = error_of(tg.TracerError, jax.jit(lambda a: inner(tg.Tensor(a)).data), X.data)
+    assert "tracer" in str(err)
+    assert all(
+        isinstance(p.data, jax.Array) and not isinstance(p.data, jax.core.Tracer)
+        for p in model.parameters()
+    )
+    inner(X)  # still usable
+
+
+def test_an_argument_sharing_a_donated_array_is_spared() -> None:
+    m = nn.Linear(3, 3, key=0)
+    opt = optim.SGD(m.parameters(), lr=0.1)
+
+    @tg.jit
+    def step(x: tg.Tensor, ref: tg.Tensor) -> tg.Tensor:
+        opt.zero_grad()
+        loss = ((m(x) - ref) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    twin = nn.Linear(3, 3, key=0)
+    want = ((twin(tg.ones((3, 3))) - twin.weight.detach()) ** 2).mean()
+    assert float(step(tg.ones((3, 3)), m.weight.detach())) == pytest.approx(float(want))
+
+
+def test_create_graph_and_argument_leaves_inside_a_step_are_not_escapes() -> None:
+    """An input made to require grad inside the step (a gradient penalty) and a backward with
+    ``create_graph=True`` work as eagerly."""
+    w = tg.full((3,), 2.0).require_grad()
+
+    def penalty(x: tg.Tensor) -> tg.Tensor | None:
+        x = x.require_grad()
+        (g,) = tg.grad((x * w * w).sum(), x, create_graph=True)
+        (g**2).sum().backward()
+        return w.grad
+
+    got = tg.jit(penalty)(tg.ones((3,)))
+    w.grad = None
+    want = penalty(tg.ones((3,)))
+    assert got is not None and want is not None
+    np.testing.assert_allclose(got.numpy(), want.numpy())  # d/dw sum(w^4) = 4 w^3 = 32
+
+    model, opt = make()
+
+    @tg.jit
+    def step(x: tg.Tensor) -> tg.Tensor:
+        opt.zero_grad()
+        loss = tg.cross_entropy(model(x), Y)
+        loss.backward(create_graph=True)
+        opt.step()
+        return loss
+
+    step(X)
+    assert float(step(X)) < float(tg.cross_entropy(make()[0](X), Y))
+
+
+def test_static_arguments_by_position_or_name_and_traced_values_in_control_flow() -> None:
+    """As jax.jit: a static parameter is static passed either way, ``static_argnums`` may be
+    an int; a traced number in Python control flow, or a boolean mask, is a TracerError
+    naming the line and the way out."""
+    x = tg.ones((2,))
+    f = tg.jit(lambda x, train=True: x * 2 if train else x, static_argnames=("train",))
+    assert float(f(x, False).sum()) == 2.0 and float(f(x, train=True).sum()) == 4.0
+    g = tg.jit(lambda x, train: x * 2 if train else x, static_argnums=1)
+    assert float(g(x, train=False).sum()) == 2.0 and float(g(x, True).sum()) == 4.0
+
+    def repeat(x: tg.Tensor, n: int) -> tg.Tensor:
+        for _ in range(n):
+            x = x * 2
+        return x
+
+    err = error_of(tg.TracerError, tg.jit(repeat), x, 3)
+    assert "test_jit.py" in str(err) and "static_argnums" in str(err)
+    err = error_of(tg.TracerError, tg.jit(lambda x: x[x > 0]), x)
+    assert "tg.where" in str(err)
+
+
+def test_a_new_tensor_argument_that_requires_grad_every_call_warns() -> None:
+    w = tg.ones((3,)).require_grad()
+
+    @tg.jit
+    def step(x: tg.Tensor) -> tg.Tensor:
+        loss = (x * w).sum()
+        loss.backward()
+        return loss
+
+    with pytest.warns(tg.RetraceWarning, match=r"argument 'x' was another object.*require_grad"):
+        for _ in range(RETRACE_WARNING + 1):
+            step(tg.ones((3,)).require_grad())
+
+
+class _ClassHeld:
+    model = nn.Linear(3, 1, key=0)  # a class attribute: not state tg.jit finds
+
+
+def test_a_parameter_tg_jit_cannot_find_is_an_error_that_says_so() -> None:
+    held = _ClassHeld()
+
+    @tg.jit
+    def step(x: tg.Tensor) -> tg.Tensor:
+        loss = (held.model(x) ** 2).mean()
+        loss.backward()
+        return loss
+
+    err = error_of(tg.TapeMismatchError, step, tg.ones((2, 3)))
+    assert "Inside a tg.jit step" in str(err) and "as an argument" in str(err)
