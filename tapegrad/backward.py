@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from functools import partial
@@ -307,24 +308,50 @@ def backward(
         NonScalarBackwardError: ``t`` has several elements and ``grad`` is ``None``.
         ShapeError: ``grad`` has another shape than ``t``.
         GraphConsumedError: the graph was consumed by an earlier backward.
+        TapeMismatchError: with ``create_graph``, ``grad`` requires grad on another tape.
     """
     node = _root(t, "The tensor passed to backward()")
-    seed = _seed(t, grad, create_graph)
-    retain = create_graph if retain_graph is None else retain_graph
     tape = tape_of(t)
     assert tape is not None  # a tensor with a node has its tape
+    _check_seed_tape(grad, tape, create_graph, "backward(grad=...)")
+    seed = _seed(t, grad, create_graph)
+    retain = create_graph if retain_graph is None else retain_graph
     with use_tape(tape):  # with create_graph, the pass records on the root's tape
         results = _run(tape, [node], [seed], retain, create_graph=create_graph)
-        for target, g in results.values():
-            tensor = target.tensor()
-            if tensor is None or node_of(tensor) is not target:
-                continue
-            old = grad_of(tensor)
-            if create_graph:
-                g = _tracked(g, tensor)
-                set_grad(tensor, g if old is None else old + g)
-            else:
-                set_grad(tensor, wrap(g if old is None else _accumulate(old.data, g)))
+        with _GRADS_LOCK:  # threads backwarding into one leaf: each read-add-write whole
+            for target, g in results.values():
+                tensor = target.tensor()
+                if tensor is None or node_of(tensor) is not target:
+                    continue
+                old = grad_of(tensor)
+                if create_graph:
+                    g = _tracked(g, tensor)
+                    set_grad(tensor, g if old is None else old + g)
+                else:
+                    set_grad(tensor, wrap(g if old is None else _accumulate(old.data, g)))
+
+
+_GRADS_LOCK = threading.Lock()
+"""Held while a backward adds its gradients into ``.grad``: two threads backwarding into one
+leaf (workers sharing parameters) would otherwise both read the old gradient and one sum
+would be lost (PyTorch's accumulation is thread-safe too)."""
+
+
+def _check_seed_tape(grad: Any, tape: Tape, create_graph: bool, keyword: str) -> None:
+    """With ``create_graph``, a cotangent tensor that requires grad is differentiated
+    through, so it must be on the pass's ``tape``.
+
+    Raises:
+        TapeMismatchError: it belongs to another tape; nothing ran.
+    """
+    other = tape_of(grad) if create_graph and isinstance(grad, Tensor) else None
+    if other is not None and other is not tape:
+        raise TapeMismatchError(
+            f"{keyword}: the cotangent requires grad and belongs to tape {other.name!r}, but "
+            f"the pass runs on tape {tape.name!r} (its outputs'); with create_graph=True it "
+            "is differentiated through, so one graph would span two tapes. Compute it on "
+            "the same tape, or pass its .detach()."
+        )
 
 
 def grad(
@@ -360,7 +387,8 @@ def grad(
             (a ``RuntimeError``).
         GraphConsumedError: an output's graph was consumed by an earlier backward without
             ``retain_graph`` (a ``RuntimeError``); nothing changed.
-        TapeMismatchError: the outputs and inputs belong to different tapes (a
+        TapeMismatchError: the outputs and inputs belong to different tapes, or (with
+            ``create_graph``) a ``grad_outputs`` tensor that requires grad to another (a
             ``RuntimeError``).
     """
     outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
@@ -385,10 +413,12 @@ def grad(
             f"tg.grad: {len(gouts)} grad_outputs for {len(outs)} outputs; pass one per output."
         )
     roots = [_root(o, f"tg.grad output {i}") for i, o in enumerate(outs)]
+    tape = _tape_of(outs + ins)
+    for g in gouts:
+        _check_seed_tape(g, tape, create_graph, "tg.grad(grad_outputs=...)")
     seeds = [_seed(o, g, create_graph, "grad_outputs") for o, g in zip(outs, gouts, strict=True)]
     retain = create_graph if retain_graph is None else retain_graph
     wanted = frozenset(n.id for n in in_nodes)
-    tape = _tape_of(outs + ins)
     grads = []
     with use_tape(tape):  # with create_graph, the pass records on the roots' tape
         results = _run(tape, roots, seeds, retain, wanted, create_graph)

@@ -338,3 +338,22 @@ def test_provenance_creates_no_reference_cycle() -> None:
         del y
         assert tg.graph_cleanup().nodes_removed == 2
         assert kept() is None  # the exp node and its residual went by reference counting
+
+
+def test_a_cotangent_on_another_tape_is_refused_before_the_pass() -> None:
+    """With ``create_graph`` a cotangent that requires grad is differentiated through: one on
+    another tape is refused up front, naming the argument, and both tapes stay as they were."""
+    w = tg.tensor([1.0, 2.0, 3.0]).require_grad()
+    y = (w * w).tanh()
+    other = tg.Tape("T")
+    with tg.use_tape(other):
+        v = tg.ones(3).require_grad()
+    before_p, before_o = tg.graph_stats(), other.stats()
+    with pytest.raises(tg.TapeMismatchError, match=r"backward\(grad=\.\.\.\).*'T'.*detach"):
+        y.backward(v, create_graph=True)
+    with pytest.raises(tg.TapeMismatchError, match=r"grad_outputs.*'T'"):
+        tg.grad(y, w, v, create_graph=True)
+    assert tg.graph_stats() == before_p and other.stats() == before_o
+    y.backward(v.detach())  # a constant cotangent is fine
+    want = 2 * np.arange(1.0, 4.0) * (1 - np.tanh(np.arange(1.0, 4.0) ** 2) ** 2)
+    np.testing.assert_allclose(w.grad.numpy(), want, rtol=1e-5, atol=1e-6)

@@ -4,6 +4,7 @@ merging. Every loop is bounded and every join has a timeout, so a deadlock fails
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -392,3 +393,27 @@ def test_a_pass_meeting_nodes_another_pass_is_consuming_raises() -> None:
         assert out["second"] == "GraphConsumedError"
         assert not isinstance(out["first"], str), out["first"]
         np.testing.assert_allclose(out["first"], out["expected_first"], rtol=1e-5, atol=1e-7)
+
+
+def test_threads_backwarding_into_one_leaf_lose_no_gradient() -> None:
+    """Workers sharing a parameter: each backward's add into ``.grad`` is whole (as in
+    PyTorch), so the sum is exact however the threads interleave."""
+    w = tg.tensor([1.0, 2.0, 3.0]).require_grad()
+    n = 150
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+
+    def worker() -> None:
+        for _ in range(n):
+            (w * 2.0).sum().backward()
+
+    try:
+        threads = [threading.Thread(target=worker) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+    finally:
+        sys.setswitchinterval(switch)
+    assert not any(t.is_alive() for t in threads)
+    np.testing.assert_array_equal(w.grad.numpy(), [4.0 * n] * 3)
