@@ -414,8 +414,8 @@ def grad(
         )
     roots = [_root(o, f"tg.grad output {i}") for i, o in enumerate(outs)]
     tape = _tape_of(outs + ins)
-    for g in gouts:
-        _check_seed_tape(g, tape, create_graph, "tg.grad(grad_outputs=...)")
+    for cotangent in gouts:
+        _check_seed_tape(cotangent, tape, create_graph, "tg.grad(grad_outputs=...)")
     seeds = [_seed(o, g, create_graph, "grad_outputs") for o, g in zip(outs, gouts, strict=True)]
     retain = create_graph if retain_graph is None else retain_graph
     wanted = frozenset(n.id for n in in_nodes)
