@@ -187,33 +187,45 @@ def torch_keyword(
 
 
 def _too_many_positional(
-    where: str, params: Mapping[str, inspect.Parameter], given: int
+    where: str, params: Mapping[str, inspect.Parameter], given: int, order: str | None
 ) -> TypeError:
     """Too many positional arguments, most likely in PyTorch's positional order: say which
-    parameters go by position here and that the rest go by keyword."""
+    parameters go by position here and that the rest go by keyword; ``order`` says how
+    PyTorch's positional order differs (for the message), when it is known."""
     names = [n for n, p in params.items() if p.kind <= inspect.Parameter.POSITIONAL_OR_KEYWORD]
     keywords = [n for n, p in params.items() if p.kind == inspect.Parameter.KEYWORD_ONLY]
     shown = [n for n in names if n != "self"]
     offset = len(names) - len(shown)
+    why = (
+        f"PyTorch's positional order differs for some of them ({order}), so tapegrad takes "
+        "them only by keyword."
+        if order is not None
+        else "tapegrad takes only these by position, so that an argument in another positional "
+        "order (PyTorch's) cannot reach the wrong parameter."
+    )
     return TypeError(
         f"{where} takes at most {len(shown)} positional argument(s) ({', '.join(shown)}), got "
         f"{given - offset}. Pass the others by keyword"
         + (f" ({', '.join(k + '=' for k in keywords)})" if keywords else "")
-        + ": PyTorch's positional order differs for some of them (its SGD's fourth parameter "
-        "is dampening), so tapegrad takes them only by keyword."
+        + f": {why}"
     )
 
 
 def torch_keywords(
-    advice: Mapping[str, str] | None = None, defaults: Mapping[str, Any] | None = None
+    advice: Mapping[str, str] | None = None,
+    defaults: Mapping[str, Any] | None = None,
+    order: str | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Decorate a function, method or ``__init__``: a PyTorch keyword it does not take raises a
     ``TypeError`` naming the keyword and what to do (``advice``: PyTorch's keyword -> what to
     do; PyTorch's spellings ``dim=``, ``keepdim=``, ... name tapegrad's) instead of Python's
     bare "unexpected keyword argument". Keywords the function takes are passed through. A
     keyword of ``defaults`` given PyTorch's default value there (``bidirectional=False``) is
-    dropped: it asks for what tapegrad does. On an ``__init__``, the error names the class of
-    the object made (``LSTM()``, not the private base class that defines ``__init__``)."""
+    dropped: it asks for what tapegrad does. Too many positional arguments raise a
+    ``TypeError`` naming the parameters taken by position and the keyword-only ones;
+    ``order``, where given, says there how PyTorch's positional order differs ("its SGD's
+    fourth parameter is dampening"). On an ``__init__``, the errors name the class of the
+    object made (``LSTM()``, not the private base class that defines ``__init__``)."""
     kept = dict(defaults or {})
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
@@ -240,7 +252,7 @@ def torch_keywords(
                 if err is not None:
                     raise err
             if limit is not None and len(args) > limit:
-                raise _too_many_positional(place(args), taken, len(args))
+                raise _too_many_positional(place(args), taken, len(args), order)
             return fn(*args, **kwargs)
 
         return checked

@@ -12,8 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from tapegrad import compilation_cache
+from tapegrad.errors import ShapeError
 
-__all__ = ["filled", "Meetings", "broadcast_axes", "sum_to"]
+__all__ = ["filled", "Meetings", "broadcast_axes", "sum_to", "normalize_axes", "axis_check"]
 
 
 @partial(jax.jit, static_argnums=(0, 2))
@@ -130,3 +131,27 @@ def sum_to(x: jax.Array, shape: tuple[int, ...]) -> jax.Array:
         return x
     axes = broadcast_axes(x.shape, shape)
     return x if axes is None else jnp.sum(x, axis=axes).reshape(shape)
+
+
+def normalize_axes(axis: int | tuple[int, ...] | None, ndim: int) -> tuple[int, ...]:
+    """Normalise ``axis`` to sorted non-negative axes of an ``ndim``-dimensional input."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else axis
+    out = []
+    for a in axes:
+        if not -ndim <= a < max(ndim, 1) or (ndim == 0 and a not in (0, -1)):
+            raise ShapeError(
+                f"axis {a} is out of range for a tensor with {ndim} dimensions; use an axis "
+                f"in [{-ndim}, {ndim - 1}]."
+            )
+        out.append(a % ndim if ndim else 0)
+    if len(set(out)) != len(out):
+        raise ShapeError(f"axis {axis} repeats an axis; list each axis once.")
+    return tuple(sorted(out))
+
+
+def axis_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
+    """``defop``'s ``check`` for an op along ``axis`` (-1 by default) of its first input: the
+    reductions' ``ShapeError`` for an axis out of range, instead of JAX's error."""
+    normalize_axes(params.get("axis", -1), jnp.ndim(arrays[0]))

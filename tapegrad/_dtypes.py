@@ -3,8 +3,8 @@
 JAX's floats include ``bfloat16`` and the ``float8``/``float6``/``float4`` families from
 ``ml_dtypes``, which NumPy's own type hierarchy does not know (``np.issubdtype(bfloat16,
 np.inexact)`` is ``False``); ``jnp.issubdtype`` knows them all. Every check in tapegrad (which
-tensors may require grad, which op outputs are recorded, which dtypes a layer accepts) asks
-this module, so they cannot disagree.
+tensors may require grad, which op outputs are recorded, which dtypes a layer or an op
+accepts) asks this module, so they cannot disagree.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["is_differentiable", "is_float", "check_float", "DIFFERENTIABLE"]
+__all__ = ["is_differentiable", "is_float", "check_float", "check_float_values", "DIFFERENTIABLE"]
 
 
 class _DtypeTable(dict[Any, bool]):
@@ -72,3 +72,41 @@ def check_float(dtype: Any, what: str) -> np.dtype[Any]:
             f"{what}: dtype must be a floating dtype (float32, bfloat16, float16, ...), got {dt}."
         )
     return dt
+
+
+def check_float_values(what: str, *values: Any, ints: bool = False) -> None:
+    """Refuse ``values`` that ``what``, which computes in floats, would compute on in booleans
+    (JAX's arithmetic refuses them, or the result is wrong), or in integers unless ``ints``
+    (an op that promotes integers to floats, as JAX does). Mixed values compute in the type
+    they promote to: a float prediction with a boolean target passes.
+
+    Args:
+        what: the op, for the message (``"dropout"``).
+        *values: tensors, arrays or Python scalars; other objects pass (the op names them).
+        ints: integers pass.
+
+    Raises:
+        TypeError: the values are all booleans, or all booleans or integers without ``ints``.
+    """
+    for v in values:  # the usual case first: a float among them, no list built
+        dtype = getattr(v, "dtype", None)
+        if isinstance(dtype, np.dtype) and DIFFERENTIABLE[dtype]:
+            return
+    dtypes = [_dtype_of(v) for v in values]
+    kinds = {"" if d is None else d.kind for d in dtypes}
+    if kinds <= {"b"} or (not ints and kinds <= {"b", "i", "u"}):
+        got = " and ".join(sorted({str(d) for d in dtypes}))
+        raise TypeError(
+            f"{what} computes in floats, got {got} values; cast them first: x.astype(tg.float32)."
+        )
+
+
+def _dtype_of(x: Any) -> np.dtype[Any] | None:
+    """``x``'s dtype: a tensor's or an array's, or the one JAX gives a Python scalar; ``None``
+    for other objects (a list, a PyTorch tensor)."""
+    dtype = getattr(x, "dtype", None)
+    if isinstance(dtype, np.dtype):
+        return dtype
+    if isinstance(x, bool | int | float | complex):
+        return np.dtype(jnp.result_type(x))
+    return None

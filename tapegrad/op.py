@@ -276,15 +276,25 @@ def as_operand(x: Any, op_name: str) -> Any:
         return x
     if isinstance(x, np.ndarray):
         return jax.numpy.asarray(x)
+    refuse_torch(x, op_name)
+    raise OperandTypeError(
+        f"{op_name}: unsupported operand type {type(x).__name__}; pass a tapegrad Tensor, a "
+        "jax.Array, a NumPy array or a Python scalar (convert lists with tg.tensor(...))."
+    )
+
+
+def refuse_torch(x: Any, op_name: str) -> None:
+    """Refuse a PyTorch tensor as an operand of ``op_name`` (``as_operand``'s check, also for
+    entry points that read an operand's shape or dtype before the op converts it).
+
+    Raises:
+        OperandTypeError: ``x`` is a PyTorch object; says to convert it with ``tg.tensor``.
+    """
     if is_torch(x):
         raise OperandTypeError(
             f"{op_name}: a PyTorch tensor ({type(x).__module__}.{type(x).__name__}) cannot be "
             "an operand; convert it first: tg.tensor(t) (a copy)."
         )
-    raise OperandTypeError(
-        f"{op_name}: unsupported operand type {type(x).__name__}; pass a tapegrad Tensor, a "
-        "jax.Array, a NumPy array or a Python scalar (convert lists with tg.tensor(...))."
-    )
 
 
 def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 3) -> Tensor:

@@ -185,3 +185,51 @@ def test_size_is_numpys_attribute_and_calling_it_names_shape() -> None:
     assert t.size == 24 and t.size + 1 == 25 and isinstance(t.size, int)
     assert "x.shape" in str(error_of(TypeError, t.size))
     assert "x.shape[1]" in str(error_of(TypeError, t.size, 1))
+
+
+@pytest.mark.parametrize(
+    ("make", "shown", "keywords"),
+    [
+        (
+            lambda: tg.nn.AvgPool2d(2, 2, 0, True),
+            "(kernel_size, stride, padding), got 4",
+            " (count_include_pad=)",
+        ),
+        (lambda: tg.nn.MaxPool2d(2, 2, 0, 1), "(kernel_size, stride, padding), got 4", ""),
+        (lambda: tg.nn.Embedding(5, 3, None, 2.0), "padding_idx), got 4", " (key=, dtype=)"),
+        (
+            lambda: tg.nn.LSTM(3, 4, 1, True, False, 0.0, False),
+            "dropout), got 7",
+            " (key=, dtype=)",
+        ),
+        (
+            lambda: tg.nn.Conv2d(1, 2, 3, 1, 0, 1, 1, True, "zeros"),
+            "bias), got 9",
+            " (key=, dtype=)",
+        ),
+        (lambda: tg.nn.MSELoss(None, None, "mean"), "(reduction), got 3", ""),
+    ],
+    ids=["AvgPool2d", "MaxPool2d", "Embedding", "LSTM", "Conv2d", "MSELoss"],
+)
+def test_too_many_positional_arguments_name_the_keywords_not_sgds_dampening(
+    make: Callable[[], Any], shown: str, keywords: str
+) -> None:
+    """Regression: every class's message said "(its SGD's fourth parameter is dampening)"."""
+    message = str(error_of(TypeError, make))
+    assert (
+        shown
+        + ". Pass the others by keyword"
+        + keywords
+        + ": tapegrad takes only these by position"
+        in message
+    ), message
+    assert "SGD" not in message and "dampening" not in message
+
+
+def test_sgds_too_many_positional_arguments_still_name_dampening() -> None:
+    x = tg.ones(3).require_grad()
+    message = str(error_of(TypeError, tg.optim.SGD, [x], 0.1, 0.9, 1e-4))
+    assert message.endswith(
+        "PyTorch's positional order differs for some of them (its SGD's fourth parameter is "
+        "dampening), so tapegrad takes them only by keyword."
+    ), message

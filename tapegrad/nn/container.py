@@ -17,19 +17,25 @@ def _check(owner: str, i: Any, m: Any) -> Module:
 
 
 class Sequential(Module):
-    """Modules applied in order; sub-modules are named ``"0"``, ``"1"``, ...
+    """Modules applied in order; sub-modules are named ``"0"``, ``"1"``, ..., or by the keys of
+    one mapping given instead (PyTorch's ``Sequential(OrderedDict(...))``).
 
     Args:
-        *modules: the layers, applied first to last.
+        *modules: the layers, applied first to last; or one mapping of names to layers (its
+            order is the order applied).
 
     Raises:
-        TypeError: an argument is not a ``Module``.
+        TypeError: an argument (or a value of the mapping) is not a ``Module``.
     """
 
-    def __init__(self, *modules: Module) -> None:
+    def __init__(self, *modules: Module | Mapping[str, Module]) -> None:
         super().__init__()
-        for i, m in enumerate(modules):
-            setattr(self, str(i), _check("Sequential", i, m))
+        if len(modules) == 1 and isinstance(modules[0], Mapping):
+            for name, layer in modules[0].items():
+                setattr(self, name, _check("Sequential", repr(name), layer))
+        else:
+            for i, m in enumerate(modules):
+                setattr(self, str(i), _check("Sequential", i, m))
 
     def forward(self, x: Any) -> Any:
         """Feed ``x`` through every layer in order."""
@@ -50,11 +56,12 @@ class Sequential(Module):
     def __getitem__(self, index: slice) -> Sequential: ...
 
     def __getitem__(self, index: int | slice) -> Module:
-        """The layer at ``index``, or a ``Sequential`` of a slice (sharing the layers)."""
-        mods = list(self._modules.values())
+        """The layer at ``index`` (its position), or a ``Sequential`` of a slice sharing the
+        layers under their names (PyTorch's: ``seq[1:]``'s state dict keeps the keys of
+        ``seq``'s)."""
         if isinstance(index, slice):
-            return Sequential(*mods[index])
-        return mods[index]
+            return Sequential(dict(list(self._modules.items())[index]))
+        return list(self._modules.values())[index]
 
 
 class ModuleList(Module):

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
+from tapegrad._args import integer
 from tapegrad.errors import ShapeError
 
 __all__ = ["Ints", "Pairs", "spatial", "check_window"]
@@ -14,19 +13,36 @@ Ints = tuple[int, ...]
 Pairs = tuple[tuple[int, int], ...]
 
 
-def spatial(value: Any, n: int, name: str, what: str, low: int = 1) -> Ints:
+def spatial(value: Any, n: int, name: str, what: str, low: int = 1, forms: str = "") -> Ints:
     """``value`` (an int or a sequence of ``n`` ints, each ``>= low``) as ``n`` ints.
 
+    Args:
+        value: the argument.
+        n: the number of spatial axes.
+        name: the op, for the message.
+        what: the argument's name, for the message.
+        low: the smallest value allowed.
+        forms: the argument's other forms, for the message (``", 'same' or 'valid'"``).
+
     Raises:
+        TypeError: ``value`` or an entry is not an integer (a float or a bool).
         ValueError: a wrong count or a value below ``low``.
     """
-    values = (value,) * n if isinstance(value, (int, np.integer)) else tuple(value)
-    if len(values) != n or any(int(v) < low for v in values):
-        raise ValueError(
-            f"{name}: {what}={value!r} must be an int >= {low} or {n} such ints (one per "
-            "spatial axis)."
-        )
-    return tuple(int(v) for v in values)
+    message = (
+        f"{name}: {what}={value!r} must be an int >= {low} or {n} such ints (one per spatial "
+        f"axis){forms}"
+    )
+    try:
+        entries = tuple(value)
+    except TypeError:  # one value for every axis
+        entries = (value,) * n
+    try:
+        values = tuple(integer(v, what) for v in entries)
+    except TypeError:
+        raise TypeError(f"{message}; floats and booleans are not taken for ints.") from None
+    if len(values) != n or any(v < low for v in values):
+        raise ValueError(f"{message}.")
+    return values
 
 
 def check_window(

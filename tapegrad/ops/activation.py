@@ -8,6 +8,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
+from tapegrad._dtypes import check_float_values
 from tapegrad.op import defop
 
 __all__ = ["gelu", "silu", "softplus"]
@@ -58,7 +59,13 @@ _silu = jax.jit(jax.nn.silu)
 
 @defop
 def silu(x: jax.Array) -> tuple[jax.Array, Res]:
-    """Sigmoid linear unit (swish): ``x * sigmoid(x)``."""
+    """Sigmoid linear unit (swish): ``x * sigmoid(x)``.
+
+    Raises:
+        TypeError: ``x`` holds booleans or integers (JAX's sigmoid refuses them; PyTorch's
+            too): cast it to floats first.
+    """
+    check_float_values("silu", x)
     return _silu(x), (x,)
 
 

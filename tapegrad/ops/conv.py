@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
+from tapegrad._args import integer
 from tapegrad.derived import derived_vjp
 from tapegrad.errors import ShapeError
-from tapegrad.op import defop
+from tapegrad.op import defop, refuse_torch
 from tapegrad.ops._window import Ints, Pairs, check_window, spatial
 
 if TYPE_CHECKING:
@@ -38,17 +39,23 @@ def _padding(padding: Any, kernel: Ints, dilation: Ints, stride: Ints) -> Pairs:
             raise ValueError("conv: padding='same' needs stride 1 (as in PyTorch).")
         totals = [d * (k - 1) for k, d in zip(kernel, dilation, strict=True)]
         return tuple((t // 2, t - t // 2) for t in totals)  # the extra one goes after
-    if isinstance(padding, (int, np.integer)) or all(
-        isinstance(p, (int, np.integer)) for p in padding
-    ):
-        return tuple((p, p) for p in spatial(padding, n, "conv", "padding", low=0))
-    pairs = tuple(tuple(int(v) for v in p) for p in padding)
-    if len(pairs) != n or any(len(p) != 2 or min(p) < 0 for p in pairs):
-        raise ValueError(
-            f"conv: padding={padding!r} must give one (before, after) pair of ints >= 0 per "
-            f"spatial axis ({n})."
-        )
-    return pairs  # type: ignore[return-value]
+    entries = padding if isinstance(padding, (tuple, list, np.ndarray)) else ()
+    if not any(np.ndim(p) for p in entries):  # not (before, after) pairs
+        forms = ", one (before, after) pair of such ints per axis, 'same' or 'valid'"
+        return tuple((p, p) for p in spatial(padding, n, "conv", "padding", 0, forms))
+    message = (
+        f"conv: padding={padding!r} must give one (before, after) pair of ints >= 0 per "
+        f"spatial axis ({n})"
+    )
+    if len(entries) != n or any(np.ndim(p) != 1 or len(p) != 2 for p in entries):
+        raise ValueError(f"{message}.")
+    try:
+        pairs = tuple((integer(lo, "padding"), integer(hi, "padding")) for lo, hi in entries)
+    except TypeError:
+        raise TypeError(f"{message}; floats and booleans are not taken for ints.") from None
+    if any(min(p) < 0 for p in pairs):
+        raise ValueError(f"{message}.")
+    return pairs
 
 
 @partial(jax.jit, static_argnames=("stride", "pads", "dilation", "groups"))
@@ -129,8 +136,13 @@ def conv(
             ``w.shape[1] * groups``, ``O`` not divisible by ``groups``, a bias that is not (O,),
             or a (dilated) kernel larger than the padded input. Checked before JAX runs.
         ValueError: malformed stride, padding, dilation or groups.
-        TypeError: ``x`` and ``w`` of different dtypes (an integer image, say).
+        TypeError: ``x`` and ``w`` of different dtypes (an integer image, say); a stride,
+            padding or dilation that is not an int, ints, pairs of ints or a padding string
+            (a float, say).
+        OperandTypeError: (a ``TypeError``) a PyTorch tensor as ``x``, ``w`` or ``bias``.
     """
+    for t in (x, w, bias):
+        refuse_torch(t, "conv")  # before reading its shape and dtype, which are PyTorch's
     w_shape = tuple(w.shape)
     x_shape = tuple(x.shape)
     n = len(w_shape) - 2

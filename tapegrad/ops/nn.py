@@ -13,6 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from tapegrad._args import integer
+from tapegrad._arrays import axis_check
+from tapegrad._dtypes import check_float_values
 from tapegrad.errors import ShapeError, TapegradWarning
 from tapegrad.op import broadcast_check, defop
 
@@ -34,7 +36,7 @@ _softmax = partial(jax.jit, static_argnames=("axis",))(jax.nn.softmax)
 _log_softmax = partial(jax.jit, static_argnames=("axis",))(jax.nn.log_softmax)
 
 
-@defop
+@defop(check=axis_check)
 def softmax(x: jax.Array, *, axis: int = -1) -> tuple[jax.Array, tuple[jax.Array]]:
     """exp(x) / sum(exp(x)) along ``axis``, computed stably."""
     y = _softmax(x, axis=axis)
@@ -49,7 +51,7 @@ def _softmax_vjp(res: tuple[jax.Array], g: jax.Array, *, axis: int = -1) -> tupl
     return (y * (g - jnp.sum(g * y, axis=axis, keepdims=True)),)
 
 
-@defop
+@defop(check=axis_check)
 def log_softmax(x: jax.Array, *, axis: int = -1) -> tuple[jax.Array, tuple[jax.Array]]:
     """x - logsumexp(x) along ``axis``."""
     y = _log_softmax(x, axis=axis)
@@ -100,6 +102,9 @@ def _check_reduction(name: str, reduction: Any) -> None:
 
 
 def _check_labels(name: str, logits: jax.Array, labels: jax.Array, axis: int) -> None:
+    """Refuse boolean scores, labels that are not integers or not of the scores' shape without
+    the class axis, and a class axis out of range."""
+    check_float_values(name, logits, ints=True)
     if not np.issubdtype(labels.dtype, np.integer):
         raise TypeError(
             f"{name}: labels must be integer class indices, got dtype {labels.dtype}; "
@@ -487,6 +492,7 @@ def _bce_with_logits(
     x: jax.Array, t: jax.Array, *, reduction: Reduction = "mean"
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     """-(t log sigmoid(x) + (1 - t) log(1 - sigmoid(x))), computed stably, reduced."""
+    check_float_values("binary_cross_entropy_with_logits", x, ints=True)
     if tuple(x.shape) != tuple(t.shape):
         raise ShapeError(
             f"binary_cross_entropy_with_logits: targets of shape {tuple(t.shape)} must have "
@@ -541,6 +547,7 @@ def _mse_loss(
     a: jax.Array, b: jax.Array, *, reduction: Reduction = "mean"
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     """(a - b)**2 over all elements (broadcasting a against b), reduced."""
+    check_float_values("mse_loss", a, b, ints=True)
     y, _ = _mse(a, b, reduction)
     return y, (a, b)  # the inputs: create_graph differentiates through them
 

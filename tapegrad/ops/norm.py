@@ -245,7 +245,16 @@ def batch_norm(
     """
     from tapegrad._tensor import Tensor
 
-    x_shape = tuple(x.shape)
+    if (running_mean is None) != (running_var is None):
+        raise ValueError("batch_norm: give both running_mean and running_var, or neither.")
+    if training and running_mean is not None:
+        if not (isinstance(running_mean, Tensor) and isinstance(running_var, Tensor)):
+            raise TypeError(
+                "batch_norm: running_mean and running_var are updated in place in training, "
+                "so they must be tensors (tg.zeros(C), tg.ones(C)), not "
+                f"{type(running_mean).__name__} and {type(running_var).__name__}."
+            )
+    x_shape = tuple(np.shape(x))
     if len(x_shape) < 2:
         raise ShapeError(f"batch_norm: input of shape {x_shape} must be (N, C, ...).")
     c = x_shape[1]
@@ -255,25 +264,16 @@ def batch_norm(
         ("weight", weight),
         ("bias", bias),
     ):
-        if t is not None and tuple(t.shape) != (c,):
+        if t is not None and tuple(np.shape(t)) != (c,):
             raise ShapeError(
-                f"batch_norm: {name} of shape {tuple(t.shape)} must be ({c},) for an input of "
-                f"shape {x_shape} (channels on axis 1)."
+                f"batch_norm: {name} of shape {tuple(np.shape(t))} must be ({c},) for an input "
+                f"of shape {x_shape} (channels on axis 1)."
             )
-    if (running_mean is None) != (running_var is None):
-        raise ValueError("batch_norm: give both running_mean and running_var, or neither.")
     if training:
         if math.prod(x_shape) // c <= 1:
             raise ValueError(
                 f"batch_norm: training needs more than one value per channel, got input shape "
                 f"{x_shape}; use a larger batch or evaluation mode."
-            )
-        if running_mean is not None and not (
-            isinstance(running_mean, Tensor) and isinstance(running_var, Tensor)
-        ):
-            raise TypeError(
-                "batch_norm: running_mean and running_var are updated in place in training, "
-                "so they must be tensors (tg.zeros(C), tg.ones(C))."
             )
     elif running_mean is None:
         raise ValueError(

@@ -117,6 +117,7 @@ def max_pool2d(
     Raises:
         ShapeError: the input is not 3- or 4-D, or the window is larger than the padded input.
         ValueError: malformed kernel, stride or padding, or padding over half the kernel.
+        TypeError: a kernel, stride or padding that is not an int or ints (a float).
     """
     return _max_pool2d(x, **_pool_args("max_pool2d", x, kernel, stride, padding))
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.numpy as jnp
 
+from tapegrad._dtypes import check_float_values
 from tapegrad.op import as_operand, defop
 from tapegrad.random import key_of
 
@@ -65,7 +66,7 @@ def dropout(x: Any, p: float = 0.5, *, training: bool = True, key: Any = None) -
     returned (as when ``p == 0``).
 
     Args:
-        x: a float tensor.
+        x: a float tensor (any tensor when dropout is the identity, as in PyTorch).
         p: the probability of zeroing an element, in ``[0, 1]`` (``p == 1`` gives zeros).
         training: ``False`` makes dropout the identity (evaluation).
         key: an int seed or a ``jax.random`` key for the mask; ``None`` draws a fresh key from
@@ -76,11 +77,14 @@ def dropout(x: Any, p: float = 0.5, *, training: bool = True, key: Any = None) -
 
     Raises:
         ValueError: ``p`` is outside ``[0, 1]`` (checked before any key is drawn).
+        TypeError: ``x`` holds booleans or integers while training with ``p > 0`` (the scale
+            ``1 / (1 - p)`` is fractional; PyTorch refuses them for ``0 < p < 1``).
     """
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: p must be a probability in [0, 1], got {p}.")
     if not training or p == 0.0:
         return x  # type: ignore[no-any-return]
+    check_float_values("dropout", x)
     if p == 1.0:
         return x * 0.0  # type: ignore[no-any-return]
     return _dropout(x, key_of(key), p=float(p))

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import builtins
 import math
 from functools import partial
 
 import jax
 import jax.numpy as jnp
 
-from tapegrad.errors import ShapeError
+from tapegrad._arrays import normalize_axes
 from tapegrad.op import defop
 
 __all__ = ["sum", "mean", "max", "min", "logsumexp", "var", "std", "cumsum", "all", "any"]
@@ -17,36 +16,18 @@ __all__ = ["sum", "mean", "max", "min", "logsumexp", "var", "std", "cumsum", "al
 Axis = int | tuple[int, ...] | None
 
 
-def _axes(axis: Axis, ndim: int) -> tuple[int, ...]:
-    """Normalise ``axis`` to sorted non-negative axes of an ``ndim``-dimensional input."""
-    if axis is None:
-        return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else axis
-    out = []
-    for a in axes:
-        if not -ndim <= a < builtins.max(ndim, 1) or (ndim == 0 and a not in (0, -1)):
-            raise ShapeError(
-                f"axis {a} is out of range for a tensor with {ndim} dimensions; use an axis "
-                f"in [{-ndim}, {ndim - 1}]."
-            )
-        out.append(a % ndim if ndim else 0)
-    if len(set(out)) != len(out):
-        raise ShapeError(f"axis {axis} repeats an axis; list each axis once.")
-    return tuple(sorted(out))
-
-
 def _expand(g: jax.Array, in_shape: tuple[int, ...], axis: Axis, keepdims: bool) -> jax.Array:
     """Give ``g`` the reduced axes back as length-one axes."""
     if keepdims or not in_shape:
         return g
     return g.reshape(
-        tuple(1 if i in _axes(axis, len(in_shape)) else s for i, s in enumerate(in_shape))
+        tuple(1 if i in normalize_axes(axis, len(in_shape)) else s for i, s in enumerate(in_shape))
     )
 
 
 def _check(x: jax.Array, axis: Axis) -> None:
     if axis is not None:
-        _axes(axis, x.ndim)
+        normalize_axes(axis, x.ndim)
 
 
 _static = partial(jax.jit, static_argnames=("axis", "keepdims"))
@@ -92,7 +73,7 @@ def mean(
 ) -> tuple[jax.Array, tuple[tuple[int, ...], int]]:
     """Mean over ``axis`` (``None``: all axes)."""
     _check(x, axis)
-    count = math.prod(x.shape[a] for a in _axes(axis, x.ndim))
+    count = math.prod(x.shape[a] for a in normalize_axes(axis, x.ndim))
     return _jmean(x, axis=axis, keepdims=keepdims), (x.shape, count)
 
 
@@ -178,7 +159,7 @@ def _logsumexp_vjp(
 
 
 def _count(x: jax.Array, axis: Axis, ddof: int) -> int:
-    n = math.prod(x.shape[a] for a in _axes(axis, x.ndim))
+    n = math.prod(x.shape[a] for a in normalize_axes(axis, x.ndim))
     return n - ddof
 
 

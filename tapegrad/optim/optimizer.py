@@ -70,6 +70,10 @@ torch_options = torch_keywords(_TORCH_ADVICE)
 """Decorate an optimizer's ``__init__``: a PyTorch option it does not take (``foreach=``,
 ``fused=``, ...) raises a ``TypeError`` naming it and what to do instead."""
 
+sgd_options = torch_keywords(_TORCH_ADVICE, order="its SGD's fourth parameter is dampening")
+"""``torch_options`` for ``SGD``, whose message for too many positional arguments also says
+where PyTorch's order differs: the ``1e-4`` of ``SGD(p, 0.1, 0.9, 1e-4)`` is dampening there."""
+
 
 def _keep_skipped(new_state: Any, old_state: Any, params: _Arrays, skip: tuple[bool, ...]) -> Any:
     """In every state subtree shaped like ``params`` (a tuple of arrays of the parameters'

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import optax
 
 from tapegrad._tensor import Tensor
-from tapegrad.optim.optimizer import Optimizer, torch_options
+from tapegrad.optim.optimizer import Optimizer, sgd_options, torch_options
 
 __all__ = ["SGD", "Adam", "AdamW", "RMSprop"]
 
@@ -206,7 +206,7 @@ class SGD(_Builtin):
 
     _make = staticmethod(_sgd)
 
-    @torch_options
+    @sgd_options
     def __init__(
         self,
         params: _Params,

@@ -144,3 +144,93 @@ def test_multihead_self_attention_projects_once_and_matches_torch() -> None:
 
     ours = nn.MultiheadAttention(8, 2, key=0)
     check_against_torch(ours, torch.nn.MultiheadAttention(8, 2), [_x(5, 2, 8)], call=selfatt)
+
+
+def test_lstm_without_hx_leaves_only_its_parameters_on_the_tape(base: tg.GraphStats) -> None:
+    """Regression: with no ``hx`` the first step has no cell state, yet its forget gate (a
+    getitem and a sigmoid) was computed and left hanging, two nodes per layer each forward,
+    though every output reached the loss. Outputs and gradients still match PyTorch's."""
+    torch.manual_seed(0)
+    ours, theirs = nn.LSTM(3, 4, num_layers=2, key=0), torch.nn.LSTM(3, 4, num_layers=2)
+    ours.load_state_dict(theirs.state_dict())
+    n_params = len(list(ours.parameters()))
+    policy = tg.get_cleanup_policy()
+    tg.set_cleanup_policy("manual")  # nothing is swept: a hanging node stays to be counted
+    try:
+        for step in range(3):
+            x = _x(5, 2, 3, seed=step)
+            out, (h, c) = ours(tg.tensor(x))
+            (out.sum() + h.sum() + (c * c).sum()).backward()
+            t_out, (t_h, t_c) = theirs(torch.tensor(x))
+            (t_out.sum() + t_h.sum() + (t_c * t_c).sum()).backward()
+            got = [t.numpy() for t in (out, h, c)]
+            del out, h, c
+            for g, want in zip(got, (t_out, t_h, t_c), strict=True):
+                np.testing.assert_allclose(g, want.detach().numpy(), rtol=1e-5, atol=1e-6)
+            stats = tg.graph_stats()
+            assert stats.nodes - base.nodes == n_params, f"step {step}: {stats}"
+            assert stats.hanging_nodes == base.hanging_nodes, f"step {step}: {stats}"
+    finally:
+        tg.set_cleanup_policy(policy)
+    theirs_params = dict(theirs.named_parameters())
+    for name, p in ours.named_parameters():  # accumulated over the three steps on both sides
+        want = theirs_params[name].grad.numpy()
+        np.testing.assert_allclose(np.asarray(p.grad), want, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_gru_given_an_lstm_style_tuple_says_to_pass_a_tensor() -> None:
+    """Regression: ``GRU(x, (h_0,))`` raised AttributeError ('tuple' object has no attribute
+    'shape'); the state is checked as LSTM checks its ``(h_0, c_0)``."""
+    gru = nn.GRU(3, 2, key=0)
+    x, h0 = tg.ones((4, 2, 3)), tg.zeros((1, 2, 2))
+    with pytest.raises(TypeError, match=r"^GRU: h_0 must be a tensor, got tuple; each state"):
+        gru(x, (h0,))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^LSTM: c_0 must be a tensor, got list"):
+        nn.LSTM(3, 2, key=0)(x, (h0, [[0.0, 0.0]]))  # type: ignore[arg-type]
+    assert gru(x, h0)[1].shape == (1, 2, 2)
+
+
+def test_conv_of_a_pytorch_tensor_says_to_convert_it() -> None:
+    """Regression: the message was "the input's dtype torch.float32 differs from the weight's
+    float32"; it is now Linear's and Embedding's."""
+    for layer, x in (
+        (nn.Conv2d(1, 2, 3, key=0), torch.ones(1, 1, 5, 5)),
+        (nn.Linear(5, 2), torch.ones(1, 5)),
+    ):
+        with pytest.raises(
+            TypeError, match=r"a PyTorch tensor .* cannot be an operand.*tg\.tensor\(t\)"
+        ):
+            layer(x)
+
+
+def test_multihead_attention_returns_the_weights_after_dropout() -> None:
+    """Regression: while training with dropout, the weights returned were those before
+    dropout; PyTorch returns those the output used (its ``multi_head_attention_forward``
+    drops them out before averaging over heads)."""
+    torch.manual_seed(0)
+    ours = nn.MultiheadAttention(8, 2, dropout=1.0, key=0)
+    theirs = torch.nn.MultiheadAttention(8, 2, dropout=1.0)
+    with torch.no_grad():
+        theirs.in_proj_bias.normal_()
+        theirs.out_proj.bias.normal_()
+    ours.load_state_dict(theirs.state_dict())
+    x = _x(3, 2, 8)
+    out, w = ours(tg.tensor(x), tg.tensor(x), tg.tensor(x))
+    t_out, t_w = theirs(torch.tensor(x), torch.tensor(x), torch.tensor(x))
+    np.testing.assert_array_equal(w.numpy(), t_w.detach().numpy())  # all dropped: zeros
+    np.testing.assert_allclose(out.numpy(), t_out.detach().numpy(), rtol=1e-6)
+    # p = 0.5: each returned weight is 0 or twice the evaluation weight, and the output is
+    # computed from them
+    mha = nn.MultiheadAttention(8, 2, dropout=0.5, batch_first=True, key=1)
+    q = tg.tensor(_x(2, 6, 8, seed=1))  # (N, L, E)
+    out, w = mha(q, q, q, average_attn_weights=False)  # w: (N, H, L, S)
+    _, full = mha.eval()(q, q, q, average_attn_weights=False)
+    assert full is not None and w is not None
+    w_np, full_np = w.numpy(), full.numpy()
+    dropped = w_np == 0
+    assert dropped.any() and not dropped.all()
+    np.testing.assert_allclose(w_np[~dropped], 2 * full_np[~dropped], rtol=1e-5)
+    wv, bv = mha.in_proj_weight[16:], mha.in_proj_bias[16:]  # type: ignore[index]
+    v = (q @ wv.T + bv).reshape(2, 6, 2, 4).transpose(0, 2, 1, 3)  # (N, H, S, D)
+    want = mha.out_proj((w @ v).transpose(0, 2, 1, 3).reshape(2, 6, 8))
+    np.testing.assert_allclose(out.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)

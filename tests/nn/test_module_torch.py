@@ -333,3 +333,43 @@ def test_casts_that_cannot_happen_say_why_and_change_nothing() -> None:
     with pytest.raises(tg.DeviceError, match="names no device"):
         model.to(object())
     assert model.weight.dtype == jnp.float32 and model.cpu() is model
+
+
+def test_a_sequential_slice_keeps_the_layers_names_as_pytorchs() -> None:
+    """Regression: ``seq[1:]`` renumbered its layers from 0 (``'1.weight'`` where PyTorch's
+    state dict says ``'2.weight'``), so a slice's state dict did not load into PyTorch's."""
+    torch.manual_seed(0)
+    ours = nn.Sequential(nn.Linear(2, 3, key=0), nn.ReLU(), nn.Linear(3, 2, key=1))
+    theirs = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+    for index in (slice(1, None), slice(None, 1), slice(None, None, 2), slice(-1, None)):
+        part, torch_part = ours[index], theirs[index]
+        assert list(part.state_dict()) == list(torch_part.state_dict()), index
+        assert [n for n, _ in part.named_modules()] == [n for n, _ in torch_part.named_modules()]
+    tail = ours[1:]
+    assert tail[1] is ours[2] and len(tail) == 2
+    theirs[1:].load_state_dict({k: torch.tensor(v.numpy()) for k, v in tail.state_dict().items()})
+    x = np.ones((1, 3), np.float32)
+    want = theirs[1:](torch.tensor(x)).detach().numpy()
+    np.testing.assert_allclose(tail(tg.tensor(x)).numpy(), want, rtol=1e-6)
+
+
+def test_sequential_of_an_ordered_dict_names_its_layers_as_pytorchs() -> None:
+    """Regression: ``nn.Sequential(OrderedDict([...]))`` raised TypeError."""
+    from collections import OrderedDict
+
+    torch.manual_seed(0)
+    ours = nn.Sequential(OrderedDict([("fc", nn.Linear(2, 3, key=0)), ("act", nn.Tanh())]))
+    theirs = torch.nn.Sequential(
+        OrderedDict([("fc", torch.nn.Linear(2, 3)), ("act", torch.nn.Tanh())])
+    )
+    assert list(ours.state_dict()) == list(theirs.state_dict()) == ["fc.weight", "fc.bias"]
+    assert isinstance(ours[0], nn.Linear) and ours.fc is ours[0] and len(ours) == 2
+    assert list(ours[1:].state_dict()) == [] and [n for n, _ in ours[1:].named_children()] == [
+        "act"
+    ]
+    ours.load_state_dict(theirs.state_dict())
+    x = np.linspace(-1, 1, 4, dtype=np.float32).reshape(2, 2)
+    want = theirs(torch.tensor(x)).detach().numpy()
+    np.testing.assert_allclose(ours(tg.tensor(x)).numpy(), want, rtol=1e-6)
+    with pytest.raises(TypeError, match="Sequential: entry 'act' is a int, not a Module"):
+        nn.Sequential(OrderedDict([("fc", nn.Linear(2, 3, key=0)), ("act", 3)]))

@@ -50,6 +50,18 @@ def _fails(fn: Callable[[], Any], kind: type[Exception], match: str) -> None:
         (lambda: tg.conv1d(X, W), ValueError, "must have 3 axes"),
         (lambda: tg.conv2d(X[0, 0], W), ValueError, "must be \\(N, C, \\*spatial\\)"),
         (lambda: tg.conv2d(X, W, stride=0), ValueError, "stride=0"),
+        # regression: TypeError 'float' object is not iterable
+        (lambda: tg.conv2d(X, W, stride=1.5), TypeError, r"stride=1.5 must be an int >= 1 or"),
+        (lambda: tg.conv2d(X, W, stride=(1, 1.5)), TypeError, r"stride=\(1, 1.5\) must be"),
+        (lambda: tg.conv2d(X, W, padding=1.0), TypeError, "padding=1.0 must be an int.*'same'"),
+        (
+            lambda: tg.conv2d(X, W, padding=((1, 1), (0.5, 1))),
+            TypeError,
+            r"one \(before, after\) pair of ints",
+        ),
+        (lambda: tg.conv2d(X, W, dilation=True), TypeError, "dilation=True must be an int"),
+        (lambda: tg.max_pool2d(X, 2.0), TypeError, "kernel=2.0 must be an int >= 1"),
+        (lambda: tg.avg_pool2d(X, 2, padding=0.5), TypeError, "padding=0.5 must be an int >= 0"),
         (lambda: tg.conv2d(X, W, stride=2, padding="same"), ValueError, "stride 1"),
         (lambda: tg.conv2d(X, W, padding="full"), ValueError, "'same', 'valid'"),
         (lambda: tg.max_pool2d(X, 6), ValueError, r"window spans \(6, 6\).*\(5, 5\)"),

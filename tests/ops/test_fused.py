@@ -59,6 +59,21 @@ def test_batch_norm_updates_running_statistics_unbiased_and_eval_uses_them() -> 
         ),
         (lambda: tg.batch_norm(X, None, None, training=False), ValueError, "running_mean"),
         (lambda: tg.batch_norm(X, np.zeros(3), np.ones(3), training=True), TypeError, "tensors"),
+        (  # regression: AttributeError 'list' object has no attribute 'shape'
+            lambda: tg.batch_norm(X, [0.0] * 3, [1.0] * 3, training=True),
+            TypeError,
+            r"must be tensors \(tg.zeros\(C\), tg.ones\(C\)\), not list and list",
+        ),
+        (
+            lambda: tg.batch_norm(X, [0.0] * 3, [1.0] * 3, training=False),
+            TypeError,
+            r"unsupported operand type list.*tg.tensor",
+        ),
+        (
+            lambda: tg.batch_norm(X, None, None, [1.0] * 3, training=True),
+            TypeError,
+            r"unsupported operand type list.*tg.tensor",
+        ),
         (
             lambda: tg.scaled_dot_product_attention(X, X, X[..., :1, :]),
             ValueError,

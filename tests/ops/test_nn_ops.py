@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -163,3 +165,49 @@ def test_mse_loss_broadcasts_with_a_warning_and_matches_jnp() -> None:
     ga, gb = tg.grad(loss, [ta, tb])
     np.testing.assert_allclose(np.asarray(ga.data), 2 * (a - b) / 6, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(gb.data), -(2 * (a - b) / 6).sum(axis=0), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: tg.softmax(x, axis=2),
+        lambda x: tg.log_softmax(x, axis=-3),
+        lambda x: tg.softmax(x, 2),
+        lambda x: tg.logsumexp(x, axis=2),  # the error the others now give
+    ],
+    ids=["softmax", "log_softmax", "softmax-positional", "logsumexp"],
+)
+def test_an_axis_out_of_range_is_the_reductions_shape_error(call: Any) -> None:
+    """Regression: softmax and log_softmax raised JAX's ValueError."""
+    x = tg.tensor(LOGITS, requires_grad=True)
+    with pytest.raises(tg.ShapeError, match=r"out of range for a tensor with 2 dimensions"):
+        call(x)
+
+
+BOOLS = np.array([[True, False], [False, True]])
+
+
+@pytest.mark.parametrize(
+    ("call", "dtype"),
+    [
+        (lambda: tg.silu(tg.tensor(BOOLS)), "bool"),
+        (lambda: tg.silu(tg.tensor([1, 2])), "int32"),
+        (lambda: tg.cross_entropy(tg.tensor(BOOLS), [0, 1]), "bool"),
+        (lambda: tg.nll_loss(tg.tensor(BOOLS), [0, 1]), "bool"),
+        (lambda: tg.mse_loss(tg.tensor(BOOLS), tg.tensor(BOOLS)), "bool"),
+        (lambda: tg.binary_cross_entropy_with_logits(tg.tensor(BOOLS), BOOLS * 1.0), "bool"),
+    ],
+    ids=["silu", "silu-int", "cross_entropy", "nll_loss", "mse_loss", "bce"],
+)
+def test_boolean_inputs_say_to_cast_to_floats(call: Any, dtype: str) -> None:
+    """Regression: JAX's TypeError ("logistic does not accept dtype bool", "sub does not
+    accept dtype bool"); PyTorch refuses these too."""
+    with pytest.raises(TypeError, match=rf"computes in floats, got {dtype} values.*astype"):
+        call()
+
+
+def test_mse_loss_still_promotes_integers_and_a_boolean_target() -> None:
+    """Only booleans on both sides are refused: JAX (and PyTorch) promote the rest."""
+    pred = tg.tensor([[0.5, 1.0], [0.0, 2.0]])
+    assert tg.mse_loss(pred, tg.tensor(BOOLS)).item() == pytest.approx((0.25 + 1 + 0 + 1) / 4)
+    assert tg.mse_loss(tg.tensor([[1, 2]]), tg.tensor([[0, 0]])).item() == pytest.approx(2.5)

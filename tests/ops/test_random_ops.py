@@ -1,12 +1,16 @@
-"""dropout (tapegrad/ops/random.py): PyTorch's semantics, keys, the process state, bad p."""
+"""dropout (tapegrad/ops/random.py): PyTorch's semantics, keys, the process state, bad p and
+dtypes."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pytest
 from _support import compiles
 
 import tapegrad as tg
+from tapegrad import nn
 
 X = np.linspace(1.0, 2.0, 400, dtype=np.float32).reshape(20, 20)
 
@@ -74,3 +78,26 @@ def test_p_outside_the_unit_interval_is_a_value_error(p: float) -> None:
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         tg.dropout(x, p)
     assert tg.graph_stats().nodes == before
+
+
+@pytest.mark.parametrize("p", [0.3, 1.0])
+@pytest.mark.parametrize("values", [[3, 3, 3, 3], [True, False, True, True]], ids=["int", "bool"])
+def test_dropout_of_integers_or_booleans_while_training_is_a_type_error(
+    values: list[Any], p: float
+) -> None:
+    """Regression: the mask was applied and the scale 1 / (1 - p) cast to the integer 1
+    (``[3, 3, 3, 3]`` gave ``[0, 0, 3, 3]``); PyTorch raises."""
+    x = tg.tensor(values)
+    with pytest.raises(TypeError, match=r"dropout computes in floats.*x\.astype\(tg\.float32\)"):
+        tg.dropout(x, p, key=0)
+    with pytest.raises(TypeError, match="dropout computes in floats"):
+        nn.Dropout(p)(x)
+
+
+def test_dropout_is_the_identity_for_any_dtype_in_evaluation_or_with_p_zero() -> None:
+    """As PyTorch's ``F.dropout(x, training=False)`` and ``p=0`` return integer inputs as
+    they are."""
+    x = tg.tensor([3, 3, 3, 3])
+    assert tg.dropout(x, 0.3, training=False) is x
+    assert tg.dropout(x, 0.0) is x
+    assert nn.Dropout(0.3).eval()(x) is x
