@@ -1026,6 +1026,15 @@ def set_grad(t: Tensor, grad: Tensor | None) -> None:
     t._grad = grad
 
 
+def optional_output(t: Tensor, *made: Tensor) -> Tensor:
+    """Engine only: ``t``, a layer's secondary output (an RNN's final states, attention
+    weights), made from the layer's graph by ops whose outputs are ``t`` and ``made``: dropped
+    unused, their nodes are freed with them instead of hanging (``Tape.mark_optional``)."""
+    if t._tape is not None:
+        t._tape.mark_optional(x._node for x in (t, *made) if x._node is not None)
+    return t
+
+
 def attach(t: Tensor, node: Node, tape: Tape) -> None:
     """Engine only: writes ``t``'s node and its tape (``Tape.record``, the tape's lock held);
     the tensor keeps its tape alive."""

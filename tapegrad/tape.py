@@ -413,6 +413,15 @@ class Tape:
         """Keep the gradient of ``node``'s tensor after backward (``Tensor.retain_grad``)."""
         node.retain = True
 
+    @_entry
+    def mark_optional(self, nodes: Iterable[Node]) -> None:
+        """``nodes`` make a layer's secondary output (an RNN's final states, averaged
+        attention weights), which PyTorch code drops unused as a matter of course (``out, _ =
+        lstm(x)``): they count as reached (rule 4), so dropped unused they are freed with their
+        tensors instead of hanging, and used they are consumed as any node."""
+        for node in nodes:
+            node.reached = True
+
     # ------------------------------------------------------------------ backward support
 
     @_entry

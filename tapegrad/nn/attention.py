@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from tapegrad import ops
 from tapegrad._args import torch_keywords
 from tapegrad._dtypes import check_float
-from tapegrad._tensor import Tensor
+from tapegrad._tensor import Tensor, optional_output
 from tapegrad.errors import ShapeError
 from tapegrad.nn import _init
 from tapegrad.nn.dropout import check_p
@@ -158,7 +158,9 @@ class MultiheadAttention(Module):
 
         Returns:
             ``(output, weights)``: output shaped like ``query``; weights ``(N, L, S)``
-            (averaged) or ``(N, H, L, S)``, or ``None`` without ``need_weights``.
+            (averaged) or ``(N, H, L, S)``, or ``None`` without ``need_weights``. While
+            training with dropout, the weights are those the output used, after dropout (as
+            PyTorch returns them): zeros where dropped, the rest scaled by ``1 / (1 - p)``.
 
         Raises:
             ShapeError: inputs that are not 3-D or whose last axis is not ``embed_dim``;
@@ -187,8 +189,9 @@ class MultiheadAttention(Module):
             if mask is not None:
                 scores = ops.where(mask, scores, float("-inf"))
             weights = ops.softmax(scores, axis=-1)
-            attended = ops.dropout(weights, drop, training=True) if drop > 0.0 else weights
-            out = attended @ v
+            if drop > 0.0:  # the weights returned are those used: after dropout (PyTorch's)
+                weights = ops.dropout(weights, drop, training=True)
+            out = weights @ v
         else:
             out = ops.scaled_dot_product_attention(q, k, v, mask=mask)
         n, length = out.shape[0], out.shape[2]
@@ -197,7 +200,9 @@ class MultiheadAttention(Module):
             out = out.transpose(1, 0, 2)
         if not need_weights or weights is None:
             return out, None
-        return out, (weights.mean(axis=1) if average_attn_weights else weights)
+        if average_attn_weights:  # an optional output: ignored, it leaves nothing on the tape
+            weights = optional_output(weights.mean(axis=1))
+        return out, weights
 
     def _masks(
         self, query: Tensor, key: Tensor, value: Tensor, attn_mask: Any, key_padding_mask: Any

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from tapegrad import ops
 from tapegrad._args import torch_keywords
 from tapegrad._dtypes import check_float
-from tapegrad._tensor import Tensor
+from tapegrad._tensor import Tensor, optional_output
 from tapegrad.errors import ShapeError
 from tapegrad.nn import _init
 from tapegrad.nn.dropout import Dropout, check_p
@@ -87,10 +89,26 @@ class _RNNBase(Module):
             raise ShapeError(f"{type(self).__name__}: the sequence is empty (length 0).")
         return x, unbatched
 
-    def _state(self, h: Tensor | None, n: int, unbatched: bool, what: str) -> list[Tensor | None]:
-        """The initial state per layer from ``h`` ``(num_layers, N, H)`` (or zeros)."""
+    def _state_error(self, name: str, value: Any, want: str) -> TypeError:
+        """The error for an initial state ``name`` of the wrong kind; ``want`` says what to
+        pass."""
+        shape = f" of shape {value.shape}" if isinstance(value, Tensor) else ""
+        return TypeError(
+            f"{type(self).__name__}: {name} must be {want}, got {type(value).__name__}{shape}; "
+            "each state is (num_layers, N, hidden_size), and no hx at all starts from zeros."
+        )
+
+    def _state(self, h: Any, n: int, unbatched: bool, what: str) -> list[Tensor | None]:
+        """The initial state per layer from ``h`` ``(num_layers, N, H)`` (or zeros).
+
+        Raises:
+            TypeError: ``h`` is not an array (a tuple given to ``GRU``, say).
+            ShapeError: ``h`` has another shape.
+        """
         if h is None:
             return [None] * self.num_layers
+        if not isinstance(h, Tensor | jax.Array | np.ndarray):
+            raise self._state_error(what, h, "a tensor")
         if unbatched:
             h = h.reshape(h.shape[0], 1, h.shape[1])
         want = (self.num_layers, n, self.hidden_size)
@@ -115,8 +133,13 @@ class _RNNBase(Module):
         return seq.transpose(1, 0, 2) if self.batch_first else seq
 
     def _final(self, states: list[Tensor], unbatched: bool) -> Tensor:
+        """The final states ``(num_layers, N, H)`` (``(num_layers, H)`` unbatched): an
+        optional output, which code that ignores it (``out, _ = gru(x)``) leaves nothing
+        of on the tape."""
         out = ops.stack(states, axis=0)
-        return out.reshape(out.shape[0], out.shape[2]) if unbatched else out
+        if unbatched:
+            return optional_output(out.reshape(out.shape[0], out.shape[2]), out)
+        return optional_output(out)
 
     def extra_repr(self) -> str:
         return (
@@ -162,16 +185,13 @@ class LSTM(_RNNBase):
             states of every layer.
 
         Raises:
-            TypeError: ``hx`` is not a pair ``(h_0, c_0)``.
+            TypeError: ``hx`` is not a pair ``(h_0, c_0)`` of arrays.
+            ShapeError: ``x``, ``h_0`` or ``c_0`` of another shape than given above.
         """
         x, unbatched = self._check(x)
         n, hid = x.shape[1], self.hidden_size
         if hx is not None and not (isinstance(hx, tuple | list) and len(hx) == 2):
-            raise TypeError(
-                f"LSTM: hx must be a pair (h_0, c_0), got {type(hx).__name__}"
-                + (f" of shape {hx.shape}" if isinstance(hx, Tensor) else "")
-                + "; pass (h_0, c_0), each (num_layers, N, hidden_size), or nothing for zeros."
-            )
+            raise self._state_error("hx", hx, "a pair (h_0, c_0)")
         h0 = self._state(hx[0] if hx else None, n, unbatched, "h_0")
         c0 = self._state(hx[1] if hx else None, n, unbatched, "c_0")
         hs: list[Tensor] = []
@@ -187,10 +207,12 @@ class LSTM(_RNNBase):
                 if b_hh is not None:
                     gates = gates + b_hh
                 i = gates[:, :hid].sigmoid()
-                f = gates[:, hid : 2 * hid].sigmoid()
                 g = gates[:, 2 * hid : 3 * hid].tanh()
                 o = gates[:, 3 * hid :].sigmoid()
-                c = i * g if c is None else f * c + i * g
+                if c is None:  # a zero initial cell: the forget gate multiplies nothing
+                    c = i * g
+                else:
+                    c = gates[:, hid : 2 * hid].sigmoid() * c + i * g
                 h = o * c.tanh()
                 outs.append(h)
             assert h is not None and c is not None  # the sequence is not empty (checked)
@@ -232,6 +254,10 @@ class GRU(_RNNBase):
         Returns:
             ``(output, h_n)``: the last layer's ``h`` at every step, and the final state of
             every layer.
+
+        Raises:
+            TypeError: ``hx`` is not an array (an LSTM-style tuple, say).
+            ShapeError: ``x`` or ``hx`` of another shape than given above.
         """
         x, unbatched = self._check(x)
         n, hid = x.shape[1], self.hidden_size
