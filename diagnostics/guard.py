@@ -147,11 +147,17 @@ class no_leaks:  # noqa: N801 - a context manager named like contextlib.suppress
         if hanging <= self.allow and not kept and not holding:
             return report
         problems = []
-        swept = f"; {report.swept_nodes} already swept" if report.swept_nodes else ""
+        if report.swept_nodes:  # the leaves are counted among the nodes still on the tape
+            split = (
+                f"{report.hanging_nodes} still on the tape, "
+                f"{plural(report.hanging_leaves, 'leaf', 'leaves')} among them; "
+                f"{report.swept_nodes} already swept"
+            )
+        else:
+            split = plural(report.hanging_leaves, "leaf", "leaves")
         if hanging > self.allow:
             problems.append(
-                f"{plural(hanging, 'hanging node')} "
-                f"({plural(report.hanging_leaves, 'leaf', 'leaves')}{swept}) created inside it, "
+                f"{plural(hanging, 'hanging node')} ({split}) created inside it, "
                 f"{self.allow} allowed: tensors that require grad were dropped "
                 "without a backward (use tg.no_grad() where no gradient is needed, and do not "
                 "make inputs require grad for nothing)"

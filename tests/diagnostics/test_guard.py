@@ -59,7 +59,9 @@ def test_a_sweep_inside_the_block_blames_only_what_the_block_made() -> None:
             make_hanging(2)  # the same lines as the nodes made (and swept) before the block
             tg.graph_cleanup()
     assert info.value.report.swept_nodes == 6
-    assert "6 hanging nodes" in str(info.value)
+    assert "6 hanging nodes (0 still on the tape, 0 leaves among them; 6 already swept)" in str(
+        info.value
+    )
 
 
 def test_freezing_fresh_parameters_is_not_a_leak() -> None:
