@@ -83,10 +83,11 @@ def _encode(obj: Any, path: tuple[str, ...], arrays: dict[str, np.ndarray]) -> A
             out[key] = _encode(value, (*path, key), arrays)
         return {"__dict__": out}
     if isinstance(obj, (list, tuple)):
-        return [_encode(v, (*path, str(i)), arrays) for i, v in enumerate(obj)]
+        items = [_encode(v, (*path, str(i)), arrays) for i, v in enumerate(obj)]
+        return {"__tuple__": items} if isinstance(obj, tuple) else items
     raise TypeError(
-        f"tg.save: {where} is a {type(obj).__name__}; save tensors, "
-        "arrays, numbers, strings, None, and dicts/lists of them (e.g. model.state_dict())."
+        f"tg.save: {where} is a {type(obj).__name__}; save tensors, arrays, numbers, "
+        "strings, None, and dicts, lists or tuples of them (e.g. model.state_dict())."
     )
 
 
@@ -96,6 +97,8 @@ def _decode(data: Any, tensors: dict[str, Tensor]) -> Any:
     if isinstance(data, dict):
         if "__tensor__" in data:
             return tensors[data["__tensor__"]]
+        if "__tuple__" in data:  # a tuple comes back a tuple (torch.load's pickle does)
+            return tuple(_decode(v, tensors) for v in data["__tuple__"])
         return {k: _decode(v, tensors) for k, v in data["__dict__"].items()}
     return data
 
@@ -160,7 +163,7 @@ def _tensor(name: str, host: np.ndarray, path: str) -> Tensor:
 
 
 def save(obj: Any, path: _Path) -> None:
-    """Write ``obj`` (a state dict: nested dicts and lists of tensors and numbers) to
+    """Write ``obj`` (a state dict: nested dicts, lists and tuples of tensors and numbers) to
     ``path`` in safetensors format.
 
     Tensors are stored as safetensors tensors, bit for bit in their dtype (named by their

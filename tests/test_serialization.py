@@ -184,3 +184,12 @@ def test_dtypes_safetensors_lacks_are_refused_with_what_to_do(tmp_path: Path) ->
     path.write_bytes(len(header).to_bytes(8, "little") + header + b"\0")
     with pytest.raises(ValueError, match=r"'q' in .* safetensors dtype F4, which tg.load cannot"):
         tg.load(path)
+
+
+def test_tuples_come_back_as_tuples_and_lists_as_lists(tmp_path: Path) -> None:
+    path = tmp_path / "t.st"
+    tg.save({"pair": (tg.ones(2), 3), "items": [1, (2.0, None)]}, path)
+    back = tg.load(path)
+    assert isinstance(back["pair"], tuple) and back["pair"][1] == 3
+    assert back["items"][0] == 1 and back["items"][1] == (2.0, None)
+    assert isinstance(back["items"], list)
