@@ -78,19 +78,27 @@ def _silu_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
     return (g * s * (1 + x * (1 - s)),)
 
 
-_softplus = jax.jit(jax.nn.softplus)
+@partial(jax.jit, static_argnames=("beta", "threshold"))
+def _softplus(x: jax.Array, beta: float, threshold: float) -> jax.Array:
+    bx = x * beta if beta != 1.0 else x
+    y = jax.nn.softplus(bx) / beta if beta != 1.0 else jax.nn.softplus(bx)
+    return jnp.where(bx > threshold, x, y)
 
 
 @defop
-def softplus(x: jax.Array) -> tuple[jax.Array, Res]:
-    """``log(1 + exp(x))``, computed stably (``jax.nn.softplus``; PyTorch's default ``beta=1``
-    with its linear regime above ``threshold=20`` agrees to float32 precision)."""
-    return _softplus(x), (x,)
+def softplus(x: jax.Array, *, beta: float = 1.0, threshold: float = 20.0) -> tuple[jax.Array, Res]:
+    """PyTorch's softplus: ``log(1 + exp(beta * x)) / beta``, computed stably
+    (``jax.nn.softplus``), and ``x`` itself where ``beta * x > threshold`` (the linear
+    regime)."""
+    return _softplus(x, beta=float(beta), threshold=float(threshold)), (x,)
 
 
 @softplus.defvjp
-@jax.jit
-def _softplus_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
-    """d/dx log(1 + e**x) = sigmoid(x)."""
+@partial(jax.jit, static_argnames=("beta", "threshold"))
+def _softplus_vjp(
+    res: Res, g: jax.Array, *, beta: float = 1.0, threshold: float = 20.0
+) -> tuple[jax.Array]:
+    """d/dx log(1 + e**(beta x)) / beta = sigmoid(beta x); 1 in the linear regime."""
     (x,) = res
-    return (g * jax.nn.sigmoid(x),)
+    bx = x * beta
+    return (g * jnp.where(bx > threshold, 1.0, jax.nn.sigmoid(bx)).astype(g.dtype),)

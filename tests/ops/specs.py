@@ -300,6 +300,11 @@ def _pad_ref(x: jax.Array, *, pad_width: Any, value: float = 0) -> jax.Array:
     return jnp.pad(x, pad_width, constant_values=value)
 
 
+def _softplus_ref(x: jax.Array, *, beta: float = 1.0, threshold: float = 20.0) -> jax.Array:
+    """PyTorch's softplus, from its definition."""
+    return jnp.where(beta * x > threshold, x, jnp.log1p(jnp.exp(beta * x)) / beta)
+
+
 def _gelu_ref(x: jax.Array, *, approximate: str = "none") -> jax.Array:
     if approximate == "tanh":
         return jax.nn.gelu(x, approximate=True)
@@ -672,7 +677,11 @@ SPECS: tuple[OpSpec, ...] = (
         _gelu_ref,
     ),
     OpSpec(_R["silu"], unary(), jax.nn.silu),
-    OpSpec(_R["softplus"], unary(), jax.nn.softplus),
+    OpSpec(
+        _R["softplus"],
+        (*unary(), fixed((2, 3), {"beta": 2.0}), fixed((2, 3), {"beta": 0.5, "threshold": 0.1})),
+        _softplus_ref,
+    ),
     # reductions and scans
     OpSpec(_R["logsumexp"], reduction(), jax.nn.logsumexp),
     *(

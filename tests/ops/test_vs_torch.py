@@ -94,6 +94,12 @@ ROWS: list[tuple[str, Callable[..., Any], Callable[..., Any], tuple[np.ndarray, 
     ("silu", tg.silu, F.silu, (f32(3, 4, scale=2),)),
     ("softplus", tg.softplus, F.softplus, (f32(3, 4, scale=3),)),
     (
+        "softplus-beta-threshold",
+        lambda x: tg.softplus(x, beta=2.0, threshold=1.0),
+        lambda x: F.softplus(x, beta=2.0, threshold=1.0),
+        (f32(3, 4, scale=3),),
+    ),
+    (
         "logsumexp",
         lambda x: tg.logsumexp(x, axis=1),
         lambda x: torch.logsumexp(x, dim=1),
