@@ -74,39 +74,16 @@ def check_float(dtype: Any, what: str) -> np.dtype[Any]:
     return dt
 
 
-def check_float_values(what: str, *values: Any, ints: bool = False) -> None:
-    """Refuse ``values`` that ``what``, which computes in floats, would compute on in booleans
-    (JAX's arithmetic refuses them, or the result is wrong), or in integers unless ``ints``
-    (an op that promotes integers to floats, as JAX does). Mixed values compute in the type
-    they promote to: a float prediction with a boolean target passes.
-
-    Args:
-        what: the op, for the message (``"dropout"``).
-        *values: tensors, arrays or Python scalars; other objects pass (the op names them).
-        ints: integers pass.
+def check_float_values(what: str, x: Any) -> None:
+    """Refuse ``x`` (a tensor or array) holding booleans or integers where ``what`` computes
+    in floats and JAX would compute without an error, but wrongly (dropout's ``1 / (1 - p)``
+    scale cast to an integer). Where JAX itself refuses a dtype, ``op.apply`` names the op.
 
     Raises:
-        TypeError: the values are all booleans, or all booleans or integers without ``ints``.
+        TypeError: ``x``'s dtype is a boolean or an integer one; says to cast it.
     """
-    for v in values:  # the usual case first: a float among them, no list built
-        dtype = getattr(v, "dtype", None)
-        if isinstance(dtype, np.dtype) and DIFFERENTIABLE[dtype]:
-            return
-    dtypes = [_dtype_of(v) for v in values]
-    kinds = {"" if d is None else d.kind for d in dtypes}
-    if kinds <= {"b"} or (not ints and kinds <= {"b", "i", "u"}):
-        got = " and ".join(sorted({str(d) for d in dtypes}))
-        raise TypeError(
-            f"{what} computes in floats, got {got} values; cast them first: x.astype(tg.float32)."
-        )
-
-
-def _dtype_of(x: Any) -> np.dtype[Any] | None:
-    """``x``'s dtype: a tensor's or an array's, or the one JAX gives a Python scalar; ``None``
-    for other objects (a list, a PyTorch tensor)."""
     dtype = getattr(x, "dtype", None)
-    if isinstance(dtype, np.dtype):
-        return dtype
-    if isinstance(x, bool | int | float | complex):
-        return np.dtype(jnp.result_type(x))
-    return None
+    if isinstance(dtype, np.dtype) and dtype.kind in "biu":
+        raise TypeError(
+            f"{what} computes in floats, got {dtype} values; cast them first: x.astype(tg.float32)."
+        )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any, overload
@@ -335,6 +336,13 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
         unknown = torch_keyword((k for k in params if k not in op.param_names), f"{op.name}()")
         if unknown is not None:
             raise unknown from None
+        refused = _REFUSED_DTYPE.search(str(err)) if isinstance(err, TypeError) else None
+        if refused is not None:  # JAX's "neg does not accept dtype bool": name the op instead
+            fix = "write ~x" if op.name == "negative" else "cast them first: x.astype(tg.float32)"
+            raise TypeError(
+                f"{op.name} does not take {refused[1]} values (JAX: "
+                f"{str(err).splitlines()[0]}); {fix}."
+            ) from None
         raise
     out = wrap(y)
     if tracked and op.differentiable and grad_enabled() and DIFFERENTIABLE[y.aval.dtype]:
@@ -353,6 +361,9 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
         # an empty params dict is not kept: one GC-tracked object less per node
         tape_now().record(op, parents, saved, params or None, out, y, code, lasti, prov)
     return out
+
+
+_REFUSED_DTYPE = re.compile(r"does not accept dtype (\w+)")
 
 
 def _donated(arrays: list[Any]) -> bool:

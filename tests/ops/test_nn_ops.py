@@ -196,14 +196,32 @@ BOOLS = np.array([[True, False], [False, True]])
         (lambda: tg.nll_loss(tg.tensor(BOOLS), [0, 1]), "bool"),
         (lambda: tg.mse_loss(tg.tensor(BOOLS), tg.tensor(BOOLS)), "bool"),
         (lambda: tg.binary_cross_entropy_with_logits(tg.tensor(BOOLS), BOOLS * 1.0), "bool"),
+        (lambda: tg.sigmoid(tg.tensor([1, 2])), "int32"),
+        (lambda: tg.softmax(tg.tensor(BOOLS)), "bool"),
+        (lambda: tg.log_softmax(tg.tensor(BOOLS)), "bool"),
     ],
-    ids=["silu", "silu-int", "cross_entropy", "nll_loss", "mse_loss", "bce"],
+    ids=[
+        "silu",
+        "silu-int",
+        "cross_entropy",
+        "nll_loss",
+        "mse_loss",
+        "bce",
+        "sigmoid-int",
+        "softmax",
+        "log_softmax",
+    ],
 )
 def test_boolean_inputs_say_to_cast_to_floats(call: Any, dtype: str) -> None:
     """Regression: JAX's TypeError ("logistic does not accept dtype bool", "sub does not
     accept dtype bool"); PyTorch refuses these too."""
-    with pytest.raises(TypeError, match=rf"computes in floats, got {dtype} values.*astype"):
+    with pytest.raises(TypeError, match=rf"does not take {dtype} values.*astype"):
         call()
+
+
+def test_negating_booleans_says_to_write_not() -> None:
+    with pytest.raises(TypeError, match=r"negative does not take bool values.*~x"):
+        -tg.tensor(BOOLS)
 
 
 def test_mse_loss_still_promotes_integers_and_a_boolean_target() -> None:
