@@ -706,9 +706,16 @@ class Tensor:
         return _binary(_ops.divide, other, self)
 
     def __pow__(self, other: Any) -> Tensor:
-        if other.__class__ is int and -2 <= other <= 8 and DIFFERENTIABLE[self._data.aval.dtype]:
-            # as jnp computes x ** 2; a few small exponents only: one kernel per exponent
-            return _op.apply(_ops.integer_pow, (self,), {"n": other})
+        if other.__class__ is int:
+            if -2 <= other <= 8 and DIFFERENTIABLE[self._data.aval.dtype]:
+                # as jnp computes x ** 2; a few small exponents only: one kernel per exponent
+                return _op.apply(_ops.integer_pow, (self,), {"n": other})
+            if other < 0 and self._data.dtype.kind in "iu":
+                raise ValueError(
+                    f"Integers to negative integer powers are not allowed (a {self.dtype} "
+                    f"tensor ** {other}, as in PyTorch and NumPy); cast the tensor first: "
+                    "x.astype(tg.float32) ** n."
+                )
         return _binary(_ops.power, self, other, "__rpow__")
 
     def __rpow__(self, other: Any) -> Tensor:

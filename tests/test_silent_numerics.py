@@ -8,6 +8,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from _support import error_of
@@ -97,3 +99,24 @@ def test_reading_grad_of_a_non_leaf_warns_at_the_callers_line() -> None:
         y.retain_grad()  # asked for: no warning, and backward fills it
         y.sum().backward()
         assert y.grad is not None and y.grad.tolist() == [1.0, 1.0]
+
+
+def test_integers_to_negative_powers_as_pytorch() -> None:
+    """A compiled ``jnp.power`` gave garbage (2111105451 for 3 ** -1): a Python exponent is
+    refused as PyTorch refuses it, a tensor exponent gives PyTorch's truncated values."""
+    with pytest.raises(ValueError, match="negative integer powers.*astype"):
+        tg.tensor([1, 2, 3]) ** -1
+    torch = pytest.importorskip("torch")
+    base, exponent = [1, 2, 3, -1, -1, 0, 2], [-1, -1, -2, -1, -2, 2, 3]
+    got = tg.tensor(base) ** tg.tensor(exponent)
+    np.testing.assert_array_equal(
+        got.numpy(), (torch.tensor(base) ** torch.tensor(exponent)).numpy()
+    )
+    assert (2 ** tg.tensor([-1, 3])).tolist() == [0, 8]
+
+
+def test_logsumexp_gradient_with_an_infinite_entry_is_jaxs() -> None:
+    x = tg.tensor([np.inf, 1.0]).require_grad()
+    (g,) = tg.grad(tg.logsumexp(x), [x])
+    want = jax.grad(jax.nn.logsumexp)(jnp.array([np.inf, 1.0]))
+    np.testing.assert_array_equal(g.numpy(), np.asarray(want))  # [nan, 0], not [nan, nan]

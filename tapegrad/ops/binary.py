@@ -90,7 +90,18 @@ def _divide_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     )
 
 
-_power = jax.jit(jnp.power)
+@jax.jit
+def _power(a: jax.Array, b: jax.Array) -> jax.Array:
+    """``a ** b``; for integers, a negative exponent gives PyTorch's truncated result (1 for
+    a base of 1, +-1 for -1, else 0), where a compiled ``jnp.power`` gives garbage."""
+    y = jnp.power(a, b)
+    if jnp.issubdtype(y.dtype, jnp.integer) and jnp.issubdtype(
+        jnp.result_type(b), jnp.signedinteger
+    ):
+        one = jnp.where(b % 2 == 0, 1, -1)
+        small = jnp.where(a == 1, 1, jnp.where(a == -1, one, 0)).astype(y.dtype)
+        y = jnp.where(b < 0, small, jnp.power(a, jnp.maximum(b, 0)))
+    return y
 
 
 @defop(check=broadcast_check)
@@ -104,7 +115,8 @@ def power(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
 @partial(jax.jit, static_argnames=("needs",))
 def _power_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     """ga = g * b * a**(b-1) (0 where b == 0); gb = g * log(a) * y with log(0) read as 0
-    (JAX's pow JVP rules); each summed to its input's shape here."""
+    (JAX's pow JVP rules, except that an exponent 0 gives 0 for a float exponent too, where
+    JAX 0.10 gives NaN at a = 0: PyTorch's value); each summed to its input's shape here."""
     a, b, y = res
     ga = gb = None
     if needs[0]:

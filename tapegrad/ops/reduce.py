@@ -152,9 +152,11 @@ def _logsumexp_vjp(
     res: tuple[jax.Array], g: jax.Array, *, axis: Axis = None, keepdims: bool = False
 ) -> tuple[jax.Array]:
     """d/dx_i logsumexp(x) = softmax(x)_i over ``axis`` (shifted by the maximum, so exact even
-    where y itself rounds): gx = g * softmax(x)."""
+    where y itself rounds; an infinite maximum shifts by 0, as ``jax.nn.logsumexp``: a +inf
+    entry's gradient is NaN, the others' 0): gx = g * softmax(x)."""
     (x,) = res
-    e = jnp.exp(x - jnp.max(x, axis=axis, keepdims=True))
+    m = jnp.max(x, axis=axis, keepdims=True)
+    e = jnp.exp(x - jnp.where(jnp.isfinite(m), m, 0))
     return (_expand(g, x.shape, axis, keepdims) * (e / jnp.sum(e, axis=axis, keepdims=True)),)
 
 
