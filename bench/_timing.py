@@ -514,9 +514,10 @@ class Report:
 # ----------------------------------------------------------------------------- CLI
 
 
-def make_parser(description: str) -> argparse.ArgumentParser:
-    """A parser with the common options ``--quick``, ``--repeats N`` and ``--json PATH``."""
-    p = argparse.ArgumentParser(description=description)
+def make_parser(doc: str) -> argparse.ArgumentParser:
+    """A parser described by the first paragraph of ``doc`` (a benchmark's docstring), with
+    the common options ``--quick``, ``--repeats N`` and ``--json PATH``."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="one repeat at tiny sizes (smoke run)")
     p.add_argument("--repeats", type=int, default=None, help=f"repeats (>= {MIN_REPEATS})")
     p.add_argument("--json", metavar="PATH", default=None, help="also write the figures as JSON")
@@ -538,9 +539,10 @@ def finish_args(p: argparse.ArgumentParser, argv: Sequence[str] | None, default:
 
 
 def parse_args(doc: str, argv: Sequence[str] | None, default: int) -> Any:
-    """The common options of a benchmark whose docstring is ``doc`` (its first line describes
-    it), parsed from ``argv`` with ``default`` repeats: ``make_parser`` then ``finish_args``."""
-    return finish_args(make_parser(doc.splitlines()[0]), argv, default)
+    """The common options of a benchmark whose docstring is ``doc`` (its first paragraph
+    describes it), parsed from ``argv`` with ``default`` repeats: ``make_parser`` then
+    ``finish_args``."""
+    return finish_args(make_parser(doc), argv, default)
 
 
 # ----------------------------------------------------------------------------- children

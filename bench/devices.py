@@ -113,7 +113,7 @@ def _steps(k: int, quick: bool) -> dict[str, Callable[[], Any]]:
 
 def main(argv: Sequence[str] | None = None) -> Report:
     """Run the data-parallel benchmark, print its tables and targets, return the report."""
-    p = make_parser(__doc__.splitlines()[0])
+    p = make_parser(__doc__ or "")
     args = finish_args(p, argv, default=5)
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_force_host_platform_device_count" not in flags:  # before JAX starts

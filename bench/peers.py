@@ -312,7 +312,7 @@ def _headers(what: str, base: str) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> Report:
     """Run the peers suite, print its tables and targets, and return the report."""
-    p = make_parser(__doc__.splitlines()[0])
+    p = make_parser(__doc__ or "")
     p.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset")
     p.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated subset")
     p.add_argument("--threads", type=int, default=1, help="compute threads per system (default 1)")

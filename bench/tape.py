@@ -145,7 +145,7 @@ def child(name: str, n: int) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> Report:
     """Run the tape benchmark, print its tables and targets, and return the report."""
-    p = make_parser(__doc__.splitlines()[0])
+    p = make_parser(__doc__ or "")
     p.add_argument("--child", default=None, help="internal: one memory measurement")
     p.add_argument("--n", type=int, default=0, help="internal: size for --child")
     args = finish_args(p, argv, default=7)

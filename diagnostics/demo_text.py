@@ -106,7 +106,8 @@ class Block(nn.Module):
             nn.Linear(4 * width, width, key=key + 2),
             nn.Dropout(dropout, key=key + 3),
         )
-        self.attention: tg.Tensor | None = None
+        # the last attention weights, for the report: not state (a checkpoint resumes without)
+        self.register_buffer("attention", None, persistent=False)
 
     def forward(self, x: tg.Tensor) -> tg.Tensor:
         """``x`` ``(N, L, width)`` through attention (causal) and the MLP, with residuals."""

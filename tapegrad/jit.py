@@ -883,10 +883,12 @@ _GRAD_ALONE = _grad_alone()
 
 
 def _blank(like: jax.Array) -> jax.Array:
-    """An uninitialised array of ``like``'s shape, dtype and placement (committed to its
-    devices only if ``like`` is: a compiled call's cache tells the two apart)."""
+    """A zeros array of ``like``'s shape, dtype and placement (committed to its devices only
+    if ``like`` is: a compiled call's cache tells the two apart). Zeros, not ``np.empty``:
+    across processes (``tapegrad.launch``) ``device_put`` needs the same values in each, and
+    uninitialised memory differs."""
     where = like.sharding if like.committed else None
-    blank: jax.Array = jax.device_put(np.empty(like.shape, like.dtype), where)
+    blank: jax.Array = jax.device_put(np.zeros(like.shape, like.dtype), where)
     return blank
 
 

@@ -63,8 +63,11 @@ def test_cnn_leak_is_named_fixed_removes_it_and_checkpoints_resume(tmp_path: Pat
 
 
 @pytest.mark.slow
-def test_transformer_reports_bits_per_character_a_sample_and_its_leak() -> None:
-    text = _demo("--model", "transformer", "--epochs", "2", "--steps", "3")
+def test_transformer_reports_bits_per_character_a_sample_and_its_leak(tmp_path: Path) -> None:
+    ck = str(tmp_path / "text.safetensors")
+    _demo("--model", "transformer", "--epochs", "1", "--steps", "3", "--checkpoint", ck)
+    text = _demo("--model", "transformer", "--epochs", "2", "--steps", "3", "--checkpoint", ck)
+    assert f"resumed from {ck} after epoch 1" in text  # the attention kept is not state
     assert re.search(r"validation [\d.]+ bits/char \(unigram baseline [\d.]+\)", text)
     assert "sample (prompt 'def '):" in text
     assert _planted(demo_text) in _kept_alive_rows(text), text
