@@ -134,21 +134,28 @@ def sum_to(x: jax.Array, shape: tuple[int, ...]) -> jax.Array:
 
 
 def normalize_axes(axis: int | tuple[int, ...] | None, ndim: int) -> tuple[int, ...]:
-    """Normalise ``axis`` to sorted non-negative axes of an ``ndim``-dimensional input."""
+    """Normalise ``axis`` to sorted non-negative axes of an ``ndim``-dimensional input.
+
+    A 0-d input takes axis 0 or -1 (PyTorch's convention) and has no axis to reduce: ``()``.
+
+    Raises:
+        ShapeError: an axis out of range, or one listed twice.
+    """
     if axis is None:
         return tuple(range(ndim))
     axes = (axis,) if isinstance(axis, int) else axis
+    span = max(ndim, 1)  # a 0-d input counts as one axis, as in PyTorch
     out = []
     for a in axes:
-        if not -ndim <= a < max(ndim, 1) or (ndim == 0 and a not in (0, -1)):
+        if not -span <= a < span:
             raise ShapeError(
                 f"axis {a} is out of range for a tensor with {ndim} dimensions; use an axis "
-                f"in [{-ndim}, {ndim - 1}]."
+                f"in [{-span}, {span - 1}]."
             )
-        out.append(a % ndim if ndim else 0)
+        out.append(a % span)
     if len(set(out)) != len(out):
         raise ShapeError(f"axis {axis} repeats an axis; list each axis once.")
-    return tuple(sorted(out))
+    return tuple(sorted(out)) if ndim else ()
 
 
 def axis_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:

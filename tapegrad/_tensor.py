@@ -376,6 +376,22 @@ class Tensor:
     def __int__(self) -> int:
         return int(self._scalar("int"))
 
+    def __index__(self) -> int:
+        """The value of a 0-d integer tensor, so ``range(t)`` and ``lst[t]`` work (NumPy's rule;
+        PyTorch also takes one-element and boolean tensors).
+
+        Raises:
+            TypeError: the tensor is not 0-d or its dtype is not an integer one.
+            TracerError: under ``tg.jit``, a traced value (not known until the step runs).
+        """
+        if self._data.ndim != 0 or self._data.dtype.kind not in "iu":
+            raise TypeError(
+                f"only a 0-d integer tensor converts to an index, got shape {self.shape} and "
+                f"dtype {self.dtype}; cast a float or boolean one with t.astype(tg.int32), "
+                "make a one-element one 0-d with t.reshape(())."
+            )
+        return int(self._host("__index__() (range(t), lst[t])").item())
+
     def __bool__(self) -> bool:
         if self._data.size != 1:
             raise ValueError(
@@ -583,9 +599,14 @@ class Tensor:
         """Insert an axis of length one at ``axis`` (PyTorch's name for ``expand_dims``)."""
         return _ops.expand_dims(self, axis)
 
-    def clip(self, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002
-        """Clamp values to ``[min, max]``."""
-        return _ops.clip(self, min=min, max=max)
+    def clip(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+        """Clamp values to ``[min, max]``. A tensor bound broadcasts, as in PyTorch's ``clamp``,
+        and is ``tg.minimum(tg.maximum(self, min), max)``: the gradient flows to the bound
+        where it wins (half of it at a tie, as for number bounds)."""
+        if not isinstance(min, Tensor) and not isinstance(max, Tensor):
+            return _ops.clip(self, min=min, max=max)
+        y = self if min is None else _ops.maximum(self, min)
+        return y if max is None else _ops.minimum(y, max)
 
     def exp(self) -> Tensor:
         """Elementwise e**x."""
@@ -732,6 +753,9 @@ class Tensor:
 
     def __pos__(self) -> Tensor:
         return self
+
+    def __abs__(self) -> Tensor:
+        return _ops.abs(self)
 
     def __lt__(self, other: Any) -> Tensor:
         return _binary(_ops.less, self, other, "__gt__")

@@ -1186,3 +1186,31 @@ def test_in_place_float_into_integer_tensor_raises() -> None:
     t = tg.tensor([1, 2, 3])
     with pytest.raises(TypeError):
         t += 1.5
+
+
+def test_abs_protocol_is_the_abs_op() -> None:
+    x = tg.tensor([-1.5, 0.0, 2.0], requires_grad=True)
+    y = abs(x)
+    np.testing.assert_array_equal(y.numpy(), [1.5, 0.0, 2.0])
+    (g,) = tg.grad(y.sum(), x)
+    np.testing.assert_array_equal(g.numpy(), jax.grad(lambda a: jnp.abs(a).sum())(x.data))
+
+
+def test_index_protocol_takes_0d_integer_tensors() -> None:
+    """range(t) and lst[t], as in PyTorch and NumPy."""
+    t = tg.tensor(3)
+    assert range(t) == range(3)
+    assert [10, 11, 12, 13][t] == 13
+    assert [10, 11][tg.tensor(np.uint8(1))] == 11
+
+
+@pytest.mark.parametrize("value", [2.0, [2], True], ids=repr)
+def test_index_protocol_refuses_floats_bools_and_non_0d(value: object) -> None:
+    with pytest.raises(TypeError, match="only a 0-d integer tensor converts to an index"):
+        range(tg.tensor(value))
+
+
+def test_index_protocol_under_jit_raises_tracer_error() -> None:
+    step = tg.jit(lambda t: t * len(range(t)))
+    with pytest.raises(tg.TracerError, match=r"__index__\(\)"):
+        step(tg.tensor(3))

@@ -28,10 +28,11 @@ def normalize_index(index: Any, shape: tuple[int, ...] | None = None) -> tuple[A
     Tensors give their arrays, lists and ``range``s become NumPy arrays, and NumPy arrays stay
     on the host (so their bounds are checked without a device round trip); a boolean mask
     becomes its integer coordinates (eagerly, as NumPy does; under a JAX trace a mask raises
-    JAX's own error). With ``shape``, an index holding a mask is checked against it as NumPy
-    checks it: a mask whose shape does not match the axes it indexes raises ``IndexError``
-    (its coordinates alone would silently select wrong rows). Integers are checked by
-    ``getitem`` itself.
+    JAX's own error), a 0-d one (``x[True]``) a Python ``bool``, which adds an axis of
+    length 1 (``True``) or 0 (``False``) as in NumPy and PyTorch. With ``shape``, an index
+    holding a mask is checked against it as NumPy checks it: a mask whose shape does not
+    match the axes it indexes raises ``IndexError`` (its coordinates alone would silently
+    select wrong rows). Integers are checked by ``getitem`` itself.
 
     Raises:
         IndexError: (with ``shape``) a mask of the wrong length, or an integer out of range
@@ -51,6 +52,13 @@ def normalize_index(index: Any, shape: tuple[int, ...] | None = None) -> tuple[A
             item = np.asarray(item)
             if item.size == 0:
                 item = item.astype(np.intp)  # NumPy reads an empty list as an integer index
+        if isinstance(item, np.bool_) or (
+            isinstance(item, (np.ndarray, jax.Array))
+            and item.ndim == 0
+            and item.dtype == np.bool_
+            and not isinstance(item, jax.core.Tracer)
+        ):
+            item = bool(item)  # a 0-d mask: a new axis of length 1 (True) or 0 (False), as jnp
         if isinstance(item, (np.ndarray, jax.Array)):
             if item.dtype == np.bool_:
                 if isinstance(item, jax.core.Tracer):

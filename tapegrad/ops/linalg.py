@@ -185,11 +185,12 @@ def _euclidean(ord: Ord, axis: Any, ndim: int) -> bool:
 
 
 def _safe_euclidean(z: jax.Array, axis: Any, keepdims: bool) -> jax.Array:
-    """``sqrt(sum(z**2))`` over ``axis`` whose derivative at a zero vector is 0, not NaN
-    (PyTorch's subgradient; the double ``where`` keeps 0/0 out of the derivative)."""
-    squares = jnp.sum(z * z, axis=axis, keepdims=keepdims)
+    """``sqrt(sum(|z|**2))`` over ``axis`` (real for a complex ``z``, as ``jnp.linalg.norm``)
+    whose derivative at a zero vector is 0, not NaN (PyTorch's subgradient; the double
+    ``where`` keeps 0/0 out of the derivative)."""
+    squares = jnp.sum(jnp.real(z * jnp.conj(z)), axis=axis, keepdims=keepdims)
     zero = squares == 0
-    return jnp.where(zero, 0.0, jnp.sqrt(jnp.where(zero, 1.0, squares))).astype(z.dtype)
+    return jnp.where(zero, 0.0, jnp.sqrt(jnp.where(zero, 1.0, squares)))
 
 
 @partial(jax.jit, static_argnames=("ord", "axis", "keepdims"))

@@ -76,15 +76,24 @@ def not_equal(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
     return _not_equal(a, b), ()
 
 
-def _arg_check(name: str, x: jax.Array, axis: int | None) -> None:
+def _arg_axis(name: str, x: jax.Array, axis: int | None) -> int | None:
+    """``axis`` checked against ``x`` and spelled as jnp takes it: a 0-d input's axis 0 or -1
+    (PyTorch's) is its one element, ``None`` (jnp refuses both).
+
+    Raises:
+        ValueError: no axis and an empty ``x``.
+        ShapeError: an axis out of range.
+    """
     if axis is None:
         if x.size == 0:
             raise ValueError(f"{name} of an empty tensor; it has no element to pick.")
-        return
-    if not -x.ndim <= axis < max(x.ndim, 1):
+        return None
+    span = max(x.ndim, 1)  # a 0-d input counts as one axis, as in PyTorch
+    if not -span <= axis < span:
         raise ShapeError(
             f"{name}: axis {axis} is out of range for a tensor of shape {tuple(x.shape)}."
         )
+    return axis if x.ndim else None
 
 
 _argstatic = partial(jax.jit, static_argnames=("axis", "keepdims"))
@@ -98,7 +107,7 @@ def argmax(
 ) -> tuple[jax.Array, tuple[()]]:
     """Index of the largest element along ``axis`` (``None``: of the flattened input); the
     first one on ties; int32 (int64 with x64). Not differentiable: never recorded."""
-    _arg_check("argmax", x, axis)
+    axis = _arg_axis("argmax", x, axis)
     return _argmax(x, axis=axis, keepdims=keepdims), ()
 
 
@@ -107,5 +116,5 @@ def argmin(
     x: jax.Array, *, axis: int | None = None, keepdims: bool = False
 ) -> tuple[jax.Array, tuple[()]]:
     """Index of the smallest element along ``axis``, as ``argmax``."""
-    _arg_check("argmin", x, axis)
+    axis = _arg_axis("argmin", x, axis)
     return _argmin(x, axis=axis, keepdims=keepdims), ()

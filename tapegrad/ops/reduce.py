@@ -25,9 +25,17 @@ def _expand(g: jax.Array, in_shape: tuple[int, ...], axis: Axis, keepdims: bool)
     )
 
 
-def _check(x: jax.Array, axis: Axis) -> None:
-    if axis is not None:
-        normalize_axes(axis, x.ndim)
+def _axes(axis: Axis, ndim: int) -> Axis:
+    """``axis`` checked against an ``ndim``-dimensional input and spelled as jnp takes it: a 0-d
+    input's axis 0 or -1 (PyTorch's) becomes ``()``, nothing to reduce (jnp refuses both).
+
+    Raises:
+        ShapeError: an axis out of range, or one listed twice.
+    """
+    if axis is None:
+        return None
+    axes = normalize_axes(axis, ndim)
+    return axis if ndim else axes
 
 
 _static = partial(jax.jit, static_argnames=("axis", "keepdims"))
@@ -54,7 +62,7 @@ def sum(  # noqa: A001 - jnp's name
     x: jax.Array, *, axis: Axis = None, keepdims: bool = False
 ) -> tuple[jax.Array, tuple[tuple[int, ...]]]:
     """Sum over ``axis`` (``None``: all axes)."""
-    _check(x, axis)
+    axis = _axes(axis, x.ndim)
     return _jsum(x, axis=axis, keepdims=keepdims), (x.shape,)
 
 
@@ -72,7 +80,7 @@ def mean(
     x: jax.Array, *, axis: Axis = None, keepdims: bool = False
 ) -> tuple[jax.Array, tuple[tuple[int, ...], int]]:
     """Mean over ``axis`` (``None``: all axes)."""
-    _check(x, axis)
+    axis = _axes(axis, x.ndim)
     count = math.prod(x.shape[a] for a in normalize_axes(axis, x.ndim))
     return _jmean(x, axis=axis, keepdims=keepdims), (x.shape, count)
 
@@ -91,6 +99,7 @@ def _chooser_vjp(
 ) -> tuple[jax.Array]:
     """g is shared equally by the elements equal to the extremum (JAX's reduce_max rule)."""
     x, y = res
+    axis = _axes(axis, x.ndim)
     y = _expand(y, x.shape, axis, keepdims)
     g = _expand(g, x.shape, axis, keepdims)
     hit = (x == y).astype(g.dtype)
@@ -103,7 +112,7 @@ def max(  # noqa: A001 - jnp's name
     x: jax.Array, *, axis: Axis = None, keepdims: bool = False
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     """Maximum over ``axis``."""
-    _check(x, axis)
+    axis = _axes(axis, x.ndim)
     y = _jmax(x, axis=axis, keepdims=keepdims)
     return y, (x, y)
 
@@ -121,7 +130,7 @@ def min(  # noqa: A001 - jnp's name
     x: jax.Array, *, axis: Axis = None, keepdims: bool = False
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     """Minimum over ``axis``."""
-    _check(x, axis)
+    axis = _axes(axis, x.ndim)
     y = _jmin(x, axis=axis, keepdims=keepdims)
     return y, (x, y)
 
@@ -142,7 +151,7 @@ def logsumexp(
     x: jax.Array, *, axis: Axis = None, keepdims: bool = False
 ) -> tuple[jax.Array, tuple[jax.Array]]:
     """``log(sum(exp(x)))`` over ``axis``, computed stably (shift by the maximum)."""
-    _check(x, axis)
+    axis = _axes(axis, x.ndim)
     return _jlogsumexp(x, axis=axis, keepdims=keepdims), (x,)
 
 
@@ -155,6 +164,7 @@ def _logsumexp_vjp(
     where y itself rounds; an infinite maximum shifts by 0, as ``jax.nn.logsumexp``: a +inf
     entry's gradient is NaN, the others' 0): gx = g * softmax(x)."""
     (x,) = res
+    axis = _axes(axis, x.ndim)
     m = jnp.max(x, axis=axis, keepdims=True)
     e = jnp.exp(x - jnp.where(jnp.isfinite(m), m, 0))
     return (_expand(g, x.shape, axis, keepdims) * (e / jnp.sum(e, axis=axis, keepdims=True)),)
@@ -167,9 +177,10 @@ def _count(x: jax.Array, axis: Axis, ddof: int) -> int:
 
 @partial(jax.jit, static_argnames=("axis", "keepdims", "ddof", "root"))
 def _moments(x: jax.Array, axis: Axis, keepdims: bool, ddof: int, root: bool) -> jax.Array:
-    """The variance (or its square root), in one dispatch."""
+    """The variance (or its square root), in one dispatch; real for a complex ``x``:
+    ``|x - mean|**2``, as NumPy and PyTorch."""
     d = x - jnp.mean(x, axis=axis, keepdims=True)
-    v = jnp.sum(d * d, axis=axis, keepdims=keepdims) / _count(x, axis, ddof)
+    v = jnp.sum(jnp.real(d * jnp.conj(d)), axis=axis, keepdims=keepdims) / _count(x, axis, ddof)
     return jnp.sqrt(v) if root else v
 
 
@@ -177,9 +188,10 @@ def _moments(x: jax.Array, axis: Axis, keepdims: bool, ddof: int, root: bool) ->
 def var(
     x: jax.Array, *, axis: Axis = None, ddof: int = 0, keepdims: bool = False
 ) -> tuple[jax.Array, tuple[jax.Array]]:
-    """Variance over ``axis``: ``sum((x - mean)**2) / (N - ddof)``; ``ddof=0`` by default
-    (NumPy's convention; PyTorch's ``var`` defaults to the unbiased ``ddof=1``)."""
-    _check(x, axis)
+    """Variance over ``axis``: ``sum(|x - mean|**2) / (N - ddof)``, real for a complex ``x``;
+    ``ddof=0`` by default (NumPy's convention; PyTorch's ``var`` defaults to the unbiased
+    ``ddof=1``)."""
+    axis = _axes(axis, x.ndim)
     y = _moments(x, axis, keepdims, ddof, False)
     return y, (x,)  # the input (not x - mean): create_graph differentiates through it
 
@@ -189,9 +201,11 @@ def var(
 def _var_vjp(
     res: tuple[jax.Array], g: jax.Array, *, axis: Axis = None, ddof: int = 0, keepdims: bool = False
 ) -> tuple[jax.Array]:
-    """d var / dx_i = 2 (x_i - mean) / (N - ddof) (the mean's own derivative sums to zero)."""
+    """d var / dx_i = 2 (x_i - mean) / (N - ddof) (the mean's own derivative sums to zero);
+    for a complex x, conj(x_i - mean) in its place, as ``jax.vjp`` of ``jnp.var``."""
     (x,) = res
-    d = x - jnp.mean(x, axis=axis, keepdims=True)
+    axis = _axes(axis, x.ndim)
+    d = jnp.conj(x - jnp.mean(x, axis=axis, keepdims=True))
     return (_expand(g, d.shape, axis, keepdims) * d * (2.0 / _count(d, axis, ddof)),)
 
 
@@ -201,7 +215,7 @@ def std(
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     """Standard deviation over ``axis``: ``sqrt(var(x, ddof))``, ``ddof=0`` by default
     (NumPy's; PyTorch's ``std`` defaults to ``ddof=1``)."""
-    _check(x, axis)
+    axis = _axes(axis, x.ndim)
     y = _moments(x, axis, keepdims, ddof, True)
     return y, (x, y)  # input and output: create_graph differentiates through them
 
@@ -216,9 +230,11 @@ def _std_vjp(
     ddof: int = 0,
     keepdims: bool = False,
 ) -> tuple[jax.Array]:
-    """d std / dx_i = (x_i - mean) / ((N - ddof) std) (infinite where std is 0, as JAX's)."""
+    """d std / dx_i = (x_i - mean) / ((N - ddof) std) (infinite where std is 0, as JAX's); for a
+    complex x, conj(x_i - mean) in its place, as ``jax.vjp`` of ``jnp.std``."""
     x, y = res
-    d = x - jnp.mean(x, axis=axis, keepdims=True)
+    axis = _axes(axis, x.ndim)
+    d = jnp.conj(x - jnp.mean(x, axis=axis, keepdims=True))
     scale = _expand(g / y, d.shape, axis, keepdims)
     return (scale * d / _count(d, axis, ddof),)
 
@@ -228,15 +244,17 @@ _jcumsum = partial(jax.jit, static_argnames=("axis",))(jnp.cumsum)
 
 @defop
 def cumsum(x: jax.Array, *, axis: int | None = None) -> tuple[jax.Array, tuple[tuple[int, ...]]]:
-    """Running sum along ``axis`` (``None``: over the flattened input, as NumPy)."""
-    if axis is not None:
-        _check(x, axis)
+    """Running sum along ``axis`` (``None``: over the flattened input, as NumPy; a 0-d input's
+    axis 0 or -1 is its one element, as PyTorch)."""
+    if _axes(axis, x.ndim) == ():
+        return x, (x.shape,)
     return _jcumsum(x, axis=axis), (x.shape,)
 
 
 @partial(jax.jit, static_argnums=(1, 2))
 def _reverse_cumsum(g: jax.Array, axis: int | None, in_shape: tuple[int, ...]) -> jax.Array:
     a = 0 if axis is None else axis
+    g = jnp.atleast_1d(g)  # a 0-d input's axis 0 or -1: its one element
     return jnp.flip(jnp.cumsum(jnp.flip(g, a), axis=a), a).reshape(in_shape)
 
 
@@ -255,7 +273,7 @@ def all(  # noqa: A001 - jnp's name
 ) -> tuple[jax.Array, tuple[()]]:
     """Whether every element along ``axis`` (``None``: all axes) is nonzero; boolean. Not
     differentiable: never recorded."""
-    _check(x, axis)
+    axis = _axes(axis, x.ndim)
     return _jall(x, axis=axis, keepdims=keepdims), ()
 
 
@@ -265,5 +283,5 @@ def any(  # noqa: A001 - jnp's name
 ) -> tuple[jax.Array, tuple[()]]:
     """Whether some element along ``axis`` (``None``: all axes) is nonzero; boolean. Not
     differentiable: never recorded."""
-    _check(x, axis)
+    axis = _axes(axis, x.ndim)
     return _jany(x, axis=axis, keepdims=keepdims), ()

@@ -47,9 +47,15 @@ def _reshape_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None
         or (-1 in shape and (known == 0 or size % known))
         or (-1 not in shape and known != size)
     ):
+        fix = (
+            "-1 cannot be inferred beside a 0-length axis (NumPy and PyTorch refuse it too); "
+            "give every size"
+            if -1 in shape and known == 0
+            else "the sizes must match (at most one -1)"
+        )
         raise ShapeError(
             f"{name}: cannot reshape a tensor of shape {np.shape(x)} (size {size}) into "
-            f"{shape}; the sizes must match (at most one -1)."
+            f"{shape}; {fix}."
         )
 
 
@@ -62,7 +68,13 @@ _jexpand_dims = partial(jax.jit, static_argnames=("axis",))(jnp.expand_dims)
 
 @defop(check=_reshape_check)
 def reshape(x: jax.Array, *, shape: Shape) -> tuple[jax.Array, tuple[Shape]]:
-    """Reshape to ``shape`` (one entry may be -1)."""
+    """Reshape to ``shape`` (one entry may be -1).
+
+    Raises:
+        ShapeError: the sizes do not match, or -1 beside a 0 (ambiguous).
+    """
+    if -1 in shape and 0 in shape:  # jnp would divide by zero: name the shapes instead
+        _reshape_check("reshape", [x], {"shape": shape})
     return _jreshape(x, shape=shape), (x.shape,)
 
 

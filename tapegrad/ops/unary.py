@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tapegrad._tensor import Tensor
 from tapegrad.op import as_operand, defop
 
 __all__ = [
@@ -288,7 +289,16 @@ _clip = jax.jit(jnp.clip)  # the bounds are arguments: a new bound value compile
 
 
 def _bound(value: float | None) -> Any:
-    """A clip bound as a kernel argument: ``None``, or a cached weakly typed constant."""
+    """A clip bound as a kernel argument: ``None``, or a cached weakly typed constant.
+
+    Raises:
+        TypeError: a tensor bound (a static parameter here: ``x.clip`` takes one).
+    """
+    if isinstance(value, Tensor):
+        raise TypeError(
+            "tg.clip takes number bounds; for a tensor bound write x.clip(min, max) or "
+            "tg.minimum(tg.maximum(x, min), max), whose gradient also reaches the bound."
+        )
     return None if value is None else as_operand(value, "clip")
 
 

@@ -157,3 +157,29 @@ def test_a_big_endian_index_array_works_as_a_native_one() -> None:
     np.testing.assert_array_equal(y.numpy(), [[4.0, 5.0], [0.0, 1.0], [4.0, 5.0]])
     y.sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [[1.0, 1.0], [0.0, 0.0], [2.0, 2.0]])
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        np.array(True),
+        np.array(False),
+        np.True_,
+        (0, np.array(True)),
+        (Ellipsis, np.False_),
+        (slice(None), np.True_, [0, 2]),
+    ],
+    ids=repr,
+)
+def test_a_0d_boolean_mask_adds_an_axis_as_numpy(index: object) -> None:
+    """x[True] has shape (1, *x.shape), x[False] (0, *x.shape); NumPy's nonzero refused it."""
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    x = tg.tensor(a, requires_grad=True)
+    y = x[index]
+    np.testing.assert_array_equal(y.numpy(), a[index])
+    (g,) = tg.grad(y.sum(), x)
+    items = index if isinstance(index, tuple) else (index,)
+    jax_index = tuple(
+        bool(i) if np.ndim(i) == 0 and isinstance(i, np.generic | np.ndarray) else i for i in items
+    )
+    np.testing.assert_array_equal(g.numpy(), jax.grad(lambda z: z[jax_index].sum())(jnp.asarray(a)))

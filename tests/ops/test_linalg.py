@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -65,3 +66,24 @@ def test_shape_mismatch_raises_value_error(sa: tuple[int, ...], sb: tuple[int, .
         a @ tg.tensor(np.ones(sb, np.float32))
     err = caught.value  # the traceback shows tapegrad's error, not JAX's under it
     assert err.__context__ is None or err.__suppress_context__
+
+
+@pytest.mark.parametrize(("ord", "axis"), [(None, None), (2, 1), ("fro", None)])
+def test_complex_2_norm_is_real_and_its_vjp_is_jaxs(ord: object, axis: int | None) -> None:
+    """sqrt(sum(|z|**2)), not sqrt(sum(z**2)): backward used to refuse the complex cotangent."""
+    z = np.array([[1 + 2j, 3 - 1j, 0.5j], [-2 + 0j, 1 - 1j, 2 + 2j]], np.complex64)
+    x = tg.tensor(z, requires_grad=True)
+    y = x.norm(ord=ord, axis=axis)
+    want = np.linalg.norm(z, ord=ord, axis=axis)
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-6)
+    v = np.linspace(0.5, 1.5, want.size, dtype=np.float32).reshape(want.shape)
+    (g,) = tg.grad(y, x, grad_outputs=jnp.asarray(v))
+    _, vjp = jax.vjp(lambda a: jnp.linalg.norm(a, ord=ord, axis=axis), jnp.asarray(z))
+    np.testing.assert_allclose(g.numpy(), vjp(jnp.asarray(v))[0], rtol=1e-5, atol=1e-6)
+
+
+def test_complex_norm_of_a_zero_vector_has_gradient_0() -> None:
+    x = tg.tensor(np.zeros(3, np.complex64), requires_grad=True)
+    x.norm().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.zeros(3, np.complex64))

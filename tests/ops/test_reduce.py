@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -110,3 +111,60 @@ def test_argmax_errors() -> None:
         tg.argmax(tg.ones((2, 3)), axis=2)
     with pytest.raises(ValueError, match="empty"):
         tg.argmin(tg.ones((0,)))
+
+
+@pytest.mark.parametrize(("name", "axis"), [("var", None), ("std", None), ("var", 1), ("std", 0)])
+def test_complex_var_std_are_real_and_their_vjp_is_jaxs(name: str, axis: int | None) -> None:
+    """|x - mean|**2, not (x - mean)**2: real values as NumPy's; the gradient is jax.vjp's."""
+    z = (X[0] + 1j * X[1][::-1] ** 2).astype(np.complex64)
+    y = getattr(tg.tensor(z), name)(axis=axis)
+    want = getattr(np, name)(z, axis=axis)
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5)
+    v = np.linspace(0.5, 1.5, want.size, dtype=F32).reshape(want.shape)
+    x = tg.tensor(z, requires_grad=True)
+    (g,) = tg.grad(getattr(x, name)(axis=axis), x, grad_outputs=jnp.asarray(v))
+    _, vjp = jax.vjp(lambda a: getattr(jnp, name)(a, axis=axis), jnp.asarray(z))
+    np.testing.assert_allclose(g.numpy(), vjp(jnp.asarray(v))[0], rtol=1e-5, atol=1e-6)
+
+
+REDUCTIONS = ["sum", "mean", "max", "min", "logsumexp", "var", "std", "all", "any"]
+
+
+@pytest.mark.parametrize("axis", [0, -1, (0,), (-1,)])
+@pytest.mark.parametrize("name", REDUCTIONS)
+def test_a_0d_input_takes_axis_0_or_minus_1_as_pytorch(name: str, axis: object) -> None:
+    """torch.tensor(2.).sum(0) is 2: a 0-d tensor's dimension 0 (or -1) is itself."""
+    torch = pytest.importorskip("torch")
+    x = tg.tensor(2.0, requires_grad=name not in ("all", "any"))
+    y = getattr(tg, name)(x, axis=axis)
+    xt = torch.tensor(2.0, requires_grad=name not in ("all", "any"))
+    kw = {"correction": 0} if name in ("var", "std") else {}
+    yt = getattr(torch, name if name not in ("max", "min") else "a" + name)(xt, axis, **kw)
+    assert y.shape == () and y.item() == yt.item()
+    if name in ("sum", "mean", "max", "min", "logsumexp", "var"):
+        (g,) = tg.grad(y, x)
+        (gt,) = torch.autograd.grad(yt, xt)
+        assert g.item() == gt.item()
+
+
+@pytest.mark.parametrize("axis", [0, -1])
+@pytest.mark.parametrize("name", ["cumsum", "argmax", "argmin"])
+def test_scans_and_arg_reductions_of_a_0d_input_take_axis_0_or_minus_1(
+    name: str, axis: int
+) -> None:
+    torch = pytest.importorskip("torch")
+    x = tg.tensor(2.0, requires_grad=name == "cumsum")
+    y = getattr(x, name)(axis=axis)
+    yt = getattr(torch.tensor(2.0), name)(axis)
+    assert y.shape == () and y.item() == yt.item()
+    if name == "cumsum":
+        (g,) = tg.grad(y, x)
+        assert g.item() == 1.0
+
+
+def test_a_0d_input_refuses_other_axes() -> None:
+    with pytest.raises(ValueError, match=r"use an axis in \[-1, 0\]"):
+        tg.tensor(2.0).sum(axis=1)
+    with pytest.raises(ValueError, match="out of range"):
+        tg.tensor(2.0).argmax(axis=-2)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -129,3 +131,13 @@ def test_split_sections_and_cuts_with_gradient() -> None:
         tg.split(tg.ones(5), 2)
     with pytest.raises(ValueError, match="out of range"):
         tg.split(tg.ones(5), 1, axis=1)
+
+
+@pytest.mark.parametrize(("shape", "new"), [((0, 3), (0, -1)), ((3,), (-1, 0)), ((0,), (2, 0, -1))])
+def test_reshape_minus_one_beside_a_zero_raises_shape_error(
+    shape: tuple[int, ...], new: tuple[int, ...]
+) -> None:
+    """jnp divided by zero here (ZeroDivisionError); NumPy and PyTorch refuse it too."""
+    want = re.escape(f"shape {shape}") + ".* into " + re.escape(f"{new}; -1 cannot be")
+    with pytest.raises(tg.ShapeError, match=want):
+        tg.zeros(shape).reshape(*new)

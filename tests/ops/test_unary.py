@@ -146,3 +146,20 @@ def test_abs_of_complex_follows_jax() -> None:
     (tg.abs(w.exp() * w) * 2.0).sum().backward()  # through holomorphic ops too
     want = jax.grad(lambda a: (jnp.abs(jnp.exp(a) * a) * 2.0).sum())(jnp.asarray(z[:2]))
     np.testing.assert_allclose(w.grad.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_clip_with_tensor_bounds_broadcasts_and_differentiates_both() -> None:
+    """As PyTorch's clamp: tensor bounds broadcast and receive the gradient where they win
+    (jnp.clip's derivative, half at a tie); the error said to pass the Tensor it refused."""
+    x = np.array([[-1.0, 0.5, 2.0], [0.0, 3.0, -2.0]], np.float32)
+    lo = np.array([0.0, 1.0, -3.0], np.float32)
+    hi = np.array([[1.5], [2.5]], np.float32)
+    check_program(lambda t, a: t.clip(a, None), lambda t, a: jnp.clip(t, a, None), x, lo)
+    check_program(lambda t, b: t.clip(None, b), lambda t, b: jnp.clip(t, None, b), x, hi)
+    check_program(lambda t, a, b: t.clip(a, b), lambda t, a, b: jnp.clip(t, a, b), x, lo, hi)
+    check_program(lambda t, a: t.clip(a, 1.5), lambda t, a: jnp.clip(t, a, 1.5), x, lo)
+
+
+def test_the_clip_op_refuses_a_tensor_bound_saying_what_to_write() -> None:
+    with pytest.raises(TypeError, match=r"x\.clip\(min, max\)"):
+        tg.clip(tg.ones(3), min=tg.zeros(3))
