@@ -90,6 +90,7 @@ class Op:
         self.param_names = _param_names(forward)
         self.checks = tuple((p, _args.CHECKS[p]) for p in self.param_names if p in _args.CHECKS)
         functools.update_wrapper(self, forward)
+        self.__signature__ = _call_signature(forward)
 
     def defvjp(self, rule: VJPRule) -> VJPRule:
         """Attach ``rule`` as this op's VJP and return it unchanged (decorator)."""
@@ -168,6 +169,24 @@ def _param_names(forward: Forward) -> tuple[str, ...]:
     """The forward's keyword-only parameters (the op's static parameters), in order."""
     params = inspect.signature(forward).parameters.values()
     return tuple(p.name for p in params if p.kind == inspect.Parameter.KEYWORD_ONLY)
+
+
+def _call_signature(forward: Forward) -> inspect.Signature:
+    """How an op is called (what ``inspect.signature`` and editors show), not its forward's:
+    tensors in, a ``Tensor`` out, its parameters by keyword or, where the forward's order
+    allows, after the tensors (``Op.__call__``)."""
+    sig = inspect.signature(forward)
+    tensors = [
+        p.replace(annotation="Tensor | ArrayLike") if p.kind != p.KEYWORD_ONLY else p
+        for p in sig.parameters.values()
+    ]
+    plain = sig.replace(parameters=tensors, return_annotation="Tensor")
+    if any(p.kind == p.VAR_POSITIONAL for p in tensors):
+        return plain
+    try:
+        return plain.replace(parameters=[p.replace(kind=p.POSITIONAL_OR_KEYWORD) for p in tensors])
+    except ValueError:  # a parameter without a default after one with: by keyword only
+        return plain
 
 
 def _arity(forward: Forward) -> int | None:

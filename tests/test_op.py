@@ -5,6 +5,7 @@ exact."""
 
 from __future__ import annotations
 
+import inspect
 import re
 from types import MappingProxyType
 from typing import Any
@@ -204,3 +205,12 @@ def test_vjp_returning_a_non_array_cotangent_raises_vjp_shape_error() -> None:
     del y, w
     assert issubclass(kind, tg.VJPShapeError), kind
     assert "'floaty'" in msg
+
+
+def test_an_ops_signature_is_how_it_is_called() -> None:
+    """What editors and ``help()`` show: tensors in, a Tensor out, parameters after them."""
+    sig = inspect.signature(tg.softmax)
+    assert sig.return_annotation == "Tensor"
+    assert list(sig.parameters) == ["x", "axis"]
+    assert sig.parameters["axis"].kind == inspect.Parameter.POSITIONAL_OR_KEYWORD
+    assert float(tg.sum(tg.ones((2, 3)), 1)[0]) == 3.0  # as the signature says
