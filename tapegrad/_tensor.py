@@ -1060,9 +1060,9 @@ def set_grad(t: Tensor, grad: Tensor | None) -> None:
 def optional_output(t: Tensor, *made: Tensor) -> Tensor:
     """Engine only: ``t``, a layer's secondary output (an RNN's final states, attention
     weights), made from the layer's graph by ops whose outputs are ``t`` and ``made``: dropped
-    unused, their nodes are freed with them instead of hanging (``Tape.mark_optional``)."""
+    unused, their nodes are freed with them instead of hanging (``Tape.reach``)."""
     if t._tape is not None:
-        t._tape.mark_optional(x._node for x in (t, *made) if x._node is not None)
+        t._tape.reach(x._node for x in (t, *made) if x._node is not None)
     return t
 
 

@@ -206,7 +206,7 @@ def _run(
         undone = [step[0] for step in rest if step[1] is not None]
         tape.consume(done, undone, leaves if ok else (), retain_graph, create_graph)
         if made and not ok:
-            tape.consume((), (), made, True)  # only marks them reached: nothing is consumed
+            tape.reach(made)
     return out
 
 

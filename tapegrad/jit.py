@@ -504,7 +504,7 @@ class JitFunction(Generic[P, R]):
             reached = [orig for mine, orig, _ in leaves if mine.reached]
             self._check_outside_graphs(leaves)
             if reached:  # trained by compiled steps: never reported as a hanging leaf
-                outer.consume((), (), reached, retain_graph=True)
+                outer.reach(reached)
             new_key = None if rng.key is key else rng.key
             return result, new_values, new_grads, new_slots, new_key
         finally:

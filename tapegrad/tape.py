@@ -414,13 +414,19 @@ class Tape:
         node.retain = True
 
     @_entry
-    def mark_optional(self, nodes: Iterable[Node]) -> None:
-        """``nodes`` make a layer's secondary output (an RNN's final states, averaged
-        attention weights), which PyTorch code drops unused as a matter of course (``out, _ =
-        lstm(x)``): they count as reached (rule 4), so dropped unused they are freed with their
-        tensors instead of hanging, and used they are consumed as any node."""
+    def reach(self, nodes: Iterable[Node]) -> None:
+        """Count ``nodes`` as reached (rule 4): not useful, they are freed with their tensors
+        (at once if those died already) instead of hanging; used in a backward, they are
+        consumed as any node. For leaves a compiled step trained, the nodes a failed
+        ``create_graph`` pass recorded, and a layer's secondary output that PyTorch code drops
+        unused as a matter of course (``out, _ = lstm(x)``)."""
+        self._reach(nodes)
+
+    def _reach(self, nodes: Iterable[Node]) -> None:
         for node in nodes:
             node.reached = True
+            if not node.useful and node.on_tape:  # its tensor died already
+                self._free_hanging(node)
 
     # ------------------------------------------------------------------ backward support
 
@@ -481,11 +487,7 @@ class Tape:
         penalty's first-order graph, as PyTorch frees it), never reported as hanging. A graph
         kept by an explicit ``retain_graph=True`` whose tensors die before a second backward
         hangs until a sweep (rule 5)."""
-        reached = itertools.chain(leaves, done) if retain_graph and create_graph else leaves
-        for node in reached:
-            node.reached = True
-            if not node.useful and node.on_tape:  # its tensor died during the pass
-                self._free_hanging(node)
+        self._reach(itertools.chain(leaves, done) if retain_graph and create_graph else leaves)
         if retain_graph:
             return
         held = self._held
