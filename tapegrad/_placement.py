@@ -4,7 +4,8 @@ hold (per addressable shard), and clear errors for placements JAX refuses."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+import operator
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -19,8 +20,11 @@ __all__ = [
     "place",
     "committed",
     "placed_like",
+    "constrained_like",
     "held_bytes",
     "bytes_by_device",
+    "placement_key",
+    "device_groups",
     "mixed_devices_error",
 ]
 
@@ -39,22 +43,30 @@ def resolve(target: Target, what: str) -> jax.Device | Sharding:
 
     Raises:
         DeviceError: an index or name of a device this process does not have (the message
-            lists the devices there are), or a value that names no device.
+            lists the devices there are), a device of another process (multi-process runs:
+            ``jax.devices()`` lists every process's devices), or a value that names no device.
     """
-    if isinstance(target, (jax.Device, Sharding)):
+    if isinstance(target, Sharding):
         return target
+    if isinstance(target, jax.Device):
+        return _local(target, target, what)
     platform: str | None = None
     index = target
     if isinstance(target, str):
         platform, _, rest = target.partition(":")
         index = int(rest) if rest.isdigit() else (0 if not rest else None)
+    elif not isinstance(target, bool):
+        try:
+            index = operator.index(target)  # NumPy integers too, as axes take them
+        except TypeError:
+            index = None
     if isinstance(index, int) and not isinstance(index, bool):
         try:
             devices = jax.devices(platform) if platform else jax.devices()
         except (RuntimeError, ValueError):  # an unknown or unavailable backend
             devices = []
         if 0 <= index < len(devices):
-            return devices[index]
+            return _local(devices[index], target, what)
         raise DeviceError(
             f"{what} at {_where()}: there is no device {target!r}; this process has "
             f"{', '.join(str(d) for d in jax.devices())}. Pass one of jax.devices(), an index "
@@ -63,6 +75,22 @@ def resolve(target: Target, what: str) -> jax.Device | Sharding:
     raise DeviceError(
         f"{what} at {_where()}: {target!r} names no device; pass a jax.Device, a "
         "jax.sharding.Sharding, an index into jax.devices() or a string such as 'cpu:0'."
+    )
+
+
+def _local(device: jax.Device, target: Target, what: str) -> jax.Device:
+    """``device`` when this process can place arrays on it; in a multi-process run a device
+    of another process (an index into the global ``jax.devices()``) would make an array with
+    no data here, so it is refused."""
+    if device.process_index == jax.process_index():
+        return device
+    mine = ", ".join(f"{d} (index {jax.devices().index(d)})" for d in jax.local_devices())
+    raise DeviceError(
+        f"{what} at {_where()}: {target!r} is device {device} of process "
+        f"{device.process_index}, not of this process ({jax.process_index()}); jax.devices() "
+        f"lists every process's devices. Place tensors on this process's own devices "
+        f"(jax.local_devices(): {mine}), or on a jax.sharding.Sharding over a Mesh of all "
+        "processes' devices."
     )
 
 
@@ -75,6 +103,13 @@ def check_fits(dest: jax.Device | Sharding, shape: tuple[int, ...], what: str) -
     """
     if not isinstance(dest, Sharding):
         return
+    spec = getattr(dest, "spec", None)
+    if spec is not None and len(spec) > len(shape):  # JAX's shard_shape: an IndexError
+        raise DeviceError(
+            f"{what} at {_where()}: the sharding {dest} splits {len(spec)} dimensions, but "
+            f"shape {tuple(shape)} has {len(shape)}. Use a PartitionSpec with at most "
+            + (f"{len(shape)} entries." if shape else "0 entries: P() for a scalar.")
+        )
     try:
         dest.shard_shape(tuple(shape))
     except ValueError as err:
@@ -115,6 +150,15 @@ def placed_like(array: jax.Array, ref: Any) -> jax.Array:
             moved: jax.Array = jax.device_put(array, sharding)
             return moved
     return array
+
+
+def constrained_like(x: Any, ref: Any) -> Any:
+    """Inside a trace, ``x`` (a tracer) kept on ``ref``'s sharding when ``ref`` is an array
+    placed by the user (a ``tg.jit`` step's new ``.grad`` on its parameter's devices, not
+    where XLA's propagation would put it); else ``x`` unchanged."""
+    if committed(ref) and isinstance(x, jax.core.Tracer):
+        return jax.lax.with_sharding_constraint(x, ref.sharding)  # type: ignore[no-untyped-call]  # JAX leaves it untyped
+    return x
 
 
 _MULTI: list[bool] = []  # [whether a backend of this process has several local devices]
@@ -185,19 +229,78 @@ def bytes_by_device(arrays: Iterable[jax.Array]) -> dict[str, int]:
     return out
 
 
-def mixed_devices_error(op: str, arrays: list[Any], depth: int) -> DeviceError | None:
+def placement_key(a: Any) -> tuple[Any, ...] | None:
+    """The devices a committed array is placed on, in its sharding's order (JAX computes on
+    committed arrays together only when these are equal: the same devices in another order,
+    two Meshes over one device set, are unrelated); ``None`` for an array JAX may move
+    (uncommitted) and for tracers."""
+    if not committed(a):
+        return None
+    sharding = a.sharding
+    order = getattr(sharding, "_device_assignment", None)  # JAX's own order (private)
+    if order is None:  # a JAX without it: the device set, in id order (order not compared)
+        order = sorted(sharding.device_set, key=lambda d: d.id)
+    return tuple(order)
+
+
+def device_groups(arrays: Sequence[Any]) -> list[list[int]]:
+    """The indices of ``arrays`` grouped by the devices they are committed to
+    (``placement_key``), groups in order of first appearance; arrays JAX may move
+    (uncommitted) join the first group. One group: JAX can compute on them all together."""
+    groups: dict[tuple[Any, ...] | None, list[int]] = {}
+    loose = []
+    for i, a in enumerate(arrays):
+        key = placement_key(a)
+        if key is None:
+            loose.append(i)
+        else:
+            groups.setdefault(key, []).append(i)
+    out = list(groups.values()) or [[]]
+    out[0] = sorted(out[0] + loose)
+    return out
+
+
+def mixed_devices_error(
+    op: str,
+    arrays: Sequence[Any],
+    depth: int,
+    names: Sequence[str] | None = None,
+    params: Mapping[str, Any] | None = None,
+) -> DeviceError | None:
     """A ``DeviceError`` naming ``op`` and its origin when ``arrays`` are committed to
-    different devices JAX will not relate (what made the forward raise), else ``None``."""
-    placed = [(i, a) for i, a in enumerate(arrays) if committed(a)]
-    sets = {frozenset(a.sharding.device_set) for _, a in placed}
-    if len(sets) < 2:
+    different devices JAX will not relate (what made the forward raise), else ``None``.
+    ``names``: how the message calls each array (``input i`` by default); ``params``: the
+    op's parameters, whose arrays (an index, a mask) count too, named by their key."""
+    if params:
+        extra = [
+            (key, leaf)
+            for key, value in params.items()
+            for leaf in jax.tree_util.tree_leaves(value)
+            if isinstance(leaf, jax.Array)
+        ]
+        if extra:
+            names = [*(names or [f"input {i}" for i in range(len(arrays))]), *(k for k, _ in extra)]
+            arrays = [*arrays, *(leaf for _, leaf in extra)]
+    placed = [(i, key) for i, a in enumerate(arrays) if (key := placement_key(a)) is not None]
+    keys = {key for _, key in placed}
+    if len(keys) < 2:
         return None
     code, line = user_frame(depth + 1)
-    where = ", ".join(
-        f"input {i} on {sorted(str(d) for d in a.sharding.device_set)}" for i, a in placed
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for i, key in placed:
+        groups.setdefault(key, []).append(names[i] if names is not None else f"input {i}")
+    where = "; ".join(
+        f"{', '.join(held[:4])}{f' and {len(held) - 4} more' if len(held) > 4 else ''} on "
+        f"{[str(d) for d in key]}"
+        for key, held in groups.items()
+    )
+    order = (
+        " (the same devices in another order: Meshes built from differently ordered device lists)"
+        if len({frozenset(key) for key in keys}) == 1
+        else ""
     )
     return DeviceError(
-        f"{op} at {format_origin(code, line)}: its inputs live on different devices ({where}) "
-        "and no sharding relates them. Move them together first: tg.device_put(t, "
+        f"{op} at {format_origin(code, line)}: its inputs live on different devices ({where})"
+        f"{order} and no sharding relates them. Move them together first: tg.device_put(t, "
         "other.sharding), or build both on one Mesh (NamedSharding)."
     )

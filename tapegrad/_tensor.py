@@ -12,8 +12,16 @@ import numpy as np
 from tapegrad._args import numpy_keywords
 from tapegrad._arrays import is_torch
 from tapegrad._dtypes import DIFFERENTIABLE
+from tapegrad._placement import placement_key
 from tapegrad.current import current_tape
-from tapegrad.errors import InPlaceError, ShapeError, TapegradWarning, TracerError, donated_error
+from tapegrad.errors import (
+    DeviceError,
+    InPlaceError,
+    ShapeError,
+    TapegradWarning,
+    TracerError,
+    donated_error,
+)
 from tapegrad.grad_mode import grad_enabled
 from tapegrad.node import Node
 from tapegrad.origin import format_origin, function_name, user_frame, user_site
@@ -179,6 +187,8 @@ class Tensor:
         Raises:
             TypeError: set to something other than ``None`` or a ``Tensor``.
             ShapeError: set to a tensor of another shape.
+            DeviceError: set to a tensor committed to other devices (as PyTorch refuses a
+                gradient on another device).
         """
         node = self._node
         if node is not None and node.op is not None and not node.retain:
@@ -205,6 +215,13 @@ class Tensor:
                 raise TypeError(
                     f".grad must have the tensor's dtype {self.dtype}, got {value.dtype}; cast "
                     f"it first (value.astype(tg.{self.dtype}))."
+                )
+            mine, theirs = placement_key(self._data), placement_key(value._data)
+            if mine is not None and theirs is not None and mine != theirs:
+                raise DeviceError(
+                    f".grad must live on the tensor's devices {[str(d) for d in mine]}, got "
+                    f"one on {[str(d) for d in theirs]}; move it first: "
+                    "tg.device_put(value, t.sharding)."
                 )
             if value._node is not None:
                 value = value.detach()
@@ -419,6 +436,12 @@ class Tensor:
             return f"tensor(<traced>, {head})"
         if data.is_deleted():
             return f"tensor(<donated to a tg.jit step: no value>, {head})"
+        if not data.is_fully_addressable:  # its values live in several processes
+            return (
+                f"tensor(<global array over {len(data.sharding.device_set)} devices of several "
+                f"processes: jax.experimental.multihost_utils.process_allgather(t.data) gathers "
+                f"it>, {head})"
+            )
         body = np.array2string(np.asarray(data), separator=", ", prefix="tensor(")
         return f"tensor({body}, {head})"
 

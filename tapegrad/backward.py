@@ -15,7 +15,7 @@ import numpy as np
 from tapegrad import anomaly, compiled_backward
 from tapegrad._arrays import broadcast_axes, filled
 from tapegrad._placement import placed_like
-from tapegrad._tensor import Tensor, grad_of, node_of, set_grad, tape_of, wrap
+from tapegrad._tensor import Tensor, array_of, grad_of, node_of, set_grad, tape_of, wrap
 from tapegrad.current import use_tape
 from tapegrad.errors import (
     NoGradError,
@@ -328,6 +328,7 @@ def backward(
                     g = _tracked(g, tensor)
                     set_grad(tensor, g if old is None else old + g)
                 else:
+                    g = placed_like(g, array_of(tensor))  # the leaf's sharding, not XLA's choice
                     set_grad(tensor, wrap(g if old is None else _accumulate(old.data, g)))
 
 
@@ -428,7 +429,7 @@ def grad(
             if create_graph:
                 grads.append(_tracked(g if hit else wrap(g), x))
             else:
-                grads.append(wrap(g))
+                grads.append(wrap(placed_like(g, x.data)))  # on the input's sharding
     return tuple(grads)
 
 

@@ -34,7 +34,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 import jax
 import numpy as np
 
-from tapegrad import _discover
+from tapegrad import _discover, _placement
 from tapegrad import random as _random
 from tapegrad._tensor import (
     Tensor,
@@ -51,7 +51,7 @@ from tapegrad._tensor import (
     wrap,
 )
 from tapegrad.current import current_tape, use_tape
-from tapegrad.errors import RetraceWarning, TracerError
+from tapegrad.errors import DeviceError, RetraceWarning, TracerError
 from tapegrad.optim.optimizer import Optimizer
 from tapegrad.origin import format_origin
 from tapegrad.records import Snapshot
@@ -415,6 +415,10 @@ class JitFunction(Generic[P, R]):
                     "(static_argnums / static_argnames), and choose between values with "
                     f"tg.where. JAX's message: {str(e).splitlines()[0]}"
                 ) from None
+            if type(e) is ValueError:  # JAX's "incompatible devices": say which and what to do
+                mixed = self._mixed_devices(plan, data)
+                if mixed is not None:
+                    raise mixed from None
             raise
         if self._traced:
             self._traced = False
@@ -427,6 +431,33 @@ class JitFunction(Generic[P, R]):
         if new_key is not None:  # the step drew from the process random state
             _random.set_state(new_key)
         return out
+
+    def _mixed_devices(self, plan: _Plan, data: list[Any]) -> DeviceError | None:
+        """A ``DeviceError`` naming the arguments and state (parameters, their ``.grad``,
+        optimizer and module slots) committed to unrelated devices, or ``None``."""
+        arrays: list[Any] = []
+        names: list[str] = []
+        it = iter(data)
+        for name, kind in zip(plan.names, plan.kinds, strict=True):
+            if kind is Tensor or kind is None:
+                arrays.append(next(it))
+                names.append(f"argument {name!r}")
+        for t, label in zip(plan.order, plan.labels, strict=True):
+            arrays.append(array_of(t))
+            names.append(label)
+            grad = grad_of(t)
+            if grad is not None:
+                arrays.append(array_of(grad))
+                names.append(f"{label}.grad")
+        slot_labels = {
+            (id(d), k): label
+            for (d, k), label in zip(plan.found.slots, plan.found.slot_labels, strict=True)
+        }
+        for d, k in plan.slots:
+            for leaf in jax.tree_util.tree_leaves(d[k]):
+                arrays.append(leaf)
+                names.append(slot_labels.get((id(d), k), k))
+        return _placement.mixed_devices_error(self.__name__, arrays, 1, names)
 
     def _first_trace(
         self, plan: _Plan, jitted: Any, donated: list[Any], kept: list[Any], data: list[Any]
@@ -573,7 +604,11 @@ class JitFunction(Generic[P, R]):
             if g is None and grad_in[i] is not None:
                 plan.cleared.add(i)
             if g is not grad_in[i]:
-                new_grads.append(() if g is None else (array_of(g),))
+                # on its parameter's sharding (as eager backward leaves it), not XLA's choice
+                where = saved[i][1][0]
+                new_grads.append(
+                    () if g is None else (_placement.constrained_like(array_of(g), where),)
+                )
             elif g is None and i in plan.cleared:  # set to None (seen when grads came in)
                 new_grads.append(())
             else:

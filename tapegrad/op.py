@@ -344,7 +344,7 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
             raise donated_error(op.name) from None
         if isinstance(err, RuntimeError):
             raise
-        mixed = mixed_devices_error(op.name, arrays, depth)
+        mixed = mixed_devices_error(op.name, arrays, depth, params=params)
         if mixed is not None:
             raise mixed from None
         if op.check is not None and not isinstance(err, ShapeError):

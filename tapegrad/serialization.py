@@ -62,6 +62,14 @@ def _encode(obj: Any, path: tuple[str, ...], arrays: dict[str, np.ndarray]) -> A
                 f"tg.save: {where} is {array.dtype}, which safetensors cannot store; convert it "
                 f"first (t.astype(...)) to one of {', '.join(_DTYPES.values())}."
             )
+        if isinstance(array, jax.Array) and not array.is_fully_addressable:
+            raise ValueError(
+                f"tg.save: {where} is a global array whose shards live in several processes "
+                f"({len(array.sharding.device_set)} devices; this process holds "
+                f"{len(array.addressable_shards)} shards), so no process has all its values. "
+                "Gather it first, in every process: jax.experimental.multihost_utils."
+                "process_allgather(t.data, tiled=True), then save from one process."
+            )
         name = "/".join(path) or "tensor"
         while name in arrays:
             name += "'"
@@ -178,6 +186,7 @@ def save(obj: Any, path: _Path) -> None:
             ``jax.random.key_data(key)`` instead); a dtype safetensors cannot store (float4,
             int4, some float8 variants).
         RuntimeError: a tensor whose array was donated to a ``tg.jit`` step.
+        ValueError: a global array sharded over several processes (gather it first).
         FileNotFoundError: the folder ``path`` names does not exist.
     """
     from safetensors.numpy import save_file

@@ -8,6 +8,7 @@ Each check raises ``AssertionError`` on failure and leaves the tape as it found 
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import traceback
@@ -202,6 +203,14 @@ def model_on_one_device_trains_there() -> None:
 # ------------------------------------------------------------------------ bad input
 
 
+def _settled() -> tg.GraphStats:
+    """The tape's stats once what earlier checks left to the garbage collector (an error's
+    traceback cycle holding their tensors) is gone and cleaned up."""
+    gc.collect()
+    tg.graph_cleanup()
+    return tg.graph_stats()
+
+
 def _unchanged(before: tg.GraphStats, what: str) -> None:
     now = tg.graph_stats()
     assert now == before, f"the tape changed after {what}: {before} -> {now}"
@@ -237,6 +246,214 @@ def bad_placements_raise_clear_errors() -> None:
     # the tape still works: a backward from w
     (w * 2.0).sum().backward()
     close(w.grad.data, np.full(3, 2.0), "gradient after the errors")
+
+
+@check
+def sharding_of_more_dimensions_than_the_shape_raises() -> None:
+    """A PartitionSpec longer than the shape (P("data") for a scalar) is a DeviceError, not
+    JAX's IndexError from shard_shape; Module.to checks every tensor before moving any."""
+    mesh, data, _ = data_mesh()
+    two = NamedSharding(Mesh(np.array(jax.devices()).reshape(4, 2), ("a", "b")), P("a", "b"))
+    bn = nn.BatchNorm1d(8)  # num_batches_tracked: a scalar buffer
+    before = [t.data for t in (*bn.parameters(), *bn.buffers())]
+    leaf = tg.ones((), requires_grad=True)
+    base = _settled()
+    for what, fn, op in [
+        ("scalar", lambda: tg.tensor(3.0, sharding=data), "tg.tensor"),
+        ("1-d, 2-d spec", lambda: tg.zeros(8, sharding=two), "tg.zeros"),
+        ("put a scalar", lambda: tg.device_put(leaf, data), "tg.device_put"),
+        ("module with a scalar buffer", lambda: bn.to(data), "Module.to"),
+    ]:
+        try:
+            fn()
+        except tg.DeviceError as err:
+            assert op in str(err) and "_devices_checks.py:" in str(err), f"{what}: {err}"
+            assert "PartitionSpec" in str(err), f"{what}: {err}"
+        else:
+            raise AssertionError(f"{what}: no DeviceError")
+        _unchanged(base, what)
+    assert all(t.data is a for t, a in zip((*bn.parameters(), *bn.buffers()), before, strict=True))
+
+
+@check
+def meshes_in_another_device_order_raise() -> None:
+    """Two Meshes over the same devices in another order are unrelated for JAX: a DeviceError
+    naming the op, not JAX's "incompatible devices" ValueError."""
+    _, data, _ = data_mesh()
+    backwards = NamedSharding(Mesh(np.array(jax.devices()[::-1]), ("data",)), P("data"))
+    a = tg.ones((8, 2), sharding=data, requires_grad=True)
+    b = tg.ones((8, 2), sharding=backwards)
+    base = _settled()
+    try:
+        a * b
+    except tg.DeviceError as err:
+        assert "multiply at" in str(err) and "another order" in str(err), str(err)
+    else:
+        raise AssertionError("no DeviceError")
+    _unchanged(base, "meshes in another order")
+
+
+@check
+def batch_norm_with_statistics_elsewhere_raises() -> None:
+    _, data, _ = data_mesh()
+    d = jax.devices()
+    x = tg.ones((8, 3), sharding=data, requires_grad=True)
+    mean, var = tg.zeros(3, device=d[1]), tg.ones(3, device=d[1])
+    old = (mean.data, var.data)
+    base = _settled()
+    try:
+        tg.batch_norm(x, mean, var, training=True)
+    except tg.DeviceError as err:
+        assert "batch_norm at" in str(err) and "running_mean" in str(err), str(err)
+    else:
+        raise AssertionError("no DeviceError")
+    _unchanged(base, "batch_norm")  # nothing recorded
+    assert (mean.data, var.data) == old, "the running statistics changed"
+
+
+@check
+def jit_step_on_unrelated_devices_raises() -> None:
+    """A tg.jit step given a batch on other devices than its parameters: a DeviceError naming
+    the step, the argument and the state, not JAX's ValueError; nothing changes."""
+    d = jax.devices()
+    model = nn.Linear(3, 2, key=0).to(d[2])
+    step = _jit_step(model, optim.SGD(model.parameters(), lr=0.1))
+    y = jnp.zeros(4, jnp.int32)
+    before = {n: p.data for n, p in model.named_parameters()}
+    try:
+        step(tg.ones((4, 3), device=d[3]), y)
+    except tg.DeviceError as err:
+        text = str(err)
+        assert "step at " in text and "_devices_checks.py:" in text, text
+        assert "argument 'x'" in text and "model.weight" in text, text
+    else:
+        raise AssertionError("no DeviceError")
+    for n, p in model.named_parameters():
+        assert p.data is before[n] and not p.data.is_deleted(), f"{n} changed"
+    step(tg.ones((4, 3), device=d[2]), y)  # the step still runs
+    assert all(p.device == d[2] for p in model.parameters())
+
+
+@check
+def jit_gradient_keeps_the_parameter_sharding() -> None:
+    """A .grad a tg.jit step makes has its parameter's sharding (sum's gradient would be
+    replicated where XLA chooses), from the first call on, and equals jax.grad's."""
+    _, data, _ = data_mesh()
+    w = tg.tensor(np.arange(32, dtype=np.float32).reshape(8, 4), sharding=data).require_grad()
+
+    @tg.jit
+    def step(x: tg.Tensor) -> None:
+        (w.sum() * x).backward()
+
+    for n in (1, 2):
+        step(tg.tensor(2.0))
+        assert w.grad.sharding.is_equivalent_to(data, 2), f"call {n}: {w.grad.sharding}"
+        close(w.grad.data, n * jax.grad(lambda a: a.sum() * 2.0)(w.data), f"call {n}")
+
+
+@check
+def eager_gradient_keeps_the_parameter_sharding() -> None:
+    """backward() and tg.grad give a sharded leaf its gradient on the leaf's sharding (sum's
+    gradient would be replicated where XLA chooses: a full copy on every device), across
+    accumulation too, equal to jax.grad's."""
+    _, data, _ = data_mesh()
+    w = tg.tensor(np.arange(32, dtype=np.float32).reshape(8, 4), sharding=data).require_grad()
+    want = jax.grad(lambda a: a.sum() * 3.0)(w.data)
+    for n in (1, 2):
+        (w.sum() * 3.0).backward()
+        assert w.grad.sharding.is_equivalent_to(data, 2), f"backward {n}: {w.grad.sharding}"
+        close(w.grad.data, n * want, f"backward {n}")
+    (g,) = tg.grad(w.sum() * 3.0, w)
+    assert g.sharding.is_equivalent_to(data, 2), f"tg.grad: {g.sharding}"
+    close(g.data, want, "tg.grad")
+    w.grad = None
+
+
+@check
+def index_on_other_devices_raises() -> None:
+    """An index array on devices unrelated to the indexed tensor's: a DeviceError naming the
+    op and the index, not JAX's ValueError; nothing recorded."""
+    _, data, _ = data_mesh()
+    d = jax.devices()
+    w = tg.ones((8, 2), sharding=data, requires_grad=True)
+    idx = jax.device_put(jnp.array([0, 3]), d[1])
+    base = _settled()
+    try:
+        w[idx]
+    except tg.DeviceError as err:
+        assert "getitem at" in str(err) and "index" in str(err), str(err)
+    else:
+        raise AssertionError("no DeviceError")
+    _unchanged(base, "getitem")
+
+
+@check
+def clip_grad_norm_over_devices() -> None:
+    """A model split layer by layer over two devices: clip_grad_norm_ clips as on one device
+    (the total on the first gradient's device, each gradient left on its own)."""
+    d = jax.devices()
+    one = [nn.Linear(4, 8, key=0), nn.Linear(8, 2, key=1)]
+    two = [nn.Linear(4, 8, key=0).to(d[0]), nn.Linear(8, 2, key=1).to(d[1])]
+    x = tg.randn((6, 4), key=2)
+    (one[1](one[0](x)) ** 2).mean().backward()
+    (two[1](tg.device_put(two[0](tg.device_put(x, d[0])), d[1])) ** 2).mean().backward()
+    params = [p for m in two for p in m.parameters()]
+    ref = [p for m in one for p in m.parameters()]
+    for norm_type in (2.0, float("inf")):
+        grads = [(p.grad, q.grad) for p, q in zip(params, ref, strict=True)]
+        total = tg.nn.utils.clip_grad_norm_(params, 0.1, norm_type=norm_type)
+        want = tg.nn.utils.clip_grad_norm_(ref, 0.1, norm_type=norm_type)
+        close(total.data, want.data, f"total {norm_type}-norm")
+        assert total.device == d[0], f"total on {total.device}"
+        for p, q in zip(params, ref, strict=True):
+            close(p.grad.data, q.grad.data, f"clipped gradient ({norm_type})")
+            assert p.grad.device == p.device, f"gradient on {p.grad.device}, param {p.device}"
+        for (p, q), (gp, gq) in zip(zip(params, ref, strict=True), grads, strict=True):
+            p.grad, q.grad = gp, gq
+
+
+@check
+def grad_set_on_other_devices_raises() -> None:
+    """p.grad = a tensor on other devices is refused at once (PyTorch's rule), not at the
+    optimizer's step with advice about moving the model; another sharding of the same
+    devices is accepted."""
+    _, data, repl = data_mesh()
+    d = jax.devices()
+    p = tg.ones(8, device=d[0], requires_grad=True)
+    try:
+        p.grad = tg.ones(8, device=d[1])
+    except tg.DeviceError as err:
+        assert "tg.device_put" in str(err), str(err)
+    else:
+        raise AssertionError("no DeviceError")
+    assert p.grad is None
+    q = tg.ones(8, sharding=data, requires_grad=True)
+    q.grad = tg.ones(8, sharding=repl)
+    p.grad = tg.ones(8)  # uncommitted: JAX moves it where it is used
+    for t in (p, q):  # each steps where it lives
+        optim.SGD([t], lr=0.1).step()
+
+
+@check
+def load_state_dict_keeps_the_placement() -> None:
+    """Loading a checkpoint (tg.load gives default-device arrays) into a sharded model keeps
+    each parameter's sharding, as PyTorch's copy_ keeps the device."""
+    import os
+    import tempfile
+
+    mesh, _, repl = data_mesh()
+    rows = NamedSharding(mesh, P("data", None))
+    model = nn.Linear(4, 8, key=0).to(repl)
+    model.weight.data = jax.device_put(model.weight.data, rows)  # Megatron-style
+    want = {n: np.asarray(p.data) + 1 for n, p in model.named_parameters()}
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "model.safetensors")
+        tg.save({n: tg.tensor(v) for n, v in want.items()}, path)
+        model.load_state_dict(tg.load(path))
+    assert model.weight.sharding == rows, f"weight on {model.weight.sharding}"
+    assert model.bias.sharding == repl, f"bias on {model.bias.sharding}"
+    for n, p in model.named_parameters():
+        close(p.data, want[n], f"loaded {n}")
 
 
 # ------------------------------------------------------------------------ memory

@@ -117,6 +117,40 @@ def test_two_processes_reach_the_one_process_parameters() -> None:
         assert f"rank {rank}: params match one process after 10 steps" in done.stdout
 
 
+@pytest.mark.slow
+def test_placement_across_processes_is_checked() -> None:
+    """Two processes of 2 CPU devices: another process's device is refused with a
+    DeviceError, a global array's repr and tg.save say what it is and what to do."""
+    done = run_devices(
+        [
+            "-m",
+            "tapegrad.launch",
+            "-n",
+            "2",
+            "--devices-per-process",
+            "2",
+            "--timeout",
+            "120",
+            str(ROOT / "tests" / "_multiprocess_placement.py"),
+        ],
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for rank in (0, 1):
+        assert f"rank {rank}: placement across processes checked" in done.stdout
+
+
+def test_device_index_may_be_a_numpy_integer() -> None:
+    """An index into jax.devices() is any integer (operator.index), as axes are."""
+    import numpy as np
+
+    import tapegrad as tg
+
+    assert tg.zeros(3, device=np.int64(0)).device == tg.zeros(3, device=0).device
+    with pytest.raises(tg.DeviceError, match="names no device"):
+        tg.zeros(3, device=np.float32(0))
+
+
 def test_launcher_stops_every_process_on_failure_and_timeout(tmp_path: Path) -> None:
     from tapegrad.launch import launch, main
 

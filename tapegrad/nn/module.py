@@ -424,7 +424,9 @@ class Module:
 
         Everything is checked before anything is written: on an error the module is left
         exactly as it was. Parameters keep their tape nodes (``p.data = value``); values are
-        cast to each entry's dtype, as PyTorch's ``copy_`` does. Non-persistent buffers are
+        cast to each entry's dtype and put on its devices (its sharding, when it was placed
+        with ``to()``, ``device=``/``sharding=`` or ``jax.device_put``), as PyTorch's
+        ``copy_`` does. Non-persistent buffers are
         not expected.
 
         A tied tensor (one tensor under several names, see ``state_dict()``) is loaded once:

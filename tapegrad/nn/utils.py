@@ -8,9 +8,29 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
+from tapegrad._placement import device_groups
 from tapegrad._tensor import Tensor
 
 __all__ = ["clip_grad_norm_"]
+
+
+def _norm(grads: tuple[jax.Array, ...], norm_type: float) -> jax.Array:
+    """The largest absolute value of ``grads`` (``norm_type`` inf), else the sum of their
+    absolute values to the power ``norm_type``: a norm before its root, which adds up over
+    groups of gradients."""
+    if norm_type == float("inf"):
+        return jnp.max(jnp.stack([jnp.max(jnp.abs(g)) for g in grads]))
+    return jnp.sum(jnp.stack([jnp.sum(jnp.abs(g) ** norm_type) for g in grads]))
+
+
+def _total(part: jax.Array, max_norm: jax.Array, norm_type: float) -> tuple[jax.Array, jax.Array]:
+    """The total norm from ``_norm``'s value and the scale ``min(1, max_norm / (norm + 1e-6))``."""
+    total = part if norm_type == float("inf") else part ** (1.0 / norm_type)
+    return total, jnp.minimum(1.0, max_norm / (total + 1e-6))
+
+
+def _scaled(grads: tuple[jax.Array, ...], scale: jax.Array) -> tuple[jax.Array, ...]:
+    return tuple((g * scale).astype(g.dtype) for g in grads)
 
 
 @partial(jax.jit, static_argnames=("norm_type",))
@@ -18,13 +38,42 @@ def _clip(
     grads: tuple[jax.Array, ...], max_norm: jax.Array, *, norm_type: float
 ) -> tuple[jax.Array, tuple[jax.Array, ...]]:
     """The total norm of ``grads`` and the grads scaled by ``min(1, max_norm / (norm + 1e-6))``."""
-    if norm_type == float("inf"):
-        total = jnp.max(jnp.stack([jnp.max(jnp.abs(g)) for g in grads]))
-    else:
-        total = jnp.sum(jnp.stack([jnp.sum(jnp.abs(g) ** norm_type) for g in grads]))
-        total = total ** (1.0 / norm_type)
-    scale = jnp.minimum(1.0, max_norm / (total + 1e-6))
-    return total, tuple((g * scale).astype(g.dtype) for g in grads)
+    total, scale = _total(_norm(grads, norm_type), max_norm, norm_type)
+    return total, _scaled(grads, scale)
+
+
+@partial(jax.jit, static_argnames=("norm_type",))
+def _combine(
+    parts: tuple[jax.Array, ...], max_norm: jax.Array, *, norm_type: float
+) -> tuple[jax.Array, jax.Array]:
+    """``_total`` of the ``_norm`` values of several groups of gradients."""
+    stacked = jnp.stack(parts)
+    part = jnp.max(stacked) if norm_type == float("inf") else jnp.sum(stacked)
+    return _total(part, max_norm, norm_type)
+
+
+_group_norm = jax.jit(_norm, static_argnames=("norm_type",))
+_group_scaled = jax.jit(_scaled)
+
+
+def _clip_groups(
+    grads: tuple[jax.Array, ...], groups: list[list[int]], max_norm: jax.Array, norm_type: float
+) -> tuple[jax.Array, list[jax.Array]]:
+    """``_clip`` for gradients on devices no sharding relates (a model split over devices
+    layer by layer): one norm per group of gradients on the same devices, added up on the
+    first group's devices (where the total is returned, as PyTorch's), and the scale sent
+    back to each group."""
+    parts = [_group_norm(tuple(grads[i] for i in group), norm_type=norm_type) for group in groups]
+    home = parts[0].sharding
+    total, scale = _combine(
+        tuple(jax.device_put(p, home) for p in parts), max_norm, norm_type=norm_type
+    )
+    clipped: list[jax.Array] = list(grads)
+    for group, part in zip(groups, parts, strict=True):
+        scaled = _group_scaled(tuple(grads[i] for i in group), jax.device_put(scale, part.sharding))
+        for i, g in zip(group, scaled, strict=True):
+            clipped[i] = g
+    return total, clipped
 
 
 def clip_grad_norm_(
@@ -37,6 +86,9 @@ def clip_grad_norm_(
     ``max_norm`` (PyTorch's rule: multiply by ``min(1, max_norm / (total_norm + 1e-6))``).
 
     One compiled call over all gradients; parameters without ``.grad`` are ignored.
+    Gradients on devices no sharding relates (layers placed on different devices) are
+    clipped together: the total norm is computed on the first gradient's devices, and
+    returned there, as PyTorch does.
 
     Args:
         parameters: a tensor or an iterable of tensors (e.g. ``model.parameters()``).
@@ -69,7 +121,11 @@ def clip_grad_norm_(
     if not with_grad:
         return Tensor(jnp.zeros((), jnp.float32))
     grads = tuple(p.grad.data for p in with_grad if p.grad is not None)
-    total, clipped = _clip(grads, jnp.float32(max_norm), norm_type=float(norm_type))
+    groups = device_groups(grads)
+    if len(groups) == 1:
+        total, clipped = _clip(grads, jnp.float32(max_norm), norm_type=float(norm_type))
+    else:
+        total, clipped = _clip_groups(grads, groups, jnp.float32(max_norm), float(norm_type))
     if error_if_nonfinite and not bool(jnp.isfinite(total)):
         raise RuntimeError(
             f"clip_grad_norm_: the total {norm_type}-norm of the gradients is {float(total)}; "

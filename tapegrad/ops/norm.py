@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tapegrad._placement import mixed_devices_error
 from tapegrad.derived import compiled_vjp
 from tapegrad.errors import ShapeError
 from tapegrad.grad_mode import no_grad
@@ -279,6 +280,18 @@ def batch_norm(
         raise ValueError(
             "batch_norm: evaluation (training=False) needs running_mean and running_var."
         )
+    stats = None
+    if training and running_mean is not None:  # first: an error records nothing
+        data = x.data if isinstance(x, Tensor) else jnp.asarray(x)
+        arrays = [data, running_mean.data, running_var.data]
+        try:
+            stats = _running(*arrays, float(momentum))
+        except ValueError:  # JAX's "incompatible devices": name them and what to do
+            names = ["the input", "running_mean", "running_var"]
+            mixed = mixed_devices_error("batch_norm", arrays, 1, names)
+            if mixed is not None:
+                raise mixed from None
+            raise
     y = _batch_norm(
         x,
         0.0 if running_mean is None else running_mean,
@@ -288,10 +301,7 @@ def batch_norm(
         training=bool(training),
         eps=float(eps),
     )
-    if training and running_mean is not None:
+    if stats is not None:
         with no_grad():
-            data = x.data if isinstance(x, Tensor) else jnp.asarray(x)
-            new_mean, new_var = _running(data, running_mean.data, running_var.data, float(momentum))
-            running_mean.data = new_mean
-            running_var.data = new_var
+            running_mean.data, running_var.data = stats
     return y
