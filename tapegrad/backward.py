@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -195,7 +196,7 @@ def _run(
                     (leaves if step[1] is None else done).append(step[0])
                 ok = True
                 return out
-        start = time.perf_counter()
+        start = 0.0 if found is None else time.perf_counter()
         ids = [node.id for node in roots]
         out = _propagate(steps, ids, seeds, wanted, done, leaves, check, create_graph, made)
         ok = True
@@ -241,20 +242,22 @@ def _seed(t: Tensor, grad: Any, create_graph: bool = False, keyword: str = "grad
             _seed(t, grad.data, keyword=keyword)  # the shape check
             return grad if grad.dtype == t.dtype else grad.astype(t.dtype)
         return wrap(_seed(t, grad, keyword=keyword))
-    if grad is None:
-        if t.size != 1:
+    if grad is None:  # every loss.backward(): read from the array, no Tensor property
+        data = array_of(t)
+        aval = data.aval
+        shape = aval.shape
+        if shape and math.prod(shape) != 1:
             where = "backward()" if keyword == "grad" else "tg.grad"
             raise NonScalarBackwardError(
                 f"{where} without `{keyword}` needs a one-element output, this one has shape "
-                f"{t.shape}; reduce it (.sum(), .mean()) or pass {keyword}= of shape {t.shape}."
+                f"{shape}; reduce it (.sum(), .mean()) or pass {keyword}= of shape {shape}."
             )
-        data = t.data
         if isinstance(data, jax.core.Tracer):
-            return placed_like(filled(t.shape, 1, t.dtype), data)
-        key = (t.shape, t.dtype, data.sharding if data.committed else None)
+            return placed_like(filled(shape, 1, aval.dtype), data)
+        key = (shape, aval.dtype, data.sharding if data.committed else None)
         ones = _ONES.get(key)
         if ones is None:
-            ones = _ONES[key] = placed_like(filled(t.shape, 1, t.dtype), data)
+            ones = _ONES[key] = placed_like(filled(shape, 1, aval.dtype), data)
         return ones
     data = grad.data if isinstance(grad, Tensor) else grad
     if not isinstance(data, (jax.Array, np.ndarray, np.generic, float, int)):
@@ -316,20 +319,28 @@ def backward(
     _check_seed_tape(grad, tape, create_graph, "backward(grad=...)")
     seed = _seed(t, grad, create_graph)
     retain = create_graph if retain_graph is None else retain_graph
-    with use_tape(tape):  # with create_graph, the pass records on the root's tape
-        results = _run(tape, [node], [seed], retain, create_graph=create_graph)
-        with _GRADS_LOCK:  # threads backwarding into one leaf: each read-add-write whole
-            for target, g in results.values():
-                tensor = target.tensor()
-                if tensor is None or node_of(tensor) is not target:
-                    continue
-                old = grad_of(tensor)
-                if create_graph:
-                    g = _tracked(g, tensor)
-                    set_grad(tensor, g if old is None else old + g)
-                else:
-                    g = placed_like(g, array_of(tensor))  # the leaf's sharding, not XLA's choice
-                    set_grad(tensor, wrap(g if old is None else _accumulate(old.data, g)))
+    if create_graph:
+        with use_tape(tape):  # the pass and the gradients' sums record on the root's tape
+            _write_grads(_run(tape, [node], [seed], retain, create_graph=True), True)
+    else:  # a pass on arrays records nothing: no tape to switch to
+        _write_grads(_run(tape, [node], [seed], retain), False)
+
+
+def _write_grads(results: dict[int, tuple[Node, Any]], create_graph: bool) -> None:
+    """Add a pass's cotangents into ``.grad`` of the live leaves (and ``retain_grad()``
+    tensors) they belong to: arrays, or with ``create_graph`` tensors (recorded sums)."""
+    with _GRADS_LOCK:  # threads backwarding into one leaf: each read-add-write whole
+        for target, g in results.values():
+            tensor = target.tensor()
+            if tensor is None or node_of(tensor) is not target:
+                continue
+            old = grad_of(tensor)
+            if create_graph:
+                g = _tracked(g, tensor)
+                set_grad(tensor, g if old is None else old + g)
+            else:
+                g = placed_like(g, array_of(tensor))  # the leaf's sharding, not XLA's choice
+                set_grad(tensor, wrap(g if old is None else _accumulate(old.data, g)))
 
 
 _GRADS_LOCK = threading.Lock()
