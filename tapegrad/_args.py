@@ -21,6 +21,8 @@ from typing import Any, ParamSpec, TypeVar
 import jax
 import numpy as np
 
+from tapegrad.errors import raise_instead
+
 __all__ = [
     "integer",
     "axis",
@@ -248,9 +250,8 @@ def torch_keywords(
             if kwargs and not flagged.isdisjoint(kwargs):
                 for k in [k for k in kwargs if k in kept and _is_default(kwargs[k], kept[k])]:
                     del kwargs[k]
-                err = torch_keyword((k for k in kwargs if k in flagged), place(args), advice)
-                if err is not None:
-                    raise err
+                given = (k for k in kwargs if k in flagged)
+                raise_instead(torch_keyword(given, place(args), advice))
             if limit is not None and len(args) > limit:
                 raise _too_many_positional(place(args), taken, len(args), order)
             return fn(*args, **kwargs)

@@ -96,3 +96,18 @@ def donated_error(what: str) -> RuntimeError:
         "copy first (t.clone(), copy.deepcopy(model.state_dict()), t.numpy(), or "
         "tg.save(model.state_dict(), path)), or compile the step with tg.jit(donate=False)."
     )
+
+
+def raise_instead(error: BaseException | None) -> None:
+    """Raise ``error`` in place of the exception being handled (``from None``), unless it is
+    ``None``.
+
+    Pass the error straight from the call that makes it, not from a local variable: a frame
+    that keeps the error its traceback holds is a reference cycle, and what the frame holds
+    (an op's inputs, a step's model) would live until the next garbage collection."""
+    if error is None:
+        return
+    try:
+        raise error from None
+    finally:
+        del error  # nor does this frame keep it

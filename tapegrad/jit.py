@@ -51,7 +51,7 @@ from tapegrad._tensor import (
     wrap,
 )
 from tapegrad.current import current_tape, use_tape
-from tapegrad.errors import DeviceError, RetraceWarning, TracerError
+from tapegrad.errors import DeviceError, RetraceWarning, TracerError, raise_instead
 from tapegrad.optim.optimizer import Optimizer
 from tapegrad.origin import format_origin
 from tapegrad.records import Snapshot
@@ -416,9 +416,7 @@ class JitFunction(Generic[P, R]):
                     f"tg.where. JAX's message: {str(e).splitlines()[0]}"
                 ) from None
             if type(e) is ValueError:  # JAX's "incompatible devices": say which and what to do
-                mixed = self._mixed_devices(plan, data)
-                if mixed is not None:
-                    raise mixed from None
+                raise_instead(self._mixed_devices(plan, data))
             raise
         if self._traced:
             self._traced = False

@@ -19,7 +19,13 @@ from tapegrad._dtypes import DIFFERENTIABLE
 from tapegrad._placement import mixed_devices_error
 from tapegrad._tensor import Tensor, unpack, wrap
 from tapegrad.current import tape_now
-from tapegrad.errors import DuplicateOpError, MissingVJPError, ShapeError, donated_error
+from tapegrad.errors import (
+    DuplicateOpError,
+    MissingVJPError,
+    ShapeError,
+    donated_error,
+    raise_instead,
+)
 from tapegrad.grad_mode import grad_enabled
 from tapegrad.origin import user_site
 
@@ -340,28 +346,7 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
     try:
         y, saved = op.forward(*arrays, **params)
     except (TypeError, ValueError, RuntimeError) as err:
-        if _donated(arrays):  # a deleted buffer: a RuntimeError, or from PjRt a ValueError
-            raise donated_error(op.name) from None
-        if isinstance(err, RuntimeError):
-            raise
-        mixed = mixed_devices_error(op.name, arrays, depth, params=params)
-        if mixed is not None:
-            raise mixed from None
-        if op.check is not None and not isinstance(err, ShapeError):
-            try:
-                op.check(op.name, arrays, params)
-            except ShapeError as shape_error:  # names the shapes: JAX's message is noise here
-                raise shape_error from None
-        unknown = torch_keyword((k for k in params if k not in op.param_names), f"{op.name}()")
-        if unknown is not None:
-            raise unknown from None
-        refused = _REFUSED_DTYPE.search(str(err)) if isinstance(err, TypeError) else None
-        if refused is not None:  # JAX's "neg does not accept dtype bool": name the op instead
-            fix = "write ~x" if op.name == "negative" else "cast them first: x.astype(tg.float32)"
-            raise TypeError(
-                f"{op.name} does not take {refused[1]} values (JAX: "
-                f"{str(err).splitlines()[0]}); {fix}."
-            ) from None
+        raise_instead(_explained(op, arrays, params, err, depth + 1))
         raise
     out = wrap(y)
     if tracked and op.differentiable and grad_enabled() and DIFFERENTIABLE[y.aval.dtype]:
@@ -380,6 +365,37 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
         # an empty params dict is not kept: one GC-tracked object less per node
         tape_now().record(op, parents, saved, params or None, out, y, code, lasti, prov)
     return out
+
+
+def _explained(
+    op: Op, arrays: list[Any], params: dict[str, Any], err: Exception, depth: int
+) -> Exception | None:
+    """The error to raise instead of ``err``, which ``op``'s forward raised on ``arrays``:
+    one that says what happened and what to do (a donated input, inputs on unrelated
+    devices, shapes that do not fit, a PyTorch keyword, a dtype the op refuses), or ``None``
+    to raise ``err`` itself. ``depth``: the frames above the user's (the error's origin)."""
+    if _donated(arrays):  # a deleted buffer: a RuntimeError, or from PjRt a ValueError
+        return donated_error(op.name)
+    if isinstance(err, RuntimeError):
+        return None
+    mixed = mixed_devices_error(op.name, arrays, depth, params=params)
+    if mixed is not None:
+        return mixed
+    if op.check is not None and not isinstance(err, ShapeError):
+        try:
+            op.check(op.name, arrays, params)
+        except ShapeError as shape_error:  # names the shapes: JAX's message is noise here
+            return shape_error.with_traceback(None)
+    unknown = torch_keyword((k for k in params if k not in op.param_names), f"{op.name}()")
+    if unknown is not None:
+        return unknown
+    refused = _REFUSED_DTYPE.search(str(err)) if isinstance(err, TypeError) else None
+    if refused is not None:  # JAX's "neg does not accept dtype bool": name the op instead
+        fix = "write ~x" if op.name == "negative" else "cast them first: x.astype(tg.float32)"
+        return TypeError(
+            f"{op.name} does not take {refused[1]} values (JAX: {str(err).splitlines()[0]}); {fix}."
+        )
+    return None
 
 
 _REFUSED_DTYPE = re.compile(r"does not accept dtype (\w+)")

@@ -143,6 +143,42 @@ def test_failed_op_records_nothing() -> None:
         assert tg.graph_stats() == stats
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda w: tg.sum(w, dim=0),
+        lambda w: tg.scaled_dot_product_attention(w, w, w, attn_mask=None),
+        lambda w: w + tg.ones(4),
+        lambda w: -(w > 0),
+    ],
+    ids=["torch_keyword", "torch_keyword_of_a_function", "shape", "refused_dtype"],
+)
+def test_failed_op_frees_its_inputs_without_the_collector(bad: Callable[[tg.Tensor], Any]) -> None:
+    """The error an op raises in place of JAX's holds no reference cycle (an exception kept
+    in a local of the frame its traceback holds), so the inputs die with the last reference
+    to them, not at the next collection: a dropped leaf is not alive meanwhile."""
+    import gc
+    import weakref
+
+    def run() -> weakref.ref[tg.Tensor]:
+        w = tg.tensor(X).require_grad()
+        try:
+            bad(w)
+        except (TypeError, ValueError):
+            pass
+        else:
+            raise AssertionError("no error")
+        return weakref.ref(w)
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        assert run()() is None
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def test_shape_errors_are_tapegrad_value_errors_where_jax_raises_type_error() -> None:
     for bad in (  # what JAX itself raises for these
         lambda: jnp.ones(3) + jnp.ones(4),

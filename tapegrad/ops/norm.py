@@ -12,7 +12,7 @@ import numpy as np
 
 from tapegrad._placement import mixed_devices_error
 from tapegrad.derived import compiled_vjp
-from tapegrad.errors import ShapeError
+from tapegrad.errors import ShapeError, raise_instead
 from tapegrad.grad_mode import no_grad
 from tapegrad.op import defop
 
@@ -288,9 +288,7 @@ def batch_norm(
             stats = _running(*arrays, float(momentum))
         except ValueError:  # JAX's "incompatible devices": name them and what to do
             names = ["the input", "running_mean", "running_var"]
-            mixed = mixed_devices_error("batch_norm", arrays, 1, names)
-            if mixed is not None:
-                raise mixed from None
+            raise_instead(mixed_devices_error("batch_norm", arrays, 1, names))
             raise
     y = _batch_norm(
         x,
