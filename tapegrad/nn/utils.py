@@ -8,6 +8,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
+from tapegrad._args import torch_keywords
 from tapegrad._placement import device_groups
 from tapegrad._tensor import Tensor
 
@@ -76,6 +77,13 @@ def _clip_groups(
     return total, clipped
 
 
+@torch_keywords(
+    {
+        "foreach": "tapegrad does not support it and does not need it: clip_grad_norm_ "
+        "already clips all gradients in one compiled call. Remove it."
+    },
+    defaults={"foreach": None},
+)
 def clip_grad_norm_(
     parameters: Tensor | Iterable[Tensor],
     max_norm: float,
@@ -93,7 +101,8 @@ def clip_grad_norm_(
     Args:
         parameters: a tensor or an iterable of tensors (e.g. ``model.parameters()``).
         max_norm: the largest norm allowed.
-        norm_type: the p of the p-norm (``float("inf")`` for the largest absolute value).
+        norm_type: the p of the p-norm (``float("inf")`` or ``"inf"`` for the largest
+            absolute value, as PyTorch takes).
         error_if_nonfinite: raise when the total norm is NaN or infinite.
 
     Returns:
@@ -102,9 +111,11 @@ def clip_grad_norm_(
 
     Raises:
         ValueError: a negative ``max_norm`` or a non-positive ``norm_type``.
-        TypeError: something other than a tensor among ``parameters``.
+        TypeError: something other than a tensor among ``parameters``; ``foreach=`` other
+            than PyTorch's default (``None``), which tapegrad does not need.
         RuntimeError: ``error_if_nonfinite`` and the norm is not finite (nothing changed).
     """
+    norm_type = float(norm_type)  # PyTorch's spelling "inf" too
     if max_norm < 0 or norm_type <= 0:
         raise ValueError(
             f"clip_grad_norm_: max_norm must be >= 0 and norm_type > 0, got {max_norm}, "

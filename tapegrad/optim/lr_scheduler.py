@@ -10,19 +10,63 @@ Schedules are closed forms of the count and each group's initial rate (PyTorch's
 a rate the loop set by hand between steps is replaced at the next ``step()`` (PyTorch's
 ``StepLR`` would scale the new value), and a group added with ``add_param_group`` after the
 scheduler was made follows the schedule from its own rate as if it had been there from count
-0 (PyTorch's scales it from the moment it was added).
+0 (PyTorch's scales it from the moment it was added). For the same reason two schedulers on
+one optimizer do not chain (PyTorch's ``ChainedScheduler``, or two schedulers stepped in one
+loop): each ``step()`` replaces the rate the other set, and a ``tg.TapegradWarning`` says
+so; combine them in one ``LambdaLR`` or give the optimizer an optax schedule
+(``optax.join_schedules``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import warnings
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import optax
 
+from tapegrad._args import torch_keywords
+from tapegrad.errors import TapegradWarning
 from tapegrad.optim.optimizer import Optimizer
 
 __all__ = ["LRScheduler", "StepLR", "CosineAnnealingLR", "LambdaLR", "LinearWarmup"]
+
+_torch_options = torch_keywords(
+    {
+        "last_epoch": "tapegrad's schedulers do not take it: to resume, make the scheduler as "
+        "at the start and load what sched.state_dict() saved (sched.load_state_dict(saved)). "
+        "Remove it.",
+        "verbose": "tapegrad's schedulers do not print: read sched.get_last_lr(). Remove it.",
+    },
+    defaults={"last_epoch": -1, "verbose": False},
+)
+"""Decorate a scheduler's ``__init__``: PyTorch's ``last_epoch=`` (other than its default) and
+``verbose=`` raise a ``TypeError`` saying what to do instead."""
+
+_DRIVING: weakref.WeakKeyDictionary[Optimizer, weakref.WeakSet[LRScheduler]] = (
+    weakref.WeakKeyDictionary()
+)
+"""The live schedulers of each optimizer: a scheduler that replaces the rates another one set
+warns that they do not chain."""
+
+
+def _require_optimizer(optimizer: Any, name: str) -> None:
+    """Raise ``TypeError`` unless ``optimizer`` is a tapegrad optimizer (scheduler ``name``)."""
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(
+            f"{name}: got a {type(optimizer).__name__}, not an optimizer; make the optimizer "
+            f"first and pass it: {name}(opt, ...) with "
+            "opt = tg.optim.SGD(model.parameters(), lr=0.1)."
+        )
+
+
+def _scaled(base_lr: float, factor: Callable[[int], Any]) -> Callable[[int], float]:
+    """``base_lr`` times an optax schedule of a factor, multiplied as Python floats: optax
+    computes in float32, and ``0.1`` scaled inside it would read back as
+    ``0.10000000149011612`` (the rate a loop compares or logs; the update sees float32
+    anyway)."""
+    return lambda epoch: base_lr * float(factor(epoch))
 
 
 class LRScheduler:
@@ -36,7 +80,9 @@ class LRScheduler:
         last_epoch: how many times ``step()`` ran.
 
     Raises:
-        TypeError: a group whose ``"lr"`` is itself an optax schedule (use one or the other).
+        TypeError: ``optimizer`` is not a tapegrad optimizer; a group without ``"lr"`` (an
+            ``Optimizer`` over a transform of one's own) or whose ``"lr"`` is itself an optax
+            schedule (use one or the other).
     """
 
     optimizer: Optimizer
@@ -44,9 +90,13 @@ class LRScheduler:
     last_epoch: int
 
     def __init__(self, optimizer: Optimizer) -> None:
+        _require_optimizer(optimizer, type(self).__name__)
         self.optimizer = optimizer
         self.base_lrs = []
         self._schedules: list[Callable[[int], Any]] = []
+        self._set: list[float] = []  # the rates the last step() set
+        self._warned = False
+        _DRIVING.setdefault(optimizer, weakref.WeakSet()).add(self)
         self.last_epoch = -1
         self.step()
 
@@ -55,12 +105,20 @@ class LRScheduler:
         those added with ``add_param_group`` (each from its own rate, ``group["initial_lr"]``).
 
         Raises:
-            TypeError: one of them has an optax schedule as ``"lr"`` (checked for all before
-                any is changed).
+            TypeError: one of them has no ``"lr"`` or an optax schedule as ``"lr"`` (checked
+                for all before any is changed).
         """
         start = len(self._schedules)
         new = self.optimizer.param_groups[start:]
         for i, g in enumerate(new, start):
+            if "lr" not in g:
+                raise TypeError(
+                    f"param_groups[{i}] has no 'lr' for {type(self).__name__} to set: a "
+                    "tg.optim.Optimizer over your own optax transform has its learning rate "
+                    "inside the transform. Give the transform an optax schedule instead "
+                    "(optax.sgd(optax.exponential_decay(0.1, 1000, 0.5))), or use "
+                    "tg.optim.SGD, Adam, AdamW or RMSprop with this scheduler."
+                )
             if callable(g["lr"]):
                 raise TypeError(
                     f"param_groups[{i}]['lr'] is a schedule already; give the optimizer a "
@@ -84,9 +142,39 @@ class LRScheduler:
         """
         if len(self._schedules) < len(self.optimizer.param_groups):
             self._adopt()
+        self._check_chained()
         self.last_epoch += 1
         for g, schedule in zip(self.optimizer.param_groups, self._schedules, strict=True):
             g["lr"] = float(schedule(self.last_epoch))
+        self._set = [g["lr"] for g in self.optimizer.param_groups]
+
+    def _check_chained(self) -> None:
+        """Warn (once) when the rates this step replaces are those another live scheduler of
+        the optimizer set last: PyTorch's schedulers would chain there, tapegrad's do not."""
+        if self._warned:
+            return
+        now = [g["lr"] for g in self.optimizer.param_groups]
+        if now == self._set:
+            return
+        others = [
+            s
+            for s in _DRIVING.get(self.optimizer, ())
+            if s is not self and s._set and s._set == now
+        ]
+        if others:
+            self._warned = True
+            warnings.warn(
+                f"{type(self).__name__}.step() replaces the learning rates that "
+                f"{type(others[0]).__name__} set on the same optimizer: tapegrad's schedulers "
+                "are closed forms of their own count and do not chain as PyTorch's do (two "
+                "schedulers stepped together, ChainedScheduler); the last one stepped decides "
+                "the rate. Use one scheduler: a LambdaLR whose function combines both (lambda "
+                "e: min(1.0, (e + 1) / 5) * 0.5 ** (e // 10)), or an optax schedule as the "
+                "optimizer's lr (optax.join_schedules for one after the other). If this "
+                "scheduler replaces the other, drop the other (del it).",
+                TapegradWarning,
+                stacklevel=3,
+            )
 
     def get_last_lr(self) -> list[float]:
         """The learning rate of each group set by the last ``step()``."""
@@ -100,8 +188,15 @@ class LRScheduler:
         """Restore ``state_dict()``'s count and base rates and set the groups' rates.
 
         Raises:
-            ValueError: the number of groups differs.
+            ValueError: not a scheduler's state dict; the number of groups differs.
         """
+        if not isinstance(state, Mapping) or not {"last_epoch", "base_lrs"} <= set(state):
+            keys = sorted(map(str, state)) if isinstance(state, Mapping) else type(state)
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict: not a scheduler's state dict (it needs "
+                f"'last_epoch' and 'base_lrs'; got {keys}). Pass what sched.state_dict() "
+                "returned; an optimizer's state dict goes to opt.load_state_dict."
+            )
         base = [float(b) for b in state["base_lrs"]]
         if len(base) != len(self.base_lrs):
             raise ValueError(
@@ -129,6 +224,7 @@ class StepLR(LRScheduler):
         ValueError: a non-positive ``step_size``.
     """
 
+    @_torch_options
     def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1) -> None:
         if step_size <= 0:
             raise ValueError(f"StepLR: step_size must be positive, got {step_size}.")
@@ -136,10 +232,10 @@ class StepLR(LRScheduler):
         super().__init__(optimizer)
 
     def _schedule(self, base_lr: float, group: int) -> Callable[[int], Any]:
-        schedule: Callable[[int], Any] = optax.exponential_decay(
-            base_lr, transition_steps=self.step_size, decay_rate=self.gamma, staircase=True
+        factor = optax.exponential_decay(
+            1.0, transition_steps=self.step_size, decay_rate=self.gamma, staircase=True
         )
-        return schedule
+        return _scaled(base_lr, factor)
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -156,6 +252,7 @@ class CosineAnnealingLR(LRScheduler):
         ValueError: a non-positive ``T_max``.
     """
 
+    @_torch_options
     def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0) -> None:  # noqa: N803 - PyTorch's name
         if T_max <= 0:
             raise ValueError(f"CosineAnnealingLR: T_max must be positive, got {T_max}.")
@@ -163,16 +260,14 @@ class CosineAnnealingLR(LRScheduler):
         super().__init__(optimizer)
 
     def _schedule(self, base_lr: float, group: int) -> Callable[[int], Any]:
-        down: Callable[[int], Any]
-        if base_lr == 0.0:
-            down = optax.constant_schedule(self.eta_min)
-            return down
-        down = optax.cosine_decay_schedule(base_lr, self.T_max, alpha=self.eta_min / base_lr)
-        period = 2 * self.T_max
+        # from 1 to 0: any base rate (0 included) and eta_min (above it too), as PyTorch's
+        unit = optax.cosine_decay_schedule(1.0, self.T_max)
+        eta_min, period = self.eta_min, 2 * self.T_max
 
         def schedule(epoch: int) -> Any:
             t = epoch % period
-            return down(min(t, period - t))  # cos(pi t / T) is symmetric about T
+            # cos(pi t / T) is symmetric about T
+            return eta_min + (base_lr - eta_min) * float(unit(min(t, period - t)))
 
         return schedule
 
@@ -186,15 +281,23 @@ class LambdaLR(LRScheduler):
 
     Raises:
         ValueError: a list whose length is not the number of groups.
+        TypeError: ``lr_lambda`` (or an entry of the list) is not callable.
     """
 
+    @_torch_options
     def __init__(
         self,
         optimizer: Optimizer,
         lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
     ) -> None:
+        _require_optimizer(optimizer, "LambdaLR")
         n = len(optimizer.param_groups)
         lambdas = list(lr_lambda) if isinstance(lr_lambda, Sequence) else [lr_lambda] * n
+        if not all(map(callable, lambdas)):
+            raise TypeError(
+                f"LambdaLR: lr_lambda must be a function of the epoch (or a list of one per "
+                f"group), got {lr_lambda!r}; e.g. LambdaLR(opt, lambda epoch: 0.95 ** epoch)."
+            )
         if len(lambdas) != n:
             raise ValueError(f"LambdaLR: {len(lambdas)} functions for {n} parameter groups.")
         self.lr_lambdas = lambdas
@@ -229,6 +332,7 @@ class LinearWarmup(LRScheduler):
         ValueError: a non-positive ``warmup_steps`` or ``start_factor`` outside ``[0, 1]``.
     """
 
+    @_torch_options
     def __init__(self, optimizer: Optimizer, warmup_steps: int, start_factor: float = 0.1) -> None:
         if warmup_steps <= 0 or not 0.0 <= start_factor <= 1.0:
             raise ValueError(
@@ -239,7 +343,5 @@ class LinearWarmup(LRScheduler):
         super().__init__(optimizer)
 
     def _schedule(self, base_lr: float, group: int) -> Callable[[int], Any]:
-        schedule: Callable[[int], Any] = optax.linear_schedule(
-            base_lr * self.start_factor, base_lr, self.warmup_steps
-        )
-        return schedule
+        factor = optax.linear_schedule(self.start_factor, 1.0, self.warmup_steps)
+        return _scaled(base_lr, factor)

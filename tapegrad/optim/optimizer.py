@@ -17,7 +17,8 @@ transformation sees a zero gradient in their place, so statistics over all gradi
 (``optax.clip_by_global_norm``) are those of the gradients that exist. The built-in Adam and
 AdamW count steps per parameter, as PyTorch does (a skipped parameter's count stands still);
 a transform of the user's own keeps whatever state optax keeps, which may be per group (the
-step count of ``optax.adam``), advancing on every step that updates anything in the group.
+step count of ``optax.adam``), advancing on every step that updates anything in the group
+(a group none of whose parameters has a gradient keeps all its state).
 """
 
 from __future__ import annotations
@@ -102,8 +103,11 @@ def _group_update(
     state: Any,
     hyper: dict[str, jax.Array],
 ) -> tuple[tuple[jax.Array | None, ...], Any]:
-    """One group's update (traced inside the step): new values (``None`` where skipped)."""
+    """One group's update (traced inside the step): new values (``None`` where skipped). A
+    group with no gradient at all is skipped whole: its state (step counts included) stays."""
     skip = tuple(g is None for g in grads)
+    if all(skip):
+        return (None,) * len(params), state
     full = tuple(jnp.zeros_like(p) if g is None else g for p, g in zip(params, grads, strict=True))
     if hyper:
         state = state._replace(hyperparams={**state.hyperparams, **hyper})
@@ -143,11 +147,13 @@ class Optimizer:
 
     Raises:
         ValueError: no parameters, a tensor that is an op's output (not a leaf), a tensor in
-            two groups, a negative learning rate.
-        TypeError: something other than a ``Tensor`` among the parameters, or one tensor
-            instead of an iterable; a hyperparameter that is not a number; a PyTorch option
-            tapegrad does not take (``foreach=``, ``fused=``, ``capturable=``,
-            ``differentiable=``, ...: the message says what to do instead).
+            two groups, a group dict without ``"params"``, a negative (or NaN) learning rate.
+        TypeError: something other than a ``Tensor`` among the parameters, one tensor or
+            a module instead of an iterable, a set (its order changes from run to run); a
+            hyperparameter that is not a number; ``"lr"`` in a group of a ``transform`` of
+            one's own (it would be ignored); a PyTorch option tapegrad does not take
+            (``foreach=``, ``fused=``, ``capturable=``, ``differentiable=``, ...: the message
+            says what to do instead).
     """
 
     param_groups: list[dict[str, Any]]
@@ -170,7 +176,7 @@ class Optimizer:
                 f"{type(self).__name__}: params must be an iterable of tensors or group dicts, "
                 f"got one Tensor of shape {params.shape}; pass [tensor] or model.parameters()."
             )
-        raw = list(params)
+        raw = _listed(params, type(self).__name__)
         groups = raw if raw and isinstance(raw[0], Mapping) else [{"params": raw}]
         for g in groups:
             if not isinstance(g, Mapping):
@@ -185,14 +191,28 @@ class Optimizer:
         """Add a group of parameters with its own hyperparameters (missing ones: defaults).
 
         Raises:
-            ValueError: a parameter already in another group, or a bad hyperparameter.
-            TypeError: a PyTorch option the optimizer does not take (``dampening``, ...).
+            ValueError: a parameter already in another group, a group without ``"params"``, or
+                a bad hyperparameter.
+            TypeError: ``group`` is not a dict; its ``"params"`` is a set (its order changes
+                from run to run) or not an iterable of tensors; a PyTorch option the optimizer
+                does not take (``dampening``, ...).
         """
+        if not isinstance(group, Mapping):
+            raise TypeError(
+                f"add_param_group takes a dict, got a {type(group).__name__}: write "
+                "add_param_group({'params': [w, b], 'lr': 0.01}) (hyperparameters optional)."
+            )
+        if "params" not in group:
+            raise ValueError(
+                f"param group {len(self.param_groups)} has no 'params' (its keys: "
+                f"{sorted(map(str, group))}); give each group its tensors: "
+                "{'params': model.fc.parameters(), 'lr': 0.01}."
+            )
         seen = (
             _seen if _seen is not None else {id(p) for g in self.param_groups for p in g["params"]}
         )
-        raw = group.get("params", [])
-        params = [raw] if isinstance(raw, Tensor) else list(raw)
+        raw = group["params"]
+        params = [raw] if isinstance(raw, Tensor) else _listed(raw, "add_param_group")
         unique: dict[int, Tensor] = {}
         for i, p in enumerate(params):
             if not isinstance(p, Tensor):
@@ -240,8 +260,8 @@ class Optimizer:
         for name, value in self._numbers(group).items():
             _number(name, value)
         lr = group.get("lr", 0.0)
-        if not callable(lr) and lr < 0:
-            raise ValueError(f"learning rate must be non-negative, got {lr}.")
+        if not callable(lr) and not lr >= 0:  # NaN too, as PyTorch
+            raise ValueError(f"learning rate must be a non-negative number, got {lr}.")
 
     def _rule(self, group: Mapping[str, Any]) -> optax.GradientTransformation:
         """The group's transformation (the one given to the constructor by default)."""
@@ -255,7 +275,21 @@ class Optimizer:
 
     def _numbers(self, group: Mapping[str, Any]) -> dict[str, Any]:
         """The group's numeric hyperparameters under the names of the rule's optax factory
-        (subclasses map PyTorch's names; a generic transform has none)."""
+        (subclasses map PyTorch's names; a generic transform has none).
+
+        Raises:
+            TypeError: the group has ``"lr"``, which a transform of the user's own does not
+                read (checked at construction and at every step: a loop may set it).
+        """
+        if "lr" in group:
+            raise TypeError(
+                f"{type(self).__name__}: a param group has 'lr' ({group['lr']!r}), which an "
+                "optimizer over your own optax transform does not read: the learning rate is "
+                "fixed inside the transform. Give the transform an optax schedule as its "
+                "learning rate (optax.adam(optax.cosine_decay_schedule(1e-3, 1000))), or use "
+                "tg.optim.SGD, Adam, AdamW or RMSprop, whose 'lr' a loop or a scheduler sets; "
+                "and remove 'lr' from the group."
+            )
         return {}
 
     def _hyper(self, group: Mapping[str, Any], state: Any) -> dict[str, Any]:
@@ -402,11 +436,22 @@ class Optimizer:
         Everything is checked before anything changes.
 
         Raises:
-            ValueError: the number of groups or of parameters per group differs, or the
-                state's entries or shapes differ from this optimizer's (all named).
+            ValueError: not an optimizer's state dict (no ``"state"`` and ``"param_groups"``);
+                the number of groups or of parameters per group differs, or the state's
+                entries or shapes differ from this optimizer's (all named); a saved
+                hyperparameter is out of range (as in the constructor).
+            TypeError: a saved hyperparameter is not a number.
         """
-        groups = list(state_dict.get("param_groups", []))
-        states = state_dict.get("state", {})
+        if not isinstance(state_dict, Mapping) or not {"state", "param_groups"} <= set(state_dict):
+            keys = sorted(map(str, state_dict)) if isinstance(state_dict, Mapping) else None
+            raise ValueError(
+                "optimizer load_state_dict: not an optimizer's state dict (it needs 'state' "
+                f"and 'param_groups'; got {keys if keys is not None else type(state_dict)}). "
+                "Pass what opt.state_dict() returned; a model's state dict goes to "
+                "model.load_state_dict, a scheduler's to sched.load_state_dict."
+            )
+        groups = list(state_dict["param_groups"])
+        states = state_dict["state"]
         if len(groups) != len(self.param_groups):
             raise ValueError(
                 f"optimizer load_state_dict: {len(groups)} parameter groups given, this "
@@ -422,6 +467,7 @@ class Optimizer:
             # the saved options (amsgrad, maximize, ...) decide the state's layout, as in
             # PyTorch, where loading restores them with the state
             merged = {**mine, **{k: v for k, v in given.items() if k != "params"}}
+            self._check_hyper(merged)
             rule, current = self._rules[i], self.state[i]
             if self._structure(merged) != self._statics[i]:
                 rule = self._rule(merged)
@@ -438,6 +484,28 @@ class Optimizer:
         n = sum(len(g["params"]) for g in self.param_groups)
         extra = f", {len(self.param_groups)} groups" if len(self.param_groups) > 1 else ""
         return f"{type(self).__name__}({n} parameters{extra})"
+
+
+def _listed(params: Any, where: str) -> list[Any]:
+    """``params`` as a list: an optimizer's parameters, or a group's.
+
+    Raises:
+        TypeError: a set (its order, and with it which saved state goes to which parameter,
+            changes from run to run; PyTorch refuses it too) or not an iterable.
+    """
+    if isinstance(params, (set, frozenset)):
+        raise TypeError(
+            f"{where}: params is a set, whose order changes from run to run (and with it "
+            "which saved optimizer state goes to which parameter); pass a list or "
+            "model.parameters()."
+        )
+    try:
+        return list(params)
+    except TypeError:
+        raise TypeError(
+            f"{where}: params must be an iterable of tensors or of group dicts, got a "
+            f"{type(params).__name__}; pass model.parameters()."
+        ) from None
 
 
 def _number(name: str, value: Any) -> None:

@@ -161,8 +161,23 @@ def _injected(
 
 def _nonneg(group: Mapping[str, Any], *names: str) -> None:
     for name in names:
-        if group[name] < 0:
-            raise ValueError(f"{name} must be non-negative, got {group[name]}.")
+        if not group[name] >= 0:  # NaN too, as PyTorch
+            raise ValueError(f"{name} must be a non-negative number, got {group[name]}.")
+
+
+def _betas(value: Any) -> tuple[Any, Any]:
+    """Adam's ``betas`` as a pair.
+
+    Raises:
+        TypeError: not a pair of numbers (one number, three, ...).
+    """
+    try:
+        b1, b2 = value
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"betas must be a pair (beta1, beta2), e.g. betas=(0.9, 0.999); got {value!r}."
+        ) from None
+    return b1, b2
 
 
 class _Builtin(Optimizer):
@@ -254,8 +269,8 @@ class Adam(_Builtin):
 
     Raises:
         ValueError: negative hyperparameters, betas outside ``[0, 1)``, bad ``params``.
-        TypeError: a PyTorch option tapegrad does not take (``foreach=``, ``fused=``, ...; the
-            message says what to do instead).
+        TypeError: ``betas`` not a pair; a PyTorch option tapegrad does not take
+            (``foreach=``, ``fused=``, ...; the message says what to do instead).
     """
 
     _make = staticmethod(_adam)
@@ -273,7 +288,7 @@ class Adam(_Builtin):
         *,
         maximize: bool = False,
     ) -> None:
-        defaults = {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay}
+        defaults = {"lr": lr, "betas": _betas(betas), "eps": eps, "weight_decay": weight_decay}
         flags = {"amsgrad": amsgrad, "maximize": maximize}
         super().__init__(params, defaults={**defaults, **flags})
 
@@ -284,7 +299,7 @@ class Adam(_Builtin):
             raise ValueError(f"betas must be in [0, 1), got {group['betas']}.")
 
     def _numbers(self, group: Mapping[str, Any]) -> dict[str, Any]:
-        b1, b2 = group["betas"]
+        b1, b2 = _betas(group["betas"])
         return {**_numbers_of(group, "eps", "weight_decay"), "b1": b1, "b2": b2}
 
     def _flags(self, group: Mapping[str, Any]) -> dict[str, bool]:
