@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import json
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -367,6 +368,49 @@ def eager_gradient_keeps_the_parameter_sharding() -> None:
     assert g.sharding.is_equivalent_to(data, 2), f"tg.grad: {g.sharding}"
     close(g.data, want, "tg.grad")
     w.grad = None
+
+
+@check
+def optimizer_state_dict_keeps_the_placement() -> None:
+    """An optimizer's state loaded from a checkpoint (tg.load gives arrays on the default
+    device) goes onto its parameters' sharding; its next step equals the original's."""
+    _, data, _ = data_mesh()
+    w = tg.tensor(np.arange(16, dtype=np.float32), sharding=data).require_grad()
+    adam = optim.Adam([w], lr=0.1)
+    (w * w).sum().backward()
+    adam.step()
+    again = optim.Adam([w], lr=0.1)
+    with tempfile.TemporaryDirectory() as folder:  # a checkpoint: loaded on the default device
+        tg.save(adam.state_dict(), f"{folder}/opt.safetensors")
+        again.load_state_dict(tg.load(f"{folder}/opt.safetensors"))
+    for leaf in jax.tree_util.tree_leaves(again.state):
+        if leaf.ndim:  # the moments; the step count is a scalar
+            assert leaf.sharding.is_equivalent_to(data, 1), f"state on {leaf.sharding}"
+    before = w.data
+    adam.step()
+    want = w.data
+    w.data = before
+    again.step()
+    close(w.data, want, "the step after loading")
+    w.grad = None
+
+
+@check
+def optimizer_over_unrelated_devices_says_one_per_device() -> None:
+    """Parameters on devices no sharding relates (a layer-by-layer split): the step says to
+    make one optimizer per device (not to move the model before making the optimizer)."""
+    d = jax.devices()
+    a = tg.ones(3, device=d[0], requires_grad=True)
+    b = tg.ones(3, device=d[1], requires_grad=True)
+    opt = optim.SGD([a, b], lr=0.1)
+    a.sum().backward()
+    b.sum().backward()
+    try:
+        opt.step()
+    except tg.DeviceError as err:
+        assert "one optimizer per device" in str(err), str(err)
+    else:
+        raise AssertionError("no DeviceError")
 
 
 @check

@@ -33,7 +33,7 @@ import optax
 
 from tapegrad._args import torch_keywords
 from tapegrad._arrays import deleted
-from tapegrad._placement import committed
+from tapegrad._placement import committed, device_groups, placed_like, placement_key
 from tapegrad._tensor import Tensor, zero_grads
 from tapegrad.errors import DeviceError, TracerError, donated_error
 from tapegrad.grad_mode import enable_grad
@@ -394,10 +394,18 @@ class Optimizer:
         """After a failed update: raise ``DeviceError`` when the parameters, gradients and
         state live on devices no sharding relates (the usual cause: the model was moved after
         the optimizer was made, so its state stayed behind)."""
+        if len(device_groups(jax.tree_util.tree_leaves(params))) > 1:
+            raise DeviceError(
+                f"{type(self).__name__}.step at {format_origin(*user_frame(3))}: the "
+                "parameters live on devices no sharding relates (a model split layer by layer "
+                "over devices); an optimizer updates all its parameters in one compiled call, "
+                "on one set of devices. Make one optimizer per device: e.g. "
+                "optim.SGD(stage0.parameters()) and optim.SGD(stage1.parameters())."
+            ) from None
         arrays = jax.tree_util.tree_leaves((params, grads, self.state))
-        where = {frozenset(a.sharding.device_set) for a in arrays if committed(a)}
+        where = {key for a in arrays if (key := placement_key(a)) is not None}
         if len(where) > 1:
-            names = sorted({", ".join(sorted(str(d) for d in s)) for s in where})
+            names = sorted({", ".join(str(d) for d in s) for s in where})
             raise DeviceError(
                 f"{type(self).__name__}.step at {format_origin(*user_frame(3))}: the parameters, "
                 f"gradients and optimizer state live on different devices ({'; '.join(names)}). "
@@ -543,7 +551,7 @@ def _restore(i: int, current: Any, given: Mapping[str, Any]) -> Any:
                 f"optimizer load_state_dict: group {i}: {name} has shape {array.shape}, "
                 f"expected {leaf.shape}."
             )
-        out.append(array)
+        out.append(placed_like(array, leaf))  # where the state lives: its parameter's sharding
     return jax.tree_util.tree_unflatten(treedef, out)
 
 
