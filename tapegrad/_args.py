@@ -31,6 +31,7 @@ __all__ = [
     "torch_keyword",
     "torch_keywords",
     "numpy_keywords",
+    "shape_keywords",
 ]
 
 P = ParamSpec("P")
@@ -279,3 +280,16 @@ def _is_default(value: Any, default: Any) -> bool:
 numpy_keywords = torch_keywords()
 """Decorate a function or method that takes ``axis``/``keepdims``: PyTorch's ``dim=`` and
 ``keepdim=`` raise a ``TypeError`` naming the tapegrad spelling (:func:`torch_keywords`)."""
+
+shape_keywords = torch_keywords(
+    {
+        "dim0": "pass the two axes by position: x.transpose(0, 1).",
+        "dim1": "pass the two axes by position: x.transpose(0, 1).",
+        "dims": "pass the axes by position: x.permute(2, 0, 1).",
+        "start_dim": "use start= (x.flatten(start=1)).",
+        "end_dim": "use end= (x.flatten(0, end=1)).",
+    }
+)
+"""Decorate ``transpose``, ``permute`` and ``flatten`` (the functions and the methods): their
+PyTorch keywords (``dim0=``, ``dims=``, ``start_dim=``, ...) raise a ``TypeError`` saying
+what to write (:func:`torch_keywords`), and so do ``dim=`` and ``keepdim=``."""

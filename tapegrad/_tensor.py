@@ -9,8 +9,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from tapegrad._args import numpy_keywords
-from tapegrad._arrays import is_torch
+from tapegrad._args import numpy_keywords, shape_keywords
+from tapegrad._arrays import deleted, is_torch
 from tapegrad._dtypes import DIFFERENTIABLE
 from tapegrad._placement import placement_key
 from tapegrad.current import current_tape
@@ -100,9 +100,11 @@ class Tensor:
         # the old value's class passed this check already (an optimizer's step sets every
         # parameter this way: skip the slow abstract-class check, read shapes from ``aval``)
         if value.__class__ is not old.__class__ and not isinstance(value, jax.Array):
+            kind = type(value)
             raise TypeError(
-                f"Tensor.data must be set to a jax.Array, NumPy array or Tensor, "
-                f"got {type(value).__name__}."
+                "Tensor.data must be set to a jax.Array, NumPy array or tapegrad Tensor, got "
+                f"{kind.__module__ + '.' if is_torch(value) else ''}{kind.__qualname__}; "
+                "convert it first: t.data = tg.tensor(value, dtype=t.dtype).data."
             )
         new_aval, old_aval = value.aval, old.aval
         if new_aval.shape != old_aval.shape:
@@ -358,7 +360,12 @@ class Tensor:
         return self._host(".tolist()").tolist()
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        return np.asarray(self._host("np.asarray()"), dtype=dtype)
+        # NumPy 2 passes ``copy``: ``np.array(t)`` asks for a copy (a writable array, as for
+        # a jax.Array), ``copy=False`` for none (a cast then raises); NumPy 1 passes nothing
+        host = self._host("np.asarray()")
+        if copy is None:
+            return np.asarray(host, dtype=dtype)
+        return np.array(host, dtype=dtype, copy=copy)
 
     def _host(self, what: str) -> np.ndarray:
         """The value on the host; a traced value has none yet: ``TracerError`` naming the
@@ -413,18 +420,23 @@ class Tensor:
         if self._data.size != 1:
             raise ValueError(
                 f"The truth value of a tensor with shape {self.shape} is ambiguous; "
-                "reduce it first, e.g. bool((t > 0).all())."
+                "reduce it first, e.g. bool((t > 0).all()). (`t in a_list`, `a_list.index(t)` "
+                "and `a_list.remove(t)` compare tensors with ==, elementwise: find a tensor "
+                "with any(t is u for u in a_list), or keep tensors in a set or dict: they hash "
+                "by identity.)"
             )
         return bool(self._host("bool() (an if or while on a tensor)").reshape(()).item())
 
     def __len__(self) -> int:
         if self._data.ndim == 0:
-            raise TypeError("len() of a 0-d tensor.")
+            raise TypeError(_zero_d("len() of"))
         return int(self._data.shape[0])
 
     def __iter__(self) -> Iterator[Tensor]:
-        for i in range(len(self)):
-            yield self[i]
+        """The rows along the first axis, each ``self[i]`` (so gradients flow back)."""
+        if self._data.ndim == 0:  # raised by iter() itself, as in PyTorch
+            raise TypeError(_zero_d("iteration over"))
+        return (self[i] for i in range(self._data.shape[0]))
 
     def __repr__(self) -> str:
         data = self._data
@@ -484,7 +496,7 @@ class Tensor:
                 "Only leaves and tensors that do not require grad can be pickled; pickle "
                 ".detach() instead."
             )
-        return (_rebuild, (np.asarray(self._data), self._node is not None))
+        return (_rebuild, (self._host("pickle"), self._node is not None))
 
     # ------------------------------------------------------------------ methods
 
@@ -573,6 +585,7 @@ class Tensor:
         """Index of the smallest element along ``axis`` (not differentiable)."""
         return _ops.argmin(self, axis=axis, keepdims=keepdims)
 
+    @shape_keywords
     def flatten(self, start: int = 0, end: int = -1) -> Tensor:
         """Merge axes ``start``..``end`` (inclusive) into one (PyTorch's ``flatten``)."""
         return _ops.flatten(self, start, end)
@@ -588,12 +601,14 @@ class Tensor:
             shape = tuple(shape[0])
         return _ops.reshape(self, shape=shape)
 
+    @shape_keywords
     def transpose(self, *axes: Any) -> Tensor:
         """Transpose: no axes reverses them; two integers ``a, b`` swap those two axes (as in
         PyTorch, on any ndim); one tuple, or three or more integers, is a full permutation
         (as in NumPy). See ``tg.transpose``."""
         return _ops.transpose(self, *axes)
 
+    @shape_keywords
     def permute(self, *axes: Any) -> Tensor:
         """Permute the axes (PyTorch's ``permute``): ``t.permute(2, 0, 1)`` or a tuple."""
         return _ops.permute(self, *axes)
@@ -810,6 +825,12 @@ class Tensor:
     def __itruediv__(self, other: Any) -> Tensor:
         return self._inplace(_ops.divide, other, "/=")
 
+    def __ipow__(self, other: Any) -> Tensor:
+        return self._inplace(Tensor.__pow__, other, "**=")
+
+    def __imatmul__(self, other: Any) -> Tensor:
+        return self._inplace(_ops.matmul, other, "@=")
+
     def _inplace(self, op: Any, other: Any, symbol: str) -> Tensor:
         """In-place operators, as docs/api.md "Tensors" describes them.
 
@@ -826,21 +847,28 @@ class Tensor:
         """
         node = self._node
         if node is not None and node.op is None and grad_enabled():
+            accumulate = (
+                f"To accumulate a value (a running loss), write `total {symbol} loss.item()` "
+                f"or `total {symbol} loss.detach()`; for"
+                if symbol in ("+=", "-=", "*=", "/=")
+                else "For"
+            )
             raise InPlaceError(
                 f"In-place {symbol} on a leaf that requires grad, under grad mode: it would "
-                "change the value its gradient is taken at. To accumulate a value (a running "
-                f"loss), write `total {symbol} loss.item()` or `total {symbol} loss.detach()`; "
-                f"for a parameter update, wrap it in `with tg.no_grad():`; for a new tensor, "
-                f"write `x = x {symbol[0]} y`."
+                f"change the value its gradient is taken at. {accumulate} a parameter update, "
+                f"wrap it in `with tg.no_grad():`; for a new tensor, write `x = x {symbol[:-1]} y`."
             )
         try:
             result: Tensor = op(self, other)
         except _op.OperandTypeError:
             return NotImplemented  # type: ignore[no-any-return]  # Python's binary-op protocol
+        if result is NotImplemented:  # ``__pow__`` deferring to ``other.__rpow__``
+            return NotImplemented  # type: ignore[no-any-return]
         if result.shape != self.shape:
             raise ShapeError(
                 f"In-place {symbol}: the result has shape {result.shape}, but the tensor has "
-                f"shape {self.shape}; in-place results cannot broadcast the target."
+                f"shape {self.shape}; an in-place result keeps the target's shape. Write "
+                f"`x = x {symbol[:-1]} y` for a new tensor of the result's shape."
             )
         data = result._data
         if data.dtype != self._data.dtype:
@@ -848,7 +876,7 @@ class Tensor:
                 raise TypeError(
                     f"In-place {symbol}: the result is {data.dtype}, which cannot be stored in "
                     f"this {self._data.dtype} tensor without losing its kind; write "
-                    f"`x = x {symbol[0]} y` for a new tensor, or cast y first."
+                    f"`x = x {symbol[:-1]} y` for a new tensor, or cast y first."
                 )
             if result._node is not None:
                 return result.astype(self._data.dtype)
@@ -873,6 +901,14 @@ def zero_grads(tensors: Iterable[Tensor], set_to_none: bool = True) -> None:
             t._grad = None
         elif t._grad is not None:
             t._grad = Tensor(jax.numpy.zeros_like(t._data))
+
+
+def _zero_d(what: str) -> str:
+    """The message for ``len()`` or iteration of a 0-d tensor: it has no first axis."""
+    return (
+        f"{what} a 0-d tensor (shape ()): it has no first axis. Use t.item() for its value, "
+        "or t.reshape(1) for a tensor of one element."
+    )
 
 
 _NO_PARAMS: dict[str, Any] = {}  # an operator's op parameters: none (read-only, shared)
@@ -1033,8 +1069,17 @@ jax.tree_util.register_pytree_node(Tensor, _flatten, _unflatten)
 
 
 def _copied(data: Any) -> Any:
-    """``data`` in a new array (a donated or deleted array raises JAX's error here)."""
-    return jax.numpy.array(data, copy=True)
+    """``data`` in a new array.
+
+    Raises:
+        RuntimeError: ``data`` was donated to a ``tg.jit`` step (``donated_error``).
+    """
+    try:
+        return jax.numpy.array(data, copy=True)
+    except RuntimeError:
+        if deleted(data):
+            raise donated_error("copy.deepcopy()") from None
+        raise
 
 
 def wrap(array: Any, node: Node | None = None, tape: Tape | None = None) -> Tensor:

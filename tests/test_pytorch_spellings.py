@@ -239,6 +239,42 @@ def test_std_and_var_name_ddof_for_pytorchs_keywords(keyword: str, says: str) ->
         assert f"got {keyword}=, PyTorch's spelling" in message and says in message, message
 
 
+SHAPE_KEYWORDS: list[tuple[str, Callable[..., Any], dict[str, Any], str]] = [
+    ("flatten", lambda t, **kw: t.flatten(**kw), {"start_dim": 1}, "start="),
+    ("flatten-end", lambda t, **kw: t.flatten(**kw), {"end_dim": 1}, "end="),
+    ("tg.flatten", lambda t, **kw: tg.flatten(t, **kw), {"start_dim": 1}, "start="),
+    ("transpose", lambda t, **kw: t.transpose(**kw), {"dim0": 0, "dim1": 1}, "by position"),
+    ("tg.transpose", lambda t, **kw: tg.transpose(t, **kw), {"dim0": 0, "dim1": 1}, "position"),
+    ("permute", lambda t, **kw: t.permute(**kw), {"dims": (2, 0, 1)}, "by position"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "call", "kwargs", "says"), SHAPE_KEYWORDS, ids=[s[0] for s in SHAPE_KEYWORDS]
+)
+def test_shape_methods_name_tapegrads_spelling_of_pytorchs_keywords(
+    name: str, call: Callable[..., Any], kwargs: dict[str, Any], says: str
+) -> None:
+    """``x.flatten(start_dim=1)``, ``x.transpose(dim0=0, dim1=1)``, ``x.permute(dims=...)``:
+    PyTorch's keywords raise a ``TypeError`` that says what to write, not Python's bare
+    "unexpected keyword argument"."""
+    message = str(error_of(TypeError, call, tg.ones((2, 3, 4)), **kwargs))
+    keyword = next(iter(kwargs))
+    assert f"got {keyword}=, a PyTorch keyword" in message and says in message, message
+
+
+@pytest.mark.parametrize("bad", [1.5, True], ids=repr)
+def test_flatten_refuses_float_and_boolean_axes(bad: Any) -> None:
+    """Axes accept any integer and refuse floats and booleans (docs/api.md), also flatten's:
+    ``flatten(True)`` flattened from axis 1, ``flatten(1.5)`` failed inside tuple slicing."""
+    x = tg.ones((2, 3, 4))
+    assert x.flatten(np.int64(1)).shape == (2, 12)
+    message = str(error_of(TypeError, x.flatten, bad))
+    assert "flatten: start must be an integer" in message, message
+    message = str(error_of(TypeError, x.flatten, 0, bad))
+    assert "flatten: end must be an integer" in message, message
+
+
 def test_torch_max_of_two_tensors_points_to_maximum() -> None:
     a, b = tg.ones(3), tg.zeros(3)
     assert "use tg.maximum(a, b)" in str(error_of(TypeError, tg.max, a, b))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import pickle
 import re
 import subprocess
 import sys
@@ -511,6 +512,18 @@ def test_data_setter_rejects_other_shape_and_dtype() -> None:
     assert w.tolist() == [1.0, 1.0, 1.0]
 
 
+def test_data_setter_refusing_a_torch_tensor_or_list_says_how_to_convert_it() -> None:
+    """``p.data = torch_tensor`` named the refused type only as "Tensor", beside "must be set
+    to a ... Tensor": the message names torch.Tensor and says how to convert."""
+    torch = pytest.importorskip("torch")
+    w = tg.ones(3).require_grad()
+    err = error_of(TypeError, setattr, w, "data", torch.ones(3))
+    assert "torch.Tensor" in str(err) and "tg.tensor(value" in str(err)
+    err = error_of(TypeError, setattr, w, "data", [1.0, 2.0, 3.0])
+    assert "list" in str(err) and "tg.tensor(value" in str(err)
+    assert w.tolist() == [1.0, 1.0, 1.0]
+
+
 def test_is_leaf_follows_pytorch() -> None:
     plain = tg.ones(2)
     w = tg.ones(2).require_grad()
@@ -866,6 +879,19 @@ def test_out_of_range_integer_index_raises_index_error() -> None:
         t[5]
 
 
+def test_index_errors_explain_only_what_applies() -> None:
+    """Every host index error said "JAX would clamp it silently", also where JAX clamps
+    nothing (two ellipses, too many indices, a mask of the wrong shape)."""
+    t = tg.ones((4, 3))
+    assert "clamp" in str(error_of(IndexError, lambda: t[[0, 4]]))
+    assert "clamp" in str(error_of(IndexError, lambda: t[np.array([True, False, True, True]), 5]))
+    for index in [(..., ...), (0, 0, 0), np.ones(4, np.bool_)[:3]]:
+        message = str(error_of(IndexError, lambda i=index: t[i]))
+        assert "clamp" not in message and "(4, 3)" in message, message
+    message = str(error_of(IndexError, lambda: t[np.array([True, False, True])]))
+    assert "wrong elements" in message, message
+
+
 # ----------------------------------------------------------------------------- protocols
 
 
@@ -900,6 +926,18 @@ def test_len_and_iteration_over_first_axis() -> None:
     assert "0-d" in str(err)
 
 
+def test_len_and_iteration_of_a_0d_tensor_say_what_to_do() -> None:
+    """``for v in t`` on a 0-d tensor said "len() of a 0-d tensor", naming a call the user did
+    not write, and only once iterated: ``iter(t)`` raises at once (as PyTorch does), naming
+    iteration, and both say what to write instead."""
+    t = tg.tensor(2.5)
+    err = error_of(TypeError, iter, t)
+    assert "iteration over a 0-d tensor" in str(err) and "t.item()" in str(err)
+    err = error_of(TypeError, len, t)
+    assert "len() of a 0-d tensor" in str(err) and "t.item()" in str(err)
+    assert [r.tolist() for r in tg.tensor([1.0, 2.0])] == [1.0, 2.0]
+
+
 def test_float_int_bool_on_one_element_tensors() -> None:
     assert float(tg.tensor([2.5])) == 2.5
     assert int(tg.tensor([[3.7]])) == 3
@@ -921,6 +959,22 @@ def test_numpy_asarray() -> None:
     np.testing.assert_array_equal(np.asarray(tg.ones(2).require_grad()), [1.0, 1.0])
 
 
+def test_np_array_of_a_tensor_is_a_writable_copy() -> None:
+    """``np.array(t)`` copies (NumPy's default ``copy=True``, as for a ``jax.Array``): a
+    writable array, while ``np.asarray(t)`` and ``.numpy()`` may share the read-only buffer."""
+    t = tg.tensor([1.0, 2.0])
+    a = np.array(t)
+    assert a.flags.writeable
+    a[0] = 5.0
+    assert t.tolist() == [1.0, 2.0]
+    b = np.array(t, dtype=np.float64)
+    assert b.flags.writeable and b.dtype == np.float64
+    if np.lib.NumpyVersion(np.__version__) >= "2.0.0":
+        assert np.asarray(t, copy=True).flags.writeable
+        with pytest.raises(ValueError):  # NumPy 2's protocol: a cast needs a copy
+            np.asarray(t, dtype=np.float64, copy=False)
+
+
 def test_identity_hash_weakref_dict_and_set() -> None:
     a, b = tg.ones(2), tg.ones(2)
     assert hash(a) == object.__hash__(a) and hash(a) != hash(b)  # by identity, not value
@@ -935,6 +989,15 @@ def test_identity_hash_weakref_dict_and_set() -> None:
     assert params[w] == 0
 
 
+def test_membership_in_a_list_says_how_to_find_a_tensor() -> None:
+    """``t in a_list`` compares with ``==`` (as in PyTorch): with another tensor of several
+    elements first, it raises, and the message says how to find a tensor by identity."""
+    a, b = tg.ones(2), tg.ones(2)
+    assert a in [a, b] and a in {a, b} and a in {b: 0, a: 1}  # identity first, then hashing
+    err = error_of(ValueError, lambda: a in [b, a])
+    assert "ambiguous" in str(err) and "any(t is u for u in a_list)" in str(err)
+
+
 def test_deepcopy_of_a_leaf_is_a_new_leaf_that_receives_gradients() -> None:
     def attempt() -> tuple[Any, ...]:  # plain values: a failure keeps no tensor alive
         w = tg.tensor([1.0, 2.0]).require_grad()
@@ -946,6 +1009,17 @@ def test_deepcopy_of_a_leaf_is_a_new_leaf_that_receives_gradients() -> None:
 
     shared, new_leaves, g, original = attempt()
     assert (shared, new_leaves, g, original) == (False, 1, [3.0, 3.0], None)
+
+
+@pytest.mark.parametrize("how", ["pickle.dumps", "copy.deepcopy", "copy.copy"], ids=str)
+def test_copying_a_donated_tensor_says_it_was_donated(how: str) -> None:
+    """Pickling or copying a tensor whose array a tg.jit step donated raised JAX's bare "Array
+    has been deleted"; it says what happened and what to do, as ``.numpy()`` does."""
+    copiers = {"pickle.dumps": pickle.dumps, "copy.deepcopy": copy.deepcopy, "copy.copy": copy.copy}
+    t = tg.ones(3).require_grad()
+    t.data.delete()  # what a tg.jit step donating t's array does
+    err = error_of(RuntimeError, copiers[how], t)
+    assert "donated to a tg.jit step" in str(err) and "donate=False" in str(err)
 
 
 def test_weakref_dies_with_the_tensor() -> None:

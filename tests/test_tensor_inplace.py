@@ -102,3 +102,60 @@ def test_a_running_total_is_a_kept_alive_graph_named_by_the_report() -> None:
 def _line_of(text: str) -> int:
     with open(__file__) as f:
         return next(i for i, s in enumerate(f, 1) if text in s and "_line_of" not in s)
+
+
+POW_MATMUL: list[tuple[str, Callable[[Any, Any], Any], Any]] = [
+    ("**=", operator.ipow, 2),
+    ("@=", operator.imatmul, np.eye(3, dtype=np.float32) * 2.0),
+]
+
+
+@pytest.mark.parametrize(("symbol", "inplace", "other"), POW_MATMUL, ids=["**=", "@="])
+def test_pow_and_matmul_in_place_on_a_leaf_raise_under_grad_mode(
+    symbol: str, inplace: Callable[[Any, Any], Any], other: Any
+) -> None:
+    """``w **= 2`` and ``w @= m`` follow ``+=``: on a leaf that requires grad, under grad mode,
+    an ``InPlaceError`` (not a silent rebinding of ``w`` to a non-leaf), nothing recorded."""
+    w = tg.tensor(A, requires_grad=True)
+    stats = tg.graph_stats()
+    err = error_of(tg.InPlaceError, inplace, w, other)
+    assert symbol in str(err) and "tg.no_grad()" in str(err)
+    assert f"x = x {symbol[:-1]} y" in str(err) and "total" not in str(err)
+    assert w.tolist() == A.tolist() and w.is_leaf
+    assert tg.graph_stats() == stats
+
+
+@pytest.mark.parametrize(("symbol", "inplace", "other"), POW_MATMUL, ids=["**=", "@="])
+def test_pow_and_matmul_in_place_under_no_grad_update_the_parameter(
+    symbol: str, inplace: Callable[[Any, Any], Any], other: Any
+) -> None:
+    """Under ``no_grad`` the parameter itself is updated (the tensor an optimizer holds keeps
+    its node), as for ``-=``; before, the name was rebound to a new tensor that did not
+    require grad and the parameter kept its old value."""
+    w = tg.tensor(A, requires_grad=True)
+    params = [w]
+    node = w._node
+    with tg.no_grad():
+        w = inplace(w, other)
+    assert w is params[0] and w._node is node and w.requires_grad and w.is_leaf
+    expected = A**2 if symbol == "**=" else A @ other
+    assert_close(w.data, expected)
+    (g,) = tg.grad((w * w).sum(), w)  # the node still works, at the new value
+    assert_close(g.data, 2 * expected)
+
+
+def test_pow_and_matmul_in_place_on_a_non_leaf_rebind_and_differentiate() -> None:
+    x = tg.tensor(A, requires_grad=True)
+    c = x * 2.0
+    c **= 3
+    m = jnp.asarray(np.arange(9, dtype=np.float32).reshape(3, 3))
+    c @= m
+    (g,) = tg.grad(c.sum(), x)
+    ref = jax.grad(lambda a: (((a * 2.0) ** 3) @ m).sum())(jnp.asarray(A))
+    assert_close(g.data, ref)
+    t = tg.tensor(A)
+    before = t
+    t **= 2  # nothing requires grad: the value is replaced in place, as for +=
+    assert t is before and t.tolist() == (A**2).tolist()
+    err = error_of(ValueError, operator.imatmul, tg.tensor(A), np.ones(3, np.float32))
+    assert "In-place @=" in str(err) and "x = x @ y" in str(err)

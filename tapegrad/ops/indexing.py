@@ -104,7 +104,15 @@ def _check_bounds(shape: tuple[int, ...], index: tuple[Any, ...]) -> None:
     try:
         view[index]
     except IndexError as err:
-        raise IndexError(f"{err} (tensor of shape {shape}); JAX would clamp it silently.") from None
+        text = str(err)
+        why = (
+            "; JAX would clamp it silently"
+            if "out of bounds" in text
+            else "; its coordinates alone would select wrong elements"
+            if text.startswith("boolean index")
+            else ""
+        )
+        raise IndexError(f"{text} (tensor of shape {shape}){why}.") from None
 
 
 Plan = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tapegrad._args import integer, numpy_keywords
+from tapegrad._args import integer, numpy_keywords, shape_keywords
 from tapegrad.errors import ShapeError
 from tapegrad.op import defop
 
@@ -224,7 +224,7 @@ def _axes_arg(axes: tuple[Any, ...]) -> tuple[Any, ...]:
     return axes
 
 
-@numpy_keywords
+@shape_keywords
 def transpose(x: Any, *axes: Any) -> Tensor:
     """Transpose, read as both NumPy and PyTorch users mean it.
 
@@ -244,7 +244,7 @@ def transpose(x: Any, *axes: Any) -> Tensor:
     return _transpose(x, axes=axes or None)
 
 
-@numpy_keywords
+@shape_keywords
 def permute(x: Any, *axes: Any) -> Tensor:
     """Permute the axes: ``permute(x, 2, 0, 1)`` or ``permute(x, (2, 0, 1))`` (PyTorch's
     ``permute``; always a full permutation, NumPy's ``transpose(x, axes)``).
@@ -346,13 +346,16 @@ def pad(x: Any, pad_width: Any, value: float = 0) -> Tensor:
     return _pad(x, pad_width=pairs, value=value)
 
 
+@shape_keywords
 def flatten(x: Any, start: int = 0, end: int = -1) -> Tensor:
     """Merge axes ``start`` to ``end`` (inclusive, negative counts from the end) into one, as
     PyTorch's ``flatten(start_dim, end_dim)``; a reshape node.
 
     Raises:
         ShapeError: ``start`` or ``end`` out of range, or ``start`` after ``end``.
+        TypeError: ``start`` or ``end`` is not an integer; PyTorch's ``start_dim=``.
     """
+    start, end = integer(start, "flatten: start"), integer(end, "flatten: end")
     shape = tuple(x.shape)
     ndim = max(len(shape), 1)
     if not (-ndim <= start < ndim and -ndim <= end < ndim) or start % ndim > end % ndim:
