@@ -865,6 +865,7 @@ class Tensor:
         if result is NotImplemented:  # ``__pow__`` deferring to ``other.__rpow__``
             return NotImplemented  # type: ignore[no-any-return]
         if result.shape != self.shape:
+            optional_output(result)  # refused: its node is freed with it instead of hanging
             raise ShapeError(
                 f"In-place {symbol}: the result has shape {result.shape}, but the tensor has "
                 f"shape {self.shape}; an in-place result keeps the target's shape. Write "
@@ -873,6 +874,7 @@ class Tensor:
         data = result._data
         if data.dtype != self._data.dtype:
             if not np.can_cast(data.dtype, self._data.dtype, casting="same_kind"):
+                optional_output(result)
                 raise TypeError(
                     f"In-place {symbol}: the result is {data.dtype}, which cannot be stored in "
                     f"this {self._data.dtype} tensor without losing its kind; write "
@@ -1126,9 +1128,10 @@ def set_grad(t: Tensor, grad: Tensor | None) -> None:
 
 
 def optional_output(t: Tensor, *made: Tensor) -> Tensor:
-    """Engine only: ``t``, a layer's secondary output (an RNN's final states, attention
-    weights), made from the layer's graph by ops whose outputs are ``t`` and ``made``: dropped
-    unused, their nodes are freed with them instead of hanging (``Tape.reach``)."""
+    """Engine only: ``t``, an output its user may drop unused (a layer's secondary output: an
+    RNN's final states, attention weights; an in-place operator's result it refuses), made by
+    ops whose outputs are ``t`` and ``made``: dropped, their nodes are freed with them instead
+    of hanging (``Tape.reach``)."""
     if t._tape is not None:
         t._tape.reach(x._node for x in (t, *made) if x._node is not None)
     return t

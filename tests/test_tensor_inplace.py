@@ -72,6 +72,22 @@ def test_in_place_keeps_shape_and_dtype_kind_on_a_non_leaf() -> None:
     assert h.dtype == np.float16 and h.requires_grad
 
 
+def test_a_refused_in_place_result_leaves_no_hanging_node() -> None:
+    """An in-place operator whose result does not fit the target (shape, or a dtype of
+    another kind) raises after the op ran: its node is freed with the result, not left
+    hanging for the leak report to blame on the failed line."""
+    w = tg.tensor(A, requires_grad=True)
+    c = w * 1.0
+    n, f = tg.tensor(np.ones(3, np.int32)), tg.tensor(np.ones(3, np.float32), requires_grad=True)
+    before = tg.graph_stats()
+    error_of(ValueError, operator.iadd, c, tg.ones((2, 3)))
+    error_of(TypeError, operator.iadd, n, f)
+    after = tg.graph_stats()
+    assert (after.nodes, after.hanging_nodes) == (before.nodes, before.hanging_nodes)
+    c.sum().backward()  # the graph still works
+    assert_close(w.grad.data, np.ones_like(A))
+
+
 def test_in_place_on_a_non_leaf_under_no_grad_replaces_the_value() -> None:
     x = tg.tensor(A, requires_grad=True)
     c = x * 1.0
