@@ -25,7 +25,7 @@ from tapegrad.errors import (
     TapeMismatchError,
     VJPShapeError,
 )
-from tapegrad.grad_mode import is_grad_enabled
+from tapegrad.grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
 from tapegrad.higher import vjp_on_tensors
 from tapegrad.node import Node
 from tapegrad.ops.binary import where
@@ -320,7 +320,9 @@ def backward(
     seed = _seed(t, grad, create_graph)
     retain = create_graph if retain_graph is None else retain_graph
     if create_graph:
-        with use_tape(tape):  # the pass and the gradients' sums record on the root's tape
+        # the pass and the gradients' sums record on the root's tape, in grad mode even
+        # under no_grad (PyTorch runs a backward with grad mode = create_graph)
+        with use_tape(tape), enable_grad():
             _write_grads(_run(tape, [node], [seed], retain, create_graph=True), True)
     else:  # a pass on arrays records nothing: no tape to switch to
         _write_grads(_run(tape, [node], [seed], retain), False)
@@ -432,7 +434,8 @@ def grad(
     retain = create_graph if retain_graph is None else retain_graph
     wanted = frozenset(n.id for n in in_nodes)
     grads = []
-    with use_tape(tape):  # with create_graph, the pass records on the roots' tape
+    # with create_graph, the pass records on the roots' tape, in grad mode (as backward)
+    with use_tape(tape), set_grad_enabled(create_graph or is_grad_enabled()):
         results = _run(tape, roots, seeds, retain, wanted, create_graph)
         for x, node in zip(ins, in_nodes, strict=True):
             hit = results.get(node.id)

@@ -17,16 +17,70 @@ import jax
 
 from tapegrad.op import Op
 
-__all__ = ["compiled_forward", "compiled_vjp", "derived_op", "derived_vjp"]
+__all__ = [
+    "compiled_forward",
+    "compiled_vjp",
+    "derived_op",
+    "derived_vjp",
+    "static_key",
+    "static_params",
+]
 
 _CACHE_SIZE = 512
+
+
+def static_key(value: Any) -> Any:
+    """The cache-key form of a static value (a keyword parameter, a static residual): it
+    keeps apart what ``==`` merges, ``1``, ``1.0`` and ``True`` (``x[1]`` is a row,
+    ``x[True]`` a new axis), ``0.0`` and ``-0.0``, a NumPy scalar and a Python one (they
+    promote differently); a NaN equals itself; a slice is hashable.
+
+    Raises:
+        TypeError: the value (or an item of a tuple) is not hashable.
+    """
+    cls = value.__class__
+    if cls is float:
+        return (float, value.hex())
+    if cls is tuple:
+        return (tuple, tuple([static_key(v) for v in value]))
+    if cls is slice:  # unhashable before Python 3.12
+        return (slice, static_key((value.start, value.stop, value.step)))
+    hash(value)
+    return (cls, value)
+
+
+class _Static(tuple[tuple[str, Any], ...]):
+    """Keyword parameters ``((name, value), ...)`` as a cache key: two are equal when their
+    values are equal and of the same types (``static_key``), so a function compiled for
+    ``i=1`` is never reused for ``i=True`` (the caches below are keyed on it)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Static) and static_key(tuple(self)) == static_key(tuple(other))
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(static_key(tuple(self)))
+
+
+def static_params(params: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """Keyword parameters as the ``static`` key of ``compiled_vjp``/``compiled_forward``:
+    sorted by name, compared by type and value (``_Static``); hashing it raises
+    ``TypeError`` when a value is not hashable."""
+    return _Static(sorted(params.items())) if params else ()
+
 
 Pullback = Callable[[tuple[jax.Array, ...], jax.Array, tuple[bool, ...]], tuple[Any, ...]]
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
 def compiled_vjp(fn: Callable[..., Any], static: tuple[tuple[str, Any], ...] = ()) -> Pullback:
-    """The jitted pullback of ``fn`` with keyword parameters ``static`` (bounded LRU cache).
+    """The jitted pullback of ``fn`` with keyword parameters ``static`` (bounded LRU cache;
+    ``static_params`` makes the key, so parameters equal in value but not in type, ``1`` and
+    ``True``, get pullbacks of their own).
 
     The result maps ``(primals, g, needs)`` to one cotangent per primal, ``None`` where
     ``needs`` is false: JAX differentiates with respect to the needed primals only.
@@ -103,7 +157,7 @@ def derived_vjp(fn: Callable[..., Any]) -> Callable[..., tuple[Any, ...]]:
     """
 
     def rule(res: tuple[Any, ...], g: Any, needs: tuple[bool, ...], **params: Any) -> Any:
-        return compiled_vjp(fn, tuple(sorted(params.items())))(res, g, needs)
+        return compiled_vjp(fn, static_params(params))(res, g, needs)
 
     rule.__doc__ = f"JAX's derivative of {getattr(fn, '__name__', 'the forward')} (jax.vjp)."
     return rule

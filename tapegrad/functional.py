@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tapegrad._tensor import Tensor
+from tapegrad._tensor import Tensor, node_of
 from tapegrad.backward import discard, grad
+from tapegrad.creation import zeros_like
 from tapegrad.errors import NonScalarBackwardError, ShapeError
 from tapegrad.grad_mode import enable_grad
 
@@ -39,7 +40,8 @@ def hvp(
     included, is a constant to it. Where the output does not depend on an argument, that
     argument's product is exact zeros, with no warning (as in JAX, and PyTorch's
     ``strict=False``): ``tg.hvp(lambda w: f(w1), w1, v)`` is zero; write
-    ``tg.hvp(lambda w: f(w), w1, v)``.
+    ``tg.hvp(lambda w: f(w), w1, v)``. So is every product of a ``fn`` whose value requires
+    no grad at all (a constant, a ``.detach()``-ed result).
 
     Args:
         fn: ``(*tensors) -> Tensor`` with one element, computed from those tensors.
@@ -65,15 +67,23 @@ def hvp(
         )
     with enable_grad():
         leaves = [x.detach().require_grad() for x in xs]
-        out = fn(*leaves)
+        try:
+            out = fn(*leaves)
+        except BaseException:
+            discard(leaves)  # reached: freed with their tensors, not left hanging
+            raise
         if not isinstance(out, Tensor) or out.size != 1:
             shape = out.shape if isinstance(out, Tensor) else type(out).__name__
-            discard([out] if isinstance(out, Tensor) else [])
+            discard([out, *leaves] if isinstance(out, Tensor) else leaves)
             raise NonScalarBackwardError(
                 f"tg.hvp: fn must return a one-element tensor (a scalar function: a loss), "
                 f"got {shape}; reduce it inside fn (.sum(), .mean())."
             )
-        grads = grad(out, leaves, create_graph=True)
-        products = grad(grads, leaves, grad_outputs=vs, retain_graph=True)
-        discard([out, *grads])
+        if node_of(out) is None:  # a constant of the inputs: H v is zero (JAX, PyTorch)
+            discard(leaves)
+            products: tuple[Tensor, ...] = tuple(zeros_like(x) for x in xs)
+        else:
+            grads = grad(out, leaves, create_graph=True)
+            products = grad(grads, leaves, grad_outputs=vs, retain_graph=True)
+            discard([out, *grads])
     return out.detach(), (products[0] if single else products)

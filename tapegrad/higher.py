@@ -9,8 +9,9 @@ by provenance to the nodes they came from: an input's node, or the node itself f
 output (docs/design.md "Residuals with provenance"). JAX derives that op's VJP from ``h``, compiled
 and cached, so the recorded backward is differentiable again, to any order.
 
-The cache key is the op, the parent slot, the residuals' structure and static values and the
-parent's shape and dtype: the same node kind in the next step reuses the compiled ``h``.
+The cache key is the op, the parent slot, the residuals' structure and static values (by type
+and value) and the parent's shape and dtype: the same node kind in the next step reuses the
+compiled ``h``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 from tapegrad._arrays import broadcast_axes
 from tapegrad._dtypes import DIFFERENTIABLE
 from tapegrad._tensor import Tensor, node_of, wrap
-from tapegrad.derived import derived_op
+from tapegrad.derived import derived_op, static_key
 from tapegrad.errors import VJPShapeError
 from tapegrad.node import Node
 from tapegrad.op import Op, TensorVJPRule, apply
@@ -35,13 +36,6 @@ __all__ = ["vjp_on_tensors"]
 
 _ARRAYS = (jax.Array, np.ndarray)
 _tree_flatten = jax.tree_util.tree_flatten
-
-
-def _hashable(leaf: Any) -> Any:
-    """A cache-key form of a static residual or parameter (slices are unhashable here)."""
-    if isinstance(leaf, slice):
-        return (slice, leaf.start, leaf.stop, leaf.step)
-    return leaf
 
 
 class _Dyn:
@@ -68,9 +62,11 @@ def _vjp_op(
     shape: tuple[int, ...],
     dtype: Any,
 ) -> Op:
-    """The op computing ``op``'s cotangent for input ``index``, from a bounded LRU cache."""
-    key = (op, index, needs, treedef, tuple(map(_hashable, leaves)), shape, dtype)
+    """The op computing ``op``'s cotangent for input ``index``, from a bounded LRU cache.
+    Static values are keyed by type and value (``static_key``): the op made for ``x[True]``
+    (a new axis) is not the one for ``x[1]`` (a row)."""
     try:
+        key = (op, index, needs, treedef, static_key(leaves), shape, dtype)
         hash(key)
     except TypeError:  # an unhashable static value: build (and compile) for this call only
         return _build(op, index, needs, treedef, leaves, shape, dtype)

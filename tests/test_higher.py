@@ -216,6 +216,44 @@ def test_the_derived_vjp_is_compiled_once_per_kind() -> None:
     assert derived.compiled_vjp.cache_info().misses == pulls
 
 
+def test_create_graph_records_the_pass_under_no_grad_as_pytorch_does() -> None:
+    """PyTorch's engine sets grad mode to ``create_graph`` for the pass: under no_grad,
+    ``backward(create_graph=True)`` and ``grad(..., create_graph=True)`` still return
+    gradients that require grad. Here they silently did not (and the graph was retained)."""
+
+    def second_derivatives() -> list[np.ndarray | None]:
+        x = tg.tensor(X[0]).require_grad()
+        y = (x**3).sum()
+        with tg.no_grad():
+            (g,) = tg.grad(y, x, create_graph=True)
+            y.backward(create_graph=True)
+        assert x.grad is not None
+        return [tg.grad(t.sum(), x)[0].numpy() if t.requires_grad else None for t in (g, x.grad)]
+
+    for got in second_derivatives():  # plain arrays: a failure keeps no tensor alive
+        assert got is not None, "the gradient does not require grad"
+        close(got, 6 * X[0])
+
+
+def test_recorded_vjps_of_statics_equal_in_value_but_not_in_type_stay_apart() -> None:
+    """The recorded ``vjp(getitem)`` of ``x[True]`` (a new axis) is not reused for ``x[1]``
+    (a row), although ``True == 1``: first and second derivatives equal JAX's in either
+    order."""
+    m = np.arange(6, dtype=np.float32).reshape(3, 2) / 4
+
+    def f(x: Any, i: Any) -> Any:
+        return (x[i] ** 3).sum()
+
+    for order in ((True, 1), (1, True)):
+        for i in order:
+            x = tg.tensor(m).require_grad()
+            (g,) = tg.grad(f(x, i), x, create_graph=True)
+            (h,) = tg.grad((g * g).sum(), x)
+            first = jax.grad(f)(jnp.asarray(m), i)
+            close(g, first)
+            close(h, jax.grad(lambda a, i=i: (jax.grad(f)(a, i) ** 2).sum())(jnp.asarray(m)))
+
+
 # ----------------------------------------------------------------------------- checkers
 
 
@@ -435,6 +473,32 @@ def test_hvp_of_a_function_ignoring_its_argument_is_zero(base: tg.GraphStats) ->
     close(value, jnp.sum(jnp.tanh(X @ W1) ** 2), rtol=1e-6)
     assert isinstance(hv, tg.Tensor) and not hv.numpy().any()
     assert delta(base) == tg.GraphStats(graphs=1, nodes=1, leaves=1, live_nodes=1)  # w
+
+
+def test_hvp_of_a_function_whose_value_requires_no_grad_is_zero(base: tg.GraphStats) -> None:
+    """A fn whose value requires no grad (a constant, a ``.detach()``-ed result) has H v = 0,
+    as in JAX and PyTorch's hvp (``strict=False``); before, tg.hvp raised tg.grad's
+    NoGradError ("tg.grad output 0 ...") and left its fresh leaves hanging. A fn that raises,
+    or returns several elements, leaves no leaf of tg.hvp's hanging either."""
+    w = tg.tensor(W1)
+    for fn in (lambda a: tg.tensor(3.0), lambda a: (a.detach() ** 2).sum()):
+        value, hv = tg.hvp(fn, w, tg.ones_like(w))
+        close(value, fn(w))
+        assert isinstance(hv, tg.Tensor) and hv.shape == w.shape and hv.dtype == w.dtype
+        assert not hv.numpy().any() and not hv.requires_grad
+    b = tg.tensor(B1)
+    _, products = tg.hvp(lambda p, q: tg.tensor(1.0), (w, b), (tg.ones_like(w), tg.ones_like(b)))
+    assert [p.shape for p in products] == [w.shape, b.shape]
+    assert not any(p.numpy().any() for p in products)
+    with pytest.raises(tg.NonScalarBackwardError, match="tg.hvp"):
+        tg.hvp(lambda a: a.detach() * 2.0, w, tg.ones_like(w))
+
+    def fails(a: tg.Tensor) -> tg.Tensor:
+        raise KeyError("fn failed")
+
+    with pytest.raises(KeyError, match="fn failed"):
+        tg.hvp(fails, w, tg.ones_like(w))
+    assert tg.graph_stats() == base
 
 
 def test_hvp_single_input_and_bad_vectors() -> None:

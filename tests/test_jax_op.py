@@ -224,3 +224,53 @@ def test_unhashable_keyword_parameter_is_rejected_at_call_time() -> None:
         assert tg.graph_stats() == stats
 
     without_frames(body)
+
+
+def pick(a: jax.Array, *, i: Any) -> jax.Array:
+    """``a[i]``: ``i=1`` is a row, ``i=True`` a new axis (NumPy's rules)."""
+    return a[i] * 2.0
+
+
+def signed(a: jax.Array, *, s: float) -> jax.Array:
+    return a * jnp.copysign(1.0, s)
+
+
+def test_keyword_parameters_equal_in_value_but_not_in_type_compile_apart() -> None:
+    """``1 == True`` and ``0.0 == -0.0`` in Python, but not to the function: each
+    value gets its own compiled forward and VJP, in either order of first use."""
+    M = np.arange(6, dtype=np.float32).reshape(3, 2)
+    for order in ((1, True), (True, 1)):
+        op = tg.jax_op(pick)
+        for i in order:
+            x = tg.tensor(M).require_grad()
+            y = op(x, i=i)
+            want_y, pull = jax.vjp(lambda a, i=i: pick(a, i=i), jnp.asarray(M))
+            assert y.shape == want_y.shape, (order, i)
+            (y * y).sum().backward()
+            (want,) = pull(2.0 * want_y)
+            assert x.grad is not None
+            np.testing.assert_allclose(x.grad.numpy(), want, err_msg=f"i={i!r}")
+    op = tg.jax_op(signed)
+    for s in (0.0, -0.0, 0.0):
+        x = tg.tensor(A).require_grad()
+        np.testing.assert_array_equal(op(x, s=s).numpy(), signed(A, s=s))
+        op(x, s=s).sum().backward()
+        assert x.grad is not None
+        np.testing.assert_array_equal(x.grad.numpy(), np.full(3, np.copysign(1.0, s)))
+
+
+def test_a_function_returning_several_arrays_is_refused_with_the_fix() -> None:
+    """A jax_op returns one array: a tuple (or None) is a TypeError naming the op and the
+    type, and saying what to write, not JAX's "'tuple' object has no attribute 'aval'";
+    nothing is recorded."""
+
+    def both(a: jax.Array) -> Any:
+        return a * 2.0, a * 3.0
+
+    op = tg.jax_op(both)
+    w = tg.tensor(A).require_grad()
+    stats = tg.graph_stats()
+    err = error_of(TypeError, op, w)
+    assert "both: a jax_op's function returns one array" in str(err)
+    assert "returned a tuple" in str(err) and "one jax_op per output" in str(err)
+    assert tg.graph_stats() == stats
