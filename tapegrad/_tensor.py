@@ -795,6 +795,27 @@ class Tensor:
     def __abs__(self) -> Tensor:
         return _ops.abs(self)
 
+    def __and__(self, other: Any) -> Tensor:
+        return _binary(_ops.bitwise_and, self, other, "__rand__")
+
+    def __rand__(self, other: Any) -> Tensor:
+        return _binary(_ops.bitwise_and, other, self)
+
+    def __or__(self, other: Any) -> Tensor:
+        return _binary(_ops.bitwise_or, self, other, "__ror__")
+
+    def __ror__(self, other: Any) -> Tensor:
+        return _binary(_ops.bitwise_or, other, self)
+
+    def __xor__(self, other: Any) -> Tensor:
+        return _binary(_ops.bitwise_xor, self, other, "__rxor__")
+
+    def __rxor__(self, other: Any) -> Tensor:
+        return _binary(_ops.bitwise_xor, other, self)
+
+    def __invert__(self) -> Tensor:
+        return _ops.bitwise_not(self)
+
     def __lt__(self, other: Any) -> Tensor:
         return _binary(_ops.less, self, other, "__gt__")
 

@@ -391,7 +391,12 @@ def _explained(
         return unknown
     refused = _REFUSED_DTYPE.search(str(err)) if isinstance(err, TypeError) else None
     if refused is not None:  # JAX's "neg does not accept dtype bool": name the op instead
-        fix = "write ~x" if op.name == "negative" else "cast them first: x.astype(tg.float32)"
+        if op.name == "negative":
+            fix = "write ~x"
+        elif op.name.startswith("bitwise_"):  # & | ^ ~
+            fix = "it takes booleans and integers: compare first, (x > 0) & (y < 1)"
+        else:
+            fix = "cast them first: x.astype(tg.float32)"
         return TypeError(
             f"{op.name} does not take {refused[1]} values (JAX: {str(err).splitlines()[0]}); {fix}."
         )

@@ -1288,3 +1288,30 @@ def test_index_protocol_under_jit_raises_tracer_error() -> None:
     step = tg.jit(lambda t: t * len(range(t)))
     with pytest.raises(tg.TracerError, match=r"__index__\(\)"):
         step(tg.tensor(3))
+
+
+def test_logical_operators_combine_masks_as_torch_does() -> None:
+    """``& | ^ ~`` on boolean tensors are logical (masks), on integers bitwise, with Python
+    and NumPy operands on either side, as in PyTorch; on floats a TypeError says what to do."""
+    import torch
+
+    values = [-1.0, 0.5, 2.0, 0.0]
+    x, t = tg.tensor(values, requires_grad=True), torch.tensor(values)
+    cases = [
+        ((x > 0) & (x < 1), (t > 0) & (t < 1)),
+        ((x > 0) | (x < 0), (t > 0) | (t < 0)),
+        ((x > 0) ^ (x < 1), (t > 0) ^ (t < 1)),
+        (~(x > 0), ~(t > 0)),
+        (True & (x > 0), True & (t > 0)),
+        ((x > 0) | np.array([1, 0, 0, 0], bool), (t > 0) | torch.tensor([1, 0, 0, 0]).bool()),
+        (tg.tensor([3, 5, 6]) & 1, torch.tensor([3, 5, 6]) & 1),
+        (~tg.tensor([1, 2]), ~torch.tensor([1, 2])),
+    ]
+    for got, want in cases:
+        assert not got.requires_grad
+        np.testing.assert_array_equal(np.asarray(got), want.numpy())
+    before = tg.graph_stats()
+    for bad in (lambda: x & x, lambda: ~x):
+        err = error_of(TypeError, bad)
+        assert "compare first" in str(err)
+    assert tg.graph_stats() == before

@@ -1,4 +1,5 @@
-"""Non-differentiable ops: comparisons and argmax/argmin (never recorded, never require grad)."""
+"""Non-differentiable ops: comparisons, bitwise (logical on booleans) and argmax/argmin (never
+recorded, never require grad)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ __all__ = [
     "greater_equal",
     "equal",
     "not_equal",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "bitwise_not",
     "argmax",
     "argmin",
 ]
@@ -74,6 +79,42 @@ _not_equal = jax.jit(jnp.not_equal)
 def not_equal(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
     """Elementwise a != b."""
     return _not_equal(a, b), ()
+
+
+_bitwise_and = jax.jit(jnp.bitwise_and)
+
+
+@defop(differentiable=False, check=broadcast_check)
+def bitwise_and(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
+    """Elementwise ``a & b``: logical and of booleans (masks), bitwise and of integers."""
+    return _bitwise_and(a, b), ()
+
+
+_bitwise_or = jax.jit(jnp.bitwise_or)
+
+
+@defop(differentiable=False, check=broadcast_check)
+def bitwise_or(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
+    """Elementwise ``a | b``: logical or of booleans, bitwise or of integers."""
+    return _bitwise_or(a, b), ()
+
+
+_bitwise_xor = jax.jit(jnp.bitwise_xor)
+
+
+@defop(differentiable=False, check=broadcast_check)
+def bitwise_xor(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
+    """Elementwise ``a ^ b``: logical exclusive or of booleans, bitwise of integers."""
+    return _bitwise_xor(a, b), ()
+
+
+_bitwise_not = jax.jit(jnp.bitwise_not)
+
+
+@defop(differentiable=False)
+def bitwise_not(x: jax.Array) -> tuple[jax.Array, tuple[()]]:
+    """Elementwise ``~x``: logical not of booleans, bitwise not of integers."""
+    return _bitwise_not(x), ()
 
 
 def _arg_axis(name: str, x: jax.Array, axis: int | None) -> int | None:

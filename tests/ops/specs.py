@@ -499,6 +499,15 @@ def _binary_spec(name: str, a: Domain = REALS, b: Domain = REALS, **kw: Any) -> 
 
 
 COMPARISONS = ("less", "less_equal", "greater", "greater_equal", "equal", "not_equal")
+BITWISE = ("bitwise_and", "bitwise_or", "bitwise_xor")
+
+
+def _masks(cases: tuple[Case, ...]) -> tuple[Case, ...]:
+    """``cases`` with each drawn array turned into a boolean mask (``x > 0``)."""
+    return tuple(
+        Case(c.id, c.inputs.map(lambda xs: tuple(x > 0 for x in xs)), c.params) for c in cases
+    )
+
 
 SPECS: tuple[OpSpec, ...] = (
     # unary
@@ -571,6 +580,8 @@ SPECS: tuple[OpSpec, ...] = (
         OpSpec(_R[name], binary()[1:], _jnp(name), differentiable=False)  # broadcast case
         for name in COMPARISONS
     ),
+    *(OpSpec(_R[name], _masks(binary()), _jnp(name), differentiable=False) for name in BITWISE),
+    OpSpec(_R["bitwise_not"], _masks(unary()), jnp.bitwise_not, differentiable=False),
     # reductions
     *(OpSpec(_R[name], reduction(), _jnp(name)) for name in ("sum", "mean", "max", "min")),
     # linear algebra
