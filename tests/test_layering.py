@@ -27,7 +27,7 @@ RANK = {
     "tapegrad.launch": 1,  # starts processes; imports only jax
     "tapegrad.compilation_cache": 0,
     "tapegrad._dtypes": 0,
-    "tapegrad._args": 0,
+    "tapegrad._args": 0.5,  # raises through errors.raise_instead
     "tapegrad.anomaly": 1,
     "tapegrad.origin": 0,
     "tapegrad.records": 0,
