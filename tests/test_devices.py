@@ -94,10 +94,9 @@ def test_device_put_differentiates_twice_on_one_device() -> None:
     del g, h, x
 
 
-@pytest.mark.slow
-def test_two_processes_reach_the_one_process_parameters() -> None:
-    """Two processes of 4 CPU devices (gloo collectives on 127.0.0.1) run one tg.jit
-    data-parallel step on the global mesh and match one process after 10 steps."""
+def _two_processes(script: str, devices: int, done_line: str, timeout: int) -> None:
+    """Run ``tests/<script>`` in two processes of ``devices`` CPU devices each (the launcher,
+    gloo collectives on 127.0.0.1); both exit 0 and print ``rank R: <done_line>``."""
     done = run_devices(
         [
             "-m",
@@ -105,39 +104,30 @@ def test_two_processes_reach_the_one_process_parameters() -> None:
             "-n",
             "2",
             "--devices-per-process",
-            "4",
+            str(devices),
             "--timeout",
-            "300",
-            str(ROOT / "tests" / "_multiprocess_step.py"),
+            str(timeout),
+            str(ROOT / "tests" / script),
         ],
-        timeout=360,
+        timeout=timeout + 60,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     for rank in (0, 1):
-        assert f"rank {rank}: params match one process after 10 steps" in done.stdout
+        assert f"rank {rank}: {done_line}" in done.stdout
+
+
+@pytest.mark.slow
+def test_two_processes_reach_the_one_process_parameters() -> None:
+    """Two processes of 4 CPU devices run one tg.jit data-parallel step on the global mesh
+    and match one process after 10 steps."""
+    _two_processes("_multiprocess_step.py", 4, "params match one process after 10 steps", 300)
 
 
 @pytest.mark.slow
 def test_placement_across_processes_is_checked() -> None:
     """Two processes of 2 CPU devices: another process's device is refused with a
     DeviceError, a global array's repr and tg.save say what it is and what to do."""
-    done = run_devices(
-        [
-            "-m",
-            "tapegrad.launch",
-            "-n",
-            "2",
-            "--devices-per-process",
-            "2",
-            "--timeout",
-            "120",
-            str(ROOT / "tests" / "_multiprocess_placement.py"),
-        ],
-        timeout=180,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    for rank in (0, 1):
-        assert f"rank {rank}: placement across processes checked" in done.stdout
+    _two_processes("_multiprocess_placement.py", 2, "placement across processes checked", 120)
 
 
 def test_device_index_may_be_a_numpy_integer() -> None:
