@@ -67,11 +67,27 @@ _TORCH_ADVICE = {
     "decoupled_weight_decay": "tapegrad does not support it: use tg.optim.AdamW for "
     "decoupled weight decay (decoupled_weight_decay=True), tg.optim.Adam for the L2 penalty.",
 }
-torch_options = torch_keywords(_TORCH_ADVICE)
-"""Decorate an optimizer's ``__init__``: a PyTorch option it does not take (``foreach=``,
-``fused=``, ...) raises a ``TypeError`` naming it and what to do instead."""
+_TORCH_DEFAULTS = {
+    "foreach": None,
+    "fused": None,
+    "capturable": False,
+    "differentiable": False,
+    "maximize": False,
+    "amsgrad": False,
+    "dampening": 0,
+    "decoupled_weight_decay": False,
+}
+"""PyTorch's default value of each of those options: given that value, it asks for what
+tapegrad does, so it is accepted (as layers accept ``bias=True``)."""
 
-sgd_options = torch_keywords(_TORCH_ADVICE, order="its SGD's fourth parameter is dampening")
+torch_options = torch_keywords(_TORCH_ADVICE, defaults=_TORCH_DEFAULTS)
+"""Decorate an optimizer's ``__init__``: a PyTorch option it does not take (``foreach=``,
+``fused=``, ...) raises a ``TypeError`` naming it and what to do instead, unless it has
+PyTorch's default value (``dampening=0``, ``foreach=None``: code copied from PyTorch runs)."""
+
+sgd_options = torch_keywords(
+    _TORCH_ADVICE, defaults=_TORCH_DEFAULTS, order="its SGD's fourth parameter is dampening"
+)
 """``torch_options`` for ``SGD``, whose message for too many positional arguments also says
 where PyTorch's order differs: the ``1e-4`` of ``SGD(p, 0.1, 0.9, 1e-4)`` is dampening there."""
 

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from _support import compiles, error_of
+from _support import assert_close, compiles, error_of
 
 import tapegrad as tg
 from tapegrad import nn, optim
@@ -249,6 +249,23 @@ def test_pytorch_options_tapegrad_does_not_take_are_named_with_what_to_do(cls: A
         assert "does not support it" in message and advice in message, message
     with pytest.raises(TypeError, match="unexpected keyword"):
         cls([x], not_a_torch_option=True)  # anything else: Python's own error
+
+
+@pytest.mark.parametrize("cls", [optim.SGD, optim.Adam, optim.AdamW, optim.RMSprop])
+def test_pytorch_options_at_their_defaults_are_accepted(cls: Any) -> None:
+    """Code copied from PyTorch that spells out an option at its default value (what
+    tapegrad does anyway) runs, as layers accept ``bias=True``; the update is unchanged."""
+    x, y = tg.ones(3).require_grad(), tg.ones(3).require_grad()
+    defaults = {"foreach": None, "fused": None, "capturable": False, "differentiable": False}
+    if cls is optim.SGD:
+        defaults["dampening"] = 0
+    if cls is optim.RMSprop:
+        defaults["maximize"] = False
+    opt, plain = cls([x], lr=0.1, **defaults), cls([y], lr=0.1)
+    for t, o in ((x, opt), (y, plain)):
+        (t * t).sum().backward()
+        o.step()
+    assert_close(x.data, y.data)
 
 
 @pytest.mark.parametrize("name", ["Adam", "AdamW", "RMSprop"])
