@@ -94,7 +94,7 @@ class Tensor:
     def data(self, value: Any) -> None:
         if isinstance(value, Tensor):
             value = value._data
-        elif isinstance(value, np.ndarray):
+        elif isinstance(value, (np.ndarray, np.generic)):  # a NumPy scalar for a 0-d tensor
             value = jax.numpy.asarray(value)
         old = self._data
         # the old value's class passed this check already (an optimizer's step sets every
@@ -193,8 +193,8 @@ class Tensor:
                 gradient on another device).
         """
         node = self._node
-        if node is not None and node.op is not None and not node.retain:
-            warnings.warn(
+        if self._grad is None and node is not None and node.op is not None and not node.retain:
+            warnings.warn(  # one the user set is returned without a warning, as in PyTorch
                 f"Reading .grad of a tensor that is not a leaf (the output of op {node.name!r}); "
                 "backward() fills .grad only for leaves, so it is None here. Call "
                 ".retain_grad() on it before backward() to keep its gradient, or read the "

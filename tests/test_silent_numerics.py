@@ -99,6 +99,12 @@ def test_reading_grad_of_a_non_leaf_warns_at_the_callers_line() -> None:
         y.retain_grad()  # asked for: no warning, and backward fills it
         y.sum().backward()
         assert y.grad is not None and y.grad.tolist() == [1.0, 1.0]
+        z = x * 2.0
+        z.grad = tg.ones(2)  # set by the user: returned without a warning, as in PyTorch
+        assert z.grad is not None
+        w = tg.tensor(1.0, requires_grad=True)
+        w.data = np.float32(3.0)  # a NumPy scalar for a 0-d tensor
+        assert w.item() == 3.0
 
 
 def test_integers_to_negative_powers_as_pytorch() -> None:
