@@ -2,7 +2,8 @@
 
 ``SGD``, ``Adam``, ``AdamW`` and ``RMSprop`` follow PyTorch's update rules and defaults;
 ``Optimizer`` applies any ``optax.GradientTransformation``. ``lr_scheduler`` holds
-``StepLR``, ``CosineAnnealingLR``, ``LambdaLR`` and ``LinearWarmup``.
+``StepLR``, ``MultiStepLR``, ``ExponentialLR``, ``CosineAnnealingLR``, ``LambdaLR`` and
+``LinearWarmup``.
 """
 
 from tapegrad.optim import lr_scheduler

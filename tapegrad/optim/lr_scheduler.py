@@ -30,7 +30,15 @@ from tapegrad._args import torch_keywords
 from tapegrad.errors import TapegradWarning
 from tapegrad.optim.optimizer import Optimizer
 
-__all__ = ["LRScheduler", "StepLR", "CosineAnnealingLR", "LambdaLR", "LinearWarmup"]
+__all__ = [
+    "LRScheduler",
+    "StepLR",
+    "MultiStepLR",
+    "ExponentialLR",
+    "CosineAnnealingLR",
+    "LambdaLR",
+    "LinearWarmup",
+]
 
 _torch_options = torch_keywords(
     {
@@ -235,6 +243,56 @@ class StepLR(LRScheduler):
         factor = optax.exponential_decay(
             1.0, transition_steps=self.step_size, decay_rate=self.gamma, staircase=True
         )
+        return _scaled(base_lr, factor)
+
+
+class MultiStepLR(LRScheduler):
+    """``lr = base_lr * gamma ** (number of milestones <= epoch)``
+    (``optax.piecewise_constant_schedule``), PyTorch's ``MultiStepLR``.
+
+    Args:
+        optimizer: the optimizer.
+        milestones: the epochs at which the rate is multiplied by ``gamma`` (increasing).
+        gamma: the decay factor.
+
+    Raises:
+        ValueError: milestones that are not increasing non-negative integers.
+    """
+
+    @_torch_options
+    def __init__(self, optimizer: Optimizer, milestones: Sequence[int], gamma: float = 0.1) -> None:
+        points = [int(m) for m in milestones]
+        if any(m < 0 for m in points) or points != sorted(points):
+            raise ValueError(
+                f"MultiStepLR: milestones must be increasing epochs >= 0, got {list(milestones)}."
+            )
+        self.milestones, self.gamma = points, float(gamma)
+        super().__init__(optimizer)
+
+    def _schedule(self, base_lr: float, group: int) -> Callable[[int], Any]:
+        scales: dict[int, float] = {}
+        for m in self.milestones:  # a milestone listed twice decays twice, as PyTorch's
+            scales[m] = scales.get(m, 1.0) * self.gamma
+        factor = optax.piecewise_constant_schedule(1.0, scales)
+        return _scaled(base_lr, factor)
+
+
+class ExponentialLR(LRScheduler):
+    """``lr = base_lr * gamma ** epoch`` (``optax.exponential_decay``), PyTorch's
+    ``ExponentialLR``.
+
+    Args:
+        optimizer: the optimizer.
+        gamma: the factor applied every epoch.
+    """
+
+    @_torch_options
+    def __init__(self, optimizer: Optimizer, gamma: float) -> None:
+        self.gamma = float(gamma)
+        super().__init__(optimizer)
+
+    def _schedule(self, base_lr: float, group: int) -> Callable[[int], Any]:
+        factor = optax.exponential_decay(1.0, transition_steps=1, decay_rate=self.gamma)
         return _scaled(base_lr, factor)
 
 

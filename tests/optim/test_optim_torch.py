@@ -263,6 +263,14 @@ def test_per_group_learning_rates_set_by_a_loop_match_torch() -> None:
             lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5),
         ),
         (
+            lambda o: optim.lr_scheduler.MultiStepLR(o, milestones=[1, 3, 3], gamma=0.5),
+            lambda o: torch.optim.lr_scheduler.MultiStepLR(o, milestones=[1, 3, 3], gamma=0.5),
+        ),
+        (
+            lambda o: optim.lr_scheduler.ExponentialLR(o, gamma=0.8),
+            lambda o: torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.8),
+        ),
+        (
             lambda o: optim.lr_scheduler.CosineAnnealingLR(o, T_max=4, eta_min=0.01),
             lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=4, eta_min=0.01),
         ),
@@ -275,7 +283,7 @@ def test_per_group_learning_rates_set_by_a_loop_match_torch() -> None:
             lambda o: torch.optim.lr_scheduler.LinearLR(o, start_factor=0.25, total_iters=3),
         ),
     ],
-    ids=["step", "cosine", "lambda", "warmup"],
+    ids=["step", "multistep", "exponential", "cosine", "lambda", "warmup"],
 )
 def test_schedulers_match_torch_and_drive_the_same_trajectory(ours: Any, theirs: Any) -> None:
     scheds: dict[str, Any] = {}
@@ -315,6 +323,8 @@ def test_scheduler_state_dict_resumes_and_bad_arguments_raise() -> None:
         optim.lr_scheduler.StepLR(opt, step_size=0)
     with pytest.raises(ValueError, match="warmup_steps"):
         optim.lr_scheduler.LinearWarmup(opt, warmup_steps=0)
+    with pytest.raises(ValueError, match="milestones must be increasing"):
+        optim.lr_scheduler.MultiStepLR(opt, milestones=[3, 1])
     with pytest.raises(TypeError, match="schedule already"):
         optim.lr_scheduler.StepLR(optim.SGD([x], lr=lambda step: 0.1), step_size=1)
 
