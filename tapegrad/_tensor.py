@@ -852,11 +852,21 @@ class Tensor:
     def __imatmul__(self, other: Any) -> Tensor:
         return self._inplace(_ops.matmul, other, "@=")
 
+    def __iand__(self, other: Any) -> Tensor:
+        return self._inplace(_ops.bitwise_and, other, "&=")
+
+    def __ior__(self, other: Any) -> Tensor:
+        return self._inplace(_ops.bitwise_or, other, "|=")
+
+    def __ixor__(self, other: Any) -> Tensor:
+        return self._inplace(_ops.bitwise_xor, other, "^=")
+
     def _inplace(self, op: Any, other: Any, symbol: str) -> Tensor:
         """In-place operators, as docs/api.md "Tensors" describes them.
 
         - A leaf that requires grad, under grad mode: ``InPlaceError`` (its value is what the
           gradient is taken at; the advice names ``.item()``/``.detach()``, then ``no_grad``).
+          Not for ``&= |= ^=``: they refuse its float dtype themselves, saying what to write.
         - Otherwise, when the result requires grad (grad mode, and ``self`` or ``other``
           requires grad): the name is rebound to the new tensor, ``c += x`` is ``c = c + x``
           (as ``+=`` on a ``jax.Array``; PyTorch gives the same values).
@@ -867,7 +877,12 @@ class Tensor:
         ``TypeError`` otherwise), as PyTorch's in-place operators do.
         """
         node = self._node
-        if node is not None and node.op is None and grad_enabled():
+        if (
+            node is not None
+            and node.op is None
+            and grad_enabled()
+            and getattr(op, "differentiable", True)  # & | ^ take no float: their error says so
+        ):
             accumulate = (
                 f"To accumulate a value (a running loss), write `total {symbol} loss.item()` "
                 f"or `total {symbol} loss.detach()`; for"

@@ -175,3 +175,42 @@ def test_pow_and_matmul_in_place_on_a_non_leaf_rebind_and_differentiate() -> Non
     assert t is before and t.tolist() == (A**2).tolist()
     err = error_of(ValueError, operator.imatmul, tg.tensor(A), np.ones(3, np.float32))
     assert "In-place @=" in str(err) and "x = x @ y" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("symbol", "inplace", "plain"),
+    [
+        ("&=", operator.iand, operator.and_),
+        ("|=", operator.ior, operator.or_),
+        ("^=", operator.ixor, operator.xor),
+    ],
+    ids=["&=", "|=", "^="],
+)
+def test_bitwise_in_place_follows_the_in_place_rules(
+    symbol: str, inplace: Callable[[Any, Any], Any], plain: Callable[[Any, Any], Any]
+) -> None:
+    """``mask &= other`` updates the mask itself (an alias sees it), as ``+=`` does on a tensor
+    that does not require grad and as PyTorch's ``&=`` does; the result keeps the target's
+    shape and dtype kind (a boolean mask is not silently rebound to an int32 or broadcast
+    tensor); on a float leaf that requires grad, the dtype error says what to do (compare
+    first), not to wrap it in ``no_grad``."""
+    a, b = np.array([True, False, True]), np.array([True, True, False])
+    mask = tg.tensor(a)
+    alias = mask
+    mask = inplace(mask, tg.tensor(b))
+    assert mask is alias and mask.tolist() == plain(a, b).tolist()
+    n = tg.tensor(np.array([1, 2, 6], np.int32))
+    same = n
+    n = inplace(n, 3)
+    assert (
+        n is same and n.dtype == np.int32 and n.tolist() == plain(np.array([1, 2, 6]), 3).tolist()
+    )
+    err = error_of(TypeError, inplace, tg.tensor(a), tg.tensor(np.array([1, 2, 3], np.int32)))
+    assert f"In-place {symbol}" in str(err)
+    err = error_of(ValueError, inplace, tg.tensor(a), tg.tensor(np.ones((2, 3), bool)))
+    assert f"In-place {symbol}" in str(err)
+    w = tg.tensor(A, requires_grad=True)
+    stats = tg.graph_stats()
+    err = error_of(TypeError, inplace, w, 1)
+    assert "compare first" in str(err) and "no_grad" not in str(err)
+    assert w.is_leaf and tg.graph_stats() == stats
