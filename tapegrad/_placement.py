@@ -9,6 +9,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 from jax.sharding import Sharding, SingleDeviceSharding
 
 from tapegrad.errors import DeviceError
@@ -150,6 +152,18 @@ def placed_like(array: jax.Array, ref: Any) -> jax.Array:
             moved: jax.Array = jax.device_put(array, sharding)
             return moved
     return array
+
+
+def loaded_like(array: jax.Array, ref: Any) -> jax.Array:
+    """``array``, a value loaded into ``ref`` (a checkpoint's, or a state dict held on other
+    devices), placed as ``ref`` is: on its sharding when the user placed it, else uncommitted
+    on the default device, as ``ref`` (loading never moves a parameter, and an optimizer's
+    uncommitted step count follows its parameters, as when it was made). JAX uncommits only
+    through the host: loading is rare, and an array of several processes stays as it is."""
+    if committed(ref) or not committed(array) or not array.is_fully_addressable:
+        return placed_like(array, ref)
+    uncommitted: jax.Array = jnp.asarray(np.asarray(array))
+    return uncommitted
 
 
 def constrained_like(x: Any, ref: Any) -> Any:

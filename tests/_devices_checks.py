@@ -389,6 +389,36 @@ def optimizer_state_dict_keeps_the_placement() -> None:
 
 
 @check
+def state_from_other_devices_loads_where_its_target_lives() -> None:
+    """A state dict held in memory on other devices (a model moved to another device, its
+    old optimizer's state kept): the optimizer's state goes where its own state lives, its
+    scalars (step counts, hyperparameters) uncommitted as made, so the step runs where the
+    parameters are; an unplaced parameter (or module) loading it is not moved to the
+    source's device."""
+    d = jax.devices()
+    w = tg.device_put(tg.ones(4), d[1]).require_grad()
+    adam = optim.Adam([w], lr=0.1)
+    w.grad = tg.device_put(tg.ones(4), d[1])
+    adam.step()
+    saved = adam.state_dict()
+    for target in (tg.device_put(tg.ones(4), d[2]).require_grad(), tg.ones(4).require_grad()):
+        placed = target.data.committed, target.data.devices()
+        again = optim.Adam([target], lr=0.1)
+        again.load_state_dict(saved)
+        target.grad = tg.device_put(tg.zeros(4), d[2]) if placed[0] else tg.zeros(4)
+        again.step()  # raised a DeviceError: the step count stayed committed to d[1]
+        assert (target.data.committed, target.data.devices()) == placed, target.sharding
+        for leaf in jax.tree_util.tree_leaves(again.state):  # uncommitted, or with target
+            assert not leaf.committed or placed == (True, leaf.devices()), leaf.sharding
+    source = nn.Linear(3, 2, key=0).to(d[1])
+    model = nn.Linear(3, 2, key=1)  # unplaced: the default device, uncommitted
+    model.load_state_dict(source.state_dict())
+    for name, p in model.named_parameters():
+        assert not p.data.committed and p.data.devices() == {d[0]}, f"{name} on {p.sharding}"
+        close(p.data, dict(source.named_parameters())[name].data, f"loaded {name}")
+
+
+@check
 def optimizer_over_unrelated_devices_says_one_per_device() -> None:
     """Parameters on devices no sharding relates (a layer-by-layer split): the step says to
     make one optimizer per device (not to move the model before making the optimizer)."""

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from tapegrad._arrays import deleted, from_torch, is_torch
-from tapegrad._placement import placed_like
+from tapegrad._placement import loaded_like
 from tapegrad._tensor import Tensor
 from tapegrad.errors import ShapeError, donated_error
 
@@ -47,8 +47,9 @@ def plan_load(
 ) -> tuple[list[str], list[str], list[tuple[Tensor, jax.Array]]]:
     """Check ``state_dict`` against a module's ``entries`` and return what loading it does:
     ``(missing, unexpected, writes)``, ``writes`` one ``(tensor, new array)`` per tensor given,
-    on the tensor's devices and sharding when it was placed (as PyTorch's ``copy_`` keeps the
-    parameter's device: a checkpoint loads into a sharded model without gathering it).
+    on the tensor's devices and sharding when it was placed, else uncommitted as it was (as
+    PyTorch's ``copy_`` keeps the parameter's device: a checkpoint loads into a sharded model
+    without gathering it, another model's state into an unplaced one without moving it).
 
     A tensor listed under several names (tied) is written once, from any of its names given;
     only a tensor none of whose names is given is missing (all its names are listed).
@@ -99,7 +100,7 @@ def plan_load(
             for name, array in zip(given[1:], arrays[1:], strict=True)
             if array is not first and not bool(jnp.array_equal(array, first, equal_nan=True))
         )
-        writes.append((target, placed_like(first, target.data)))  # where the entry lives
+        writes.append((target, loaded_like(first, target.data)))  # where the entry lives
     if wrong:
         raise ShapeError(
             "load_state_dict: shapes differ from the module's (nothing was loaded): "

@@ -33,7 +33,7 @@ import optax
 
 from tapegrad._args import torch_keywords
 from tapegrad._arrays import deleted
-from tapegrad._placement import committed, device_groups, placed_like, placement_key
+from tapegrad._placement import committed, device_groups, loaded_like, placement_key
 from tapegrad._tensor import Tensor, zero_grads
 from tapegrad.errors import DeviceError, TracerError, donated_error
 from tapegrad.grad_mode import enable_grad
@@ -567,7 +567,7 @@ def _restore(i: int, current: Any, given: Mapping[str, Any]) -> Any:
                 f"optimizer load_state_dict: group {i}: {name} has shape {array.shape}, "
                 f"expected {leaf.shape}."
             )
-        out.append(placed_like(array, leaf))  # where the state lives: its parameter's sharding
+        out.append(loaded_like(array, leaf))  # where the state lives: its parameter's sharding
     return jax.tree_util.tree_unflatten(treedef, out)
 
 
