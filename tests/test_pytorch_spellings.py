@@ -246,6 +246,8 @@ SHAPE_KEYWORDS: list[tuple[str, Callable[..., Any], dict[str, Any], str]] = [
     ("transpose", lambda t, **kw: t.transpose(**kw), {"dim0": 0, "dim1": 1}, "by position"),
     ("tg.transpose", lambda t, **kw: tg.transpose(t, **kw), {"dim0": 0, "dim1": 1}, "position"),
     ("permute", lambda t, **kw: t.permute(**kw), {"dims": (2, 0, 1)}, "by position"),
+    ("transpose-dim", lambda t, **kw: t.transpose(**kw), {"dim": 0}, "axes by position"),
+    ("flatten-dim", lambda t, **kw: t.flatten(**kw), {"dim": 0}, "axes by position"),
 ]
 
 
