@@ -28,6 +28,11 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
+if jax.default_backend() != "cpu":
+    # A GPU multiplies float32 matrices in TF32 under JAX's default precision (~1e-3
+    # relative): the oracles (jax.grad, PyTorch on the CPU) are compared in full float32.
+    jax.config.update("jax_default_matmul_precision", "highest")
+
 
 @pytest.fixture
 def key() -> jax.Array:

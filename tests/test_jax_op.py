@@ -74,7 +74,7 @@ def test_forward_and_vjp_are_compiled_once_per_function_and_params() -> None:
     grads(op, A, scale=2.0)
     assert len(traces) == 2 + 2
     (g,) = grads(op, A, scale=2.0)
-    np.testing.assert_allclose(g, 2.0 * (1 - np.tanh(A) ** 2), rtol=1e-6)
+    np.testing.assert_allclose(g, 2.0 * (1 - np.tanh(A) ** 2), rtol=1e-5)  # a GPU's tanh: 2 ulp
     derived = importlib.import_module("tapegrad.derived")
     for cache in (derived.compiled_vjp, derived.compiled_forward):
         info = cache.cache_info()
