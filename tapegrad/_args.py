@@ -288,8 +288,7 @@ shape_keywords = torch_keywords(
         "dims": "pass the axes by position: x.permute(2, 0, 1).",
         "start_dim": "use start= (x.flatten(start=1)).",
         "end_dim": "use end= (x.flatten(0, end=1)).",
-        "dim": "pass the axes by position: x.transpose(0, 1), x.permute(2, 0, 1), "
-        "x.flatten(1).",
+        "dim": "pass the axes by position: x.transpose(0, 1), x.permute(2, 0, 1), x.flatten(1).",
     }
 )
 """Decorate ``transpose``, ``permute`` and ``flatten`` (the functions and the methods): their
