@@ -59,7 +59,7 @@ def _exact_on_host(value: int | float | bool, dtype: Any) -> bool:
         return bool(info.min <= value <= info.max)
     if dt.kind in "fc":
         # jnp's finfo: NumPy's refuses some ml_dtypes (float8_e5m2) with newer NumPy
-        return not math.isfinite(value) or abs(value) <= float(jnp.finfo(dt).max)
+        return not math.isfinite(value) or abs(value) <= float(jnp.finfo(dt).max)  # type: ignore[no-untyped-call]  # JAX leaves finfo untyped
     return False
 
 
