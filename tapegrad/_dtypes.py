@@ -14,7 +14,14 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["is_differentiable", "is_float", "check_float", "check_float_values", "DIFFERENTIABLE"]
+__all__ = [
+    "as_dtype",
+    "is_differentiable",
+    "is_float",
+    "check_float",
+    "check_float_values",
+    "DIFFERENTIABLE",
+]
 
 
 class _DtypeTable(dict[Any, bool]):
@@ -53,6 +60,31 @@ def is_float(dtype: Any) -> bool:
     return _FLOAT[np.dtype(dtype)]
 
 
+def as_dtype(dtype: Any, what: str) -> np.dtype[Any]:
+    """``dtype`` as a NumPy dtype: anything ``np.dtype`` accepts (``tg.float32``,
+    ``np.float16``, ``"bfloat16"``, ``float``, another array's ``.dtype``).
+
+    Args:
+        dtype: the dtype asked for.
+        what: who asks, for the message (``"tg.zeros"``).
+
+    Raises:
+        TypeError: ``dtype`` is not one; names it and the spellings that work (a PyTorch
+            dtype such as ``torch.float32`` is one of these: its ``tg`` name is the same).
+    """
+    try:
+        dt: np.dtype[Any] = np.dtype(dtype)
+    except TypeError:
+        name = str(dtype)
+        hint = (
+            f"PyTorch dtypes are not JAX dtypes: write tg.{name[6:]}"
+            if name.startswith("torch.")
+            else "write a dtype such as tg.float32, np.float32, 'float32' or float"
+        )
+        raise TypeError(f"{what}: dtype {dtype!r} is not a dtype; {hint}.") from None
+    return dt
+
+
 def check_float(dtype: Any, what: str) -> np.dtype[Any]:
     """Return ``dtype`` as a NumPy dtype when it is a real float dtype (for parameters).
 
@@ -61,12 +93,9 @@ def check_float(dtype: Any, what: str) -> np.dtype[Any]:
         what: who asks, for the message (``"Linear"``).
 
     Raises:
-        TypeError: ``dtype`` is not a real floating dtype.
+        TypeError: ``dtype`` is not a dtype (:func:`as_dtype`), or not a real floating one.
     """
-    try:
-        dt: np.dtype[Any] = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"{what}: dtype must be a floating dtype, got {dtype!r}.") from None
+    dt = as_dtype(dtype, what)
     if not _FLOAT[dt]:
         raise TypeError(
             f"{what}: dtype must be a floating dtype (float32, bfloat16, float16, ...), got {dt}."

@@ -11,7 +11,7 @@ import numpy as np
 
 from tapegrad._args import numpy_keywords, shape_keywords
 from tapegrad._arrays import deleted, is_torch
-from tapegrad._dtypes import DIFFERENTIABLE
+from tapegrad._dtypes import DIFFERENTIABLE, as_dtype
 from tapegrad._placement import placement_key
 from tapegrad.current import current_tape
 from tapegrad.errors import (
@@ -505,8 +505,12 @@ class Tensor:
         return _ops.copy(self)
 
     def astype(self, dtype: Any) -> Tensor:
-        """Cast to ``dtype``; differentiable between float dtypes."""
-        return _ops.astype(self, dtype=np.dtype(dtype))
+        """Cast to ``dtype``; differentiable between float dtypes.
+
+        Raises:
+            TypeError: ``dtype`` is not a dtype (a PyTorch one: the message names its tg name).
+        """
+        return _ops.astype(self, dtype=as_dtype(dtype, "astype"))
 
     @numpy_keywords
     def sum(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:

@@ -10,6 +10,7 @@ does not exist or a sharding that does not divide the shape raises ``tg.DeviceEr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -19,6 +20,7 @@ import numpy as np
 
 from tapegrad import _args, random
 from tapegrad._arrays import Meetings, filled, from_torch, is_torch
+from tapegrad._dtypes import as_dtype
 from tapegrad._placement import committed, place
 from tapegrad._tensor import Tensor, wrap
 from tapegrad.random import key_of
@@ -94,14 +96,17 @@ def tensor(
 
     Raises:
         DeviceError: no such device, or a sharding that does not divide the shape.
-        TypeError: ``requires_grad=True`` for a non-float dtype, data JAX cannot convert, or
-            a list holding a tensor that requires grad (its value would be copied without
-            its graph: ``tg.stack`` keeps the gradient).
+        TypeError: ``requires_grad=True`` for a non-float dtype, data JAX cannot convert, not
+            a ``dtype``, or a list holding a tensor that requires grad (its value would be
+            copied without its graph: ``tg.stack`` keeps the gradient).
+        OverflowError: an integer the dtype cannot hold (x64 off: beyond int32).
     """
+    if dtype is not None:
+        dtype = as_dtype(dtype, "tg.tensor")
     if isinstance(data, Tensor):
         data = data.data
     elif isinstance(data, (list, tuple)):
-        _no_tracked_elements(data)
+        data = _untracked_elements(data)
     elif is_torch(data) and hasattr(data, "detach"):
         data = from_torch(data)  # a torch.Tensor: bfloat16 too, which its .numpy() refuses
     if isinstance(data, jax.Array) and (dtype is None or data.dtype == np.dtype(dtype)):
@@ -124,7 +129,37 @@ def tensor(
             raise TypeError(
                 f"tg.tensor cannot convert {type(data).__name__} to an array ({err})."
             ) from None
+        except OverflowError as err:
+            raise _too_large("tg.tensor", err) from None
     return _finish(array, requires_grad, device, sharding, "tensor")
+
+
+_REAL = (int, float, np.integer, np.floating)
+
+
+def _check_fits(what: str, numbers: Sequence[Any], dtype: np.dtype[Any]) -> None:
+    """Refuse a number beyond the integer ``dtype`` JAX's rules gave it (JAX would wrap it
+    around silently, or fail naming its internals), as ``tg.tensor`` does.
+
+    Raises:
+        OverflowError: says what to do (:func:`_too_large`).
+    """
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        for v in numbers:
+            if isinstance(v, _REAL) and not info.min <= v <= info.max:
+                raise _too_large(what, f"{v} is out of range for {dtype}")
+
+
+def _too_large(what: str, err: OverflowError | str) -> OverflowError:
+    """The error for an integer its dtype cannot hold, saying what to do."""
+    if jax.config.jax_enable_x64:  # type: ignore[attr-defined]
+        return OverflowError(f"{what}: {err}; pass dtype=tg.float32 for a larger value.")
+    return OverflowError(
+        f"{what}: {err}. Without x64 (JAX's default) integers are int32: pass "
+        "dtype=tg.float32 for a large value, or enable 64-bit types with "
+        "jax.config.update('jax_enable_x64', True) at the start of the program."
+    )
 
 
 _CONVERTED = Meetings(4)
@@ -160,28 +195,44 @@ def _from_numpy(data: Any, dtype: Any) -> jax.Array | None:
     return array
 
 
-def _no_tracked_elements(data: list[Any] | tuple[Any, ...]) -> None:
-    """Raise when a (nested) list holds a tensor that requires grad (an iterative walk)."""
-    stack: list[Any] = [data]
-    while stack:
-        for item in stack.pop():
-            if isinstance(item, (list, tuple)):
-                stack.append(item)
-            elif isinstance(item, Tensor) and item.requires_grad:
+def _untracked_elements(data: list[Any] | tuple[Any, ...]) -> list[Any] | tuple[Any, ...]:
+    """``data`` with each tensor in it (at any depth) replaced by its array, for JAX to
+    convert without a copy to the host (a traced tensor under ``tg.jit`` has no host value,
+    and NumPy cannot tell a list of bfloat16 tensors from a list of numbers); ``data``
+    itself when it holds no tensor.
+
+    Raises:
+        TypeError: a tensor in it requires grad.
+    """
+    out: list[Any] | None = None
+    for i, item in enumerate(data):
+        if isinstance(item, (list, tuple)):
+            new: Any = _untracked_elements(item)
+        elif isinstance(item, Tensor):
+            if item.requires_grad:
                 raise TypeError(
                     "tg.tensor: the list holds a tensor that requires grad; tg.tensor copies "
                     "values and would silently drop its gradient. Use tg.stack([a, b]) (or "
                     "tg.concatenate) to build a tensor that keeps the graph, or .detach() the "
                     "elements to copy only their values."
                 )
+            new = item.data
+        else:
+            continue
+        if new is not item:
+            if out is None:
+                out = list(data)
+            out[i] = new
+    return data if out is None else out
 
 
 def _like(t: Tensor, dtype: Any, requires_grad: bool, device: Any, sharding: Any) -> dict[str, Any]:
     """The keyword arguments of a ``*_like`` result: ``t``'s dtype unless ``dtype`` says;
     the placement given, else ``t``'s own when the user placed ``t`` (a committed array), as
-    PyTorch's ``zeros_like`` keeps the device."""
-    if device is None and sharding is None and committed(t.data):
-        sharding = t.sharding
+    PyTorch's ``zeros_like`` keeps the device. ``t``: a tensor, or a JAX or NumPy array."""
+    data = t.data if isinstance(t, Tensor) else t
+    if device is None and sharding is None and committed(data):
+        sharding = data.sharding
     return {
         "dtype": dtype or t.dtype,
         "requires_grad": requires_grad,
@@ -199,12 +250,29 @@ def full(
     device: Any = None,
     sharding: Any = None,
 ) -> Tensor:
-    """A tensor of ``shape`` filled with ``value`` (dtype from ``value`` by JAX's rules)."""
+    """A tensor of ``shape`` filled with ``value`` (dtype from ``value`` by JAX's rules).
+
+    ``value``: a number, or a tensor that does not require grad (PyTorch takes a 0-d one;
+    ``value * tg.ones(shape)`` keeps a gradient).
+
+    Raises:
+        TypeError: ``value`` requires grad, or ``dtype`` is not a dtype.
+        OverflowError: without ``dtype``, an int ``value`` beyond int32 (x64 off) or int64.
+    """
+    if isinstance(value, Tensor):
+        if value.requires_grad:
+            raise TypeError(
+                "tg.full: the fill value requires grad; tg.full copies the value and would "
+                "drop its gradient. Write value * tg.ones(shape) to keep it, or pass "
+                "value.detach()."
+            )
+        value = value.data
     if dtype is None:
-        dtype = jnp.result_type(value)
-    return _finish(
-        filled(_shape(shape), value, np.dtype(dtype)), requires_grad, device, sharding, "full"
-    )
+        dt = np.dtype(jnp.result_type(value))
+        _check_fits("tg.full", [value], dt)
+    else:  # converted as XLA converts (``jnp.full``: out-of-range values wrap or saturate)
+        dt = as_dtype(dtype, "tg.full")
+    return _finish(filled(_shape(shape), value, dt), requires_grad, device, sharding, "full")
 
 
 def zeros(
@@ -222,7 +290,7 @@ def zeros(
         TypeError: a size is not an int, or a tuple shape is followed by more sizes.
         ValueError: a negative size.
     """
-    data = filled(_shape(shape, sizes), 0, np.dtype(dtype))
+    data = filled(_shape(shape, sizes), 0, as_dtype(dtype, "tg.zeros"))
     return _finish(data, requires_grad, device, sharding, "zeros")
 
 
@@ -236,7 +304,7 @@ def ones(
 ) -> Tensor:
     """A tensor of ones (float32 unless ``dtype`` says otherwise); ``shape`` as for
     :func:`zeros` (``tg.ones(2, 3)`` works too)."""
-    data = filled(_shape(shape, sizes), 1, np.dtype(dtype))
+    data = filled(_shape(shape, sizes), 1, as_dtype(dtype, "tg.ones"))
     return _finish(data, requires_grad, device, sharding, "ones")
 
 
@@ -274,7 +342,24 @@ def arange(
     device: Any = None,
     sharding: Any = None,
 ) -> Tensor:
-    """Evenly spaced values in ``[start, stop)``, as ``jnp.arange``."""
+    """Evenly spaced values in ``[start, stop)``, as ``jnp.arange``.
+
+    Raises:
+        ValueError: ``step`` is 0, or a bound or the step is not finite.
+        OverflowError: without ``dtype``, an int bound or step beyond int32 (x64 off) or
+            int64, which JAX would wrap around silently (with ``dtype``, it converts as XLA).
+    """
+    numbers = [v for v in (start, stop, step) if isinstance(v, _REAL)]
+    if not all(math.isfinite(v) for v in numbers) or (isinstance(step, _REAL) and step == 0):
+        raise ValueError(
+            f"tg.arange: step must be nonzero and the bounds and step finite, got start={start},"
+            f" stop={stop}, step={step}."
+        )
+    if dtype is None:
+        if numbers:
+            _check_fits("tg.arange", numbers, np.dtype(jnp.result_type(*numbers)))
+    else:
+        dtype = as_dtype(dtype, "tg.arange")
     data = jnp.arange(start, stop, step, dtype=dtype)
     return _finish(data, requires_grad, device, sharding, "arange")
 
@@ -302,7 +387,7 @@ def randn(
         TypeError: ``key`` is not ``None``, an int or a JAX array; a size is not an int, or a
             tuple shape is followed by more sizes.
     """
-    data = random.normal(key_of(key), _shape(shape, sizes), dtype)
+    data = random.normal(key_of(key), _shape(shape, sizes), as_dtype(dtype, "tg.randn"))
     return _finish(data, requires_grad, device, sharding, "randn")
 
 
@@ -316,7 +401,7 @@ def rand(
     sharding: Any = None,
 ) -> Tensor:
     """Uniform samples in [0, 1); ``shape`` and ``key`` as for ``randn``."""
-    data = random.uniform(key_of(key), _shape(shape, sizes), dtype)
+    data = random.uniform(key_of(key), _shape(shape, sizes), as_dtype(dtype, "tg.rand"))
     return _finish(data, requires_grad, device, sharding, "rand")
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "set_state",
     "next_key",
     "key_of",
+    "seed_key",
     "split_key",
     "carried",
     "uniform",
@@ -65,25 +66,30 @@ class RandomState:
         self._lock = threading.Lock()
 
     def seed(self, seed: int) -> None:
-        """Reset the key to ``jax.random.PRNGKey(seed)``."""
-        self.key = jax.random.PRNGKey(seed)
+        """Reset the key to the key of ``seed`` (:func:`seed_key`)."""
+        self.key = seed_key(seed)
 
     def next_key(self) -> jax.Array:
         """Split the key: keep one half as the new state and return the other.
 
         Raises:
-            TracerError: the state is concrete but the split happened under a JAX trace
-                (``jax.jit`` of code that draws without ``key=``); the traced key would
-                leak out of the trace and every call of the compiled function would reuse one
-                number stream. Pass ``key=`` inside ``jax.jit``, or use ``tg.jit``, which
-                lifts this state into the computation.
+            TracerError: this is the process state (``STATE``), it is concrete, but the split
+                happened under a JAX trace (``jax.jit`` of code that draws without ``key=``);
+                the traced key would leak out of the trace and every call of the compiled
+                function would reuse one number stream. Pass ``key=`` inside ``jax.jit``, or
+                use ``tg.jit``, which lifts this state into the computation (a state
+                ``carried`` there may hold a concrete key: ``manual_seed`` inside the step).
         """
         with self._lock:
             key = self.key
             if key is None:
                 key = jax.random.PRNGKey(0)
             new, sub = split_key(key)
-            if isinstance(new, jax.core.Tracer) and not isinstance(key, jax.core.Tracer):
+            if (
+                self is STATE
+                and isinstance(new, jax.core.Tracer)
+                and not isinstance(key, jax.core.Tracer)
+            ):
                 raise TracerError(
                     "A random op without key= ran inside a JAX trace (jax.jit, vmap, ...): "
                     "the process random state cannot advance there. Pass key=... explicitly, "
@@ -124,14 +130,41 @@ def manual_seed(seed: int) -> None:
     """Seed the process random state (PyTorch's ``torch.manual_seed``).
 
     Args:
-        seed: a non-negative int; the state becomes ``jax.random.PRNGKey(seed)``.
+        seed: an int in PyTorch's range ``[-2**63, 2**64)``; the state becomes its key
+            (:func:`seed_key`).
 
     Raises:
         TypeError: ``seed`` is not an int.
+        ValueError: ``seed`` is outside that range.
     """
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(f"manual_seed takes an int seed, got {type(seed).__name__}.")
     _state().seed(int(seed))
+
+
+_TWO_32, _TWO_63, _TWO_64 = 1 << 32, 1 << 63, 1 << 64
+
+
+def seed_key(seed: int) -> jax.Array:
+    """The key of an int seed: ``jax.random.PRNGKey(seed)`` as JAX makes it with x64 on,
+    in either mode. With x64 off JAX keeps only the low 32 bits of a seed (``2**32`` would
+    give seed 0's numbers, and ``-1`` other numbers than with x64 on); a seed in
+    ``[2**63, 2**64)`` is the int64 of the same 64 bits, as in PyTorch.
+
+    Raises:
+        ValueError: ``seed`` is outside ``[-2**63, 2**64)``.
+    """
+    if 0 <= seed < _TWO_32:  # every seed's key in both modes: no mode switch
+        return jax.random.PRNGKey(seed)
+    if not -_TWO_63 <= seed < _TWO_64:
+        raise ValueError(
+            f"seed {seed} is outside [-2**63, 2**64) (64 bits, PyTorch's range); reduce it, "
+            "e.g. seed % 2**64."
+        )
+    # made now even under a trace (a traced seed would carry an int64 into an x64-off trace)
+    with jax.ensure_compile_time_eval(), jax.enable_x64(True):
+        key: jax.Array = jax.random.PRNGKey(seed - _TWO_64 if seed >= _TWO_63 else seed)
+    return key
 
 
 def get_state() -> jax.Array:
@@ -178,18 +211,23 @@ def split_key(key: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 def key_of(key: Any) -> jax.Array:
     """The key a random op uses: ``key`` itself (an int seed or a ``jax.random`` key), or a
-    fresh key from the process random state when ``key`` is ``None``.
+    fresh key from the process random state when ``key`` is ``None``. A 0-d integer
+    ``jax.Array`` is a seed too (an int argument of a ``tg.jit`` step is traced as one).
 
     Raises:
         TypeError: ``key`` is neither ``None``, an int nor a JAX array.
+        ValueError: an int seed outside ``[-2**63, 2**64)`` (:func:`seed_key`).
     """
     if not compilation_cache.ready:
         compilation_cache.ensure()  # a draw from the key compiles
     if key is None:
         return _state().next_key()
     if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        return jax.random.PRNGKey(int(key))
+        return seed_key(int(key))
     if isinstance(key, jax.Array):
+        if key.ndim == 0 and getattr(key.dtype, "kind", "") in ("i", "u"):
+            seeded: jax.Array = jax.random.PRNGKey(key)
+            return seeded
         return key
     raise TypeError(
         f"key must be None, an int seed or a jax.random key, got {type(key).__name__}; "

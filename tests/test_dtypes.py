@@ -11,7 +11,7 @@ import pytest
 from _support import error_of
 
 import tapegrad as tg
-from tapegrad._dtypes import check_float, is_differentiable, is_float
+from tapegrad._dtypes import as_dtype, check_float, is_differentiable, is_float
 
 
 def _jax_dtypes(kind: Any) -> list[np.dtype[Any]]:
@@ -101,3 +101,21 @@ def test_layers_refuse_what_is_not_a_real_float(dtype: Any) -> None:
     err = error_of(TypeError, lambda: tg.nn.Linear(3, 2, key=0, dtype=dtype))
     assert "Linear" in str(err) and "float" in str(err)
     assert error_of(TypeError, lambda: check_float(dtype, "X"))
+
+
+def test_a_pytorch_dtype_is_named_with_its_tg_spelling() -> None:
+    # nn.Linear(..., dtype=torch.float32) said "dtype must be a floating dtype, got
+    # torch.float32", of a float dtype; tg.zeros and .astype NumPy's bare "Cannot interpret"
+    class TorchLike:  # torch.bfloat16's repr, without importing torch
+        def __repr__(self) -> str:
+            return "torch.bfloat16"
+
+    for make in (
+        lambda: tg.nn.Linear(3, 2, key=0, dtype=TorchLike()),
+        lambda: check_float(TorchLike(), "Linear"),
+        lambda: tg.zeros(2, dtype=TorchLike()),
+        lambda: tg.ones(2).astype(TorchLike()),
+    ):
+        err = error_of(TypeError, make)
+        assert "PyTorch dtypes" in str(err) and "tg.bfloat16" in str(err)
+    assert as_dtype("bfloat16", "x") == np.dtype(tg.bfloat16)

@@ -150,3 +150,63 @@ def test_layer_keys_are_jax_random_splits() -> None:
                 np.testing.assert_array_equal(
                     np.asarray(jax.random.key_data(g)), np.asarray(jax.random.key_data(w))
                 )
+
+
+def test_seeds_keep_all_64_bits_as_jax_does_with_x64() -> None:
+    """With x64 off JAX keeps a seed's low 32 bits: ``manual_seed(2**32)`` and ``key=2**40``
+    drew seed 0's numbers, ``-1`` other numbers than with x64 on, and a seed of 2**63 or more
+    (PyTorch takes up to 2**64 - 1) was "Python int too large to convert to C long"."""
+    tg.manual_seed(0)
+    zero = tg.rand(3).tolist()
+    tg.manual_seed(2**32)
+    assert tg.rand(3).tolist() != zero
+    assert tg.randn(2, key=2**40).tolist() != tg.randn(2, key=0).tolist()
+    for seed, data in [(2**40 + 5, [256, 5]), (-1, [2**32 - 1] * 2), (2**64 - 1, [2**32 - 1] * 2)]:
+        tg.manual_seed(seed)
+        assert np.asarray(tg.random.get_state()).tolist() == data
+        assert tg.random.seed_key(seed).dtype == np.uint32
+    tg.manual_seed(2**63)
+    assert np.asarray(tg.random.get_state()).tolist() == [2**31, 0]
+    for bad in (2**64, -(2**63) - 1):
+        with pytest.raises(ValueError, match=r"outside \[-2\*\*63, 2\*\*64\)"):
+            tg.manual_seed(bad)
+        with pytest.raises(ValueError, match="seed % 2"):
+            tg.rand(2, key=bad)
+
+
+def test_an_int_key_argument_of_a_jit_step_is_a_seed() -> None:
+    # tg.jit traces an int argument as a 0-d int32 array, which JAX refused as a key
+    # ("invalid PRNG key data: expected key_data.ndim >= 1")
+    @tg.jit
+    def draw(x: tg.Tensor, seed: int) -> tg.Tensor:
+        return x + tg.rand(x.shape, key=seed)
+
+    x = tg.zeros(4)
+    for seed in (1, 2):
+        assert draw(x, seed).tolist() == tg.rand(4, key=seed).tolist()
+    assert draw.trace_count == 1
+    assert tg.rand(2, key=jax.numpy.int32(5)).tolist() == tg.rand(2, key=5).tolist()
+
+
+def test_seeding_inside_a_jit_step_draws_as_eagerly() -> None:
+    # a concrete key set inside the step (set_state, or manual_seed of a seed beyond 32 bits)
+    # raised TracerError "compile the step with tg.jit" from inside tg.jit
+    saved = jax.random.PRNGKey(42)
+
+    @tg.jit
+    def replay(x: tg.Tensor) -> tg.Tensor:
+        tg.random.set_state(saved)
+        return x + tg.rand(x.shape)
+
+    @tg.jit
+    def seeded(x: tg.Tensor) -> tg.Tensor:
+        tg.manual_seed(2**40)
+        return x + tg.randn(x.shape)
+
+    x = tg.zeros(3)
+    got = [replay(x).tolist(), seeded(x).tolist()]
+    tg.random.set_state(saved)
+    first = tg.rand(3).tolist()
+    tg.manual_seed(2**40)
+    assert got == [first, tg.randn(3).tolist()]
+    assert replay(x).tolist() == first  # the same key every call: the step sets it

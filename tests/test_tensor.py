@@ -315,6 +315,94 @@ def test_zeros_like_and_ones_like_keep_shape_and_dtype() -> None:
     assert tg.ones_like(tg.ones(2, dtype=tg.float16)).dtype == np.float16
 
 
+def test_tensor_of_a_list_of_tensors_takes_their_arrays() -> None:
+    # NumPy read each element through the host: bfloat16 0-d tensors were "expected number,
+    # got Tensor", and traced ones under tg.jit a TracerError pointing into JAX's code
+    halves = [tg.tensor(1.5, dtype=tg.bfloat16), tg.tensor(2.0, dtype=tg.bfloat16)]
+    t = tg.tensor(halves)
+    assert t.dtype == tg.bfloat16 and t.tolist() == [1.5, 2.0]
+    assert tg.tensor([[tg.tensor(1.0), 2], (3, tg.tensor(4))]).tolist() == [[1, 2], [3, 4]]
+
+    @tg.jit
+    def stats(x: tg.Tensor) -> tg.Tensor:
+        return tg.tensor([x.sum(), x.mean(), 0.5])
+
+    assert stats(tg.ones(4)).tolist() == [4.0, 1.0, 0.5]
+
+
+def test_integers_beyond_the_dtype_say_what_to_do() -> None:
+    # x64 off, no dtype given: int32. tg.tensor and tg.full raised JAX's bare overflow
+    # (full's naming a "jitted computation"); tg.arange wrapped around silently to -2**31.
+    # With a dtype, values convert as XLA does (test_first_fills_convert_as_jax_does)
+    for make in (
+        lambda: tg.tensor(2**31),
+        lambda: tg.tensor([1, 2**40]),
+        lambda: tg.full((2,), 2**31),
+        lambda: tg.arange(2**70),  # was a TypeError from MLIR
+        lambda: tg.arange(2**31, 2**31 + 2),
+    ):
+        err = error_of(OverflowError, make)
+        assert "dtype=tg.float32" in str(err) and "jax_enable_x64" in str(err)
+    assert tg.tensor(2**40, dtype=tg.float32).item() == 2.0**40
+    assert tg.arange(2**31, 2**31 + 512, 256, dtype=tg.float32).tolist() == [2.0**31, 2**31 + 256]
+
+
+@pytest.mark.parametrize("args", [(0, 5, 0), (0.0, 1.0, 0.0), (float("nan"),), (0, float("inf"))])
+def test_arange_refuses_a_zero_step_and_infinite_bounds(args: tuple[float, ...]) -> None:
+    # were ZeroDivisionError: division by zero, and NumPy's float-to-int conversion errors
+    err = error_of(ValueError, tg.arange, *args)
+    assert "tg.arange" in str(err) and "nonzero" in str(err)
+
+
+def test_full_takes_a_tensor_value_that_does_not_require_grad() -> None:
+    # as torch.full((2,), torch.tensor(1.5)); was JAX's "full requires ndarray or scalar"
+    assert tg.full((2,), tg.tensor(1.5)).tolist() == [1.5, 1.5]
+    assert tg.full(2, tg.tensor(3, dtype=tg.int8)).dtype == tg.int8
+
+    @tg.jit
+    def filled(x: tg.Tensor) -> tg.Tensor:
+        return tg.full(x.shape, x.sum())
+
+    assert filled(tg.ones(3)).tolist() == [3.0, 3.0, 3.0]
+    err = error_of(TypeError, tg.full, (2,), tg.tensor(1.5, requires_grad=True))
+    assert "tg.ones(shape)" in str(err) and "detach" in str(err)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda d: tg.tensor([1.0], dtype=d),
+        lambda d: tg.zeros(2, dtype=d),
+        lambda d: tg.ones(2, dtype=d),
+        lambda d: tg.full(2, 1.0, dtype=d),
+        lambda d: tg.arange(3, dtype=d),
+        lambda d: tg.randn(2, key=0, dtype=d),
+        lambda d: tg.rand_like(tg.ones(2), key=0, dtype=d),
+        lambda d: tg.ones(2).astype(d),
+    ],
+)
+def test_a_dtype_that_is_not_one_is_named_with_what_to_write(make: Callable[[Any], Any]) -> None:
+    # tg.tensor blamed the data ("cannot convert list"), the others raised NumPy's bare
+    # "Cannot interpret 'torch.float32' as a data type"
+    class TorchLike:  # torch.float32's repr, without importing torch
+        def __repr__(self) -> str:
+            return "torch.float32"
+
+    err = error_of(TypeError, make, TorchLike())
+    assert "torch.float32 is not a dtype" in str(err) and "tg.float32" in str(err)
+    err = error_of(TypeError, make, "flaot32")
+    assert "'flaot32' is not a dtype" in str(err) and "'float32'" in str(err)
+
+
+def test_like_constructors_take_jax_and_numpy_arrays() -> None:
+    # tg.zeros_like(jnp.ones(3)) was AttributeError: 'ArrayImpl' object has no attribute 'data'
+    z = tg.zeros_like(jnp.ones((2, 3), jnp.float16))
+    assert (z.shape, z.dtype) == ((2, 3), np.float16) and not z.data.committed
+    placed = jax.device_put(jnp.ones(2), jax.devices()[-1])
+    assert tg.rand_like(placed, key=0).data.sharding == placed.sharding
+    assert tg.ones_like(np.zeros(2, np.int8)).tolist() == [1, 1]
+
+
 @pytest.mark.parametrize("key", [3, np.int64(3), jax.random.PRNGKey(3), jax.random.key(3)])
 def test_random_constructors_accept_int_seeds_and_jax_keys(key: Any) -> None:
     raw = jax.random.PRNGKey(3)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -79,3 +81,45 @@ def test_float64_gradients_match_jax_tightly() -> None:
 
 def test_this_process_stays_in_float32() -> None:
     assert jnp.zeros(1).dtype == jnp.float32
+
+
+DRAWS = textwrap.dedent(
+    """
+    import json
+    import jax
+    import tapegrad as tg
+
+    out = {"x64": jax.config.jax_enable_x64}
+    for seed in (0, -1, 2**32, 2**40 + 5, 2**64 - 1):
+        tg.manual_seed(seed)
+        out[f"seed {seed}"] = [tg.rand(3).tolist(), tg.randn(2).tolist()]
+        out[f"key {seed}"] = tg.rand(2, key=seed).tolist()
+    x = tg.ones(32)
+    out["dropout key"] = tg.dropout(x, 0.3, key=0).tolist()
+    tg.manual_seed(5)
+    out["dropout state"] = tg.dropout(x, 0.5).tolist()
+    print(json.dumps(out))
+    """
+)
+
+
+def test_one_seed_draws_the_same_numbers_with_x64_on_and_off() -> None:
+    # with x64 on, dropout drew its mask in float64 (another mask for one key) and seeds
+    # beyond 32 bits or negative gave other keys than with x64 off (where 2**32 was seed 0)
+    root = Path(__file__).resolve().parents[1]
+    runs = []
+    for flag in ("0", "1"):
+        done = subprocess.run(
+            [sys.executable, "-c", DRAWS],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "JAX_ENABLE_X64": flag},
+        )
+        assert done.returncode == 0, done.stderr[-4000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    off, on = runs
+    assert (off.pop("x64"), on.pop("x64")) == (False, True)
+    assert off == on
+    assert off["seed 0"] != off[f"seed {2**32}"] and off["key 0"] != off[f"key {2**32}"]

@@ -26,8 +26,9 @@ def _odds(p: float) -> tuple[Any, Any]:
 @jax.jit
 def _dropout_scale(key: jax.Array, x: jax.Array, keep: Any, scale: Any) -> jax.Array:
     """The factor each element is multiplied by: 0 with probability ``1 - keep``, else
-    ``scale`` (``1 / keep``)."""
-    kept = jax.random.bernoulli(key, keep, x.shape)
+    ``scale`` (``1 / keep``). The mask is drawn in float32 whatever ``jax_enable_x64`` says
+    (``keep`` is a float64 there), so one key gives one mask in both modes, as ``tg.rand``."""
+    kept = jax.random.bernoulli(key, jnp.asarray(keep, jnp.float32), x.shape)
     return jnp.where(kept, jnp.asarray(scale, x.dtype), jnp.zeros((), x.dtype))
 
 
