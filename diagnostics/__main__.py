@@ -13,10 +13,14 @@ from rich.console import Console
 from rich.text import Text
 
 import tapegrad as tg
-from diagnostics.render import render_cleanup
+from diagnostics.render import render_cleanup, terminal_console
 from diagnostics.report import leak_report
 
-__all__ = ["main"]
+__all__ = ["INTERRUPTED", "main"]
+
+INTERRUPTED = 130
+"""The status of a script stopped by ``KeyboardInterrupt``: what ``python SCRIPT`` gives
+(128 + SIGINT)."""
 
 _DESCRIPTION = """\
 Show what the tapegrad tape holds that it should not: hanging nodes (freed by
@@ -45,8 +49,8 @@ subcommands:
         --html PATH    also write the report, its graph picture and the epoch history (if
                        the script called epoch_end) to one self-contained HTML file
 
-exit status of run: the script's (0, its SystemExit code, or 1 for an exception); 2 when
-SCRIPT is missing or unreadable.
+exit status of run: the script's (0, its SystemExit code, 130 when interrupted with Ctrl-C,
+or 1 for another exception); 2 when SCRIPT is missing or unreadable.
 
 examples:
   python -m diagnostics demo --epochs 3
@@ -122,8 +126,8 @@ def run_script(
         html: also write the report as a self-contained HTML file there (``save_html``).
 
     Returns:
-        0; the ``SystemExit`` code; 1 when the script raised; 2 when it cannot be read (one
-        line on stderr).
+        0; the ``SystemExit`` code; ``INTERRUPTED`` (130) when it was interrupted (Ctrl-C),
+        1 when it raised another exception; 2 when it cannot be read (one line on stderr).
     """
     try:
         with open(script, "rb"):
@@ -132,7 +136,7 @@ def run_script(
         reason = exc.strerror or type(exc).__name__
         print(f"python -m diagnostics run: cannot read {script!r}: {reason}", file=sys.stderr)
         return 2
-    console = console if console is not None else Console()
+    console = console if console is not None else terminal_console()
     saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
     sys.argv = [script, *args]
     path = os.path.abspath(script)  # as ``python SCRIPT``: ``__file__`` and origins absolute,
@@ -144,9 +148,9 @@ def run_script(
     except SystemExit as exc:
         status = _exit_status(exc.code)
         _report(console, cleanup, html)
-    except BaseException as exc:  # the script's error: show it, keep status 1, still report
+    except BaseException as exc:  # the script's error: show it, keep its status, still report
         _print_traceback(exc, path)
-        status = 1
+        status = INTERRUPTED if isinstance(exc, KeyboardInterrupt) else 1
         _report(console, cleanup, html)
     else:
         _report(console, cleanup, html)  # ``namespace`` keeps the script's globals alive meanwhile

@@ -41,6 +41,7 @@ from rich.table import Table
 
 import tapegrad as tg
 from diagnostics import clear_history, epoch_end
+from diagnostics.render import terminal_console
 from diagnostics.training import progress_bar
 from tapegrad import nn, optim
 
@@ -302,7 +303,7 @@ def run(
         cleanup: run ``tg.graph_cleanup()`` at each epoch end (through ``epoch_end``).
         fixed: remove the planted mistakes.
         seed: seeds the initialisation, the shuffling and the jitter.
-        console: where to print (a new ``Console()`` by default).
+        console: where to print (a new ``terminal_console()`` by default).
         data: the split (``load_data()`` by default).
         jit: compile the training step with ``tg.jit`` (its planted mistake then hangs on
             the trace's private tape, as dead code XLA removes, not on the process tape).
@@ -310,7 +311,7 @@ def run(
     Returns:
         One record per epoch.
     """
-    console = console if console is not None else Console()
+    console = console if console is not None else terminal_console()
     data = data if data is not None else load_data()
     model = make_model(seed)
     opt = optim.Adam(model.parameters(), lr=LEARNING_RATE)
@@ -387,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         The exit status: 0, or 2 for bad arguments or a missing scikit-learn.
     """
     args = build_parser().parse_args(argv)
-    console = Console()
+    console = terminal_console()
     if args.epochs is None:
         args.epochs = DEFAULT_EPOCHS[args.model]
     if args.epochs < 1:

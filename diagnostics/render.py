@@ -31,6 +31,7 @@ __all__ = [
     "render_report",
     "render_text",
     "show",
+    "terminal_console",
 ]
 
 STYLES: dict[str, str] = {
@@ -303,12 +304,26 @@ def render_html(item: LeakReport | RenderableType, *, width: int = 100) -> str:
     return console.export_html(inline_styles=True, code_format=JUPYTER_HTML_FORMAT)
 
 
+FALLBACK_WIDTH = 80
+"""The width of a terminal that reports none (``COLUMNS=0``), as rich uses for a terminal
+whose size it cannot read."""
+
+
+def terminal_console() -> Console:
+    """A new ``Console()`` (stdout), ``FALLBACK_WIDTH`` wide when the terminal says it has no
+    columns: rich would draw nothing at width 0."""
+    console = Console()
+    if console.width < 1:
+        console.width = FALLBACK_WIDTH
+    return console
+
+
 def show(item: LeakReport | RenderableType, console: Console | None = None) -> None:
-    """Print a report or renderable on ``console``; without one, on a new ``Console()``
-    (stdout), or in Jupyter as HTML with a plain-text alternative free of ANSI escapes (what
-    a notebook's text view and ``nbconvert --to script`` show)."""
+    """Print a report or renderable on ``console``; without one, on a new
+    ``terminal_console()`` (stdout), or in Jupyter as HTML with a plain-text alternative free
+    of ANSI escapes (what a notebook's text view and ``nbconvert --to script`` show)."""
     if console is None:
-        console = Console()
+        console = terminal_console()
         if console.is_jupyter:
             from IPython.display import display
 

@@ -181,6 +181,9 @@ class LeakReport:
             ledger), counted in the hanging rows but not in ``hanging_nodes``.
         graph_origins: ``(origin, live graphs)`` pairs: how many live graphs have their
             newest node at each origin (a later report's baseline compares them).
+        graph_ops: ``(graph, op nodes)`` pairs: how many useful unconsumed op nodes each
+            graph holding some has (a later report's baseline compares them: a graph that
+            gained op nodes but holds no more than then was replaced, not grown).
         graph_nodes: the records of the hanging and kept-alive graphs, with the parents they
             reach (at most ``MAX_GRAPH_NODES``), for ``graph_picture``; ``history()`` drops
             them.
@@ -206,6 +209,7 @@ class LeakReport:
     seconds: float = field(default=0.0, compare=False)
     swept_nodes: int = 0
     graph_origins: tuple[tuple[str, int], ...] = ()
+    graph_ops: tuple[tuple[int, int], ...] = ()
     graph_nodes: tuple[GraphNode, ...] = ()
     graph_nodes_omitted: int = 0
     bytes_by_device: tuple[tuple[str, int], ...] = ()
@@ -337,8 +341,9 @@ def leak_report(*, baseline: LeakReport | None = None, explain: bool = False) ->
 
     Args:
         baseline: an earlier report. Rows get ``delta`` (change in count against it), and a
-            graph that existed then and has gained useful op nodes since, or comes from an
-            origin whose live graphs grew in number since, is kept-alive.
+            graph that existed then and has grown since (more useful op nodes than then, new
+            ones among them), or comes from an origin whose live graphs grew in number since,
+            is kept-alive.
         explain: for the largest kept-alive graphs, find the chain of referrers from a
             user-visible name (a global, a local, a list element, an attribute, ``Out[n]``)
             to the live tensor keeping each alive (``gc.get_referrers``, bounded in depth
@@ -346,6 +351,9 @@ def leak_report(*, baseline: LeakReport | None = None, explain: bool = False) ->
 
     Returns:
         The report.
+
+    Raises:
+        TypeError: ``baseline`` is not a ``LeakReport``.
     """
     start = time.perf_counter()
     with paused_gc():  # the snapshot and the report are acyclic: no heap-wide collection
@@ -385,7 +393,16 @@ def build_report(
 
     Returns:
         The report; ``seconds`` is left at 0.
+
+    Raises:
+        TypeError: ``baseline`` is not a ``LeakReport``.
     """
+    if baseline is not None and not isinstance(baseline, LeakReport):
+        raise TypeError(
+            "baseline must be an earlier LeakReport (what leak_report() or epoch_end() "
+            f"returned), got {type(baseline).__name__}; for a report saved with to_dict(), "
+            "pass LeakReport.from_dict(data)."
+        )
     with paused_gc():  # acyclic rows and sets, ~3 per node: no heap-wide collection meanwhile
         return _report(snap, baseline, explain, since, swept_before or {})
 
@@ -402,6 +419,7 @@ def _report(
         records,
         baseline_last=None if baseline is None else baseline.last_node_id,
         baseline_origins=None if baseline is None else dict(baseline.graph_origins),
+        baseline_ops=None if baseline is None else dict(baseline.graph_ops),
     )
     tally = _tally(records, classes.kinds, since)
     swept = _add_swept(tally.rows, ledger_counts(snap), swept_before)
@@ -431,6 +449,7 @@ def _report(
         last_node_id=tally.last_id,
         swept_nodes=swept,
         graph_origins=tuple(sorted(classes.graph_origins.items())),
+        graph_ops=tuple(sorted(classes.graph_ops.items())),
         graph_nodes=nodes,
         graph_nodes_omitted=omitted,
         bytes_by_device=getattr(snap, "bytes_by_device", ()) if since < 0 else (),

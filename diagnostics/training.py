@@ -17,6 +17,7 @@ from rich.table import Table
 import tapegrad as tg
 from diagnostics.epoch import epoch_end
 from diagnostics.history import clear_history
+from diagnostics.render import terminal_console
 from tapegrad import nn, optim
 
 __all__ = ["Task", "Record", "fit", "progress_bar", "summary"]
@@ -163,7 +164,7 @@ def fit(
     Returns:
         One record per epoch run.
     """
-    console = console if console is not None else Console()
+    console = console if console is not None else terminal_console()
     first = _resume(task, checkpoint, console) if checkpoint else 1
     clear_history()  # a new run: no baseline from an earlier one
     records: list[Record] = []

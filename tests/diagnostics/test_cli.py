@@ -27,12 +27,14 @@ if "--raise" in sys.argv:
     raise ValueError("boom")
 if "--exit" in sys.argv:
     sys.exit(3)
+if "--interrupt" in sys.argv:  # Ctrl-C
+    raise KeyboardInterrupt
 """
 
 
-def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run_cli(tmp_path: Path, *args: str, columns: str = "100") -> subprocess.CompletedProcess[str]:
     (tmp_path / "train.py").write_text(SCRIPT)
-    env = {**os.environ, "COLUMNS": "100", "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ, "COLUMNS": columns, "PYTHONDONTWRITEBYTECODE": "1"}
     return subprocess.run(
         [sys.executable, "-m", "diagnostics", *args],
         cwd=tmp_path,
@@ -59,6 +61,16 @@ def test_run_reports_after_the_script_with_its_argv(tmp_path: Path) -> None:
     assert "global running → Tensor(shape=(), origin=train.py:8)" in page  # the chain, drawn
 
 
+def test_a_terminal_that_says_it_has_no_columns_still_gets_the_report(tmp_path: Path) -> None:
+    # COLUMNS=0 (a terminal that reports no size): rich would print nothing at width 0
+    done = run_cli(tmp_path, "run", "--cleanup", "train.py", columns="0")
+    assert done.returncode == 0, done.stderr
+    assert "tapegrad leak report" in done.stdout
+    assert "1 node (1 leaf), 1 dead graph" in done.stdout
+    assert "train.py:9" in done.stdout
+    assert "graph_cleanup() freed 1 node" in done.stdout
+
+
 def test_run_html_to_an_unwritable_path_says_so_and_keeps_the_status(tmp_path: Path) -> None:
     done = run_cli(tmp_path, "run", "--html", "missing/dir/leak.html", "train.py")
     assert done.returncode == 0
@@ -81,6 +93,14 @@ def test_run_keeps_a_system_exit_code(tmp_path: Path) -> None:
     assert done.returncode == 3
     assert "tapegrad leak report" in done.stdout
     assert done.stderr == ""
+
+
+def test_run_keeps_the_status_of_an_interrupted_script(tmp_path: Path) -> None:
+    # ``python train.py`` stopped by Ctrl-C exits with 130 (128 + SIGINT), not 1
+    done = run_cli(tmp_path, "run", "train.py", "--interrupt")
+    assert done.returncode == 130
+    assert "tapegrad leak report" in done.stdout
+    assert done.stderr.rstrip().endswith("KeyboardInterrupt")
 
 
 def test_a_missing_script_is_one_line_and_status_2(tmp_path: Path) -> None:

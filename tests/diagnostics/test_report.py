@@ -468,6 +468,35 @@ def test_grad_mode_outputs_cached_in_a_container_are_blamed_with_the_container()
     del w
 
 
+def test_an_output_replaced_every_step_is_not_blamed_for_growth() -> None:
+    # The last step's output, still bound at each epoch end (an eval pass under grad mode, a
+    # second loss never backwarded): the parameters' graph holds it, but it does not grow.
+    w = tg.ones((3, 3)).require_grad()
+    x = tg.ones((2, 3))
+    reports: list[LeakReport] = []
+    for _ in range(3):
+        out = (x @ w).tanh()  # @replaced
+        reports.append(diagnostics.leak_report(baseline=reports[-1] if reports else None))
+    assert [r.kept_alive_graphs for r in reports] == [0, 0, 0]
+    assert mine(reports[-1])[(at("replaced"), "tanh", "live")].count == 1
+    # the same graph growing (outputs kept in a list) is still blamed
+    kept = [out]
+    kept.append((x @ w).tanh())  # @grows
+    grown = diagnostics.leak_report(baseline=reports[-1], explain=True)
+    assert grown.kept_alive_graphs == 1
+    assert [e.reason for e in grown.explanations] == [REASON_GREW]
+    assert LeakReport.from_dict(json.loads(json.dumps(reports[-1].to_dict()))) == reports[-1]
+    del out, kept, w
+
+
+def test_a_baseline_that_is_not_a_report_says_what_to_pass() -> None:
+    logged = diagnostics.leak_report().to_dict()  # a baseline kept as JSON
+    with pytest.raises(TypeError, match=r"LeakReport\.from_dict") as caught:
+        diagnostics.leak_report(baseline=logged)  # type: ignore[arg-type]
+    assert "got dict" in str(caught.value)
+    assert diagnostics.leak_report(baseline=LeakReport.from_dict(logged)).rows is not None
+
+
 def test_a_line_making_its_first_live_graph_is_not_blamed() -> None:
     first = diagnostics.leak_report()
     fresh = (tg.ones(3).require_grad() * 3.0).sum()
