@@ -49,7 +49,8 @@ def to_html(report: LeakReport, *, history: Sequence[LeakReport] | None = None) 
             plot when it is empty).
     """
     reports = list(recorded() if history is None else history)
-    data = json.dumps(report.to_dict(), ensure_ascii=True).replace("</", "<\\/")
+    # no "<" at all in the data block: neither "</script>" nor "<!--" can end or hide it
+    data = json.dumps(report.to_dict(), ensure_ascii=True).replace("<", "\\u003c")
     picture = graph_picture(report).svg
     sections = [
         "<h2>Report</h2>",

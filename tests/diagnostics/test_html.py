@@ -54,6 +54,17 @@ def test_the_file_is_self_contained_and_holds_everything(tmp_path: Path) -> None
     assert LeakReport.from_dict(data) == REPORT
 
 
+def test_an_origin_cannot_end_or_hide_the_data_block(tmp_path: Path) -> None:
+    """A file name holding "<!--<script>" or "</script>" stays inside the JSON data block
+    (no "<" in it at all), and the block reads back as the report."""
+    odd = "x<!--<script>/</script>.py:3"
+    report = LeakReport(rows=(LeakRow(odd, "step", "exp", "hanging", 1, 8),))
+    page = report.save_html(tmp_path / "odd.html", history=[]).read_text(encoding="utf-8")
+    block = re.search(r'id="report-data">(.*?)</script>', page, re.S).group(1)  # type: ignore[union-attr]
+    assert "<" not in block
+    assert LeakReport.from_dict(json.loads(block)) == report
+
+
 def test_without_history_there_is_no_plot(tmp_path: Path) -> None:
     diagnostics.clear_history()
     page = REPORT.save_html(tmp_path / "a.html").read_text(encoding="utf-8")
