@@ -119,7 +119,7 @@ def run_script(
     alive is named), also when the script raises.
 
     Args:
-        script: path of the script.
+        script: path of the script, or of a folder holding a ``__main__.py``.
         args: its ``sys.argv[1:]``.
         cleanup: after the report, run ``tg.graph_cleanup()`` and print what it freed.
         console: where the report goes (stdout by default).
@@ -129,17 +129,19 @@ def run_script(
         0; the ``SystemExit`` code; ``INTERRUPTED`` (130) when it was interrupted (Ctrl-C),
         1 when it raised another exception; 2 when it cannot be read (one line on stderr).
     """
+    # a folder runs its __main__.py, as ``python FOLDER`` does
+    entry = os.path.join(script, "__main__.py") if os.path.isdir(script) else script
     try:
-        with open(script, "rb"):
+        with open(entry, "rb"):
             pass
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
-        print(f"python -m diagnostics run: cannot read {script!r}: {reason}", file=sys.stderr)
+        print(f"python -m diagnostics run: cannot read {entry!r}: {reason}", file=sys.stderr)
         return 2
     console = console if console is not None else terminal_console()
     saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
     sys.argv = [script, *args]
-    path = os.path.abspath(script)  # as ``python SCRIPT``: ``__file__`` and origins absolute,
+    path = os.path.abspath(entry)  # as ``python SCRIPT``: ``__file__`` and origins absolute,
     if sys.path:  # shown relative to the working directory at report time
         sys.path[0] = os.path.dirname(path)
     status = 0

@@ -61,6 +61,23 @@ def test_run_reports_after_the_script_with_its_argv(tmp_path: Path) -> None:
     assert "global running → Tensor(shape=(), origin=train.py:8)" in page  # the chain, drawn
 
 
+def test_run_takes_a_folder_with_a_main_module_as_python_does(tmp_path: Path) -> None:
+    """``run pkg`` runs ``pkg/__main__.py`` (``python pkg`` does), importing its siblings."""
+    pkg = tmp_path / "job"
+    pkg.mkdir()
+    (pkg / "helper.py").write_text("SCALE = 2.0\n")
+    (pkg / "__main__.py").write_text(
+        "import tapegrad as tg\nfrom helper import SCALE\n\n"
+        "w = tg.ones(3, requires_grad=True)\ntg.ones(3, requires_grad=True) * SCALE\n"
+    )
+    done = run_cli(tmp_path, "run", "job")
+    assert done.returncode == 0, done.stderr
+    assert "tapegrad leak report" in done.stdout
+    assert "__main__.py:5" in done.stdout  # the dropped product's line
+    missing = run_cli(tmp_path, "run", "train.py-folder-that-is-not-there")
+    assert missing.returncode == 2
+
+
 def test_a_terminal_that_says_it_has_no_columns_still_gets_the_report(tmp_path: Path) -> None:
     # COLUMNS=0 (a terminal that reports no size): rich would print nothing at width 0
     done = run_cli(tmp_path, "run", "--cleanup", "train.py", columns="0")
