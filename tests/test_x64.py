@@ -66,17 +66,23 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def test_float64_gradients_match_jax_tightly() -> None:
-    root = Path(__file__).resolve().parents[1]
+def _python(script: str, **env: str) -> str:
+    """Run ``script`` in a fresh Python (x64 is process-wide) from the repository root, with
+    ``env`` added to the environment; it must exit 0. Returns its stdout."""
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
-        cwd=root,
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).resolve().parents[1],
         capture_output=True,
         text=True,
         timeout=300,
+        env={**os.environ, **env},
     )
     assert done.returncode == 0, done.stderr[-4000:]
-    assert done.stdout.strip().endswith("x64 ok")
+    return done.stdout
+
+
+def test_float64_gradients_match_jax_tightly() -> None:
+    assert _python(SCRIPT).strip().endswith("x64 ok")
 
 
 def test_this_process_stays_in_float32() -> None:
@@ -106,20 +112,10 @@ DRAWS = textwrap.dedent(
 def test_one_seed_draws_the_same_numbers_with_x64_on_and_off() -> None:
     # with x64 on, dropout drew its mask in float64 (another mask for one key) and seeds
     # beyond 32 bits or negative gave other keys than with x64 off (where 2**32 was seed 0)
-    root = Path(__file__).resolve().parents[1]
-    runs = []
-    for flag in ("0", "1"):
-        done = subprocess.run(
-            [sys.executable, "-c", DRAWS],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "JAX_ENABLE_X64": flag},
-        )
-        assert done.returncode == 0, done.stderr[-4000:]
-        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    off, on = runs
+    off, on = (
+        json.loads(_python(DRAWS, JAX_ENABLE_X64=flag).strip().splitlines()[-1])
+        for flag in ("0", "1")
+    )
     assert (off.pop("x64"), on.pop("x64")) == (False, True)
     assert off == on
     assert off["seed 0"] != off[f"seed {2**32}"] and off["key 0"] != off[f"key {2**32}"]
