@@ -37,6 +37,7 @@ TensorVJPRule = Callable[..., tuple[Tensor | None, ...]]
 ShapeCheck = Callable[[str, list[Any], dict[str, Any]], None]
 
 _REGISTRY: dict[str, Op] = {}
+_CAST_ADVICE = "cast them first: x.astype(tg.float32)"
 
 
 class OperandTypeError(TypeError):
@@ -57,6 +58,7 @@ class Op:
         "vjp",
         "differentiable",
         "check",
+        "dtype_advice",
         "arity",
         "param_names",
         "checks",
@@ -75,12 +77,15 @@ class Op:
         name: str,
         differentiable: bool = True,
         check: ShapeCheck | None = None,
+        dtype_advice: str = _CAST_ADVICE,
     ) -> None:
         self.name = name
         self.forward = forward
         self.vjp: VJPRule | None = None
         self.differentiable = differentiable
         self.check = check
+        # what to write when JAX refuses an input's dtype ("neg does not accept dtype bool")
+        self.dtype_advice = dtype_advice
         # its VJP is pure JAX, so a compiled backward may trace it: tapegrad's own rule
         # (``defop``) or JAX's derivative (``tg.jax_op``, a create_graph pass's derived op)
         self.jax_vjp = False
@@ -213,6 +218,7 @@ def defop(
     name: str | None = None,
     differentiable: bool = True,
     check: ShapeCheck | None = None,
+    dtype_advice: str = ...,
 ) -> Callable[[Forward], Op]: ...
 
 
@@ -223,6 +229,7 @@ def defop(
     name: str | None = None,
     differentiable: bool = True,
     check: ShapeCheck | None = None,
+    dtype_advice: str = _CAST_ADVICE,
 ) -> Op | Callable[[Forward], Op]:
     """Declare a built-in op from its jnp forward; use as ``@defop`` or ``@defop(...)``.
 
@@ -232,6 +239,8 @@ def defop(
         differentiable: ``False`` for ops never recorded (comparisons).
         check: called with ``(name, arrays, params)`` only when the forward raised, to turn a
             shape problem into a ``ShapeError`` (JAX raises ``TypeError`` for some).
+        dtype_advice: what the ``TypeError`` says to write when JAX refuses an input's dtype
+            (default: cast to a float dtype).
 
     Raises:
         DuplicateOpError: a built-in op of that name exists already.
@@ -243,7 +252,13 @@ def defop(
             raise DuplicateOpError(
                 f"A built-in op named {op_name!r} is already registered; choose another name."
             )
-        op = Op(forward, name=op_name, differentiable=differentiable, check=check)
+        op = Op(
+            forward,
+            name=op_name,
+            differentiable=differentiable,
+            check=check,
+            dtype_advice=dtype_advice,
+        )
         op.jax_vjp = op.builtin = True
         _REGISTRY[op_name] = op
         return op
@@ -391,14 +406,9 @@ def _explained(
         return unknown
     refused = _REFUSED_DTYPE.search(str(err)) if isinstance(err, TypeError) else None
     if refused is not None:  # JAX's "neg does not accept dtype bool": name the op instead
-        if op.name == "negative":
-            fix = "write ~x"
-        elif op.name.startswith("bitwise_"):  # & | ^ ~
-            fix = "it takes booleans and integers: compare first, (x > 0) & (y < 1)"
-        else:
-            fix = "cast them first: x.astype(tg.float32)"
         return TypeError(
-            f"{op.name} does not take {refused[1]} values (JAX: {str(err).splitlines()[0]}); {fix}."
+            f"{op.name} does not take {refused[1]} values (JAX: {str(err).splitlines()[0]}); "
+            f"{op.dtype_advice}."
         )
     return None
 

@@ -81,10 +81,13 @@ def not_equal(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
     return _not_equal(a, b), ()
 
 
+_MASKS = "it takes booleans and integers: compare first, (x > 0) & (y < 1)"
+"""What a bitwise op (``& | ^ ~``) on floats says to write."""
+
 _bitwise_and = jax.jit(jnp.bitwise_and)
 
 
-@defop(differentiable=False, check=broadcast_check)
+@defop(differentiable=False, check=broadcast_check, dtype_advice=_MASKS)
 def bitwise_and(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
     """Elementwise ``a & b``: logical and of booleans (masks), bitwise and of integers."""
     return _bitwise_and(a, b), ()
@@ -93,7 +96,7 @@ def bitwise_and(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
 _bitwise_or = jax.jit(jnp.bitwise_or)
 
 
-@defop(differentiable=False, check=broadcast_check)
+@defop(differentiable=False, check=broadcast_check, dtype_advice=_MASKS)
 def bitwise_or(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
     """Elementwise ``a | b``: logical or of booleans, bitwise or of integers."""
     return _bitwise_or(a, b), ()
@@ -102,7 +105,7 @@ def bitwise_or(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
 _bitwise_xor = jax.jit(jnp.bitwise_xor)
 
 
-@defop(differentiable=False, check=broadcast_check)
+@defop(differentiable=False, check=broadcast_check, dtype_advice=_MASKS)
 def bitwise_xor(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
     """Elementwise ``a ^ b``: logical exclusive or of booleans, bitwise of integers."""
     return _bitwise_xor(a, b), ()
@@ -111,7 +114,7 @@ def bitwise_xor(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
 _bitwise_not = jax.jit(jnp.bitwise_not)
 
 
-@defop(differentiable=False)
+@defop(differentiable=False, dtype_advice=_MASKS)
 def bitwise_not(x: jax.Array) -> tuple[jax.Array, tuple[()]]:
     """Elementwise ``~x``: logical not of booleans, bitwise not of integers."""
     return _bitwise_not(x), ()

@@ -215,7 +215,7 @@ def _cos_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
 _negative = jax.jit(jnp.negative)
 
 
-@defop
+@defop(dtype_advice="write ~x")
 def negative(x: jax.Array) -> tuple[jax.Array, tuple[()]]:
     """Elementwise -x."""
     return _negative(x), ()
