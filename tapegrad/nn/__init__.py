@@ -28,12 +28,20 @@ from tapegrad.nn import utils
 from tapegrad.nn.activation import GELU, ReLU, Sigmoid, SiLU, Tanh
 from tapegrad.nn.attention import MultiheadAttention
 from tapegrad.nn.container import ModuleDict, ModuleList, Sequential
-from tapegrad.nn.conv import Conv1d, Conv2d
+from tapegrad.nn.conv import Conv1d, Conv2d, Conv3d
 from tapegrad.nn.dropout import Dropout
 from tapegrad.nn.linear import Identity, Linear
-from tapegrad.nn.loss import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
+from tapegrad.nn.loss import (
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
+    HuberLoss,
+    L1Loss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
 from tapegrad.nn.module import LoadResult, Module
-from tapegrad.nn.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
+from tapegrad.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm
 from tapegrad.nn.pooling import AvgPool2d, MaxPool2d
 from tapegrad.nn.rnn import GRU, LSTM
 from tapegrad.nn.shape import Flatten
@@ -47,11 +55,13 @@ __all__ = [
     "Identity",
     "Conv1d",
     "Conv2d",
+    "Conv3d",
     "MaxPool2d",
     "AvgPool2d",
     "Flatten",
     "Embedding",
     "LayerNorm",
+    "GroupNorm",
     "BatchNorm1d",
     "BatchNorm2d",
     "Dropout",
@@ -70,6 +80,9 @@ __all__ = [
     "CrossEntropyLoss",
     "NLLLoss",
     "MSELoss",
+    "L1Loss",
+    "SmoothL1Loss",
+    "HuberLoss",
     "BCEWithLogitsLoss",
     "utils",
 ]

@@ -10,7 +10,21 @@ __all__ = ["ReLU", "GELU", "SiLU", "Tanh", "Sigmoid"]
 
 
 class ReLU(Module):
-    """Elementwise ``max(x, 0)`` (subgradient 0 at 0, as JAX)."""
+    """Elementwise ``max(x, 0)`` (subgradient 0 at 0, as JAX).
+
+    Args:
+        inplace: accepted for PyTorch's signature (``nn.ReLU(inplace=True)``) and changes
+            nothing: tapegrad never writes into the input (JAX arrays are immutable), the
+            result is a new tensor, so use the returned value (``x = relu(x)``), as PyTorch
+            code usually does.
+    """
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = bool(inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
 
     def forward(self, x: Tensor) -> Tensor:
         """Apply ReLU elementwise."""
@@ -40,7 +54,18 @@ class GELU(Module):
 
 
 class SiLU(Module):
-    """Sigmoid linear unit (swish), ``x * sigmoid(x)``: ``tg.silu``."""
+    """Sigmoid linear unit (swish), ``x * sigmoid(x)``: ``tg.silu``.
+
+    Args:
+        inplace: accepted for PyTorch's signature and changes nothing (see :class:`ReLU`).
+    """
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = bool(inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
 
     def forward(self, x: Tensor) -> Tensor:
         """Apply SiLU elementwise."""

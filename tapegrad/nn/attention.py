@@ -34,19 +34,22 @@ _TORCH_ADVICE = {
 
 
 def _attend_mask(mask: Any, name: str) -> Tensor | None:
-    """PyTorch's "True / -inf means masked out" as the boolean "True means attend" mask of
-    ``tg.scaled_dot_product_attention``."""
+    """PyTorch's masks as ``tg.scaled_dot_product_attention``'s: a boolean one ("True means
+    masked out") as the boolean "True means attend" mask; a float one, added to the scores
+    (``-inf`` blocks), as it is (a tensor that requires grad keeps its graph: a learned
+    position bias gets its gradient, as in PyTorch)."""
     if mask is None:
         return None
-    m = mask.data if isinstance(mask, Tensor) else jnp.asarray(mask)
+    m = mask if isinstance(mask, Tensor) else Tensor(jnp.asarray(mask))
     if m.dtype == jnp.bool_:
-        return Tensor(~m)
-    if not jnp.issubdtype(m.dtype, jnp.floating) or not bool(jnp.all((m == 0) | jnp.isneginf(m))):
-        raise ValueError(
-            f"MultiheadAttention: {name} must be boolean (True = masked out) or a float mask "
-            "of 0 and -inf; other additive float masks are not supported."
+        return Tensor(~m.data)
+    if not jnp.issubdtype(m.dtype, jnp.floating):
+        raise TypeError(
+            f"MultiheadAttention: {name} has dtype {m.dtype}; pass a boolean mask (True = "
+            "masked out) or a float one added to the scores (-inf blocks), e.g. "
+            "mask.astype(bool) for a 0/1 mask."
         )
-    return Tensor(m == 0)
+    return m
 
 
 class MultiheadAttention(Module):
@@ -147,12 +150,15 @@ class MultiheadAttention(Module):
             query: ``(N, L, E)`` (``batch_first``) or ``(L, N, E)``.
             key: ``(N, S, E)`` or ``(S, N, E)``.
             value: same shape as ``key``.
-            key_padding_mask: ``(N, S)``, ``True`` (or ``-inf``) where a key is padding.
+            key_padding_mask: ``(N, S)``, ``True`` where a key is padding; or a float mask
+                added to the scores (``-inf`` blocks), as PyTorch's.
             need_weights: also return the attention weights (computed without the fused
                 kernel); ``False`` uses ``tg.scaled_dot_product_attention`` (one node).
             attn_mask: ``(L, S)``, or ``(N * num_heads, L, S)`` for a mask per batch element
-                and head (PyTorch's layout), ``True`` (or ``-inf``) where attending is not
-                allowed.
+                and head (PyTorch's layout): boolean, ``True`` where attending is not
+                allowed, or float, added to the scores (``-inf`` blocks; a relative position
+                bias, say: one that requires grad gets its gradient). Float and boolean
+                masks given together are summed, booleans as 0 and ``-inf`` (PyTorch's).
             average_attn_weights: average the returned weights over heads.
             is_causal: mask out keys after each query (``L == S``).
 
@@ -166,6 +172,7 @@ class MultiheadAttention(Module):
             ShapeError: inputs that are not 3-D or whose last axis is not ``embed_dim``;
                 ``key`` and ``value`` of different shapes, or a batch size other than
                 ``query``'s; a mask of another shape than given above.
+            TypeError: a mask that is neither boolean nor floating point.
         """
         for name, t in (("query", query), ("key", key), ("value", value)):
             if t.ndim != 3 or t.shape[-1] != self.embed_dim:
@@ -186,13 +193,17 @@ class MultiheadAttention(Module):
         weights: Tensor | None = None
         if need_weights or drop > 0.0:
             scores = (q @ k.transpose(0, 1, 3, 2)) * (1.0 / math.sqrt(self.head_dim))
-            if mask is not None:
+            if mask is not None and mask.dtype == jnp.bool_:
                 scores = ops.where(mask, scores, float("-inf"))
+            elif mask is not None:
+                scores = scores + mask.astype(scores.dtype)
             weights = ops.softmax(scores, axis=-1)
             if drop > 0.0:  # the weights returned are those used: after dropout (PyTorch's)
                 weights = ops.dropout(weights, drop, training=True)
             out = weights @ v
         else:
+            if mask is not None and mask.dtype != jnp.bool_:
+                mask = mask.astype(q.dtype)
             out = ops.scaled_dot_product_attention(q, k, v, mask=mask)
         n, length = out.shape[0], out.shape[2]
         out = self.out_proj(out.transpose(0, 2, 1, 3).reshape(n, length, self.embed_dim))
@@ -207,8 +218,9 @@ class MultiheadAttention(Module):
     def _masks(
         self, query: Tensor, key: Tensor, value: Tensor, attn_mask: Any, key_padding_mask: Any
     ) -> tuple[Tensor | None, Tensor | None]:
-        """The two masks as boolean "attend" masks, ``attn_mask`` (L, S) or (N, H, L, S),
-        after checking them and the inputs' lengths against each other (``ShapeError``)."""
+        """The two masks as ``_attend_mask`` gives them (boolean "attend" masks, or float ones
+        added to the scores), ``attn_mask`` (L, S) or (N, H, L, S), after checking them and
+        the inputs' lengths against each other (``ShapeError``)."""
         b, t = (0, 1) if self.batch_first else (1, 0)  # the batch and sequence axes
         n, length, source = query.shape[b], query.shape[t], key.shape[t]
         if value.shape != key.shape or key.shape[b] != n:
@@ -220,7 +232,7 @@ class MultiheadAttention(Module):
         if attn is not None:
             per_head = (n * self.num_heads, length, source)
             if attn.shape == per_head:
-                attn = Tensor(attn.data.reshape(n, self.num_heads, length, source))
+                attn = attn.reshape(n, self.num_heads, length, source)
             elif attn.shape != (length, source):
                 raise ShapeError(
                     f"MultiheadAttention: attn_mask has shape {attn.shape}; it must be (L, S) = "
@@ -241,17 +253,27 @@ class MultiheadAttention(Module):
 def _combine(
     attn: Tensor | None, padding: Tensor | None, is_causal: bool, length: int, source: int
 ) -> Tensor | None:
-    """One boolean "attend" mask broadcastable to (N, H, L, S), or ``None``."""
-    masks: list[Any] = []
+    """One mask broadcastable to (N, H, L, S), or ``None``: boolean ("True means attend")
+    when every mask given is, else a float one added to the scores (the boolean masks as 0
+    and ``-inf``; the float ones summed, as PyTorch merges them)."""
+    masks: list[Tensor] = []
     if attn is not None:
-        masks.append(attn.data)
+        masks.append(attn)
     if padding is not None:
-        masks.append(padding.data[:, None, None, :])
+        masks.append(padding.reshape(padding.shape[0], 1, 1, padding.shape[1]))
     if is_causal:
-        masks.append(jnp.tril(jnp.ones((length, source), dtype=bool)))
+        masks.append(Tensor(jnp.tril(jnp.ones((length, source), dtype=bool))))
     if not masks:
         return None
-    out = masks[0]
-    for m in masks[1:]:
-        out = out & m
-    return Tensor(out)
+    if all(m.dtype == jnp.bool_ for m in masks):
+        out = masks[0].data
+        for m in masks[1:]:
+            out = out & m.data
+        return Tensor(out)
+    dtype = next(m.dtype for m in masks if m.dtype != jnp.bool_)
+    total: Tensor | None = None
+    for m in masks:
+        if m.dtype == jnp.bool_:
+            m = Tensor(jnp.where(m.data, 0.0, -jnp.inf).astype(dtype))
+        total = m if total is None else total + m
+    return total

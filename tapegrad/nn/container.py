@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, overload
 
@@ -14,6 +15,24 @@ def _check(owner: str, i: Any, m: Any) -> Module:
     if not isinstance(m, Module):
         raise TypeError(f"{owner}: entry {i} is a {type(m).__name__}, not a Module.")
     return m
+
+
+def _renumber(owner: Module, modules: list[Module]) -> None:
+    """Register ``modules`` as ``owner``'s only sub-modules, named ``"0"``, ``"1"``, ...
+    (what PyTorch's containers do after a deletion or an insertion)."""
+    owner._modules.clear()
+    for i, m in enumerate(modules):
+        owner._modules[str(i)] = m
+
+
+def _position(owner: Module, index: int) -> int:
+    """``index`` (negative counts from the end) as a position in ``owner``, else
+    ``IndexError``."""
+    n = len(owner._modules)
+    i = operator.index(index)
+    if not -n <= i < n:
+        raise IndexError(f"{type(owner).__name__}: index {i} is out of range for {n} modules.")
+    return i % n
 
 
 class Sequential(Module):
@@ -63,6 +82,43 @@ class Sequential(Module):
             return Sequential(dict(list(self._modules.items())[index]))
         return list(self._modules.values())[index]
 
+    def __setitem__(self, index: int, module: Module) -> None:
+        """Replace the layer at ``index``; it keeps the name and place of the one replaced."""
+        name = list(self._modules)[_position(self, index)]
+        setattr(self, name, _check("Sequential", index, module))
+
+    def __delitem__(self, index: int | slice) -> None:
+        """Remove the layer(s) at ``index``; the rest are renamed ``"0"``, ``"1"``, ... in
+        order, as PyTorch's (``del model.classifier[-1]``)."""
+        mods = list(self._modules.values())
+        del mods[index if isinstance(index, slice) else _position(self, index)]
+        _renumber(self, mods)
+
+    def append(self, module: Module) -> Sequential:
+        """Add ``module`` at the end, named by its position; returns ``self``."""
+        setattr(self, str(len(self._modules)), _check("Sequential", len(self._modules), module))
+        return self
+
+    def extend(self, modules: Iterable[Module]) -> Sequential:
+        """Add every module of ``modules`` at the end; returns ``self``."""
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module: Module) -> Sequential:
+        """Put ``module`` before position ``index``; the layers are renamed ``"0"``, ``"1"``,
+        ... in order; returns ``self``."""
+        mods = list(self._modules.values())
+        mods.insert(index, _check("Sequential", index, module))
+        _renumber(self, mods)
+        return self
+
+    def pop(self, index: int = -1) -> Module:
+        """Remove and return the layer at ``index`` (the last by default)."""
+        module = self[_position(self, index)]
+        del self[index]
+        return module
+
 
 class ModuleList(Module):
     """A list of modules, registered as ``"0"``, ``"1"``, ... (it has no ``forward``).
@@ -110,8 +166,34 @@ class ModuleList(Module):
         return mods[index]
 
     def __setitem__(self, index: int, module: Module) -> None:
-        name = list(self._modules)[index]
+        """Replace the module at ``index`` (negative counts from the end), in its place."""
+        name = list(self._modules)[_position(self, index)]
         setattr(self, name, _check("ModuleList", index, module))
+
+    def __delitem__(self, index: int | slice) -> None:
+        """Remove the module(s) at ``index``; the rest are renumbered in order."""
+        mods = list(self._modules.values())
+        del mods[index if isinstance(index, slice) else _position(self, index)]
+        _renumber(self, mods)
+
+    def insert(self, index: int, module: Module) -> None:
+        """Put ``module`` before position ``index`` (``list.insert``); renumbers the rest."""
+        mods = list(self._modules.values())
+        mods.insert(index, _check("ModuleList", index, module))
+        _renumber(self, mods)
+
+    def pop(self, index: int = -1) -> Module:
+        """Remove and return the module at ``index`` (the last by default)."""
+        module = self[_position(self, index)]
+        del self[index]
+        return module
+
+    def __iadd__(self, modules: Iterable[Module]) -> ModuleList:
+        return self.extend(modules)
+
+    def __add__(self, other: Iterable[Module]) -> ModuleList:
+        """A new ``ModuleList`` of this one's modules then ``other``'s (sharing them)."""
+        return ModuleList([*self, *other])
 
 
 class ModuleDict(Module):
@@ -151,6 +233,17 @@ class ModuleDict(Module):
 
     def __iter__(self) -> Iterator[str]:
         return iter(list(self._modules))
+
+    def pop(self, name: str) -> Module:
+        """Remove the entry ``name`` and return its module (``KeyError`` if there is none)."""
+        module = self._modules[name]
+        delattr(self, name)
+        return module
+
+    def clear(self) -> None:
+        """Remove every entry."""
+        for name in list(self._modules):
+            delattr(self, name)
 
     def keys(self) -> list[str]:
         """The names, in insertion order."""

@@ -1,4 +1,5 @@
-"""Convolution layers over NCHW / NCL inputs: ``Conv1d``, ``Conv2d`` (PyTorch's layout)."""
+"""Convolution layers over NCL / NCHW / NCDHW inputs: ``Conv1d``, ``Conv2d``, ``Conv3d``
+(PyTorch's layout)."""
 
 from __future__ import annotations
 
@@ -6,21 +7,29 @@ import math
 from typing import Any
 
 import jax.numpy as jnp
+import numpy as np
 
 from tapegrad import ops
-from tapegrad._args import torch_keywords
+from tapegrad._args import integer, torch_keywords
 from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor
 from tapegrad.nn import _init
 from tapegrad.nn.module import Module
 
-__all__ = ["Conv1d", "Conv2d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d"]
 
 
-def _tuple(name: str, value: int | tuple[int, ...], n: int) -> tuple[int, ...]:
-    out = (value,) * n if isinstance(value, int) else tuple(value)
-    if len(out) != n or any(not isinstance(v, int) for v in out):
-        raise TypeError(f"{name} must be an int or a tuple of {n} ints, got {value!r}.")
+def _tuple(owner: str, name: str, value: int | tuple[int, ...], n: int) -> tuple[int, ...]:
+    """``value`` (an integer of any kind, ``np.int64`` included, or ``n`` of them) as ``n``
+    ints; anything else is a ``TypeError`` naming ``owner`` and ``name``."""
+    message = f"{owner}: {name} must be an int or a tuple of {n} ints, got {value!r}."
+    try:
+        items = [value] * n if np.ndim(value) == 0 else list(value)  # type: ignore[arg-type]
+        out = tuple(integer(v, name) for v in items)
+    except TypeError:
+        raise TypeError(message) from None
+    if len(out) != n:
+        raise TypeError(message)
     return out
 
 
@@ -32,7 +41,8 @@ _TORCH_ADVICE = {
 
 
 class _ConvNd(Module):
-    """Shared construction of ``Conv1d``/``Conv2d``: checks, PyTorch's initialisation."""
+    """Shared construction of ``Conv1d``/``Conv2d``/``Conv3d``: checks, PyTorch's
+    initialisation."""
 
     weight: Tensor
     bias: Tensor | None
@@ -67,16 +77,29 @@ class _ConvNd(Module):
             raise ValueError(f"{name}: padding must be an int, a tuple, 'same' or 'valid'.")
         check_float(dtype, name)
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size = _tuple("kernel_size", kernel_size, n)
-        self.stride = _tuple("stride", stride, n)
-        self.dilation = _tuple("dilation", dilation, n)
+        self.kernel_size = _tuple(name, "kernel_size", kernel_size, n)
+        self.stride = _tuple(name, "stride", stride, n)
+        self.dilation = _tuple(name, "dilation", dilation, n)
         self.padding: tuple[int, ...] | str = (
             (0,) * n
             if padding == "valid"
             else padding
             if isinstance(padding, str)
-            else _tuple("padding", padding, n)
+            else _tuple(name, "padding", padding, n)
         )
+        for what, values, least in (
+            ("kernel_size", self.kernel_size, 1),
+            ("stride", self.stride, 1),
+            ("dilation", self.dilation, 1),
+            ("padding", () if isinstance(self.padding, str) else self.padding, 0),
+        ):
+            if any(v < least for v in values):
+                raise ValueError(f"{name}: {what} must be >= {least}, got {values}.")
+        if self.padding == "same" and any(v != 1 for v in self.stride):
+            raise ValueError(
+                f"{name}: padding='same' needs stride 1 (as in PyTorch); give the padding as "
+                "ints for a strided convolution."
+            )
         fan_in = in_channels // groups * math.prod(self.kernel_size)
         k = _init.fan_in_bound(fan_in)
         kw, kb = _init.keys(key, 2)
@@ -131,7 +154,10 @@ class Conv1d(_ConvNd):
         dtype: a floating dtype for the parameters.
 
     Raises:
-        ValueError: non-positive sizes, channels not divisible by ``groups``; at call time
+        TypeError: ``kernel_size``, ``stride``, ``padding`` or ``dilation`` not an integer
+            (NumPy's included) or a tuple of them.
+        ValueError: non-positive sizes, strides or dilations, negative padding, ``"same"``
+            padding with a stride, channels not divisible by ``groups``; at call time
             (from ``tg.conv``), an input whose channels differ from ``in_channels`` or a
             kernel larger than the padded input.
     """
@@ -159,9 +185,40 @@ class Conv2d(_ConvNd):
         dtype: a floating dtype for the parameters.
 
     Raises:
-        ValueError: non-positive sizes, channels not divisible by ``groups``; at call time
+        TypeError: ``kernel_size``, ``stride``, ``padding`` or ``dilation`` not an integer
+            (NumPy's included) or a tuple of them.
+        ValueError: non-positive sizes, strides or dilations, negative padding, ``"same"``
+            padding with a stride, channels not divisible by ``groups``; at call time
             (from ``tg.conv``), an input whose channels differ from ``in_channels`` or a
             kernel larger than the padded input.
     """
 
     _dims = 2
+
+
+class Conv3d(_ConvNd):
+    """3-D convolution over NCDHW: x ``(N, C_in, D, H, W)`` -> ``(N, C_out, D', H', W')``.
+
+    Weight ``(out_channels, in_channels // groups, kD, kH, kW)``, bias ``(out_channels,)``,
+    uniform in ``[-k, k]`` with ``k = 1 / sqrt(in_channels // groups * kD * kH * kW)``
+    (PyTorch's initialisation and names: ``torch.nn.Conv3d``'s state dict loads unchanged).
+
+    Args:
+        in_channels: input channels ``C_in``.
+        out_channels: output channels ``C_out``.
+        kernel_size: an int or ``(kD, kH, kW)``.
+        stride: an int or a triple.
+        padding: an int or a triple of zeros added on both sides, or ``"same"`` / ``"valid"``.
+        dilation: an int or a triple.
+        groups: split channels into this many independent groups.
+        bias: add a learned bias per output channel.
+        key: an int seed or a key; ``None`` draws from the process random state.
+        dtype: a floating dtype for the parameters.
+
+    Raises:
+        TypeError: ``kernel_size``, ``stride``, ``padding`` or ``dilation`` not an integer
+            (NumPy's included) or a tuple of them.
+        ValueError: as :class:`Conv2d`.
+    """
+
+    _dims = 3

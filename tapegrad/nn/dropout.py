@@ -30,14 +30,17 @@ class Dropout(Module):
             call's is fresh, also inside a ``tg.jit`` step (which carries the key as state).
             ``None`` (the default) draws each mask from the process random state, so
             ``tg.manual_seed`` makes a run reproducible.
+        inplace: accepted for PyTorch's signature (``nn.Dropout(p, inplace=True)``) and
+            changes nothing: the input is never written into, use the returned value.
 
     Raises:
         ValueError: ``p`` outside ``[0, 1]``.
     """
 
-    def __init__(self, p: float = 0.5, *, key: Any = None) -> None:
+    def __init__(self, p: float = 0.5, inplace: bool = False, *, key: Any = None) -> None:
         super().__init__()
         self.p = check_p("Dropout", p)
+        self.inplace = bool(inplace)
         self._key = None if key is None else key_of(key)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -50,4 +53,4 @@ class Dropout(Module):
         return ops.dropout(x, self.p, training=True, key=key)
 
     def extra_repr(self) -> str:
-        return f"p={self.p}"
+        return f"p={self.p}" + (", inplace=True" if self.inplace else "")

@@ -75,7 +75,16 @@ class Linear(Module):
 
 
 class Identity(Module):
-    """Returns its input unchanged (a placeholder layer, as ``torch.nn.Identity``)."""
+    """Returns its input unchanged (a placeholder layer, as ``torch.nn.Identity``).
+
+    Args:
+        *args: ignored (PyTorch's ``Identity`` takes any arguments, so it can stand in for
+            another layer's constructor call).
+        **kwargs: ignored.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
 
     def forward(self, x: Any) -> Any:
         """Return ``x``."""

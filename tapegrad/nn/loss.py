@@ -1,7 +1,9 @@
-"""Loss layers (PyTorch's names) over the ``tg`` loss functions, each with ``reduction=``."""
+"""Loss layers (PyTorch's names) over the ``tg`` loss functions (or, for the L1 family, tensor
+ops), each with ``reduction=``."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -10,9 +12,18 @@ from tapegrad import ops
 from tapegrad._args import integer, torch_keywords
 from tapegrad._tensor import Tensor
 from tapegrad.creation import tensor
+from tapegrad.errors import TapegradWarning
 from tapegrad.nn.module import Module
 
-__all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "BCEWithLogitsLoss"]
+__all__ = [
+    "CrossEntropyLoss",
+    "NLLLoss",
+    "MSELoss",
+    "L1Loss",
+    "SmoothL1Loss",
+    "HuberLoss",
+    "BCEWithLogitsLoss",
+]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -99,7 +110,8 @@ class CrossEntropyLoss(_LabelLoss):
 
     def forward(self, logits: Tensor, labels: Any) -> Tensor:
         """The loss of ``logits`` ``(..., C)`` (classes on ``axis``) against integer ``labels``
-        (the logits' shape without the class axis)."""
+        (the logits' shape without the class axis) or float class probabilities (the
+        logits' shape; ``ignore_index`` plays no part, the mean is over the rows)."""
         return ops.cross_entropy(
             logits,
             labels,
@@ -145,6 +157,125 @@ class MSELoss(_Loss):
     def forward(self, a: Tensor, b: Any) -> Tensor:
         """The loss between ``a`` and ``b`` (same shape)."""
         return ops.mse_loss(a, b, reduction=self.reduction)
+
+
+def _difference(name: str, a: Tensor, b: Any) -> Tensor:
+    """``a - b``, warning as ``mse_loss`` (and PyTorch) does when the shapes differ but
+    broadcast."""
+    sa, sb = getattr(a, "shape", None), getattr(b, "shape", None)
+    if sa is not None and sb is not None and tuple(sa) != tuple(sb):
+        try:
+            shape = np.broadcast_shapes(tuple(sa), tuple(sb))
+        except ValueError:
+            shape = None  # the subtraction raises its ShapeError
+        if shape is not None:
+            warnings.warn(
+                f"{name}: prediction shape {tuple(sa)} and target shape {tuple(sb)} differ; "
+                f"they broadcast to {shape} (PyTorch warns here too). Reshape one so the "
+                "shapes match, e.g. target.reshape(pred.shape).",
+                TapegradWarning,
+                stacklevel=3,
+            )
+    diff: Tensor = a - b
+    return diff
+
+
+def _absolute(d: Tensor) -> Tensor:
+    """``|d|`` with PyTorch's gradient ``sign(d)``: 0 where ``d == 0`` (a prediction equal to
+    its target gets no push), where ``Tensor.abs`` follows JAX's subgradient (1 at 0)."""
+    sign = (d > 0).astype(d.dtype) - (d < 0).astype(d.dtype)
+    out: Tensor = d * sign
+    return out
+
+
+def _reduced(per: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return per.mean()
+    return per.sum() if reduction == "sum" else per
+
+
+class L1Loss(_Loss):
+    """The absolute error ``|a - b|``, reduced (PyTorch's ``L1Loss``); the gradient at
+    ``a == b`` is 0, as PyTorch's.
+
+    Args:
+        reduction: ``"mean"`` over all elements, ``"sum"``, or ``"none"``.
+
+    Raises:
+        ValueError: an unknown reduction.
+
+    Warns:
+        TapegradWarning: ``a`` and ``b`` of different shapes that broadcast (as PyTorch).
+    """
+
+    def forward(self, a: Tensor, b: Any) -> Tensor:
+        """The loss between ``a`` and ``b`` (same shape)."""
+        return _reduced(_absolute(_difference("L1Loss", a, b)), self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    """``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``, for ``d = a - b``,
+    reduced (PyTorch's ``SmoothL1Loss``; ``beta=0`` is the L1 loss).
+
+    Args:
+        reduction: ``"mean"`` over all elements, ``"sum"``, or ``"none"``.
+        beta: where the loss turns from quadratic to linear, ``>= 0``.
+
+    Raises:
+        ValueError: an unknown reduction or a negative ``beta``.
+    """
+
+    @torch_keywords(_TORCH_ADVICE)
+    def __init__(self, reduction: str = "mean", beta: float = 1.0) -> None:
+        super().__init__(reduction)
+        if not beta >= 0:
+            raise ValueError(f"SmoothL1Loss: beta must be >= 0, got {beta}.")
+        self.beta = float(beta)
+
+    def forward(self, a: Tensor, b: Any) -> Tensor:
+        """The loss between ``a`` and ``b`` (same shape)."""
+        d = _difference("SmoothL1Loss", a, b)
+        size = _absolute(d)
+        if self.beta == 0.0:
+            return _reduced(size, self.reduction)
+        small = size < self.beta
+        per = ops.where(small, d * d * (0.5 / self.beta), size - 0.5 * self.beta)
+        return _reduced(per, self.reduction)
+
+    def extra_repr(self) -> str:
+        return f"reduction={self.reduction!r}, beta={self.beta}"
+
+
+class HuberLoss(_Loss):
+    """``0.5 d**2`` where ``|d| <= delta``, else ``delta (|d| - 0.5 delta)``, for
+    ``d = a - b``, reduced (PyTorch's ``HuberLoss``: ``delta`` times ``SmoothL1Loss`` with
+    ``beta = delta``).
+
+    Args:
+        reduction: ``"mean"`` over all elements, ``"sum"``, or ``"none"``.
+        delta: where the loss turns from quadratic to linear, ``> 0``.
+
+    Raises:
+        ValueError: an unknown reduction or a ``delta`` that is not positive.
+    """
+
+    @torch_keywords(_TORCH_ADVICE)
+    def __init__(self, reduction: str = "mean", delta: float = 1.0) -> None:
+        super().__init__(reduction)
+        if not delta > 0:
+            raise ValueError(f"HuberLoss: delta must be > 0, got {delta}.")
+        self.delta = float(delta)
+
+    def forward(self, a: Tensor, b: Any) -> Tensor:
+        """The loss between ``a`` and ``b`` (same shape)."""
+        d = _difference("HuberLoss", a, b)
+        size = _absolute(d)
+        small = size <= self.delta
+        per = ops.where(small, d * d * 0.5, (size - 0.5 * self.delta) * self.delta)
+        return _reduced(per, self.reduction)
+
+    def extra_repr(self) -> str:
+        return f"reduction={self.reduction!r}, delta={self.delta}"
 
 
 class BCEWithLogitsLoss(_Loss):

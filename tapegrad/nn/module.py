@@ -95,19 +95,25 @@ class Module:
         if name in buffers and (value is None or _is_buffer_value(value)):
             buffers[name] = value  # a registered buffer stays one, in its place (PyTorch's)
             return
-        for registry in _REGISTRIES:
-            self.__dict__[registry].pop(name, None)
         if isinstance(value, Module):
-            self.__dict__.pop(name, None)
-            self._modules[name] = value
+            target: str | None = "_modules"
         elif isinstance(value, Tensor) and value.requires_grad and value.is_leaf:
-            self.__dict__.pop(name, None)
-            self._parameters[name] = value
+            target = "_parameters"
         elif _is_buffer_value(value):
-            self.__dict__.pop(name, None)
-            buffers[name] = value
+            target = "_buffers"
         else:
+            target = None
+        # A name already in its registry is replaced where it is (PyTorch's dict assignment):
+        # ``model.fc = new_head`` and ``layers[1] = m`` keep the order of ``state_dict()``,
+        # ``named_parameters()`` and iteration.
+        for registry in _REGISTRIES:
+            if registry != target:
+                self.__dict__[registry].pop(name, None)
+        if target is None:
             object.__setattr__(self, name, value)
+        else:
+            self.__dict__.pop(name, None)
+            self.__dict__[target][name] = value
 
     def __getattr__(self, name: str) -> Any:
         # Called only when normal lookup fails: registered entries live in the registries.
@@ -188,6 +194,73 @@ class Module:
             self._non_persistent.discard(name)
         else:
             self._non_persistent.add(name)
+
+    def add_module(self, name: str, module: Module | None) -> None:
+        """Register ``module`` as the sub-module ``name`` (PyTorch's method, for names made
+        at run time: ``self.add_module(f"conv{i}", ...)``); ``setattr`` does the same.
+
+        Raises:
+            KeyError: ``name`` is empty, not a string or contains ``"."``.
+            TypeError: ``module`` is neither a ``Module`` nor ``None``.
+        """
+        _check_name(name, "add_module")
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(
+                f"add_module({name!r}): a Module or None is needed, got {type(module).__name__}."
+            )
+        setattr(self, name, module)
+
+    register_module = add_module
+
+    def register_parameter(self, name: str, param: Tensor | None) -> None:
+        """Register ``param`` as the parameter ``name`` (PyTorch's method; ``setattr`` of a
+        leaf that requires grad does the same). A leaf that does not require grad is
+        registered as a frozen parameter; ``None`` sets a plain ``None`` attribute (no entry
+        in ``state_dict()``, as PyTorch's).
+
+        Raises:
+            KeyError: ``name`` is empty, not a string or contains ``"."``.
+            TypeError: ``param`` is not a ``Tensor`` or ``None``, is not a leaf (the output of
+                a recorded op: ``.detach().require_grad()`` it first), or is not floating.
+        """
+        _check_name(name, "register_parameter")
+        if param is None:
+            setattr(self, name, None)
+            return
+        if not isinstance(param, Tensor) or not param.is_leaf or not is_float(param.dtype):
+            what = type(param).__name__ if not isinstance(param, Tensor) else "a non-leaf Tensor"
+            if isinstance(param, Tensor) and param.is_leaf:
+                what = f"a Tensor of dtype {param.dtype}"
+            raise TypeError(
+                f"register_parameter({name!r}): a floating leaf Tensor (or None) is needed, got "
+                f"{what}; make one with tg.tensor(...).require_grad() or t.detach().require_grad()."
+            )
+        for registry in ("_buffers", "_modules"):
+            self.__dict__[registry].pop(name, None)
+        self.__dict__.pop(name, None)
+        self._parameters[name] = param
+
+    def get_submodule(self, target: str) -> Module:
+        """The sub-module at the dotted path ``target`` (``""`` is this module), PyTorch's.
+
+        Raises:
+            AttributeError: a step of the path names no sub-module (the message says which).
+        """
+        module: Module = self
+        if target == "":
+            return module
+        walked: list[str] = []
+        for part in target.split("."):
+            child = module._modules.get(part)
+            if child is None:
+                where = ".".join(walked) or type(self).__name__
+                raise AttributeError(
+                    f"get_submodule({target!r}): {where} has no sub-module {part!r}; its "
+                    f"sub-modules are {list(module._modules)}."
+                )
+            module = child
+            walked.append(part)
+        return module
 
     # ------------------------------------------------------------------ traversal
 
@@ -479,6 +552,11 @@ class Module:
     def float(self) -> Module:  # last: the name shadows the builtin below it
         """Cast floating parameters and buffers to float32 in place (``to(tg.float32)``)."""
         return self.to(dtype=jnp.float32)
+
+
+def _check_name(name: Any, method: str) -> None:
+    if not isinstance(name, str) or not name or "." in name:
+        raise KeyError(f"{method}: names are non-empty strings without '.', got {name!r}.")
 
 
 def _is_buffer_value(value: Any) -> bool:

@@ -1,5 +1,5 @@
-"""Normalisation layers: ``LayerNorm``, ``BatchNorm1d``, ``BatchNorm2d`` (running statistics
-as buffers)."""
+"""Normalisation layers: ``LayerNorm``, ``GroupNorm``, ``BatchNorm1d``, ``BatchNorm2d``
+(running statistics as buffers)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tapegrad.grad_mode import no_grad
 from tapegrad.nn import _init
 from tapegrad.nn.module import Module
 
-__all__ = ["LayerNorm", "BatchNorm1d", "BatchNorm2d"]
+__all__ = ["LayerNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d"]
 
 
 class LayerNorm(Module):
@@ -57,6 +57,74 @@ class LayerNorm(Module):
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, affine={self.weight is not None}"
+
+
+class GroupNorm(Module):
+    """Normalise ``(N, C, *)`` inputs over each group of ``C // num_groups`` channels and
+    every other axis but the batch (Wu & He 2018), then scale and shift per channel, as
+    PyTorch's ``GroupNorm`` (biased variance; the same in training and evaluation).
+
+    Args:
+        num_groups: the number of groups; divides ``num_channels``.
+        num_channels: the channels ``C`` (axis 1).
+        eps: added to the variance before the square root.
+        affine: learn ``weight`` (ones) and ``bias`` (zeros) of shape ``(C,)``.
+        dtype: a floating dtype for the parameters.
+
+    Raises:
+        ValueError: non-positive sizes, or ``num_channels`` not divisible by ``num_groups``.
+    """
+
+    weight: Tensor | None
+    bias: Tensor | None
+
+    def __init__(
+        self,
+        num_groups: int,
+        num_channels: int,
+        eps: float = 1e-5,
+        affine: bool = True,
+        *,
+        dtype: Any = jnp.float32,
+    ) -> None:
+        super().__init__()
+        if num_groups <= 0 or num_channels <= 0 or num_channels % num_groups:
+            raise ValueError(
+                f"GroupNorm: num_channels ({num_channels}) must be a positive multiple of "
+                f"num_groups ({num_groups})."
+            )
+        check_float(dtype, "GroupNorm")
+        self.num_groups, self.num_channels, self.eps = num_groups, num_channels, float(eps)
+        self.affine = affine
+        c = (num_channels,)
+        self.weight = _init.constant(c, 1.0, dtype) if affine else None
+        self.bias = _init.constant(c, 0.0, dtype) if affine else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Normalise ``x`` ``(N, C, *)``.
+
+        Raises:
+            ShapeError: ``x`` is not at least 2-D with ``num_channels`` on axis 1.
+        """
+        if x.ndim < 2 or x.shape[1] != self.num_channels:
+            raise ShapeError(
+                f"GroupNorm({self.num_groups}, {self.num_channels}) expects input (N, "
+                f"{self.num_channels}, ...), got shape {x.shape}."
+            )
+        n = x.shape[0]
+        groups = x.reshape(n, self.num_groups, -1)
+        mean = groups.mean(axis=-1, keepdims=True)
+        centred = groups - mean
+        var = (centred * centred).mean(axis=-1, keepdims=True)
+        y = (centred / (var + self.eps).sqrt()).reshape(*x.shape)
+        if self.weight is None or self.bias is None:
+            return y
+        per_channel = (self.num_channels,) + (1,) * (x.ndim - 2)
+        out: Tensor = y * self.weight.reshape(per_channel) + self.bias.reshape(per_channel)
+        return out
+
+    def extra_repr(self) -> str:
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
 
 
 class _BatchNorm(Module):

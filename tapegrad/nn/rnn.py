@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tapegrad import ops
-from tapegrad._args import torch_keywords
+from tapegrad._args import integer, torch_keywords
 from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor, optional_output
 from tapegrad.errors import ShapeError
@@ -53,6 +53,9 @@ class _RNNBase(Module):
     ) -> None:
         super().__init__()
         name = type(self).__name__
+        input_size = integer(input_size, f"{name}: input_size")
+        hidden_size = integer(hidden_size, f"{name}: hidden_size")
+        num_layers = integer(num_layers, f"{name}: num_layers")
         if input_size <= 0 or hidden_size <= 0 or num_layers <= 0:
             raise ValueError(f"{name}: input_size, hidden_size and num_layers must be positive.")
         check_float(dtype, name)
@@ -103,13 +106,21 @@ class _RNNBase(Module):
 
         Raises:
             TypeError: ``h`` is not an array (a tuple given to ``GRU``, say).
-            ShapeError: ``h`` has another shape.
+            ShapeError: ``h`` has another shape (also: not 2-D for an unbatched input).
         """
         if h is None:
             return [None] * self.num_layers
         if not isinstance(h, Tensor | jax.Array | np.ndarray):
             raise self._state_error(what, h, "a tensor")
         if unbatched:
+            if h.ndim != 2:
+                raise ShapeError(
+                    f"{type(self).__name__}: for an unbatched (L, {self.input_size}) input, "
+                    f"{what} must be 2-D (num_layers, hidden_size) = "
+                    f"{(self.num_layers, self.hidden_size)}, got shape {tuple(h.shape)}; "
+                    f"a batched input (L, N, {self.input_size}) takes "
+                    "(num_layers, N, hidden_size)."
+                )
             h = h.reshape(h.shape[0], 1, h.shape[1])
         want = (self.num_layers, n, self.hidden_size)
         if h.shape != want:
@@ -141,6 +152,10 @@ class _RNNBase(Module):
             return optional_output(out.reshape(out.shape[0], out.shape[2]), out)
         return optional_output(out)
 
+    def flatten_parameters(self) -> None:
+        """Nothing to do (PyTorch's packs the weights for cuDNN; there are no packed weights
+        here): kept so PyTorch code that calls it runs unchanged."""
+
     def extra_repr(self) -> str:
         return (
             f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, "
@@ -166,6 +181,11 @@ class LSTM(_RNNBase):
         dropout: dropout on the outputs of every layer but the last, while training.
         key: an int seed or a key; ``None`` draws from the process random state.
         dtype: a floating dtype for the parameters.
+
+    Raises:
+        TypeError: a size that is not an integer; PyTorch's ``bidirectional=True`` or
+            ``proj_size`` (not supported: the message says what to write).
+        ValueError: a non-positive size, ``dropout`` outside ``[0, 1]``.
     """
 
     _gates = 4
@@ -239,6 +259,11 @@ class GRU(_RNNBase):
         dropout: dropout on the outputs of every layer but the last, while training.
         key: an int seed or a key; ``None`` draws from the process random state.
         dtype: a floating dtype for the parameters.
+
+    Raises:
+        TypeError: a size that is not an integer; PyTorch's ``bidirectional=True`` or
+            ``proj_size`` (not supported: the message says what to write).
+        ValueError: a non-positive size, ``dropout`` outside ``[0, 1]``.
     """
 
     _gates = 3

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax.numpy as jnp
 
+from tapegrad import ops
 from tapegrad._tensor import Tensor
 from tapegrad.nn import _init
-from tapegrad.nn.activation import GELU, ReLU
 from tapegrad.nn.attention import MultiheadAttention
 from tapegrad.nn.dropout import Dropout
 from tapegrad.nn.linear import Linear
@@ -16,6 +17,16 @@ from tapegrad.nn.module import Module
 from tapegrad.nn.normalization import LayerNorm
 
 __all__ = ["TransformerEncoderLayer"]
+
+
+def _relu(x: Tensor) -> Tensor:
+    """``activation="relu"`` (a function: ``copy.deepcopy`` of the layer shares it)."""
+    return ops.relu(x)
+
+
+def _gelu(x: Tensor) -> Tensor:
+    """``activation="gelu"``, the exact erf form."""
+    return ops.gelu(x)
 
 
 class TransformerEncoderLayer(Module):
@@ -32,7 +43,9 @@ class TransformerEncoderLayer(Module):
         nhead: attention heads (``d_model`` divisible by it).
         dim_feedforward: the hidden width of the feed-forward block.
         dropout: dropout probability (attention output, feed-forward, residuals).
-        activation: ``"relu"`` or ``"gelu"`` (exact erf form).
+        activation: ``"relu"``, ``"gelu"`` (exact erf form), or a callable applied to the
+            hidden features (``tg.gelu``, ``tg.silu``, a module such as ``nn.SiLU()``: a
+            module is registered as the sub-module ``activation``), as PyTorch's.
         layer_norm_eps: ``eps`` of both layer norms.
         batch_first: ``(N, L, E)`` inputs; else ``(L, N, E)``.
         norm_first: pre-norm instead of post-norm.
@@ -41,8 +54,9 @@ class TransformerEncoderLayer(Module):
         dtype: a floating dtype for the parameters.
 
     Raises:
-        ValueError: an unknown activation, ``d_model`` not divisible by ``nhead``, dropout
-            outside ``[0, 1]``.
+        ValueError: an unknown activation name, ``d_model`` not divisible by ``nhead``,
+            dropout outside ``[0, 1]``.
+        TypeError: an activation that is neither a name nor callable.
     """
 
     def __init__(
@@ -51,7 +65,7 @@ class TransformerEncoderLayer(Module):
         nhead: int,
         dim_feedforward: int = 2048,
         dropout: float = 0.1,
-        activation: str = "relu",
+        activation: str | Callable[[Tensor], Tensor] = "relu",
         layer_norm_eps: float = 1e-5,
         batch_first: bool = False,
         norm_first: bool = False,
@@ -61,8 +75,16 @@ class TransformerEncoderLayer(Module):
         dtype: Any = jnp.float32,
     ) -> None:
         super().__init__()
-        if activation not in ("relu", "gelu"):
-            raise ValueError(f"activation must be 'relu' or 'gelu', got {activation!r}.")
+        if isinstance(activation, str) and activation not in ("relu", "gelu"):
+            raise ValueError(
+                "TransformerEncoderLayer: activation must be 'relu', 'gelu' or a callable "
+                f"(tg.gelu, nn.SiLU(), ...), got {activation!r}."
+            )
+        if not isinstance(activation, str) and not callable(activation):
+            raise TypeError(
+                "TransformerEncoderLayer: activation must be 'relu', 'gelu' or a callable "
+                f"(tg.gelu, nn.SiLU(), ...), got {type(activation).__name__}."
+            )
         k_attn, k1, k2, k_d, k_d1, k_d2 = _init.keys(key, 6) if key is not None else [None] * 6
         self.self_attn = MultiheadAttention(
             d_model, nhead, dropout, bias, batch_first, key=k_attn, dtype=dtype
@@ -75,7 +97,13 @@ class TransformerEncoderLayer(Module):
         self.norm2 = LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype)
         self.dropout1 = Dropout(dropout, key=k_d1)
         self.dropout2 = Dropout(dropout, key=k_d2)
-        self.activation = ReLU() if activation == "relu" else GELU()
+        # A name is a function, as PyTorch's ``F.relu``: no sub-module (PyTorch's module names).
+        act: Callable[[Tensor], Tensor]
+        if isinstance(activation, str):
+            act = _relu if activation == "relu" else _gelu
+        else:
+            act = activation
+        self.activation = act
 
     def _sa(self, x: Tensor, mask: Any, padding: Any, is_causal: bool) -> Tensor:
         out, _ = self.self_attn(
@@ -105,8 +133,10 @@ class TransformerEncoderLayer(Module):
 
         Args:
             src: the sequence.
-            src_mask: ``(L, L)``, ``True`` (or ``-inf``) where attending is not allowed.
-            src_key_padding_mask: ``(N, L)``, ``True`` where a position is padding.
+            src_mask: ``(L, L)`` (or ``(N * nhead, L, L)``): boolean, ``True`` where
+                attending is not allowed, or float, added to the scores (``-inf`` blocks).
+            src_key_padding_mask: ``(N, L)``, ``True`` where a position is padding (or a
+                float mask added to the scores).
             is_causal: each position attends only to itself and earlier positions.
         """
         x = src

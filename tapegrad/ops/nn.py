@@ -345,7 +345,10 @@ def cross_entropy(
     Args:
         logits: a float tensor of shape (..., C), the classes on ``axis``.
         labels: integer class indices of the logits' shape without the class axis, as a
-            tensor, JAX or NumPy array or list.
+            tensor, JAX or NumPy array or list; or float class probabilities of the logits'
+            shape (PyTorch's soft targets: the loss of a row is ``-sum_c w_c t_c logp_c``, the
+            mean is over the rows, ``ignore_index`` plays no part, and targets that require
+            grad get their gradient).
         weight: optional per-class weights (C,) (PyTorch's): label ``y``'s loss is scaled by
             ``weight[y]`` and the mean divides by the sum of the weights of the labels not
             ignored. With smoothing, PyTorch's form: ``(1 - s) w[y] (-logp[y]) + s / C *
@@ -359,9 +362,10 @@ def cross_entropy(
         axis: the class axis of ``logits`` (default -1, the last; 1 for PyTorch's layout).
 
     Raises:
-        TypeError: labels are not integers.
-        ShapeError: labels do not have the logits' shape without the class axis, ``axis`` is
-            out of range, or ``weight`` is not (C,).
+        TypeError: labels are neither integers nor floats, or float labels (probabilities)
+            do not have the logits' shape.
+        ShapeError: integer labels do not have the logits' shape without the class axis,
+            ``axis`` is out of range, or ``weight`` is not (C,).
         ValueError: host labels (a NumPy array or a list) outside ``[0, C)`` other than
             ``ignore_index``, a smoothing outside [0, 1] or an unknown reduction. Labels already
             on the device are not read back (that would stall JAX's asynchronous dispatch every
@@ -371,6 +375,8 @@ def cross_entropy(
     _check_reduction("cross_entropy", reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing={label_smoothing} must be in [0, 1].")
+    if _floating(labels):
+        return _soft_cross_entropy(logits, labels, weight, label_smoothing, reduction, axis)
     ignore = integer(ignore_index, "cross_entropy: ignore_index")
     labels = _host_labels(labels, _classes(logits, axis), "cross_entropy", ignore)
     return _cross_entropy_op(
@@ -382,6 +388,55 @@ def cross_entropy(
         ignore_index=ignore,
         axis=axis,
     )
+
+
+def _floating(labels: Any) -> bool:
+    """Whether ``labels`` are class probabilities (floats), not class indices."""
+    dtype = getattr(labels, "dtype", None)
+    if dtype is None:
+        dtype = np.asarray(labels).dtype
+    return bool(jnp.issubdtype(dtype, jnp.floating))
+
+
+def _soft_cross_entropy(
+    logits: Any, targets: Any, weight: Any, smoothing: float, reduction: Reduction, axis: int
+) -> Tensor:
+    """PyTorch's cross entropy against class probabilities: ``-sum_c w_c t_c logp_c`` per
+    row, ``t`` smoothed to ``(1 - s) t + s / C``; the mean is over the rows (unweighted, as
+    PyTorch's). Tensor ops: both inputs get their gradients."""
+    shape, target_shape = tuple(np.shape(logits)), tuple(np.shape(targets))
+    ax = integer(axis, "cross_entropy: axis")
+    if not -len(shape) <= ax < len(shape):
+        raise ShapeError(
+            f"cross_entropy: the class axis {ax} is out of range for logits of shape {shape}."
+        )
+    if target_shape != shape:
+        raise TypeError(
+            f"cross_entropy: labels must be integer class indices (shape "
+            f"{shape[: ax % len(shape)] + shape[ax % len(shape) + 1 :]}) or class probabilities "
+            f"of the logits' shape {shape}; got floats of shape {target_shape}. Cast class "
+            "indices: labels.astype(tg.int32)."
+        )
+    classes = shape[ax]
+    logp = log_softmax(logits, axis=ax)
+    if smoothing:
+        targets = targets * (1.0 - smoothing) + smoothing / classes
+    terms = logp * targets
+    if weight is not None:
+        w = weight if hasattr(weight, "reshape") else np.asarray(weight)
+        if tuple(w.shape) != (classes,):
+            raise ShapeError(
+                f"cross_entropy: weight of shape {tuple(w.shape)} must have one entry per "
+                f"class, shape ({classes},)."
+            )
+        terms = terms * w.reshape(
+            tuple(classes if i == ax % len(shape) else 1 for i in range(len(shape)))
+        )
+    per: Tensor = -terms.sum(axis=ax)
+    if reduction == "mean":
+        out: Tensor = per.mean()
+        return out
+    return per.sum() if reduction == "sum" else per
 
 
 @partial(jax.jit, static_argnames=_LOSS_STATIC)

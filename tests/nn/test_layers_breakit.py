@@ -1,0 +1,365 @@
+"""Porting PyTorch code: layer and Module behaviours checked against PyTorch where a
+researcher's code would notice a difference (order of registries, PyTorch's constructor
+arguments, error messages)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from _parity import check_against_torch
+
+import tapegrad as tg
+from tapegrad import nn
+
+torch: Any = pytest.importorskip("torch")
+
+
+class _Ours(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, 3, key=0)
+        self.bn = nn.BatchNorm2d(2)
+        self.fc = nn.Linear(2, 3, key=1)
+
+
+class _Theirs(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 2, 3)
+        self.bn = torch.nn.BatchNorm2d(2)
+        self.fc = torch.nn.Linear(2, 3)
+
+
+def test_replacing_a_module_parameter_or_buffer_keeps_its_place_as_in_torch() -> None:
+    """``model.conv = new_layer`` (a new head for fine-tuning), ``fc.weight = new`` and
+    ``bn.running_mean = new`` keep their positions in ``state_dict()``, ``named_parameters()``
+    and ``named_modules()``, as PyTorch's do."""
+    ours, theirs = _Ours(), _Theirs()
+    ours.conv, theirs.conv = nn.Conv2d(1, 2, 3, key=2), torch.nn.Conv2d(1, 2, 3)
+    ours.fc.weight = tg.zeros((3, 2)).require_grad()
+    theirs.fc.weight = torch.nn.Parameter(torch.zeros(3, 2))
+    ours.bn.running_mean, theirs.bn.running_mean = tg.ones(2), torch.ones(2)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+    assert [n for n, _ in ours.named_modules()] == [n for n, _ in theirs.named_modules()]
+    assert [n for n, _ in ours.named_buffers()] == [n for n, _ in theirs.named_buffers()]
+
+
+def test_module_list_and_dict_setitem_replace_in_place() -> None:
+    """``layers[1] = m`` replaces the second layer: iteration and indexing keep the order (it
+    used to move the new layer to the end, so ``layers[1]`` was the old third one)."""
+    a, b, c, d = (nn.Linear(2, 2, key=i) for i in range(4))
+    layers = nn.ModuleList([a, b, c])
+    layers[1] = d
+    assert list(layers) == [a, d, c]
+    assert layers[1] is d and layers[2] is c
+    assert [n for n, _ in layers.named_parameters()][:4] == [
+        "0.weight",
+        "0.bias",
+        "1.weight",
+        "1.bias",
+    ]
+    layers[-1] = b
+    assert list(layers) == [a, d, b]
+    table = nn.ModuleDict({"x": a, "y": b, "z": c})
+    table["x"] = d
+    assert table.keys() == ["x", "y", "z"] and table["x"] is d
+
+
+def test_pytorchs_inplace_flags_and_identity_arguments_are_accepted() -> None:
+    """``nn.ReLU(inplace=True)`` (torchvision's models), ``nn.Dropout(p, True)`` and
+    ``nn.Identity(54, unused=1)`` construct as in PyTorch and compute the same values; the
+    input is left unchanged."""
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    t = tg.tensor(x)
+    for ours, theirs in [
+        (nn.ReLU(inplace=True), torch.nn.ReLU(inplace=False)),
+        (nn.ReLU(True), torch.nn.ReLU()),
+        (nn.SiLU(inplace=True), torch.nn.SiLU()),
+        (nn.Identity(54, unused=1), torch.nn.Identity(54, unused=1)),
+    ]:
+        np.testing.assert_allclose(np.asarray(ours(t)), theirs(torch.tensor(x)).numpy(), 1e-6)
+    np.testing.assert_array_equal(np.asarray(t), x)
+    drop = nn.Dropout(0.5, True).eval()
+    assert drop(t) is t
+    assert repr(nn.ReLU(inplace=True)) == repr(torch.nn.ReLU(inplace=True))
+    assert repr(nn.ReLU()) == repr(torch.nn.ReLU())
+
+
+def test_conv_sizes_may_be_numpy_integers_and_bad_ones_are_named() -> None:
+    """Sizes read from a config array (``np.int64``) work as in PyTorch; a float, a wrong
+    length or a non-positive stride is refused at construction, naming the layer."""
+    conv = nn.Conv2d(3, 4, np.int64(3), stride=(np.int64(1), 2), padding=np.int32(1), key=0)
+    assert conv.kernel_size == (3, 3) and conv.stride == (1, 2) and conv.padding == (1, 1)
+    with pytest.raises(TypeError, match=r"^Conv2d: kernel_size must be an int or a tuple"):
+        nn.Conv2d(3, 4, 3.0)
+    with pytest.raises(TypeError, match=r"^Conv1d: stride must be an int or a tuple of 1"):
+        nn.Conv1d(3, 4, 3, stride=(1, 1))
+    with pytest.raises(ValueError, match=r"^Conv2d: stride must be >= 1"):
+        nn.Conv2d(3, 4, 3, stride=0)
+    with pytest.raises(ValueError, match=r"^Conv2d: padding must be >= 0"):
+        nn.Conv2d(3, 4, 3, padding=-1)
+    with pytest.raises(ValueError, match=r"^Conv1d: padding='same' needs stride 1"):
+        nn.Conv1d(3, 4, 3, stride=2, padding="same")
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same':UserWarning")  # PyTorch's note
+@pytest.mark.parametrize("padding", [1, "same", (0, 1, 2)])
+def test_conv3d_matches_torch(padding: Any) -> None:
+    torch.manual_seed(0)
+    theirs = torch.nn.Conv3d(4, 6, (2, 3, 3), padding=padding, groups=2, dilation=(1, 1, 2))
+    ours = nn.Conv3d(4, 6, (2, 3, 3), padding=padding, groups=2, dilation=(1, 1, 2), key=0)
+    x = np.random.default_rng(0).standard_normal((2, 4, 4, 5, 6)).astype(np.float32)
+    check_against_torch(ours, theirs, [x], rtol=1e-4, atol=1e-5)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+
+
+def test_rnn_state_of_the_wrong_rank_for_an_unbatched_input_says_so() -> None:
+    lstm = nn.LSTM(3, 4, num_layers=2, key=0)
+    x = tg.tensor(np.ones((5, 3), np.float32))  # unbatched (L, in)
+    h = tg.tensor(np.zeros((2, 1, 4), np.float32))  # a batched state
+    with pytest.raises(tg.ShapeError, match=r"unbatched \(L, 3\) input, h_0 must be 2-D"):
+        lstm(x, (h, h))
+    with pytest.raises(tg.ShapeError, match=r"^GRU: for an unbatched"):
+        nn.GRU(3, 4, key=0)(x, tg.tensor(np.zeros((1, 1, 4), np.float32)))
+    with pytest.raises(TypeError, match=r"^GRU: hidden_size must be an integer"):
+        nn.GRU(3, 4.0)  # type: ignore[arg-type]
+    assert nn.GRU(np.int64(3), np.int64(4), key=0)(x)[0].shape == (5, 4)
+
+
+@pytest.mark.parametrize("kind", ["function", "module"])
+def test_transformer_encoder_layer_takes_a_callable_activation_as_torch(kind: str) -> None:
+    """PyTorch's ``activation=F.silu`` (or a module) is ``activation=tg.silu`` here."""
+    torch.manual_seed(0)
+    act = torch.nn.functional.silu if kind == "function" else torch.nn.GELU("tanh")
+    theirs = torch.nn.TransformerEncoderLayer(8, 2, 16, 0.0, act).eval()
+    ours = nn.TransformerEncoderLayer(
+        8, 2, 16, 0.0, tg.silu if kind == "function" else nn.GELU("tanh"), key=0
+    )
+    x = np.random.default_rng(0).standard_normal((5, 3, 8)).astype(np.float32)
+    check_against_torch(ours, theirs, [x], rtol=1e-4, atol=1e-5)
+    assert [n for n, _ in ours.named_modules()] == [n for n, _ in theirs.named_modules()]
+    with pytest.raises(ValueError, match=r"^TransformerEncoderLayer: activation must be"):
+        nn.TransformerEncoderLayer(8, 2, activation="swish")
+    with pytest.raises(TypeError, match=r"^TransformerEncoderLayer: activation must be"):
+        nn.TransformerEncoderLayer(8, 2, activation=3)  # type: ignore[arg-type]
+
+
+def _names(module: Any) -> list[str]:
+    return list(module.state_dict())
+
+
+def test_container_list_operations_name_layers_as_torch() -> None:
+    """``insert``, ``pop``, ``del``, ``extend``, ``append`` on ``ModuleList`` and ``Sequential``
+    and ``pop`` on ``ModuleDict`` leave the layers and state-dict keys PyTorch's would."""
+    ours = [nn.Linear(2, i + 1, key=i) for i in range(5)]
+    theirs = [torch.nn.Linear(2, i + 1) for i in range(5)]
+    for kind in ("ModuleList", "Sequential"):
+        o, t = getattr(nn, kind)(), getattr(torch.nn, kind)()
+        for m, n in zip(ours[:3], theirs[:3], strict=True):
+            o.append(m)
+            t.append(n)
+        o.insert(1, ours[3])
+        t.insert(1, theirs[3])
+        assert o.pop(0) is ours[0] and t.pop(0) is theirs[0]
+        del o[-1]
+        del t[-1]
+        o.extend([ours[4]])
+        t.extend([theirs[4]])
+        o[0] = ours[2]
+        t[0] = theirs[2]
+        assert _names(o) == _names(t)
+        assert [m.out_features for m in o] == [m.out_features for m in t]
+        del o[1:]
+        del t[1:]
+        assert _names(o) == _names(t)
+    table = nn.ModuleDict({"a": ours[0], "b": ours[1]})
+    assert table.pop("a") is ours[0] and table.keys() == ["b"]
+    table.clear()
+    assert len(table) == 0
+    with pytest.raises(IndexError, match=r"ModuleList: index 3 is out of range for 1"):
+        nn.ModuleList([ours[0]]).pop(3)
+    joined = nn.ModuleList([ours[0]]) + nn.ModuleList([ours[1]])
+    joined += [ours[2]]
+    assert list(joined) == ours[:3]
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("per_head", [False, True])
+def test_multihead_attention_adds_a_float_mask_and_differentiates_it(
+    need_weights: bool, per_head: bool
+) -> None:
+    """A float ``attn_mask`` (a relative position bias, ALiBi) is added to the scores, as
+    PyTorch's; one that requires grad gets PyTorch's gradient; with a float
+    ``key_padding_mask`` the two are summed."""
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    n, heads, length, source, e = 2, 2, 3, 4, 8
+    theirs = torch.nn.MultiheadAttention(e, heads, batch_first=True)
+    ours = nn.MultiheadAttention(e, heads, batch_first=True, key=0)
+    ours.load_state_dict(theirs.state_dict())
+    q, k = (rng.standard_normal((n, t, e)).astype(np.float32) for t in (length, source))
+    bias = rng.standard_normal((n * heads, length, source) if per_head else (length, source))
+    pad = np.zeros((n, source), np.float32)
+    pad[0, -1] = -np.inf
+    tb = torch.tensor(bias.astype(np.float32), requires_grad=True)
+    ob = tg.tensor(bias.astype(np.float32), requires_grad=True)
+    tk, ok = torch.tensor(k), tg.tensor(k)
+    want, _ = theirs(
+        torch.tensor(q),
+        tk,
+        tk,
+        attn_mask=tb,
+        key_padding_mask=torch.tensor(pad),
+        need_weights=need_weights,
+    )
+    got, _ = ours(
+        tg.tensor(q), ok, ok, attn_mask=ob, key_padding_mask=pad, need_weights=need_weights
+    )
+    np.testing.assert_allclose(np.asarray(got), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+    (want**2).sum().backward()
+    (got**2).sum().backward()
+    assert ob.grad is not None and tb.grad is not None
+    np.testing.assert_allclose(np.asarray(ob.grad), tb.grad.numpy(), rtol=1e-4, atol=1e-6)
+    with pytest.raises(TypeError, match=r"attn_mask has dtype int32; pass a boolean mask"):
+        ours(tg.tensor(q), ok, ok, attn_mask=np.zeros((length, source), np.int32))
+
+
+def test_pytorchs_registration_methods_and_submodule_lookup() -> None:
+    """``add_module``/``register_module``, ``register_parameter`` and ``get_submodule`` as
+    PyTorch's, with state-dict keys in PyTorch's order; ``LSTM.flatten_parameters()`` runs."""
+
+    class Ours(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_parameter("scale", tg.ones(2).require_grad())
+            for i in range(2):
+                self.add_module(f"conv{i}", nn.Conv1d(2, 2, 1, key=i))
+            self.register_module("rnn", nn.LSTM(2, 2, key=0))
+            self.register_parameter("frozen", tg.zeros(2))
+            self.register_parameter("nothing", None)
+
+    class Theirs(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_parameter("scale", torch.nn.Parameter(torch.ones(2)))
+            for i in range(2):
+                self.add_module(f"conv{i}", torch.nn.Conv1d(2, 2, 1))
+            self.register_module("rnn", torch.nn.LSTM(2, 2))
+            self.register_parameter("frozen", torch.nn.Parameter(torch.zeros(2), False))
+            self.register_parameter("nothing", None)
+
+    ours, theirs = Ours(), Theirs()
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+    assert ours.nothing is None and not ours.frozen.requires_grad
+    assert ours.get_submodule("conv1") is ours.conv1 and ours.get_submodule("") is ours
+    ours.rnn.flatten_parameters()
+    with pytest.raises(AttributeError, match=r"conv1 has no sub-module 'x'"):
+        ours.get_submodule("conv1.x")
+    with pytest.raises(TypeError, match=r"a floating leaf Tensor \(or None\) is needed"):
+        ours.register_parameter("p", ours.scale * 2)
+    with pytest.raises(TypeError, match=r"add_module\('m'\): a Module or None"):
+        ours.add_module("m", ours.scale)  # type: ignore[arg-type]
+    with pytest.raises(KeyError, match=r"names are non-empty strings without '.'"):
+        ours.add_module("a.b", nn.ReLU())
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize(
+    ("name", "kwargs"),
+    [
+        ("L1Loss", {}),
+        ("SmoothL1Loss", {"beta": 0.5}),
+        ("SmoothL1Loss", {"beta": 0.0}),
+        ("HuberLoss", {"delta": 0.7}),
+        ("HuberLoss", {}),
+    ],
+)
+def test_l1_family_losses_match_torch(name: str, kwargs: dict[str, float], reduction: str) -> None:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal((3, 4)).astype(np.float32)
+    b[0, 0] = a[0, 0]  # a tie: gradient 0, as PyTorch's
+    theirs = getattr(torch.nn, name)(reduction=reduction, **kwargs)
+    ours = getattr(nn, name)(reduction=reduction, **kwargs)
+    ta, oa = torch.tensor(a, requires_grad=True), tg.tensor(a, requires_grad=True)
+    want, got = theirs(ta, torch.tensor(b)), ours(oa, b)
+    np.testing.assert_allclose(np.asarray(got), want.detach().numpy(), rtol=1e-6, atol=1e-7)
+    v = rng.standard_normal(want.shape).astype(np.float32)
+    (want * torch.tensor(v)).sum().backward()
+    (got * tg.tensor(v)).sum().backward()
+    np.testing.assert_allclose(np.asarray(oa.grad), ta.grad.numpy(), rtol=1e-6, atol=1e-7)
+    assert repr(ours).startswith(name)
+
+
+def test_l1_family_losses_refuse_bad_arguments_and_warn_on_broadcast() -> None:
+    with pytest.raises(ValueError, match=r"^SmoothL1Loss: beta must be >= 0"):
+        nn.SmoothL1Loss(beta=-1.0)
+    with pytest.raises(ValueError, match=r"^HuberLoss: delta must be > 0"):
+        nn.HuberLoss(delta=0.0)
+    with pytest.raises(ValueError, match=r"^L1Loss: reduction must be one of"):
+        nn.L1Loss("avg")
+    with pytest.raises(TypeError, match=r"size_average"):
+        nn.L1Loss(size_average=True)
+    with pytest.warns(tg.TapegradWarning, match=r"^L1Loss: prediction shape \(3, 4\)"):
+        nn.L1Loss()(tg.ones((3, 4)), tg.ones((3, 1)))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cross_entropy_takes_class_probabilities_as_torch(
+    reduction: str, smoothing: float, weighted: bool
+) -> None:
+    """PyTorch's soft targets (mixup, distillation): float targets of the logits' shape,
+    classes on axis 1 of (N, C, L); the targets get their gradient too."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 4, 3)).astype(np.float32)
+    p = rng.random((2, 4, 3)).astype(np.float32)
+    p /= p.sum(axis=1, keepdims=True)
+    w = (rng.random(4) + 0.5).astype(np.float32) if weighted else None
+    theirs = torch.nn.CrossEntropyLoss(
+        None if w is None else torch.tensor(w), reduction=reduction, label_smoothing=smoothing
+    )
+    ours = nn.CrossEntropyLoss(reduction, smoothing, weight=w, axis=1)
+    tx, tp = torch.tensor(x, requires_grad=True), torch.tensor(p, requires_grad=True)
+    ox, op = tg.tensor(x, requires_grad=True), tg.tensor(p, requires_grad=True)
+    want, got = theirs(tx, tp), ours(ox, op)
+    np.testing.assert_allclose(np.asarray(got), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+    v = rng.standard_normal(want.shape).astype(np.float32)
+    (want * torch.tensor(v)).sum().backward()
+    (got * tg.tensor(v)).sum().backward()
+    np.testing.assert_allclose(np.asarray(ox.grad), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(op.grad), tp.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_cross_entropy_probabilities_of_another_shape_say_what_to_pass() -> None:
+    logits = tg.zeros((4, 3))
+    with pytest.raises(TypeError, match=r"integer class indices \(shape \(4,\)\) or class prob"):
+        tg.cross_entropy(logits, np.zeros(4, np.float32))
+    with pytest.raises(TypeError, match=r"labels must be integer class indices"):
+        tg.cross_entropy(logits, np.zeros(4, bool))
+
+
+@pytest.mark.parametrize(
+    ("groups", "shape", "affine"),
+    [(2, (3, 4, 5), True), (1, (2, 6, 2, 3), True), (6, (2, 6, 4), False), (3, (2, 6), True)],
+)
+def test_group_norm_matches_torch(groups: int, shape: tuple[int, ...], affine: bool) -> None:
+    torch.manual_seed(0)
+    theirs = torch.nn.GroupNorm(groups, shape[1], affine=affine)
+    if affine:
+        with torch.no_grad():
+            theirs.weight.normal_()
+            theirs.bias.normal_()
+    ours = nn.GroupNorm(groups, shape[1], affine=affine)
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32) * 3 + 1
+    check_against_torch(ours, theirs, [x], rtol=1e-4, atol=1e-5)
+    assert repr(ours).startswith(f"GroupNorm({groups}, {shape[1]}, eps=1e-05, affine=")
+    with pytest.raises(tg.ShapeError, match=r"GroupNorm\(.*\) expects input \(N, "):
+        ours(tg.ones((2, shape[1] + 1)))
+    with pytest.raises(ValueError, match=r"^GroupNorm: num_channels \(5\) must be"):
+        nn.GroupNorm(2, 5)
