@@ -312,8 +312,15 @@ class Tensor:
         *,
         retain_graph: bool | None = None,
         create_graph: bool = False,
+        inputs: Tensor | Sequence[Tensor] | None = None,
+        gradient: Any = None,
     ) -> None:
         """Accumulate d(self)/d(leaf) into ``.grad`` of every live leaf it depends on.
+
+        ``.grad`` gets the leaf's shape and dtype (added to a ``.grad`` already there: set it
+        to ``None``, or call ``optimizer.zero_grad()``, between steps). Without
+        ``retain_graph`` the graph is consumed: its saved arrays are freed, and another
+        backward through it raises ``GraphConsumedError``. Returns ``None``.
 
         Args:
             grad: the cotangent, same shape as ``self``; optional for one-element tensors.
@@ -321,21 +328,44 @@ class Tensor:
                 ``create_graph``).
             create_graph: record the backward pass, so ``.grad`` requires grad and can be
                 differentiated again (higher-order gradients).
+            inputs: fill ``.grad`` of these tensors only (PyTorch's ``inputs``): leaves or
+                non-leaves that require grad; the other leaves' ``.grad`` stays as it was.
+            gradient: PyTorch's name for ``grad``.
 
         Raises:
-            RuntimeError: ``self`` does not require grad, is multi-element without ``grad``,
-                or its graph was consumed by an earlier backward (see ``retain_graph``).
+            RuntimeError: ``self`` does not require grad (``NoGradError``), is multi-element
+                or complex without ``grad`` (``NonScalarBackwardError``), or its graph was
+                consumed by an earlier backward (``GraphConsumedError``: see
+                ``retain_graph``); each a ``RuntimeError``, raised before any ``.grad``
+                changes.
             ShapeError: ``grad`` has another shape.
+            TypeError: both ``grad`` and ``gradient``; an ``inputs`` entry that does not
+                require grad.
+            ValueError: ``inputs`` is empty.
         """
-        _backward.backward(self, grad, retain_graph=retain_graph, create_graph=create_graph)
+        if gradient is not None:
+            if grad is not None:
+                raise TypeError(
+                    "backward() got the cotangent twice (grad and gradient, PyTorch's name "
+                    "for it); pass it once."
+                )
+            grad = gradient
+        _backward.backward(
+            self, grad, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs
+        )
 
     # ------------------------------------------------------------------ conversion
 
     def item(self) -> Any:
-        """The value of a one-element tensor as a Python scalar.
+        """The value of a one-element tensor (any shape: ``()``, ``(1,)``, ``(1, 1)``, ...) as
+        a Python ``float``, ``int``, ``bool`` or ``complex``, by its dtype. A tensor that
+        requires grad needs no ``.detach()`` first. The graph stays as it was: an output read
+        with ``.item()`` and never passed to ``backward()`` leaves its graph hanging (compute
+        values you only read under ``tg.no_grad()``).
 
         Raises:
             ValueError: the tensor has more than one element.
+            TracerError: the value is traced (inside ``tg.jit`` or a JAX transformation).
         """
         if self._data.size != 1:
             raise ValueError(
@@ -348,7 +378,9 @@ class Tensor:
         """The value as a read-only NumPy array on the host (as ``np.asarray`` of a JAX
         array: on CPU it shares the tensor's buffer, elsewhere it is a host copy). JAX arrays
         are immutable, so writing to it raises ``ValueError``; call ``.copy()`` on it to get
-        an array to write (PyTorch's ``.numpy()`` shares a writable buffer instead).
+        an array to write (PyTorch's ``.numpy()`` shares a writable buffer instead). Shape and
+        dtype are the tensor's. A tensor that requires grad needs no ``.detach()`` first (as
+        PyTorch's would): the array holds the value only.
 
         Raises:
             TracerError: the value is traced (inside ``tg.jit`` or a JAX transformation).
@@ -390,7 +422,8 @@ class Tensor:
     def _scalar(self, kind: str) -> Any:
         if self._data.size != 1:
             raise TypeError(
-                f"{kind}() needs a one-element tensor, this one has shape {self.shape}."
+                f"{kind}() needs a one-element tensor, this one has shape {self.shape}; "
+                "reduce it first (.sum(), .mean()), index one element (t[0]) or use .tolist()."
             )
         return self._host(f"{kind}()").reshape(()).item()
 
@@ -1010,6 +1043,10 @@ _TORCH_METHODS = {
     "copy_": "use x.data = src.data (keeps x's node) or x = src.clone()",
     "uniform_": "use tg.rand(shape) (or nn.init)",
     "normal_": "use tg.randn(shape) (or nn.init)",
+    "register_hook": "tapegrad has no tensor hooks: get the gradient with tg.grad(out, x), or "
+    "call x.retain_grad() before backward() and read x.grad, then change it as you need",
+    "grad_fn": "use x.is_leaf (False for the output of a recorded op) and x.requires_grad; "
+    "repr(x) names the op that made it",
 }
 """PyTorch tensor methods tapegrad spells otherwise: the hint their ``AttributeError`` gives."""
 

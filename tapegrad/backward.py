@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, Literal, overload
 
 import jax
 import jax.numpy as jnp
@@ -165,9 +165,11 @@ def _run(
     retain_graph: bool,
     wanted: frozenset[int] = frozenset(),
     create_graph: bool = False,
+    before: Callable[[Sequence[Any]], None] | None = None,
 ) -> dict[int, tuple[Node, Any]]:
     """Run VJPs from ``roots`` on their ``tape``; return the cotangents of leaves, retained and
-    wanted nodes.
+    wanted nodes. ``before`` sees the steps before any VJP runs; what it raises propagates
+    with nothing consumed.
 
     Cotangents are arrays, or with ``create_graph`` tensors: each VJP application is then
     recorded on the tape (``higher.vjp_on_tensors``) and cotangents add up as recorded ops.
@@ -184,6 +186,8 @@ def _run(
     made: list[Node] = []
     ok = False
     try:
+        if before is not None:
+            before(steps)
         found = None
         if not create_graph and check is None and not tape.allow_tracers:
             found = compiled_backward.lookup(steps, roots, wanted)
@@ -205,10 +209,36 @@ def _run(
     finally:
         rest = () if ok else steps[len(done) + len(leaves) :]
         undone = [step[0] for step in rest if step[1] is not None]
+        pruned: list[Node] = []
+        if wanted and not retain_graph:
+            done, pruned = _split_pruned(steps, done, wanted)
+            undone.extend(pruned)  # released, not consumed: no VJP of theirs ran
         tape.consume(done, undone, leaves if ok else (), retain_graph, create_graph)
+        if pruned:
+            tape.reach(pruned)
         if made and not ok:
             tape.reach(made)
     return out
+
+
+def _split_pruned(
+    steps: Sequence[Any], done: list[Node], wanted: frozenset[int]
+) -> tuple[list[Node], list[Node]]:
+    """Split the op nodes of a ``tg.grad`` pass that are ``done`` into those whose VJP the
+    pass needed (a parent on a path toward a wanted node: consumed) and those it pruned (the
+    graph below a wanted non-leaf, branches toward no input: not consumed, as in PyTorch, so
+    a later backward through them works; reached, so they are freed with their tensors)."""
+    toward = _toward(steps, wanted)
+    needed = {
+        node.id
+        for node, op, parents, _, _ in steps
+        if op is not None and any(p is not None and p.id in toward for p in parents)
+    }
+    ran: list[Node] = []
+    pruned: list[Node] = []
+    for node in done:
+        (ran if node.id in needed else pruned).append(node)
+    return ran, pruned
 
 
 def _tape_of(tensors: Sequence[Tensor]) -> Tape:
@@ -253,10 +283,12 @@ def _seed(t: Tensor, grad: Any, create_graph: bool = False, keyword: str = "grad
                 f"{shape}; reduce it (.sum(), .mean()) or pass {keyword}= of shape {shape}."
             )
         if isinstance(data, jax.core.Tracer):
+            _real_root(aval.dtype, keyword)
             return placed_like(filled(shape, 1, aval.dtype), data)
         key = (shape, aval.dtype, data.sharding if data.committed else None)
         ones = _ONES.get(key)
-        if ones is None:
+        if ones is None:  # a dtype met first: checked here, never on the cached path
+            _real_root(aval.dtype, keyword)
             ones = _ONES[key] = placed_like(filled(shape, 1, aval.dtype), data)
         return ones
     data = grad.data if isinstance(grad, Tensor) else grad
@@ -269,6 +301,21 @@ def _seed(t: Tensor, grad: Any, create_graph: bool = False, keyword: str = "grad
             "cotangent of the tensor's own shape."
         )
     return placed_like(data, t.data)
+
+
+def _real_root(dtype: Any, keyword: str) -> None:
+    """Raise for an implied seed of a complex output (PyTorch and ``jax.grad`` refuse it).
+
+    Raises:
+        NonScalarBackwardError: ``dtype`` is complex.
+    """
+    if dtype.kind == "c":
+        where = "backward()" if keyword == "grad" else "tg.grad"
+        raise NonScalarBackwardError(
+            f"{where} without `{keyword}` needs a real output, this one is {dtype}: its "
+            f"gradient depends on the cotangent chosen. Reduce it to a real loss (.abs(), "
+            f"** 2) or pass {keyword}= (a complex cotangent of its shape)."
+        )
 
 
 def _root(t: Any, what: str) -> Node:
@@ -298,24 +345,41 @@ def backward(
     *,
     retain_graph: bool | None = None,
     create_graph: bool = False,
+    inputs: Tensor | Sequence[Tensor] | None = None,
 ) -> None:
     """Accumulate d(t)/d(leaf) into ``.grad`` of live leaves (and ``retain_grad()`` tensors).
 
     ``.grad`` is written once, at the end of a successful pass, in each leaf's shape and dtype.
     With ``create_graph=True`` the pass itself is recorded (each VJP application a node whose
     origin is this call), ``.grad`` requires grad and accumulates as a recorded ``add``;
-    ``retain_graph`` defaults to ``create_graph``.
+    ``retain_graph`` defaults to ``create_graph``. With ``inputs`` (PyTorch's), only those
+    tensors' ``.grad`` is written (a non-leaf among them gets one too), and only the VJPs on a
+    path toward them run and are consumed, as in ``tg.grad``.
 
     Raises:
         NoGradError: ``t`` does not require grad (a ``RuntimeError``).
-        NonScalarBackwardError: ``t`` has several elements and ``grad`` is ``None``.
+        NonScalarBackwardError: ``t`` has several elements, or is complex, and ``grad`` is
+            ``None``.
         ShapeError: ``grad`` has another shape than ``t``.
         GraphConsumedError: the graph was consumed by an earlier backward.
-        TapeMismatchError: with ``create_graph``, ``grad`` requires grad on another tape.
+        TapeMismatchError: with ``create_graph``, ``grad`` requires grad on another tape;
+            an entry of ``inputs`` is on another tape than ``t``.
+        TypeError: an entry of ``inputs`` does not require grad.
+        ValueError: ``inputs`` is empty.
     """
     node = _root(t, "The tensor passed to backward()")
     tape = tape_of(t)
     assert tape is not None  # a tensor with a node has its tape
+    wanted: frozenset[int] = frozenset()
+    if inputs is not None:
+        ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+        if not ins:
+            raise ValueError(
+                "backward(inputs=[]): no tensor to fill .grad of; pass the tensors whose "
+                ".grad you want, or leave inputs out to fill every leaf's."
+            )
+        wanted = frozenset(n.id for n in _input_nodes(ins, "backward(inputs=...): entry"))
+        _tape_of([t, *ins])
     _check_seed_tape(grad, tape, create_graph, "backward(grad=...)")
     seed = _seed(t, grad, create_graph)
     retain = create_graph if retain_graph is None else retain_graph
@@ -323,9 +387,38 @@ def backward(
         # the pass and the gradients' sums record on the root's tape, in grad mode even
         # under no_grad (PyTorch runs a backward with grad mode = create_graph)
         with use_tape(tape), enable_grad():
-            _write_grads(_run(tape, [node], [seed], retain, create_graph=True), True)
+            results = _run(tape, [node], [seed], retain, wanted, create_graph=True)
+            _write_grads(_only(results, wanted), True)
     else:  # a pass on arrays records nothing: no tape to switch to
-        _write_grads(_run(tape, [node], [seed], retain), False)
+        _write_grads(_only(_run(tape, [node], [seed], retain, wanted), wanted), False)
+
+
+def _only(
+    results: dict[int, tuple[Node, Any]], wanted: frozenset[int]
+) -> dict[int, tuple[Node, Any]]:
+    """The results of ``backward(inputs=...)`` that go to ``.grad``: the wanted nodes' (and
+    retained non-leaves' on the way), not the other leaves'; all of them without inputs."""
+    if not wanted:
+        return results
+    return {i: r for i, r in results.items() if i in wanted or r[0].op is not None}
+
+
+def _input_nodes(ins: Sequence[Any], what: str) -> list[Node]:
+    """The nodes of the tensors ``ins`` a pass differentiates with respect to.
+
+    Raises:
+        TypeError: one is not a tensor that requires grad.
+    """
+    nodes = []
+    for i, x in enumerate(ins):
+        node = node_of(x) if isinstance(x, Tensor) else None
+        if node is None:
+            raise TypeError(
+                f"{what} {i} does not require grad, so it has no gradient; call "
+                ".require_grad() on it before computing the outputs."
+            )
+        nodes.append(node)
+    return nodes
 
 
 def _write_grads(results: dict[int, tuple[Node, Any]], create_graph: bool) -> None:
@@ -368,6 +461,7 @@ def _check_seed_tape(grad: Any, tape: Tape, create_graph: bool, keyword: str) ->
         )
 
 
+@overload
 def grad(
     outputs: Tensor | Sequence[Tensor],
     inputs: Tensor | Sequence[Tensor],
@@ -375,7 +469,34 @@ def grad(
     *,
     retain_graph: bool | None = None,
     create_graph: bool = False,
-) -> tuple[Tensor, ...]:
+    allow_unused: Literal[False] | None = None,
+    materialize_grads: bool = False,
+) -> tuple[Tensor, ...]: ...
+
+
+@overload
+def grad(
+    outputs: Tensor | Sequence[Tensor],
+    inputs: Tensor | Sequence[Tensor],
+    grad_outputs: Any = None,
+    *,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    allow_unused: bool,
+    materialize_grads: bool = False,
+) -> tuple[Tensor | None, ...]: ...
+
+
+def grad(
+    outputs: Tensor | Sequence[Tensor],
+    inputs: Tensor | Sequence[Tensor],
+    grad_outputs: Any = None,
+    *,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    allow_unused: bool | None = None,
+    materialize_grads: bool = False,
+) -> tuple[Tensor | None, ...]:
     """Return the gradients of ``outputs`` with respect to ``inputs``, leaving ``.grad`` alone.
 
     Args:
@@ -384,38 +505,44 @@ def grad(
         grad_outputs: cotangents for ``outputs`` (required for multi-element outputs); with
             ``create_graph``, a cotangent tensor that requires grad is differentiated through.
         retain_graph: keep the graph for another backward (default: ``create_graph``).
+            Without it, only the nodes whose VJP ran (on a path toward ``inputs``) are
+            consumed: the graph below a non-leaf input stays usable, as in PyTorch.
         create_graph: record the pass, so the gradients require grad and can be
             differentiated again (higher-order gradients).
+        allow_unused: what an input the outputs do not reach (no path from them) gets:
+            ``None`` (the default), zeros; ``True``, ``None`` (PyTorch's ``allow_unused``);
+            ``False``, a ``RuntimeError`` before any VJP runs (PyTorch's default).
+        materialize_grads: zeros for such inputs (PyTorch's; tapegrad's default anyway).
 
     Returns:
         One tensor per input, in its shape and dtype; zeros where the outputs do not depend
-        on it (with ``create_graph``, recorded with a zero derivative).
+        on it (with ``create_graph``, recorded with a zero derivative), or ``None`` for an
+        input they do not reach with ``allow_unused=True``.
 
     Raises:
         TypeError: an input does not require grad; an output, or a ``grad_outputs`` entry,
             is not a tensor (or an array).
         ValueError: not one ``grad_outputs`` entry per output (``ShapeError``: one whose
-            shape is not its output's).
+            shape is not its output's); ``materialize_grads`` with ``allow_unused=False``.
+        RuntimeError: with ``allow_unused=False``, an input the outputs do not reach;
+            nothing changed.
         NoGradError: an output does not require grad (a ``RuntimeError``).
-        NonScalarBackwardError: an output with more than one element and no ``grad_outputs``
-            (a ``RuntimeError``).
+        NonScalarBackwardError: an output with more than one element, or complex, and no
+            ``grad_outputs`` (a ``RuntimeError``).
         GraphConsumedError: an output's graph was consumed by an earlier backward without
             ``retain_graph`` (a ``RuntimeError``); nothing changed.
         TapeMismatchError: the outputs and inputs belong to different tapes, or (with
             ``create_graph``) a ``grad_outputs`` tensor that requires grad to another (a
             ``RuntimeError``).
     """
+    if materialize_grads and allow_unused is False:
+        raise ValueError(
+            "tg.grad: materialize_grads=True gives zeros for unused inputs, allow_unused=False "
+            "refuses them; pass one of the two."
+        )
     outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
-    in_nodes = []
-    for i, x in enumerate(ins):
-        node = node_of(x) if isinstance(x, Tensor) else None
-        if node is None:
-            raise TypeError(
-                f"tg.grad: input {i} does not require grad, so it has no gradient; call "
-                ".require_grad() on it before computing the outputs."
-            )
-        in_nodes.append(node)
+    in_nodes = _input_nodes(ins, "tg.grad: input")
     if grad_outputs is None:
         gouts: list[Any] = [None] * len(outs)
     elif isinstance(grad_outputs, (Tensor, jax.Array, np.ndarray, np.generic, float, int)):
@@ -433,11 +560,27 @@ def grad(
     seeds = [_seed(o, g, create_graph, "grad_outputs") for o, g in zip(outs, gouts, strict=True)]
     retain = create_graph if retain_graph is None else retain_graph
     wanted = frozenset(n.id for n in in_nodes)
-    grads = []
+    unused: set[int] = set()
+
+    def find_unused(steps: Sequence[Any]) -> None:
+        unused.update(wanted.difference(step[0].id for step in steps))
+        if unused and allow_unused is False:
+            i = next(i for i, n in enumerate(in_nodes) if n.id in unused)
+            raise RuntimeError(
+                f"tg.grad: input {i} is not used by the outputs (no path leads from them to "
+                "it); pass allow_unused=True for None there, or leave allow_unused out for "
+                "zeros. Nothing was consumed."
+            )
+
+    grads: list[Any] = []
     # with create_graph, the pass records on the roots' tape, in grad mode (as backward)
     with use_tape(tape), set_grad_enabled(create_graph or is_grad_enabled()):
-        results = _run(tape, roots, seeds, retain, wanted, create_graph)
+        check = None if allow_unused is None and not materialize_grads else find_unused
+        results = _run(tape, roots, seeds, retain, wanted, create_graph, check)
         for x, node in zip(ins, in_nodes, strict=True):
+            if node.id in unused and allow_unused and not materialize_grads:
+                grads.append(None)
+                continue
             hit = results.get(node.id)
             g: Any = hit[1] if hit else placed_like(filled(x.shape, 0, x.dtype), x.data)
             if create_graph:

@@ -29,7 +29,8 @@ class GraphConsumedError(RuntimeError):
 
 
 class NonScalarBackwardError(RuntimeError):
-    """``backward()`` was called on a multi-element tensor without ``grad``."""
+    """``backward()`` was called without ``grad`` on a tensor that does not imply one: a
+    multi-element or a complex tensor."""
 
 
 class NoGradError(RuntimeError):

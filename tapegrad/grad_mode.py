@@ -6,8 +6,10 @@ thread starts with it on, and a copied context carries it.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from contextlib import ContextDecorator
 from contextvars import ContextVar
 from types import TracebackType
@@ -65,6 +67,49 @@ class _GradModeContext(ContextDecorator):
         tb: TracebackType | None,
     ) -> None:
         _set(self._prev.pop())
+
+    def __call__(self, func: _F) -> _F:
+        """Decorate ``func``: each call runs in this mode. A generator function's body runs in
+        it at every step (each ``next``, ``send``, ``throw``, ``close``), and the caller's mode
+        is back between steps, as PyTorch's decorators do; wrapping only the call that makes
+        the generator would run its body in whatever mode the consumer has."""
+        if inspect.isgeneratorfunction(func):
+            return _in_mode_at_each_step(func, self._target)  # type: ignore[return-value]
+        return super().__call__(func)
+
+
+def _in_mode_at_each_step(
+    func: Callable[..., Generator[Any, Any, Any]], mode: bool
+) -> Callable[..., Generator[Any, Any, Any]]:
+    """``func`` (a generator function) with grad mode ``mode`` around each step of its body."""
+
+    def step(call: Callable[..., Any], *args: Any) -> Any:
+        prev = _ENABLED.get()
+        _set(mode)
+        try:
+            return call(*args)
+        finally:
+            _set(prev)
+
+    @functools.wraps(func)
+    def generator(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
+        gen = func(*args, **kwargs)  # runs none of the body yet
+        try:
+            value = step(gen.send, None)
+            while True:
+                try:
+                    sent = yield value
+                except GeneratorExit:
+                    step(gen.close)
+                    raise
+                except BaseException as exc:  # thrown in by the consumer: the body's to handle
+                    value = step(gen.throw, exc)
+                else:
+                    value = step(gen.send, sent)
+        except StopIteration as stop:
+            return stop.value
+
+    return generator
 
 
 class _BareDecorator(_GradModeContext):

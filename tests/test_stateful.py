@@ -372,15 +372,29 @@ class TapeMachine(RuleBasedStateMachine):
         event("backward raised GraphConsumedError")
         assert plain(tg.snapshot().nodes) == before  # nothing changed
 
-    def _consume(self, seen: set[int], retain: bool, create_graph: bool = False) -> None:
+    def _consume(
+        self,
+        seen: set[int],
+        retain: bool,
+        create_graph: bool = False,
+        wanted: set[int] | None = None,
+    ) -> None:
         """Rules 3-4 in the model: leaves reached; op nodes consumed without retain_graph, and
         reached when a create_graph pass retained them (the recorded gradient's history:
-        freed with their tensors, never hanging)."""
+        freed with their tensors, never hanging). With ``wanted`` (``tg.grad``), only the op
+        nodes with a parent on a path toward a wanted node ran: the others are reached."""
+        ran = set(seen)
+        if wanted is not None:
+            toward: set[int] = set()
+            for nid in sorted(seen):  # parents before their consumers
+                if nid in wanted or any(p in toward for p in self.model[nid].parents):
+                    toward.add(nid)
+            ran = {n for n in seen if any(p in toward for p in self.model[n].parents)}
         for nid in seen:
             node = self.model[nid]
-            if node.kind == "leaf" or create_graph:
+            if node.kind == "leaf" or create_graph or nid not in ran:
                 node.reached = True
-            if node.kind != "leaf" and not retain:
+            if node.kind != "leaf" and not retain and nid in ran:
                 node.consumed = True
                 node.parents = ()
 
@@ -444,7 +458,8 @@ class TapeMachine(RuleBasedStateMachine):
                 assert rec.op.startswith("vjp(") or rec.op in ("add", "where"), rec
                 support = frozenset().union(*(self.model[p].support for p in rec.parents))
                 self.model[rec.id] = MNode("op", rec.parents, support=support)
-        self._consume(seen, retain is not False, create_graph=True)
+        wanted = {e.node for e in targets if e.node is not None}
+        self._consume(seen, retain is not False, create_graph=True, wanted=wanted)
         ids = sorted(self.leaf_values)
         leaf_exprs = {ex.leaf: i for i, ex in enumerate(self.exprs) if ex.kind == "leaf"}
         full = jax.grad(lambda env: self.evaluate(root.expr, env))(self._leaf_env())
