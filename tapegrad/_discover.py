@@ -20,6 +20,7 @@ successful or not, leaves no trace in the state.
 
 from __future__ import annotations
 
+import functools
 import sys
 import types
 from collections.abc import Callable, Iterable, Iterator
@@ -33,7 +34,7 @@ from tapegrad.errors import TracerError
 from tapegrad.nn.module import Module
 from tapegrad.optim.optimizer import Optimizer
 
-__all__ = ["Found", "Watch", "discover", "user_module", "user_function", "code_names"]
+__all__ = ["Found", "Watch", "discover", "scalar", "user_module", "user_function", "code_names"]
 
 _LIBRARIES = frozenset(
     {"jax", "jaxlib", "numpy", "optax", "chex", "torch", "rich", "sklearn", "scipy", "diagnostics"}
@@ -114,11 +115,19 @@ class Found:
     optimizers are ``values``) nor a slot. The compiled step holds what it reached, so the
     walk stays valid while each entry holds the same object: a submodule, buffer or tensor
     attribute replaced between calls (``model.fc = nn.Linear(...)``) compiles again."""
-    values: list[tuple[dict[Any, Any], Any, Any]] = field(default_factory=list)
-    """``(mapping, key, value)``: Python numbers, strings and flags of modules (user-defined
-    ones too), optimizers and tapegrad's other objects (a module's ``training``, an
-    optimizer's hyperparameters in ``param_groups``). The step reads them as constants, so
-    the compiled computation is valid while each is equal."""
+    values: list[tuple[Any, Any, Any]] = field(default_factory=list)
+    """``(mapping, key, value)``, or ``(cell, None, value)`` for a closure variable: the
+    Python numbers, strings, flags and ``None`` values the walk met, in the attributes of every
+    object it walked (a module's ``training``, a configuration object's ``lr``), in the
+    hyperparameter dicts of optimizers (``param_groups``), in lists and dicts, and in the
+    globals and closure variables the step reads. The step reads them as constants, so the
+    compiled computation is valid while each is equal (and of the same type): a number
+    rebound to an equal value compiles nothing, a changed one compiles again."""
+    value_labels: list[str] = field(default_factory=list)
+    """Where each of ``values`` was read: its key for modules and optimizers (``"lr"``), the
+    variable's name, ``label.name``, ``label[key]`` otherwise."""
+    scanned: set[int] = field(default_factory=set)
+    """Ids of the mappings and lists whose scalars are in ``values`` already."""
 
 
 def discover(
@@ -127,7 +136,9 @@ def discover(
     extra: set[int] | None = None,
 ) -> Found:
     """Walk from ``roots`` (the step's arguments that are objects, with labels) and from
-    ``fn``'s closure, defaults and globals; lift the tensors whose ids are in ``extra`` too.
+    ``fn``'s closure, defaults and globals (``fn`` a callable object: its attributes, and the
+    closure and globals of its class's ``__call__`` and, for a module, ``forward``); lift the
+    tensors whose ids are in ``extra`` too.
 
     Raises:
         TracerError: a tensor reached holds a JAX tracer (made inside another trace).
@@ -136,7 +147,11 @@ def discover(
     extra = extra or set()
     seen: set[int] = set()
     lifted: set[int] = set()
-    stack: list[tuple[Any, str, bool]] = [(fn, fn.__name__, False)]
+    name = getattr(fn, "__name__", type(fn).__name__)
+    stack: list[tuple[Any, str, bool]] = [(fn, name, False)]
+    if not isinstance(fn, (types.FunctionType, types.MethodType)):
+        methods = ("__call__", "forward") if isinstance(fn, Module) else ("__call__",)
+        stack = [(getattr(type(fn), m, None), name, False) for m in methods] + stack
     stack.extend((obj, label, False) for obj, label in reversed(roots))
     stack.reverse()  # visit roots first, in order, then the function
     while stack:
@@ -171,12 +186,14 @@ def discover(
             if isinstance(obj, list):
                 found.lists.append((obj, label))
                 _entries(obj, enumerate(obj), found)
+                _scalars(obj, enumerate(obj), found, functools.partial(_item_label, label))
             children = [(v, f"{label}[{i}]", False) for i, v in enumerate(obj)]
         elif isinstance(obj, dict):
             if len(obj) > _MAX_CONTAINER:
                 continue
             found.dicts.append((obj, label))
             _entries(obj, obj.items(), found)
+            _scalars(obj, obj.items(), found, functools.partial(_item_label, label))
             children = [(v, f"{label}[{k!r}]", False) for k, v in obj.items()]
         elif isinstance(obj, types.MethodType):
             children = [(obj.__self__, label, False), (obj.__func__, label, False)]
@@ -212,6 +229,9 @@ def _function_children(fn: types.FunctionType, found: Found) -> list[tuple[Any, 
             continue
         found.guards.append((cell, None, value))
         found.guard_labels.append(name)
+        if scalar(value):
+            found.values.append((cell, None, value))
+            found.value_labels.append(name)
         children.append((value, name, False))
     defaults = fn.__defaults__ or ()  # ``def step(x, model=model)``: the last parameters'
     params = code.co_varnames[code.co_argcount - len(defaults) : code.co_argcount]
@@ -225,6 +245,9 @@ def _function_children(fn: types.FunctionType, found: Found) -> list[tuple[Any, 
                 continue
             found.guards.append((space, name, value))
             found.guard_labels.append(name)
+            if scalar(value):
+                found.values.append((space, name, value))
+                found.value_labels.append(name)
             children.append((value, name, False))
     return children
 
@@ -233,11 +256,13 @@ def _object_children(obj: Any, label: str, found: Found) -> list[tuple[Any, str,
     attrs = vars(obj)
     found.attrs.append((attrs, label))
     if isinstance(obj, (Module, Optimizer)) or type(obj).__module__.startswith("tapegrad."):
-        _scalars(attrs, found)  # a user module's flags and numbers too (``self.training``)
+        _scalars(attrs, attrs.items(), found)  # a user module's too (``self.training``)
         for value in attrs.values():
             if isinstance(value, list) and all(isinstance(d, dict) for d in value):
                 for d in value:  # hyperparameter dicts (an optimizer's param_groups)
-                    _scalars(d, found)
+                    _scalars(d, d.items(), found)
+    else:  # a configuration object's numbers (``cfg.lr``)
+        _scalars(attrs, attrs.items(), found, lambda k: f"{label}.{k}")
     children: list[tuple[Any, str, bool]] = []
     for name, value in attrs.items():
         if name in ("_parameters", "_buffers", "_modules") and isinstance(value, dict):
@@ -264,8 +289,30 @@ def _entries(container: Any, items: Iterable[tuple[Any, Any]], found: Found) -> 
     found.entries.extend((container, k, v) for k, v in items if not isinstance(v, _SCALARS))
 
 
-def _scalars(mapping: dict[Any, Any], found: Found) -> None:
-    found.values.extend((mapping, k, v) for k, v in mapping.items() if isinstance(v, _SCALARS))
+def scalar(value: Any) -> bool:
+    """A Python number, string, flag or ``None``: compared by value, not identity."""
+    return isinstance(value, _SCALARS)
+
+
+def _item_label(label: str, key: Any) -> str:
+    return f"{label}[{key!r}]"
+
+
+def _scalars(
+    container: Any,
+    items: Iterable[tuple[Any, Any]],
+    found: Found,
+    label: Callable[[Any], str] = str,
+) -> None:
+    """Add the scalar ``(key, value)`` items of ``container`` to ``found.values`` (once per
+    container), each labelled ``label(key)``."""
+    if id(container) in found.scanned:
+        return
+    found.scanned.add(id(container))
+    for k, v in items:
+        if isinstance(v, _SCALARS):
+            found.values.append((container, k, v))
+            found.value_labels.append(label(k))
 
 
 _MISSING = object()

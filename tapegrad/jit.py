@@ -7,12 +7,13 @@ How a call runs (docs/design.md "Compiled steps"):
    reference). A **plan** is found per argument structure: ``_discover`` walks the objects,
    the closure and the globals and lists the state (lifted tensors, array slots). A plan
    stays valid while every global and closure variable it read, every object argument and
-   every attribute, registry, list and dict entry it walked (scalars aside) is the same
-   object, and every number of a module or optimizer is equal.
+   every attribute, registry, list and dict entry it walked is the same object, or, for a
+   number, string, flag or ``None``, an equal value of the same type.
 2. The plan's ``jax.jit`` function takes the state's arrays and the data. While JAX traces
    it, each lifted tensor holds its tracer and, if it requires grad, a leaf on a private tape
    that records tracers; the step runs unchanged on that tape; what it changed (values,
-   ``.grad``, slots, module buffers) becomes the outputs; everything is put back.
+   ``.grad``, slots, module buffers, the values of tensor arguments) becomes the outputs;
+   everything is put back.
 3. After the compiled call the outputs are written back: ``t.data``, ``t.grad``, slots.
 
 JAX compiles once per shape, dtype and static value; ``trace_count`` counts those compiles.
@@ -23,13 +24,14 @@ from __future__ import annotations
 import functools
 import inspect
 import operator
+import types
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import attrgetter, call, getitem, is_
 from sys import getrefcount
-from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import jax
 import numpy as np
@@ -141,6 +143,7 @@ class _Plan:
         self.donated_slots = self.slots[: self.n_donated_slots]
         self.kept_slots = self.slots[self.n_donated_slots :]
         self._same, self._equal = _guards(found)
+        self._types = list(map(type, self._equal[1]))  # compared first: 1 == 1.0 == True
         # the arrays of the constant tensors (captured, not requiring grad): baked into the
         # compiled step, so an array replaced since (``g *= 5``, ``g.data = ...``) makes the
         # plan invalid, and the next plan carries that tensor as state (``changed_constants``)
@@ -188,22 +191,25 @@ class _Plan:
             if not all(map(is_, map(call, readers), same)):
                 return False
             readers, equal = self._equal
-            return list(map(call, readers)) == equal
+            now = list(map(call, readers))
+            # types first: a number that became a tensor is not compared with ``==``
+            return list(map(type, now)) == self._types and now == equal
         except (KeyError, IndexError, ValueError):  # a global, entry or closure cell gone
             return False
 
-    def changed_numbers(self) -> list[Any]:
-        """The keys of the numbers read from modules and optimizers that are no longer equal
-        to what this plan was traced with (``[]`` when none changed)."""
+    def changed_numbers(self) -> list[str]:
+        """Where the numbers (strings, flags) this plan read are no longer equal to what it
+        was traced with: their keys in modules and optimizers (``"lr"``), their variables,
+        attributes or entries elsewhere (``[]`` when none changed)."""
         readers, equal = self._equal
         try:
             now = list(map(call, readers))
-        except (KeyError, ValueError):
+        except (KeyError, IndexError, ValueError):
             return []
         return [
-            cast(functools.partial[Any], r).args[1]  # (mapping, key): the key
-            for r, a, b in zip(readers, now, equal, strict=True)
-            if a != b
+            label
+            for label, a, b in zip(self.found.value_labels, now, equal, strict=True)
+            if type(a) is not type(b) or a != b
         ]
 
     def changed_constants(self) -> set[int]:
@@ -268,7 +274,10 @@ class JitFunction(Generic[P, R]):
         static_argnames: str | Sequence[str],
         donate: bool,
     ) -> None:
-        functools.update_wrapper(self, fn)
+        # a callable object (a module) lends its name, not its attributes
+        plain = isinstance(fn, (types.FunctionType, types.MethodType))
+        functools.update_wrapper(self, fn, updated=functools.WRAPPER_UPDATES if plain else ())
+        self.__name__ = _name(fn)
         self._fn = fn
         signature = inspect.signature(fn)
         self._params = list(signature.parameters)
@@ -333,7 +342,7 @@ class JitFunction(Generic[P, R]):
             )
         for _ in range(_MAX_PASSES):
             try:
-                return self._call(plan, data)  # type: ignore[no-any-return]
+                return self._call(plan, data, (args, kwargs))  # type: ignore[no-any-return]
             except _Retrace as more:
                 lifted = {id(t) for t in plan.order[plan.n_donated :]}
                 plan = self._plan(key, objects, plan.names, lifted | more.tensors)
@@ -364,7 +373,10 @@ class JitFunction(Generic[P, R]):
         self._plans[key] = plan
         return plan
 
-    def _call(self, plan: _Plan, data: list[Any]) -> Any:
+    def _call(self, plan: _Plan, data: list[Any], passed: Any) -> Any:
+        """Run ``plan``'s computation on ``data`` and write back what it changed: the state,
+        and the tensor arguments (``passed``: the call's ``(args, kwargs)``) whose value the
+        step replaced (``x += 1`` under ``no_grad``, ``x.data = ...``)."""
         donated, kept = plan.inputs()
         jitted = plan.jitted
         if (
@@ -384,7 +396,7 @@ class JitFunction(Generic[P, R]):
                 self._first_trace(plan, jitted, donated, kept, data)
             key = _random.get_state()
             spent = plan.spent() if self.donate and jitted is plan.jitted else None
-            out, values, grads, slots, new_key = jitted(
+            out, values, grads, slots, new_key, new_args = jitted(
                 donated, kept, plan.grads(), data, key, spent
             )
             plan.ran = True
@@ -428,6 +440,12 @@ class JitFunction(Generic[P, R]):
                 d[k] = v
         if new_key is not None:  # the step drew from the process random state
             _random.set_state(new_key)
+        if any(v is not None for v in new_args):
+            leaves = jax.tree_util.tree_leaves(passed, is_leaf=_is_tensor)
+            tensors = [x for x, kind in zip(leaves, plan.kinds, strict=True) if kind is Tensor]
+            for t, v in zip(tensors, new_args, strict=True):
+                if v is not None:
+                    set_array(t, v)
         return out
 
     def _mixed_devices(self, plan: _Plan, data: list[Any]) -> DeviceError | None:
@@ -489,10 +507,11 @@ class JitFunction(Generic[P, R]):
         data: list[Any],
         key: jax.Array,
         spent: list[Any] | None,
-    ) -> tuple[Any, list[Any], list[Any], list[Any], jax.Array | None]:
+    ) -> tuple[Any, list[Any], list[Any], list[Any], jax.Array | None, list[Any]]:
         """The traced function: run the step on a private tape, return what it changed
-        (the process random state's new key, ``None`` when the step drew nothing). ``spent``
-        (the previous ``.grad`` arrays, donated) is not read."""
+        (the process random state's new key, ``None`` when the step drew nothing; the new
+        value of each tensor argument, ``None`` where the step kept it). ``spent`` (the
+        previous ``.grad`` arrays, donated) is not read."""
         self._traced = True
         nd, ns = plan.n_donated, plan.n_donated_slots
         nk = len(plan.order) - nd
@@ -517,10 +536,20 @@ class JitFunction(Generic[P, R]):
                     leaves.append((mine, node, plan.labels[i]))
             for (d, k), v in zip(plan.slots, slot_values, strict=True):
                 d[k] = v
-            args, kwargs = self._rebuild(plan, data)
+            args, kwargs, tensors = self._rebuild(plan, data)
+            arg_values = arrays_of(tensors)
+            passed = None
+            if type(plan.treedef) is not int:  # lists, tuples or dicts among the arguments
+                passed = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_tensor)
             with use_tape(private), _random.carried(key) as rng:  # draws advance the traced key
                 result = self._fn(*args, **kwargs)
             _check_result(result, self.__name__)
+            if passed is not None:
+                self._check_arguments(plan, passed, args, kwargs)
+            new_args = [
+                None if (a := array_of(t)) is v else a
+                for t, v in zip(tensors, arg_values, strict=True)
+            ]
             new_values, new_grads = self._changed_tensors(plan, values, grad_in, saved)
             plan.spends = [i for i, g in enumerate(new_grads) if g]
             for i, v in self._check_changes(plan, watch).items():
@@ -535,7 +564,7 @@ class JitFunction(Generic[P, R]):
             if reached:  # trained by compiled steps: never reported as a hanging leaf
                 outer.reach(reached)
             new_key = None if rng.key is key else rng.key
-            return result, new_values, new_grads, new_slots, new_key
+            return result, new_values, new_grads, new_slots, new_key, new_args
         finally:
             for t, state in saved:
                 restore(t, state)
@@ -543,13 +572,18 @@ class JitFunction(Generic[P, R]):
                 set_array(t, data_)
             watch.restore()
 
-    def _rebuild(self, plan: _Plan, data: list[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """The step's arguments inside the trace: data as tracers, objects as themselves."""
+    def _rebuild(
+        self, plan: _Plan, data: list[Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any], list[Tensor]]:
+        """The step's arguments inside the trace: data as tracers, objects as themselves;
+        and the tensor arguments made (in order)."""
         it = iter(data)
         leaves = []
+        tensors = []
         for kind in plan.kinds:
             if kind is Tensor:
-                leaves.append(wrap(next(it)))
+                tensors.append(wrap(next(it)))
+                leaves.append(tensors[-1])
             elif kind is None:
                 leaves.append(next(it))
             else:
@@ -571,7 +605,43 @@ class JitFunction(Generic[P, R]):
                 v = next(values)
                 if v is not _ABSENT:
                     kwargs[k] = v
-        return tuple(args), kwargs
+        return tuple(args), kwargs, tensors
+
+    def _check_arguments(
+        self, plan: _Plan, before: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        """The lists and dicts passed hold what they held before the step (``before``: their
+        flattened leaves and structure): the compiled step gets copies, so a change made to
+        them inside would be lost outside.
+
+        Raises:
+            TracerError: naming the argument the step changed.
+        """
+        leaves, treedef = before
+        now, now_def = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_tensor)
+        if _same_tree(now, now_def, leaves, treedef):
+            return
+        was_args, was_kwargs = jax.tree_util.tree_unflatten(treedef, leaves)
+        names = [self._param_name(i) for i in range(len(args))] + list(was_kwargs)
+        olds = [*was_args, *was_kwargs.values()]
+        news = [*args, *(kwargs.get(k) for k in was_kwargs)]
+        name = next(
+            (
+                name
+                for name, old, new in zip(names, olds, news, strict=True)
+                if not _same_tree(
+                    *jax.tree_util.tree_flatten(new, is_leaf=_is_tensor),
+                    *jax.tree_util.tree_flatten(old, is_leaf=_is_tensor),
+                )
+            ),
+            "?",
+        )
+        raise TracerError(
+            f"{self.__name__}: the step changed argument {name!r} (a list or dict passed to it) "
+            "while it was traced; a compiled step gets a copy of the lists and dicts passed, "
+            "so the change would be lost outside. Return the new values from the step instead "
+            "(results come back as concrete tensors)."
+        )
 
     def _changed_tensors(
         self,
@@ -739,9 +809,10 @@ class JitFunction(Generic[P, R]):
         """The name of positional parameter ``i`` (``args[i]`` past the named ones)."""
         return self._params[i] if i < len(self._params) else f"args[{i}]"
 
-    def _note_numbers(self, changed: list[Any]) -> None:
-        """Count the traces a changed hyperparameter caused; at ``RETRACE_WARNING``, warn once
-        naming them (a scheduler setting ``lr`` every step compiles the step every step)."""
+    def _note_numbers(self, changed: list[str]) -> None:
+        """Count the traces a changed number caused (a hyperparameter, a global, a
+        configuration object's attribute); at ``RETRACE_WARNING``, warn once naming them (a
+        scheduler setting ``lr`` every step compiles the step every step)."""
         if not changed:
             return
         self._number_retraces += 1
@@ -752,11 +823,13 @@ class JitFunction(Generic[P, R]):
         warnings.warn(
             RetraceWarning(
                 f"{self.__name__} compiled again {self._number_retraces} times because numbers "
-                f"it reads from modules or optimizers changed ({keys}): a compiled step holds "
-                "them as constants, so each new value compiles it again. For a learning-rate "
-                "schedule, give the optimizer an optax schedule instead (lr=optax."
-                "cosine_decay_schedule(0.1, 1000)): the compiled step evaluates it from the "
-                "optimizer's step count, with no new compile."
+                f"it reads (from modules, optimizers, other objects, lists, dicts, globals or "
+                f"closures) changed ({keys}): a compiled step holds them as constants, so each "
+                "new value compiles it again. For a learning-rate schedule, give the optimizer "
+                "an optax schedule instead (lr=optax.cosine_decay_schedule(0.1, 1000)): the "
+                "compiled step evaluates it from the optimizer's step count, with no new "
+                "compile. Pass any other number that changes every call as an argument (traced), "
+                "and keep counters the step does not need out of what it reaches."
             ),
             stacklevel=3,
         )
@@ -817,7 +890,7 @@ class JitFunction(Generic[P, R]):
                 "Each new one compiles again: pad or bucket it to a few shapes (e.g. drop "
                 "the last partial batch), or pass Python values as static arguments."
             ),
-            stacklevel=3,
+            stacklevel=4,
         )
 
 
@@ -832,20 +905,24 @@ def _inner(
 def _guards(found: _discover.Found) -> tuple[_Checks, _Checks]:
     """The plan's validity checks, ``(readers, values)``: per variable, entry or number the
     walk read, a reader taking no argument (a ``functools.partial``, called from C) and the
-    value it read; identity for globals, closure cells and the entries of attribute dicts,
-    registries, lists and dicts (``Found.entries``), equality for the numbers of modules,
-    optimizers and tapegrad's other objects. A reader raises ``KeyError`` for a deleted
-    global or entry, ``IndexError`` for a list entry gone and ``ValueError`` for an emptied
-    cell."""
+    value it read; identity for the globals, closure cells and entries (of attribute dicts,
+    registries, lists and dicts: ``Found.entries``) that hold objects, equality for the
+    numbers, strings, flags and ``None`` values (``Found.values``: a variable rebound to an
+    equal number is valid). A reader raises ``KeyError`` for a deleted global or entry,
+    ``IndexError`` for a list entry gone and ``ValueError`` for an emptied cell."""
+    guards = [g for g in found.guards if not _discover.scalar(g[2])]
     same: list[Callable[[], Any]] = [
         functools.partial(_CELL, where) if name is None else functools.partial(getitem, where, name)
-        for where, name, _ in found.guards
+        for where, name, _ in guards
     ]
     same += [functools.partial(getitem, where, key) for where, key, _ in found.entries]
     equal: list[Callable[[], Any]] = [
-        functools.partial(getitem, mapping, key) for mapping, key, _ in found.values
+        functools.partial(_CELL, where)
+        if isinstance(where, types.CellType)
+        else functools.partial(getitem, where, key)
+        for where, key, _ in found.values
     ]
-    values = [v for _, _, v in found.guards] + [v for _, _, v in found.entries]
+    values = [v for _, _, v in guards] + [v for _, _, v in found.entries]
     return (same, values), (equal, [v for _, _, v in found.values])
 
 
@@ -886,6 +963,11 @@ def _at(error: BaseException) -> str:
             where = f" at {format_origin(frame.f_code, tb.tb_lineno)}"
         tb = tb.tb_next
     return where
+
+
+def _same_tree(leaves: list[Any], treedef: Any, other: list[Any], other_def: Any) -> bool:
+    """Two flattened pytrees have one structure and the same objects as leaves."""
+    return bool(treedef == other_def) and all(map(is_, leaves, other))
 
 
 def _is_tensor(x: Any) -> bool:
@@ -1075,7 +1157,8 @@ def jit(
         TracerError: (when called) ``.item()``, ``float()``, ``bool()``, ``.numpy()`` or
             Python control flow on a traced value; a tensor made inside that outlives the
             call; a result that is not a tensor, array or number; a tensor from another
-            trace.
+            trace; a list or dict argument the step changed (a tensor argument whose value
+            it replaces, ``x += 1`` under ``no_grad``, is written back instead).
     """
 
     def wrap(f: Callable[P, R]) -> JitFunction[P, R]:

@@ -1,0 +1,205 @@
+"""tg.jit against the eager step: what users change between calls, and what they pass.
+
+Each test runs the same step eagerly and compiled and compares the two (values read from
+configuration objects, dicts and lists; a tensor argument the step changes; a module
+compiled directly) or checks what a retrace says and where.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad import nn
+from tapegrad.jit import RETRACE_WARNING
+
+
+class Config:
+    """A user's configuration object (not a module): its numbers are read by the step."""
+
+    def __init__(self) -> None:
+        self.scale = 1.0
+        self.mode = "plain"
+
+
+CONFIG = Config()
+SETTINGS = {"scale": 1.0}
+FACTORS = [1.0]
+LR = 0.1
+
+
+def _grad_of_scaled(w: tg.Tensor, x: tg.Tensor, scale: float, mode: str = "plain") -> tg.Tensor:
+    w.grad = None
+    loss = (x * w * scale).sum()
+    if mode == "double":
+        loss = loss * 2
+    loss.backward()
+    grad = w.grad
+    assert grad is not None
+    return grad
+
+
+@pytest.mark.parametrize("where", ["object", "dict", "list"])
+def test_a_number_changed_in_an_object_dict_or_list_between_calls_is_seen(where: str) -> None:
+    w = tg.ones((3,), requires_grad=True)
+    x = tg.ones((3,))
+
+    def step(x: tg.Tensor) -> tg.Tensor:
+        if where == "object":
+            return _grad_of_scaled(w, x, CONFIG.scale, CONFIG.mode)
+        if where == "dict":
+            return _grad_of_scaled(w, x, SETTINGS["scale"])
+        return _grad_of_scaled(w, x, FACTORS[0])
+
+    compiled = tg.jit(step)
+    try:
+        for value in (1.0, 5.0, 5.0, 0.5):
+            CONFIG.scale = SETTINGS["scale"] = FACTORS[0] = value
+            want = np.asarray(step(x).data)
+            np.testing.assert_allclose(np.asarray(compiled(x).data), want)
+        assert compiled.trace_count == 3  # 1.0, 5.0, 0.5: an equal value compiles nothing
+        if where == "object":
+            CONFIG.mode = "double"
+            np.testing.assert_allclose(np.asarray(compiled(x).data), np.asarray(step(x).data))
+    finally:
+        CONFIG.scale = SETTINGS["scale"] = FACTORS[0] = 1.0
+        CONFIG.mode = "plain"
+
+
+def test_a_number_that_becomes_a_tensor_is_another_computation() -> None:
+    w = tg.ones((3,), requires_grad=True)
+    x = tg.ones((3,))
+    config = Config()
+
+    def step(x: tg.Tensor) -> tg.Tensor:
+        return _grad_of_scaled(w, x, config.scale)
+
+    compiled = tg.jit(step)
+    compiled(x)
+    config.scale = tg.tensor([1.0, 2.0, 3.0])  # type: ignore[assignment]
+    np.testing.assert_allclose(np.asarray(compiled(x).data), [1.0, 2.0, 3.0])
+
+
+def test_a_global_number_rebound_to_an_equal_value_compiles_once_and_a_changing_one_warns() -> None:
+    global LR
+    w = tg.ones((3,), requires_grad=True)
+
+    def step(x: tg.Tensor) -> tg.Tensor:
+        return _grad_of_scaled(w, x, LR)
+
+    compiled = tg.jit(step)
+    x = tg.ones((3,))
+    try:
+        for i in range(4):
+            LR = float(np.float32(0.1)) + 0.0 * i  # a new float object, equal each time
+            compiled(x)
+        assert compiled.trace_count == 1
+        with pytest.warns(tg.RetraceWarning, match=r"numbers it reads.*\(LR\)") as record:
+            for i in range(RETRACE_WARNING + 1):
+                LR = 0.2 + i
+                np.testing.assert_allclose(np.asarray(compiled(x).data), [LR] * 3)
+        assert record[0].filename == __file__
+    finally:
+        LR = 0.1
+
+
+def test_the_shape_retrace_warning_points_at_the_callers_line() -> None:
+    w = tg.ones((1,), requires_grad=True)
+
+    @tg.jit
+    def step(x: tg.Tensor) -> tg.Tensor:
+        return _grad_of_scaled(w, x, 1.0)
+
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        for n in range(1, RETRACE_WARNING + 2):
+            step(tg.ones((n,)))
+    retraces = [r for r in record if issubclass(r.category, tg.RetraceWarning)]
+    assert retraces
+    assert all(r.filename == __file__ for r in retraces), [r.filename for r in retraces]
+
+
+def test_a_module_instance_compiles_like_a_function() -> None:
+    model = nn.Sequential(nn.Linear(4, 3, key=0), nn.Tanh(), nn.Linear(3, 2, key=1))
+    x = tg.randn((5, 4), key=2)
+    compiled = tg.jit(model)
+    assert compiled.__name__ == "Sequential"
+    np.testing.assert_allclose(
+        np.asarray(compiled(x).data), np.asarray(model(x).data), rtol=1e-6, atol=1e-6
+    )
+    assert compiled.trace_count == 1
+
+
+def test_a_tensor_argument_the_step_changes_in_place_is_written_back() -> None:
+    w = tg.ones((3,), requires_grad=True)
+
+    def step(x: tg.Tensor, total: tg.Tensor, seen: tg.Tensor) -> tg.Tensor:
+        grad = _grad_of_scaled(w, x, 2.0)
+        with tg.no_grad():
+            total += grad  # a tensor that does not require grad: changed in place
+        seen.data = seen.data + 1
+        return grad
+
+    compiled = tg.jit(step)
+    x = tg.ones((3,))
+    eager_total, eager_seen = tg.zeros((3,)), tg.zeros(())
+    total, seen = tg.zeros((3,)), tg.zeros(())
+    for _ in range(3):
+        step(x, eager_total, eager_seen)
+        compiled(x, total, seen)
+    np.testing.assert_allclose(np.asarray(total.data), np.asarray(eager_total.data))
+    np.testing.assert_allclose(np.asarray(seen.data), np.asarray(eager_seen.data))
+    assert compiled.trace_count == 1
+
+
+@pytest.mark.parametrize("change", ["dict", "list"])
+def test_a_list_or_dict_argument_the_step_changes_is_a_tracer_error(change: str) -> None:
+    def step(batch: dict[str, tg.Tensor], extra: list[tg.Tensor]) -> tg.Tensor:
+        if change == "dict":
+            batch["x"] = batch["x"] * 2
+        else:
+            extra.append(batch["x"])
+        return batch["x"].sum()
+
+    batch, extra = {"x": tg.ones((2,))}, [tg.ones((1,))]
+    with pytest.raises(tg.TracerError, match=r"changed argument '(batch|extra)'.*Return"):
+        tg.jit(step)(batch, extra)
+    assert list(batch) == ["x"] and len(extra) == 1
+    np.testing.assert_allclose(np.asarray(batch["x"].data), [1.0, 1.0])
+
+
+MODEL = nn.Linear(3, 2, key=4)
+
+
+class _Step:
+    """A callable object as a step: the model it trains is a global its ``__call__`` reads."""
+
+    def __init__(self) -> None:
+        self.lr = 0.1
+
+    def __call__(self, x: tg.Tensor) -> tg.Tensor:
+        MODEL.zero_grad()
+        loss = MODEL(x).sum()
+        loss.backward()
+        with tg.no_grad():
+            for p in MODEL.parameters():
+                assert p.grad is not None
+                p -= self.lr * p.grad
+        return loss
+
+
+def test_a_callable_object_step_reaches_the_globals_of_its_call() -> None:
+    x = tg.ones((4, 3))
+    before = [np.asarray(p.data) for p in MODEL.parameters()]
+    eager = [float(_Step()(x).item()) for _ in range(2)]
+    after_eager = [np.asarray(p.data) for p in MODEL.parameters()]
+    for p, v in zip(MODEL.parameters(), before, strict=True):
+        p.data = tg.tensor(v).data
+    compiled = tg.jit(_Step())
+    got = [float(compiled(x).item()) for _ in range(2)]
+    np.testing.assert_allclose(got, eager, rtol=1e-6)
+    for p, v in zip(MODEL.parameters(), after_eager, strict=True):
+        np.testing.assert_allclose(np.asarray(p.data), v, rtol=1e-6)
