@@ -76,13 +76,17 @@ def _parser() -> argparse.ArgumentParser:
         "run",
         help="run a script as __main__, then print a leak report",
         description="Run SCRIPT as __main__ with ARGS, then print a leak report.",
+        usage="%(prog)s [-h] [--cleanup] [--html PATH] SCRIPT [ARGS...]",
     )
     run.add_argument("--cleanup", action="store_true", help="run graph_cleanup() after it")
     run.add_argument(
         "--html", metavar="PATH", help="also write the report to one self-contained HTML file"
     )
-    run.add_argument("script", metavar="SCRIPT", help="path of the Python script")
+    # SCRIPT optional to argparse, checked in main: argparse counts a REMAINDER as required
+    # and said "required: SCRIPT, ARGS" when both were missing, though ARGS may be empty
+    run.add_argument("script", metavar="SCRIPT", nargs="?", help="path of the Python script")
     run.add_argument("args", metavar="ARGS", nargs=argparse.REMAINDER, help="its arguments")
+    run.set_defaults(run_parser=run)
     return parser
 
 
@@ -102,6 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = demo.main(args[1:])
         return int(status) if isinstance(status, int) else 0
     ns = _parser().parse_args(args)
+    if ns.script is None:
+        ns.run_parser.error("the following arguments are required: SCRIPT")
     return run_script(ns.script, ns.args, cleanup=ns.cleanup, html=ns.html)
 
 

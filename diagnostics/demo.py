@@ -41,7 +41,7 @@ from rich.table import Table
 
 import tapegrad as tg
 from diagnostics import clear_history, epoch_end
-from diagnostics.render import terminal_console
+from diagnostics.render import plural, terminal_console
 from diagnostics.training import progress_bar
 from tapegrad import nn, optim
 
@@ -394,6 +394,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.epochs < 1:
         print("python -m diagnostics demo: --epochs must be at least 1", file=sys.stderr)
         return 2
+    for flag, value in (("--checkpoint", args.checkpoint), ("--steps", args.steps)):
+        if args.model == "mlp" and value is not None:  # the MLP would ignore it silently
+            print(
+                f"python -m diagnostics demo: {flag} applies to --model cnn or transformer",
+                file=sys.stderr,
+            )
+            return 2
     try:
         data = load_data()
     except ModuleNotFoundError as err:
@@ -412,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     console.print(
         f"tapegrad demo: MLP 64-{HIDDEN}-10 on scikit-learn digits "
         f"({data.x_train.shape[0]} train / {data.x_test.shape[0]} test), Adam, "
-        f"batch {BATCH_SIZE}, {args.epochs} epochs, seed {args.seed}; {mode}{cleanup}",
+        f"batch {BATCH_SIZE}, {plural(args.epochs, 'epoch')}, seed {args.seed}; {mode}{cleanup}",
         highlight=False,
     )
     start = time.perf_counter()
@@ -429,7 +436,8 @@ def main(argv: list[str] | None = None) -> int:
     console.print(_summary(records, cleanup=not args.no_cleanup))
     last: Any = records[-1]
     console.print(
-        f"final test accuracy: {last.accuracy:.1%} after {args.epochs} epochs ({seconds:.1f} s)",
+        f"final test accuracy: {last.accuracy:.1%} after {plural(args.epochs, 'epoch')} "
+        f"({seconds:.1f} s)",
         highlight=False,
     )
     return 0

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.text import Text
 
 from diagnostics.demo import Data
+from diagnostics.render import plural
 from diagnostics.training import Task, fit, summary
 
 __all__ = ["run_model"]
@@ -51,7 +52,7 @@ def run_model(args: argparse.Namespace, console: Console, data: Data) -> int:
     params = sum(p.size for p in task.model.parameters())
     console.print(
         f"tapegrad demo: {what}; {params:,} parameters, {task.steps} steps per epoch, "
-        f"{args.epochs} epochs, seed {args.seed}; {mode}",
+        f"{plural(args.epochs, 'epoch')}, seed {args.seed}; {mode}",
         highlight=False,
     )
     start = time.perf_counter()
@@ -70,7 +71,8 @@ def run_model(args: argparse.Namespace, console: Console, data: Data) -> int:
     if args.model == "cnn":
         accuracy = records[-1].metrics["test acc"] if records else float("nan")
         console.print(
-            f"final test accuracy: {accuracy:.1%} after {args.epochs} epochs ({seconds:.1f} s)",
+            f"final test accuracy: {accuracy:.1%} after {plural(args.epochs, 'epoch')} "
+            f"({seconds:.1f} s)",
             highlight=False,
         )
     else:

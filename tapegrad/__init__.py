@@ -3,6 +3,9 @@
 ``import tapegrad as tg``. The public surface is re-exported here and listed in ``__all__``.
 """
 
+import sys as _sys
+from typing import TYPE_CHECKING
+
 from jax.numpy import (
     bfloat16,
     bool_,
@@ -276,3 +279,57 @@ __all__ = [
     "MissingVJPError",
     "AnomalyError",
 ]
+
+_TORCH_NAMES = {
+    "float": "write tg.float32",
+    "double": "write tg.float64 (JAX computes in float32 unless x64 is on: "
+    "jax.config.update('jax_enable_x64', True))",
+    "half": "write tg.float16",
+    "long": "write tg.int32 (JAX's default integers are 32-bit; tg.int64 needs x64 on)",
+    "int": "write tg.int32",
+    "short": "write tg.int16",
+    "bool": "write tg.bool_",
+    "cfloat": "write tg.complex64",
+    "from_numpy": "write tg.tensor(array) (a copy: JAX arrays are immutable, nothing shares "
+    "the NumPy buffer)",
+    "as_tensor": "write tg.tensor(data)",
+    "FloatTensor": "write tg.tensor(data, dtype=tg.float32)",
+    "LongTensor": "write tg.tensor(data, dtype=tg.int32)",
+    "empty": "write tg.zeros(shape) (JAX has no uninitialised arrays)",
+    "clamp": "write tg.clip(x, min, max)",
+    "unsqueeze": "write tg.expand_dims(x, axis) or x.unsqueeze(axis)",
+    "mm": "write x @ y or tg.matmul(x, y)",
+    "bmm": "write x @ y or tg.matmul(x, y)",
+    "numel": "write x.size (NumPy's element count)",
+    "is_tensor": "write isinstance(x, tg.Tensor)",
+    "cuda": "JAX places arrays: pass device= to a constructor (jax.devices() lists them), "
+    "tg.device_put(x, device) or model.to(device)",
+    "device": "devices are JAX's: jax.devices()[i], an index into it or a string such as "
+    "'cpu:0', passed as device= or to tg.device_put",
+    "inference_mode": "write tg.no_grad()",
+    "autograd": "torch.autograd.grad is tg.grad(outputs, inputs); "
+    "torch.autograd.functional.hvp is tg.hvp; detect_anomaly is tg.detect_anomaly",
+    "set_default_dtype": "tapegrad makes float32 by default; jax.config.update("
+    "'jax_enable_x64', True) turns float64 on, or pass dtype= to constructors",
+}
+"""PyTorch's module-level names that tapegrad spells otherwise: the hint of the
+``AttributeError`` that ``tg.<name>`` raises (``Tensor`` methods: ``_tensor._TORCH_METHODS``)."""
+
+
+if not TYPE_CHECKING:  # hidden from type checkers: they would take tg.<any name> as valid
+
+    def __getattr__(name: str) -> object:
+        """``tg.long``, ``tg.from_numpy``, ...: an ``AttributeError`` naming tapegrad's
+        spelling (called only for names the module lacks)."""
+        hint = _TORCH_NAMES.get(name)
+        if hint is None:
+            raise AttributeError(
+                f"module 'tapegrad' has no attribute {name!r}",
+                name=name,
+                obj=_sys.modules[__name__],
+            )  # name and obj: Python's "Did you mean: 'softmax'?" for tg.sofmax
+        # name=None: no "Did you mean: 'log'?" from Python after the hint (tg.long)
+        raise AttributeError(
+            f"module 'tapegrad' has no attribute {name!r} (PyTorch's torch.{name}); {hint}",
+            name=None,
+        )

@@ -35,6 +35,16 @@ Target = Any
 string (``"cpu:3"``, ``"gpu:0"``)."""
 
 
+_ACCELERATORS = {
+    "cuda": ("GPU", "cuda12"),
+    "gpu": ("GPU", "cuda12"),
+    "rocm": ("GPU", "rocm"),
+    "tpu": ("TPU", "tpu"),
+}
+"""Platform names of accelerators: what a ``DeviceError`` calls them, and the extra of the
+``jax`` package that brings their backend."""
+
+
 def _where() -> str:
     code, line = user_frame(3)
     return format_origin(code, line)
@@ -69,10 +79,18 @@ def resolve(target: Target, what: str) -> jax.Device | Sharding:
             devices = []
         if 0 <= index < len(devices):
             return _local(devices[index], target, what)
+        accelerator = ""
+        if platform in _ACCELERATORS and not devices:  # .cuda() habits on a CPU-only JAX
+            kind, extra = _ACCELERATORS[platform]
+            accelerator = (
+                f" JAX sees no {kind} here: the machine has none, or the jax installed has no "
+                f"{kind} backend (install one with pip install -U 'jax[{extra}]'). Leave the "
+                "device out to stay on the CPU."
+            )
         raise DeviceError(
             f"{what} at {_where()}: there is no device {target!r}; this process has "
             f"{', '.join(str(d) for d in jax.devices())}. Pass one of jax.devices(), an index "
-            "into it, or a jax.sharding.Sharding."
+            f"into it, or a jax.sharding.Sharding.{accelerator}"
         )
     raise DeviceError(
         f"{what} at {_where()}: {target!r} names no device; pass a jax.Device, a "

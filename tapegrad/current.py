@@ -76,12 +76,18 @@ class use_tape:  # noqa: N801 - a context manager, named like no_grad
 def graph_cleanup() -> CleanupStats:
     """Remove every hanging node of the current tape and its saved arrays (docs/design.md rule 6).
 
-    Never removes a useful node, so every gradient computed afterwards equals the one
-    computed without it. Safe at any time, from any thread, repeatedly. Linear in the number
-    of hanging nodes (O(1) when there is none).
+    A node hangs when its tensor is gone and no live tensor's graph reaches it: a tensor that
+    required grad dropped without a backward, or the graph of an output dropped unused (an
+    evaluation outside ``tg.no_grad()``). Never removes a useful node, so every gradient
+    computed afterwards equals the one computed without it. Safe at any time, from any thread,
+    repeatedly. Linear in the number of hanging nodes (O(1) when there is none). Raises
+    nothing.
 
     Returns:
-        Counts of nodes, leaves and graphs removed, bytes freed, and seconds taken.
+        ``CleanupStats`` (a frozen dataclass): ``nodes_removed`` (leaves included),
+        ``leaves_removed``, ``graphs_removed`` (connected components removed whole),
+        ``bytes_freed`` (bytes of the saved arrays no remaining node holds; device memory,
+        every shard counted) and ``seconds`` (wall time of the call).
     """
     return _CURRENT.get().cleanup()
 
@@ -90,15 +96,27 @@ def graph_stats() -> GraphStats:
     """Return the counts over the current tape now; reading them changes nothing.
 
     Returns:
-        ``GraphStats`` (graphs, nodes, leaves, live/hanging counts, saved bytes).
+        ``GraphStats`` (a frozen dataclass of ints): ``graphs`` (connected components),
+        ``nodes`` (every record, consumed ones included), ``leaves``, ``live_nodes`` (their
+        tensor still exists), ``hanging_nodes`` (what ``graph_cleanup()`` would remove, leaves
+        included), ``hanging_leaves``, ``dead_graphs`` (graphs with no useful node) and
+        ``saved_bytes`` (bytes of the distinct arrays the nodes save for backward).
     """
     return _CURRENT.get().stats()
 
 
 def set_cleanup_policy(policy: str, *, threshold: int | None = None) -> None:
     """Choose when the current tape frees hanging nodes (docs/design.md rule 5); the process
-    tape's policy is process-wide. ``tg.current_tape().set_cleanup_policy(...)``: the policies
-    (``"manual"``, ``"auto"``, ``"threshold"``) and ``threshold`` are described there.
+    tape's policy is process-wide. What a backward consumed is freed as soon as nothing live
+    reaches it, under every policy.
+
+    Args:
+        policy: ``"threshold"`` (the default, with ``threshold=10_000``): one sweep whenever
+            the tape reaches ``survivors + max(threshold, survivors)`` nodes, each sweep
+            recorded in the tape's ledger so the leak report still names what it removed;
+            ``"manual"``: only ``tg.graph_cleanup()`` frees hanging nodes; ``"auto"``: each
+            node is freed the moment it hangs (switching to it sweeps at once).
+        threshold: a positive node count; required by ``"threshold"``, refused by the others.
 
     Raises:
         ValueError: unknown policy, or a missing, non-positive or misplaced ``threshold``.

@@ -146,6 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m tapegrad.launch",
         description="Run a script in N processes joined by JAX's multi-process runtime on "
         "127.0.0.1 (the script calls tapegrad.launch.initialize() first).",
+        usage="%(prog)s [-h] -n NPROC [--devices-per-process K] [--timeout S] [--port PORT] "
+        "script [args ...]",
     )
     parser.add_argument("-n", "--nproc", type=int, required=True, help="number of processes")
     parser.add_argument(
@@ -158,9 +160,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--timeout", type=float, default=600.0, help="seconds before every process is stopped"
     )
     parser.add_argument("--port", type=int, default=None, help="coordinator port (default: free)")
-    parser.add_argument("script", help="the Python script each process runs")
+    # script optional to argparse, checked below: argparse counts a REMAINDER as required and
+    # said "required: script, args" when both were missing, though args may be empty
+    parser.add_argument("script", nargs="?", help="the Python script each process runs")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     ns = parser.parse_args(argv)
+    if ns.script is None:
+        parser.error("the following arguments are required: script")
+    if ns.nproc < 1:
+        parser.error(f"-n must be at least 1, got {ns.nproc}")
     if not os.path.exists(ns.script):
         print(f"tapegrad.launch: no such script: {ns.script}", file=sys.stderr)
         return 2

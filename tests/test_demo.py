@@ -90,7 +90,7 @@ def test_planted_mistakes_are_reported_and_cleanup_frees_them(
     assert _int(row["after"]) == 4
     assert _int(row["nodes"]) == _int(row["hanging"]) + 4
     assert row["freed_bytes"] == row["saved"] != "0 bytes"
-    accuracy = re.search(r"final test accuracy: ([\d.]+)% after 1 epochs \([\d.]+ s\)", text)
+    accuracy = re.search(r"final test accuracy: ([\d.]+)% after 1 epoch \([\d.]+ s\)", text)
     assert accuracy is not None, text
     assert float(accuracy.group(1)) == float(row["acc"]) >= 85.0
 
@@ -104,7 +104,7 @@ def test_fixed_loop_leaves_nothing_hanging(outputs: dict[str, tuple[int, str]]) 
     assert _int(row["hanging"]) == 0 and _int(row["freed"]) == 0
     assert _int(row["nodes"]) == _int(row["after"]) == 4
     assert row["saved"] == "0 bytes"
-    assert re.search(r"final test accuracy: [\d.]+% after 1 epochs", text)
+    assert re.search(r"final test accuracy: [\d.]+% after 1 epoch \(", text)
 
 
 def test_without_cleanup_the_tape_grows_each_epoch(outputs: dict[str, tuple[int, str]]) -> None:
@@ -166,3 +166,23 @@ def test_piped_output_has_no_control_characters(outputs: dict[str, tuple[int, st
 def test_bad_epochs_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert demo.main(["--epochs", "0"]) == 2
     assert "--epochs must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [(["--checkpoint", "ck.safetensors"], "--checkpoint"), (["--steps", "3"], "--steps")],
+)
+def test_a_flag_of_the_other_models_is_a_usage_error_for_the_mlp(
+    argv: list[str],
+    flag: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--checkpoint``/``--steps`` were silently ignored by the MLP (no file written), as
+    ``--jit`` is refused by the other models."""
+    monkeypatch.chdir(tmp_path)
+    assert demo.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} applies to --model cnn or transformer" in err, err
+    assert not (tmp_path / "ck.safetensors").exists()

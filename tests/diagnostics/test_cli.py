@@ -129,6 +129,22 @@ def test_a_missing_script_is_one_line_and_status_2(tmp_path: Path) -> None:
     )
 
 
+def test_run_without_a_script_names_only_the_script_as_missing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # ARGS are optional: argparse's own message said "required: SCRIPT, ARGS"
+    with pytest.raises(SystemExit) as info:
+        main(["run"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.rstrip().endswith(
+        "python -m diagnostics run: error: the following arguments are required: SCRIPT"
+    )
+    assert err.startswith(
+        "usage: python -m diagnostics run [-h] [--cleanup] [--html PATH] SCRIPT [ARGS...]\n"
+    )
+
+
 def test_help_explains_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["--help"])
