@@ -3,7 +3,6 @@ ops), each with ``reduction=``."""
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
@@ -12,8 +11,8 @@ from tapegrad import ops
 from tapegrad._args import integer, torch_keywords
 from tapegrad._tensor import Tensor
 from tapegrad.creation import tensor
-from tapegrad.errors import TapegradWarning
 from tapegrad.nn.module import Module
+from tapegrad.ops.nn import warn_broadcast_loss
 
 __all__ = [
     "CrossEntropyLoss",
@@ -162,20 +161,7 @@ class MSELoss(_Loss):
 def _difference(name: str, a: Tensor, b: Any) -> Tensor:
     """``a - b``, warning as ``mse_loss`` (and PyTorch) does when the shapes differ but
     broadcast."""
-    sa, sb = getattr(a, "shape", None), getattr(b, "shape", None)
-    if sa is not None and sb is not None and tuple(sa) != tuple(sb):
-        try:
-            shape = np.broadcast_shapes(tuple(sa), tuple(sb))
-        except ValueError:
-            shape = None  # the subtraction raises its ShapeError
-        if shape is not None:
-            warnings.warn(
-                f"{name}: prediction shape {tuple(sa)} and target shape {tuple(sb)} differ; "
-                f"they broadcast to {shape} (PyTorch warns here too). Reshape one so the "
-                "shapes match, e.g. target.reshape(pred.shape).",
-                TapegradWarning,
-                stacklevel=3,
-            )
+    warn_broadcast_loss(name, a, b, stacklevel=5)  # the line calling the loss module
     diff: Tensor = a - b
     return diff
 

@@ -633,21 +633,29 @@ def mse_loss(a: Any, b: Any, *, reduction: Reduction = "mean") -> Tensor:
         ShapeError: the shapes do not broadcast. ValueError: an unknown reduction.
     """
     _check_reduction("mse_loss", reduction)
-    sa, sb = getattr(a, "shape", None), getattr(b, "shape", None)
-    if sa is not None and sb is not None and tuple(sa) != tuple(sb):
-        try:
-            shape = np.broadcast_shapes(tuple(sa), tuple(sb))
-        except ValueError:
-            shape = None  # the op raises its ShapeError
-        if shape is not None:
-            warnings.warn(
-                f"mse_loss: prediction shape {tuple(sa)} and target shape {tuple(sb)} differ; "
-                f"they broadcast to {shape} (PyTorch warns here too). Reshape one so the "
-                "shapes match, e.g. target.reshape(pred.shape).",
-                TapegradWarning,
-                stacklevel=2,
-            )
+    warn_broadcast_loss("mse_loss", a, b, stacklevel=3)
     return _mse_loss(a, b, reduction=reduction)
+
+
+def warn_broadcast_loss(name: str, a: Any, b: Any, stacklevel: int) -> None:
+    """Warn (``TapegradWarning``, as PyTorch's losses do) when the prediction ``a`` and the
+    target ``b`` of an elementwise loss have different shapes that broadcast; shapes that do
+    not broadcast are left to the op's ``ShapeError``. ``stacklevel`` as ``warnings.warn``'s,
+    counted from the caller of this function."""
+    sa, sb = getattr(a, "shape", None), getattr(b, "shape", None)
+    if sa is None or sb is None or tuple(sa) == tuple(sb):
+        return
+    try:
+        shape = np.broadcast_shapes(tuple(sa), tuple(sb))
+    except ValueError:
+        return
+    warnings.warn(
+        f"{name}: prediction shape {tuple(sa)} and target shape {tuple(sb)} differ; they "
+        f"broadcast to {shape} (PyTorch warns here too). Reshape one so the shapes match, "
+        "e.g. target.reshape(pred.shape).",
+        TapegradWarning,
+        stacklevel=stacklevel,
+    )
 
 
 @partial(jax.jit, static_argnames=("num_classes", "dtype"))
