@@ -45,6 +45,10 @@ def main(argv: Sequence[str] | None = None) -> bt.Report:
     import tapegrad as tg
 
     torch.set_num_threads(1)
+    if jax.default_backend() != "cpu":
+        # its results are checked against PyTorch's on the CPU in full float32; a GPU's
+        # default float32 matmul precision in JAX is TF32 (~1e-3 relative)
+        jax.config.update("jax_default_matmul_precision", "highest")
     report = bt.Report("bench.higher (issue 11)", quick, args.repeats)
     report.meta["jax"] = jax.__version__
     report.meta["torch"] = torch.__version__
