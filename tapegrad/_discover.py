@@ -20,6 +20,7 @@ successful or not, leaves no trace in the state.
 
 from __future__ import annotations
 
+import dis
 import functools
 import sys
 import types
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jax
+import numpy as np
 
 from tapegrad._tensor import Tensor
 from tapegrad.errors import TracerError
@@ -59,14 +61,35 @@ def user_function(fn: Any) -> bool:
     return isinstance(fn, types.FunctionType) and user_module(fn.__module__)
 
 
+_GLOBAL_OPS = frozenset(
+    {
+        "LOAD_GLOBAL",
+        "STORE_GLOBAL",
+        "DELETE_GLOBAL",
+        "LOAD_NAME",
+        "STORE_NAME",
+        "DELETE_NAME",
+        "LOAD_FROM_DICT_OR_GLOBALS",
+    }
+)
+
+
 def code_names(code: types.CodeType) -> Iterator[str]:
     """The global names ``code`` and the code objects nested in it (lambdas,
-    comprehensions, inner functions) may read."""
+    comprehensions, inner functions) may read or bind. Only the names of global loads and
+    stores: ``co_names`` also holds the attribute names (``opt.step()`` names ``step``), and a
+    script's loop variable ``step`` is no variable of the step."""
     stack = [code]
     while stack:
         c = stack.pop()
-        yield from c.co_names
+        yield from _global_names(c)
         stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+
+
+@functools.lru_cache(maxsize=1024)
+def _global_names(code: types.CodeType) -> tuple[str, ...]:
+    names = (i.argval for i in dis.get_instructions(code) if i.opname in _GLOBAL_OPS)
+    return tuple(dict.fromkeys(names))
 
 
 def _array_pytree(value: Any) -> bool:
@@ -119,8 +142,9 @@ class Found:
     """``(mapping, key, value)``, or ``(cell, None, value)`` for a closure variable: the
     Python numbers, strings, flags and ``None`` values the walk met, in the attributes of every
     object it walked (a module's ``training``, a configuration object's ``lr``), in the
-    hyperparameter dicts of optimizers (``param_groups``), in lists and dicts, and in the
-    globals and closure variables the step reads. The step reads them as constants, so the
+    hyperparameter dicts of optimizers (``param_groups``), in lists and dicts, in the class
+    attributes of user classes (``class Config: lr = 0.1``), and in the globals and closure
+    variables the step reads (NumPy scalars too). The step reads them as constants, so the
     compiled computation is valid while each is equal (and of the same type): a number
     rebound to an equal value compiles nothing, a changed one compiles again."""
     value_labels: list[str] = field(default_factory=list)
@@ -204,6 +228,8 @@ def discover(
             wrapped = getattr(obj, "__wrapped__", None)  # a tg.jit step the step calls
             if wrapped is not None:
                 children = [(wrapped, label, False)]
+        elif isinstance(obj, type):  # a class used as a configuration namespace
+            _class_scalars(obj, found)
         elif _walked_object(obj):
             children = _object_children(obj, label, found)
         stack.extend(reversed(children))
@@ -213,6 +239,8 @@ def discover(
 def _walked_object(obj: Any) -> bool:
     if isinstance(obj, (Module, Optimizer)):  # wherever its class is defined
         return True
+    if isinstance(obj, types.SimpleNamespace) or _argparse_namespace(obj):
+        return True  # the standard library's attribute bags: a script's configuration
     if isinstance(obj, (type, types.ModuleType)) or not hasattr(obj, "__dict__"):
         return False
     module = type(obj).__module__
@@ -263,6 +291,7 @@ def _object_children(obj: Any, label: str, found: Found) -> list[tuple[Any, str,
                     _scalars(d, d.items(), found)
     else:  # a configuration object's numbers (``cfg.lr``)
         _scalars(attrs, attrs.items(), found, lambda k: f"{label}.{k}")
+    _class_scalars(type(obj), found)  # ``cfg.lr`` where ``lr`` is a class attribute
     children: list[tuple[Any, str, bool]] = []
     for name, value in attrs.items():
         if name in ("_parameters", "_buffers", "_modules") and isinstance(value, dict):
@@ -281,7 +310,27 @@ def _object_children(obj: Any, label: str, found: Found) -> list[tuple[Any, str,
     return children
 
 
-_SCALARS = (bool, int, float, str, type(None))
+def _argparse_namespace(obj: Any) -> bool:
+    cls = type(obj)
+    return cls.__module__ == "argparse" and cls.__name__ == "Namespace"
+
+
+def _class_scalars(cls: type, found: Found) -> None:
+    """Add the scalar class attributes of ``cls`` and its bases defined in the user's code
+    (``class Config: lr = 0.1``; dunder names aside) to ``found.values``."""
+    for c in cls.__mro__:
+        if not user_module(c.__module__) or id(c) in found.scanned:
+            continue
+        found.scanned.add(id(c))
+        space = vars(c)  # a read-only view of the class's namespace: reads stay current
+        for k, v in space.items():
+            if isinstance(v, _SCALARS) and not (k.startswith("__") and k.endswith("__")):
+                found.values.append((space, k, v))
+                found.value_labels.append(f"{c.__qualname__}.{k}")
+
+
+_SCALARS = (bool, int, float, complex, str, bytes, type(None), np.bool_, np.number)
+"""Compared by value (and type), not identity: Python's and NumPy's scalars."""
 
 
 def _entries(container: Any, items: Iterable[tuple[Any, Any]], found: Found) -> None:
@@ -290,7 +339,8 @@ def _entries(container: Any, items: Iterable[tuple[Any, Any]], found: Found) -> 
 
 
 def scalar(value: Any) -> bool:
-    """A Python number, string, flag or ``None``: compared by value, not identity."""
+    """A Python or NumPy number, a string, flag or ``None``: compared by value, not
+    identity."""
     return isinstance(value, _SCALARS)
 
 

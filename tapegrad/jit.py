@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import operator
 import types
 import warnings
@@ -144,6 +145,8 @@ class _Plan:
         self.kept_slots = self.slots[self.n_donated_slots :]
         self._same, self._equal = _guards(found)
         self._types = list(map(type, self._equal[1]))  # compared first: 1 == 1.0 == True
+        # the values ``==`` cannot tell from another: zeros (``-0.0 == 0.0``)
+        self._zeros = [i for i, v in enumerate(self._equal[1]) if _zero(v)]
         # the arrays of the constant tensors (captured, not requiring grad): baked into the
         # compiled step, so an array replaced since (``g *= 5``, ``g.data = ...``) makes the
         # plan invalid, and the next plan carries that tensor as state (``changed_constants``)
@@ -192,10 +195,17 @@ class _Plan:
                 return False
             readers, equal = self._equal
             now = list(map(call, readers))
-            # types first: a number that became a tensor is not compared with ``==``
-            return list(map(type, now)) == self._types and now == equal
         except (KeyError, IndexError, ValueError):  # a global, entry or closure cell gone
             return False
+        # types first: a number that became a tensor is not compared with ``==``
+        if list(map(type, now)) != self._types:
+            return False
+        if now == equal:  # identity first, then ``==``: an equal value, or the same NaN
+            return all(_same_value(now[i], equal[i]) for i in self._zeros)
+        if not all(map(_same_value, now, equal)):
+            return False
+        self._equal = readers, now  # a new NaN object: the same value, compared by identity
+        return True
 
     def changed_numbers(self) -> list[str]:
         """Where the numbers (strings, flags) this plan read are no longer equal to what it
@@ -209,7 +219,7 @@ class _Plan:
         return [
             label
             for label, a, b in zip(self.found.value_labels, now, equal, strict=True)
-            if type(a) is not type(b) or a != b
+            if type(a) is not type(b) or not _same_value(a, b)
         ]
 
     def changed_constants(self) -> set[int]:
@@ -924,6 +934,29 @@ def _guards(found: _discover.Found) -> tuple[_Checks, _Checks]:
     ]
     values = [v for _, _, v in guards] + [v for _, _, v in found.entries]
     return (same, values), (equal, [v for _, _, v in found.values])
+
+
+def _zero(value: Any) -> bool:
+    """A float or complex number with a zero part (``-0.0`` is ``== 0.0``, another value)."""
+    if isinstance(value, (float, np.floating)):
+        return bool(value == 0)
+    if isinstance(value, (complex, np.complexfloating)):
+        return bool(value.real == 0 or value.imag == 0)
+    return False
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """``a`` and ``b`` (of one type) are one value for a step that reads them as constants:
+    equal, with the same sign where zero; two NaNs are one value."""
+    if a is b:
+        return True
+    if isinstance(a, (complex, np.complexfloating)):
+        return _same_value(a.real, b.real) and _same_value(a.imag, b.imag)
+    if isinstance(a, (float, np.floating)):
+        if a != a:  # NaN
+            return bool(b != b)
+        return bool(a == b) and (a != 0 or math.copysign(1.0, a) == math.copysign(1.0, b))
+    return bool(a == b)
 
 
 def _split(
