@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import jax
@@ -31,14 +32,20 @@ def fan_in_bound(fan_in: int) -> float:
     return 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
 
 
+def _ints(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape`` as Python ints: sizes read from a NumPy array (``np.int64``) draw as ints do
+    (the random draw sizes its buffer with ``int.bit_length``)."""
+    return tuple(operator.index(d) for d in shape)
+
+
 def uniform(key: jax.Array, shape: tuple[int, ...], bound: float, dtype: Any) -> Tensor:
     """A parameter drawn uniformly from ``[-bound, bound]``."""
-    return Tensor(random.uniform(key, shape, dtype, -bound, bound)).require_grad()
+    return Tensor(random.uniform(key, _ints(shape), dtype, -bound, bound)).require_grad()
 
 
 def normal(key: jax.Array, shape: tuple[int, ...], dtype: Any) -> Tensor:
     """A parameter drawn from the standard normal (``Embedding``'s init)."""
-    return Tensor(random.normal(key, shape, dtype)).require_grad()
+    return Tensor(random.normal(key, _ints(shape), dtype)).require_grad()
 
 
 def constant(shape: tuple[int, ...], value: float, dtype: Any, *, param: bool = True) -> Tensor:

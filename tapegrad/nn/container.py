@@ -25,6 +25,18 @@ def _renumber(owner: Module, modules: list[Module]) -> None:
         owner._modules[str(i)] = m
 
 
+def _name(owner: str, name: Any) -> str:
+    """``name`` when it can name a sub-module: a non-empty string without ``"."`` (a dotted
+    name would make state-dict keys that cannot be told apart), else ``KeyError`` as
+    PyTorch's."""
+    if not isinstance(name, str) or not name or "." in name:
+        raise KeyError(
+            f"{owner}: module names are non-empty strings without '.', got {name!r}; "
+            "use '_' in place of '.'."
+        )
+    return name
+
+
 def _position(owner: Module, index: int) -> int:
     """``index`` (negative counts from the end) as a position in ``owner``, else
     ``IndexError``."""
@@ -51,7 +63,7 @@ class Sequential(Module):
         super().__init__()
         if len(modules) == 1 and isinstance(modules[0], Mapping):
             for name, layer in modules[0].items():
-                setattr(self, name, _check("Sequential", repr(name), layer))
+                setattr(self, _name("Sequential", name), _check("Sequential", repr(name), layer))
         else:
             for i, m in enumerate(modules):
                 setattr(self, str(i), _check("Sequential", i, m))
@@ -107,15 +119,27 @@ class Sequential(Module):
 
     def insert(self, index: int, module: Module) -> Sequential:
         """Put ``module`` before position ``index``; the layers are renamed ``"0"``, ``"1"``,
-        ... in order; returns ``self``."""
+        ... in order; returns ``self``.
+
+        Raises:
+            IndexError: ``index`` outside ``[-len(self), len(self)]`` (PyTorch's; a list
+                would clamp it).
+        """
+        n = len(self._modules)
+        if not -n <= operator.index(index) <= n:
+            raise IndexError(
+                f"Sequential.insert: index {index} is out of range for {n} modules "
+                f"(-{n} to {n}); append() adds at the end."
+            )
         mods = list(self._modules.values())
         mods.insert(index, _check("Sequential", index, module))
         _renumber(self, mods)
         return self
 
-    def pop(self, index: int = -1) -> Module:
-        """Remove and return the layer at ``index`` (the last by default)."""
-        module = self[_position(self, index)]
+    def pop(self, index: int | slice = -1) -> Module:
+        """Remove and return the layer at ``index`` (the last by default; a slice gives a
+        ``Sequential`` of the layers removed, as PyTorch's)."""
+        module = self[index if isinstance(index, slice) else _position(self, index)]
         del self[index]
         return module
 
@@ -182,9 +206,10 @@ class ModuleList(Module):
         mods.insert(index, _check("ModuleList", index, module))
         _renumber(self, mods)
 
-    def pop(self, index: int = -1) -> Module:
-        """Remove and return the module at ``index`` (the last by default)."""
-        module = self[_position(self, index)]
+    def pop(self, index: int | slice = -1) -> Module:
+        """Remove and return the module at ``index`` (the last by default; a slice gives a
+        ``ModuleList`` of the modules removed, as PyTorch's)."""
+        module = self[index if isinstance(index, slice) else _position(self, index)]
         del self[index]
         return module
 
@@ -220,7 +245,7 @@ class ModuleDict(Module):
         return self._modules[name]
 
     def __setitem__(self, name: str, module: Module) -> None:
-        setattr(self, name, _check("ModuleDict", repr(name), module))
+        setattr(self, _name("ModuleDict", name), _check("ModuleDict", repr(name), module))
 
     def __delitem__(self, name: str) -> None:
         delattr(self, name)

@@ -66,6 +66,9 @@ class _ConvNd(Module):
         super().__init__()
         name = type(self).__name__
         n = self._dims
+        in_channels = integer(in_channels, f"{name}: in_channels")
+        out_channels = integer(out_channels, f"{name}: out_channels")
+        groups = integer(groups, f"{name}: groups")
         if in_channels <= 0 or out_channels <= 0 or groups <= 0:
             raise ValueError(f"{name}: channels and groups must be positive.")
         if in_channels % groups or out_channels % groups:
@@ -154,8 +157,9 @@ class Conv1d(_ConvNd):
         dtype: a floating dtype for the parameters.
 
     Raises:
-        TypeError: ``kernel_size``, ``stride``, ``padding`` or ``dilation`` not an integer
-            (NumPy's included) or a tuple of them.
+        TypeError: ``in_channels``, ``out_channels`` or ``groups`` not an integer (NumPy's
+            included); ``kernel_size``, ``stride``, ``padding`` or ``dilation`` not one or a
+            tuple of them.
         ValueError: non-positive sizes, strides or dilations, negative padding, ``"same"``
             padding with a stride, channels not divisible by ``groups``; at call time
             (from ``tg.conv``), an input whose channels differ from ``in_channels`` or a
@@ -185,8 +189,9 @@ class Conv2d(_ConvNd):
         dtype: a floating dtype for the parameters.
 
     Raises:
-        TypeError: ``kernel_size``, ``stride``, ``padding`` or ``dilation`` not an integer
-            (NumPy's included) or a tuple of them.
+        TypeError: ``in_channels``, ``out_channels`` or ``groups`` not an integer (NumPy's
+            included); ``kernel_size``, ``stride``, ``padding`` or ``dilation`` not one or a
+            tuple of them.
         ValueError: non-positive sizes, strides or dilations, negative padding, ``"same"``
             padding with a stride, channels not divisible by ``groups``; at call time
             (from ``tg.conv``), an input whose channels differ from ``in_channels`` or a
@@ -216,8 +221,9 @@ class Conv3d(_ConvNd):
         dtype: a floating dtype for the parameters.
 
     Raises:
-        TypeError: ``kernel_size``, ``stride``, ``padding`` or ``dilation`` not an integer
-            (NumPy's included) or a tuple of them.
+        TypeError: ``in_channels``, ``out_channels`` or ``groups`` not an integer (NumPy's
+            included); ``kernel_size``, ``stride``, ``padding`` or ``dilation`` not one or a
+            tuple of them.
         ValueError: as :class:`Conv2d`.
     """
 

@@ -110,7 +110,7 @@ class CrossEntropyLoss(_LabelLoss):
     def forward(self, logits: Tensor, labels: Any) -> Tensor:
         """The loss of ``logits`` ``(..., C)`` (classes on ``axis``) against integer ``labels``
         (the logits' shape without the class axis) or float class probabilities (the
-        logits' shape; ``ignore_index`` plays no part, the mean is over the rows)."""
+        logits' shape; the mean is over the rows; an ``ignore_index >= 0`` is refused)."""
         return ops.cross_entropy(
             logits,
             labels,
@@ -225,7 +225,8 @@ class SmoothL1Loss(_Loss):
         if self.beta == 0.0:
             return _reduced(size, self.reduction)
         small = size < self.beta
-        per = ops.where(small, d * d * (0.5 / self.beta), size - 0.5 * self.beta)
+        dq = ops.where(small, d, 0.0)  # the square of the branch not taken stays finite
+        per = ops.where(small, dq * dq * (0.5 / self.beta), size - 0.5 * self.beta)
         return _reduced(per, self.reduction)
 
     def extra_repr(self) -> str:
@@ -257,7 +258,8 @@ class HuberLoss(_Loss):
         d = _difference("HuberLoss", a, b)
         size = _absolute(d)
         small = size <= self.delta
-        per = ops.where(small, d * d * 0.5, (size - 0.5 * self.delta) * self.delta)
+        dq = ops.where(small, d, 0.0)  # no 0 * inf = nan gradient at an infinite error
+        per = ops.where(small, dq * dq * 0.5, (size - 0.5 * self.delta) * self.delta)
         return _reduced(per, self.reduction)
 
     def extra_repr(self) -> str:

@@ -200,7 +200,9 @@ class Module:
         at run time: ``self.add_module(f"conv{i}", ...)``); ``setattr`` does the same.
 
         Raises:
-            KeyError: ``name`` is empty, not a string or contains ``"."``.
+            KeyError: ``name`` is empty, not a string or contains ``"."``, or is already an
+                attribute of another kind (a buffer, a plain attribute, ``training``, a
+                method: PyTorch's "attribute already exists"; a ``None`` slot is filled).
             TypeError: ``module`` is neither a ``Module`` nor ``None``.
         """
         _check_name(name, "add_module")
@@ -208,6 +210,7 @@ class Module:
             raise TypeError(
                 f"add_module({name!r}): a Module or None is needed, got {type(module).__name__}."
             )
+        self._check_free(name, "_modules", "add_module")
         setattr(self, name, module)
 
     register_module = add_module
@@ -219,11 +222,14 @@ class Module:
         in ``state_dict()``, as PyTorch's).
 
         Raises:
-            KeyError: ``name`` is empty, not a string or contains ``"."``.
+            KeyError: ``name`` is empty, not a string or contains ``"."``, or is already an
+                attribute of another kind (a buffer, a plain attribute, ``training``, a
+                method: PyTorch's "attribute already exists"; a ``None`` slot is filled).
             TypeError: ``param`` is not a ``Tensor`` or ``None``, is not a leaf (the output of
                 a recorded op: ``.detach().require_grad()`` it first), or is not floating.
         """
         _check_name(name, "register_parameter")
+        self._check_free(name, "_parameters", "register_parameter")
         if param is None:
             setattr(self, name, None)
             return
@@ -239,6 +245,24 @@ class Module:
             self.__dict__[registry].pop(name, None)
         self.__dict__.pop(name, None)
         self._parameters[name] = param
+
+    def _check_free(self, name: str, registry: str, method: str) -> None:
+        """``KeyError`` unless ``name`` is free for ``registry`` (PyTorch's "attribute already
+        exists"): already in it, unset, or a ``None`` slot (a ``None`` parameter or module is
+        a plain attribute here). Else registering would silently replace a buffer, a plain
+        attribute, ``training`` or a method (``forward``)."""
+        if name in self.__dict__[registry]:
+            return
+        if not any(name in self.__dict__[other] for other in _REGISTRIES):
+            if name not in self.__dict__ and not hasattr(type(self), name):
+                return
+            if name in self.__dict__ and self.__dict__[name] is None:
+                return
+        kind = {"_modules": "sub-module", "_parameters": "parameter"}[registry]
+        raise KeyError(
+            f"{method}({name!r}): {type(self).__name__} already has an attribute {name!r} that "
+            f"is not a {kind}; delete it first (del module.{name}) or pick another name."
+        )
 
     def get_submodule(self, target: str) -> Module:
         """The sub-module at the dotted path ``target`` (``""`` is this module), PyTorch's.

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax.numpy as jnp
 
 from tapegrad import ops
+from tapegrad._args import integer
 from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor
 from tapegrad.errors import ShapeError
@@ -72,6 +74,7 @@ class GroupNorm(Module):
         dtype: a floating dtype for the parameters.
 
     Raises:
+        TypeError: a size that is not an integer.
         ValueError: non-positive sizes, or ``num_channels`` not divisible by ``num_groups``.
     """
 
@@ -88,6 +91,8 @@ class GroupNorm(Module):
         dtype: Any = jnp.float32,
     ) -> None:
         super().__init__()
+        num_groups = integer(num_groups, "GroupNorm: num_groups")
+        num_channels = integer(num_channels, "GroupNorm: num_channels")
         if num_groups <= 0 or num_channels <= 0 or num_channels % num_groups:
             raise ValueError(
                 f"GroupNorm: num_channels ({num_channels}) must be a positive multiple of "
@@ -112,7 +117,8 @@ class GroupNorm(Module):
                 f"{self.num_channels}, ...), got shape {x.shape}."
             )
         n = x.shape[0]
-        groups = x.reshape(n, self.num_groups, -1)
+        per_group = math.prod(x.shape[1:]) // self.num_groups  # not -1: an empty batch
+        groups = x.reshape(n, self.num_groups, per_group)
         mean = groups.mean(axis=-1, keepdims=True)
         centred = groups - mean
         var = (centred * centred).mean(axis=-1, keepdims=True)

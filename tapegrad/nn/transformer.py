@@ -56,7 +56,8 @@ class TransformerEncoderLayer(Module):
     Raises:
         ValueError: an unknown activation name, ``d_model`` not divisible by ``nhead``,
             dropout outside ``[0, 1]``.
-        TypeError: an activation that is neither a name nor callable.
+        TypeError: an activation that is neither a name nor callable, or a class (pass an
+            instance: ``nn.GELU()``).
     """
 
     def __init__(
@@ -79,6 +80,12 @@ class TransformerEncoderLayer(Module):
             raise ValueError(
                 "TransformerEncoderLayer: activation must be 'relu', 'gelu' or a callable "
                 f"(tg.gelu, nn.SiLU(), ...), got {activation!r}."
+            )
+        if isinstance(activation, type):
+            raise TypeError(
+                f"TransformerEncoderLayer: activation={activation.__name__} is a class; pass an "
+                f"instance, {activation.__name__}() (nn.GELU() rather than nn.GELU), or a "
+                "function such as tg.gelu."
             )
         if not isinstance(activation, str) and not callable(activation):
             raise TypeError(

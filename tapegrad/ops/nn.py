@@ -347,8 +347,8 @@ def cross_entropy(
         labels: integer class indices of the logits' shape without the class axis, as a
             tensor, JAX or NumPy array or list; or float class probabilities of the logits'
             shape (PyTorch's soft targets: the loss of a row is ``-sum_c w_c t_c logp_c``, the
-            mean is over the rows, ``ignore_index`` plays no part, and targets that require
-            grad get their gradient).
+            mean is over the rows, ``ignore_index`` must stay negative (PyTorch's), and
+            targets that require grad get their gradient).
         weight: optional per-class weights (C,) (PyTorch's): label ``y``'s loss is scaled by
             ``weight[y]`` and the mean divides by the sum of the weights of the labels not
             ignored. With smoothing, PyTorch's form: ``(1 - s) w[y] (-logp[y]) + s / C *
@@ -367,7 +367,8 @@ def cross_entropy(
         ShapeError: integer labels do not have the logits' shape without the class axis,
             ``axis`` is out of range, or ``weight`` is not (C,).
         ValueError: host labels (a NumPy array or a list) outside ``[0, C)`` other than
-            ``ignore_index``, a smoothing outside [0, 1] or an unknown reduction. Labels already
+            ``ignore_index``, a smoothing outside [0, 1], an unknown reduction, or an
+            ``ignore_index >= 0`` with class probabilities. Labels already
             on the device are not read back (that would stall JAX's asynchronous dispatch every
             step): an out-of-range one (other than ``ignore_index``) gives a NaN loss and NaN
             gradients for its row, JAX's out-of-bounds convention.
@@ -375,9 +376,15 @@ def cross_entropy(
     _check_reduction("cross_entropy", reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing={label_smoothing} must be in [0, 1].")
-    if _floating(labels):
-        return _soft_cross_entropy(logits, labels, weight, label_smoothing, reduction, axis)
     ignore = integer(ignore_index, "cross_entropy: ignore_index")
+    if _floating(labels):
+        if ignore >= 0:  # PyTorch refuses it too: a padding row would silently count
+            raise ValueError(
+                f"cross_entropy: ignore_index={ignore} does not apply to class probabilities "
+                "(float labels); give padding rows all-zero probabilities (they add 0 to a "
+                "sum) or mask the 'none' losses, and leave ignore_index at its default."
+            )
+        return _soft_cross_entropy(logits, labels, weight, label_smoothing, reduction, axis)
     labels = _host_labels(labels, _classes(logits, axis), "cross_entropy", ignore)
     return _cross_entropy_op(
         logits,
@@ -419,6 +426,8 @@ def _soft_cross_entropy(
         )
     classes = shape[ax]
     logp = log_softmax(logits, axis=ax)
+    if not hasattr(targets, "reshape") or isinstance(targets, np.ndarray):
+        targets = jnp.asarray(targets, dtype=logp.dtype)  # a list, NumPy's float64: as logits'
     if smoothing:
         targets = targets * (1.0 - smoothing) + smoothing / classes
     terms = logp * targets

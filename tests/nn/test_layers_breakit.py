@@ -363,3 +363,134 @@ def test_group_norm_matches_torch(groups: int, shape: tuple[int, ...], affine: b
         ours(tg.ones((2, shape[1] + 1)))
     with pytest.raises(ValueError, match=r"^GroupNorm: num_channels \(5\) must be"):
         nn.GroupNorm(2, 5)
+
+
+# ---------------------------------------------------------------- break-it review of the above
+
+
+def test_sequential_insert_out_of_range_and_pop_of_a_slice_as_torch() -> None:
+    """``Sequential.insert`` outside ``[-n, n]`` raises ``IndexError`` as PyTorch's (it used
+    to clamp, silently putting the layer first or last); ``pop`` takes a slice as PyTorch's."""
+    seq = nn.Sequential(*(nn.Linear(2, 2, key=i) for i in range(3)))
+    with pytest.raises(IndexError, match="out of range"):
+        seq.insert(4, nn.ReLU())
+    with pytest.raises(IndexError, match="out of range"):
+        seq.insert(-4, nn.ReLU())
+    assert len(seq) == 3
+    seq.insert(3, nn.ReLU()).insert(-4, nn.Tanh())
+    assert [type(m).__name__ for m in seq] == ["Tanh", "Linear", "Linear", "Linear", "ReLU"]
+    first_two = seq.pop(slice(0, 2))
+    assert isinstance(first_two, nn.Sequential) and len(first_two) == 2
+    assert list(seq.state_dict()) == ["0.weight", "0.bias", "1.weight", "1.bias"]
+    layers = nn.ModuleList([nn.Linear(2, 2, key=i) for i in range(3)])
+    tail = layers.pop(slice(1, None))
+    assert isinstance(tail, nn.ModuleList) and len(tail) == 2 and len(layers) == 1
+    with pytest.raises(IndexError, match="out of range"):
+        seq[5]
+    with pytest.raises(IndexError, match="out of range"):
+        layers[-2]
+
+
+def test_container_names_with_a_dot_are_refused_as_in_torch() -> None:
+    """``ModuleDict({"a.b": m})`` / ``Sequential(OrderedDict(...))`` with a dotted or empty
+    name would make state-dict keys that cannot be told apart (``"a.b.weight"``); PyTorch
+    raises ``KeyError``."""
+    with pytest.raises(KeyError, match="'.'"):
+        nn.ModuleDict({"a.b": nn.Linear(2, 2, key=0)})
+    table = nn.ModuleDict()
+    with pytest.raises(KeyError, match="'.'"):
+        table["x.y"] = nn.Linear(2, 2, key=0)
+    with pytest.raises(KeyError):
+        table[""] = nn.Linear(2, 2, key=0)
+    with pytest.raises(KeyError, match="'.'"):
+        nn.Sequential({"conv.1": nn.Linear(2, 2, key=0)})
+    assert len(table) == 0
+
+
+def test_registration_methods_refuse_an_existing_attribute_as_torch() -> None:
+    """``register_parameter("training", p)`` used to delete the module's ``training`` flag,
+    ``add_module("forward", m)`` registered a module hidden by the method, and both silently
+    replaced a plain attribute or an entry of another registry. PyTorch raises ``KeyError``
+    ("attribute ... already exists"); re-registering under the same kind stays allowed."""
+    lin = nn.Linear(2, 2, key=0)
+    lin.register_buffer("buf", tg.ones(2))
+    lin.plain = 3
+    p = tg.ones(2).require_grad()
+    for name in ("training", "forward", "buf", "plain"):
+        with pytest.raises(KeyError, match="already"):
+            lin.register_parameter(name, p)
+    for name in ("training", "eval", "weight", "buf", "plain"):
+        with pytest.raises(KeyError, match="already"):
+            lin.add_module(name, nn.ReLU())
+    assert lin.training is True and lin.plain == 3
+    assert list(lin.state_dict()) == ["weight", "bias", "buf"]
+    lin.register_parameter("weight", tg.zeros((2, 2)).require_grad())  # same kind: replaced
+    lin.register_parameter("extra", None)
+    lin.register_parameter("extra", p)  # a None slot is filled (PyTorch's)
+    lin.add_module("head", nn.ReLU())
+    lin.add_module("head", nn.Tanh())
+    assert list(lin.state_dict()) == ["weight", "bias", "extra", "buf"]
+    assert isinstance(lin.head, nn.Tanh)
+
+
+def test_group_norm_of_an_empty_batch_is_empty_as_torch() -> None:
+    x = np.zeros((0, 4, 3), np.float32)
+    out = nn.GroupNorm(2, 4)(tg.tensor(x))
+    assert out.shape == tuple(torch.nn.GroupNorm(2, 4)(torch.tensor(x)).shape) == (0, 4, 3)
+
+
+def test_layer_sizes_may_be_numpy_integers_and_floats_are_named() -> None:
+    """``nn.Conv2d(np.int64(3), ...)`` / ``nn.Linear(np.int64(3), ...)`` (sizes read from an
+    array) used to fail with ``'numpy.int64' object has no attribute 'bit_length'``."""
+    x = np.ones((1, 2, 4, 4), np.float32)
+    conv = nn.Conv2d(np.int64(2), np.int64(4), 3, groups=np.int64(2), key=0)
+    assert conv(tg.tensor(x)).shape == (1, 4, 2, 2) and type(conv.in_channels) is int
+    assert nn.Linear(np.int64(3), np.int32(5), key=0)(tg.ones((2, 3))).shape == (2, 5)
+    with pytest.raises(TypeError, match=r"^Conv3d: in_channels must be an integer"):
+        nn.Conv3d(2.0, 4, 3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^Conv1d: groups must be an integer"):
+        nn.Conv1d(2, 4, 3, groups=2.0)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["SmoothL1Loss", "HuberLoss"])
+def test_smooth_l1_and_huber_gradients_stay_finite_at_an_infinite_error(name: str) -> None:
+    """The quadratic branch of ``where`` not taken used to give ``0 * inf = nan``; PyTorch's
+    gradient there is the linear branch's, ``sign(d)`` (times ``delta``) over n."""
+    x = np.array([np.inf, -np.inf, 3.0, 0.25], np.float32)
+    a = tg.tensor(x).require_grad()
+    getattr(nn, name)()(a, tg.zeros(4)).backward()
+    t = torch.tensor(x, requires_grad=True)
+    getattr(torch.nn, name)()(t, torch.zeros(4)).backward()
+    assert t.grad is not None
+    np.testing.assert_allclose(np.asarray(a.grad), t.grad.numpy(), rtol=1e-6)
+
+
+def test_cross_entropy_probabilities_refuse_ignore_index_as_torch() -> None:
+    """An ``ignore_index`` (>= 0) with class probabilities was silently dropped, so padding
+    meant to be ignored counted in the loss; PyTorch refuses it. The default (-100) passes."""
+    logits = tg.tensor(np.zeros((2, 3), np.float32))
+    probs = tg.tensor(np.full((2, 3), 1 / 3, np.float32))
+    with pytest.raises(ValueError, match="ignore_index"):
+        tg.cross_entropy(logits, probs, ignore_index=0)
+    with pytest.raises(ValueError, match="ignore_index"):
+        nn.CrossEntropyLoss(ignore_index=2)(logits, probs)
+    np.testing.assert_allclose(float(nn.CrossEntropyLoss()(logits, probs)), np.log(3), 1e-6)
+
+
+def test_cross_entropy_probabilities_as_a_list_or_float64_array() -> None:
+    """Class probabilities given as a nested list (or a float64 NumPy array) are taken as
+    float targets of the logits' dtype; a list used to fail inside the op."""
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    p = [[0.2, 0.3, 0.5], [1.0, 0.0, 0.0]]
+    want = torch.nn.functional.cross_entropy(torch.tensor(x), torch.tensor(p)).item()
+    for targets in (p, np.asarray(p)):
+        out = tg.cross_entropy(tg.tensor(x), targets)
+        assert out.dtype == tg.float32
+        np.testing.assert_allclose(float(out), want, rtol=1e-6)
+
+
+def test_transformer_activation_given_as_a_class_says_to_instantiate_it() -> None:
+    """``activation=nn.GELU`` (the class) used to fail at the first call, inside GELU's
+    constructor ("approximate must be 'none' or 'tanh', got tensor(...)")."""
+    with pytest.raises(TypeError, match=r"nn\.GELU\(\)"):
+        nn.TransformerEncoderLayer(8, 2, 16, activation=nn.GELU)  # type: ignore[arg-type]
