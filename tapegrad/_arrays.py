@@ -13,11 +13,12 @@ import numpy as np
 
 from tapegrad import compilation_cache
 from tapegrad.errors import ShapeError
+from tapegrad.kernels import kernel
 
 __all__ = ["filled", "Meetings", "broadcast_axes", "sum_to", "normalize_axes", "axis_check"]
 
 
-@partial(jax.jit, static_argnums=(0, 2))
+@partial(kernel, static_argnums=(0, 2))
 def _filled(shape: tuple[int, ...], value: Any, dtype: Any) -> jax.Array:
     return jnp.full(shape, value, dtype)
 

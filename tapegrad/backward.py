@@ -27,6 +27,7 @@ from tapegrad.errors import (
 )
 from tapegrad.grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
 from tapegrad.higher import vjp_on_tensors
+from tapegrad.kernels import kernel
 from tapegrad.node import Node
 from tapegrad.ops.binary import where
 from tapegrad.tape import Tape
@@ -36,12 +37,12 @@ __all__ = ["backward", "grad", "discard", "sum_to_shape"]
 _NO_PARAMS: dict[str, Any] = {}  # read-only: unpacked into VJP rules, never mutated
 
 
-@partial(jax.jit, static_argnames=("axes", "shape"))
+@partial(kernel, static_argnames=("axes", "shape"))
 def _sum_axes(g: jax.Array, axes: tuple[int, ...], shape: tuple[int, ...]) -> jax.Array:
     return jnp.sum(g, axis=axes).reshape(shape)
 
 
-_accumulate = jax.jit(jnp.add)  # cotangent sums: one compiled call (jnp's ``+`` is ~3x slower)
+_accumulate = kernel(jnp.add)  # cotangent sums: one compiled call (jnp's ``+`` is ~3x slower)
 
 
 def sum_to_shape(g: jax.Array, shape: tuple[int, ...]) -> jax.Array | None:

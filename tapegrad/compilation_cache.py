@@ -113,6 +113,18 @@ def set_compilation_cache(path: str | os.PathLike[str] | None) -> None:
             _apply(None)
 
 
+def tapegrad_cache_dir() -> str | None:
+    """The folder of the persistent cache when tapegrad configured it and it is in use now
+    (``None`` when it is off, not configured yet, or the user configured JAX's cache
+    instead): where ``tapegrad.kernels`` keeps its store."""
+    if not ready:
+        ensure()
+    folder = _applied
+    if folder is None or _setting("jax_compilation_cache_dir") != folder:
+        return None
+    return folder if _setting("jax_enable_compilation_cache") else None
+
+
 def compilation_cache_dir() -> str | None:
     """The folder JAX's persistent compilation cache uses now (``None``: none yet, or off).
 

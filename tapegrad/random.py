@@ -28,6 +28,7 @@ from jax.sharding import SingleDeviceSharding
 
 from tapegrad import compilation_cache
 from tapegrad.errors import TracerError
+from tapegrad.kernels import kernel
 
 __all__ = [
     "RandomState",
@@ -45,7 +46,7 @@ __all__ = [
 ]
 
 
-@jax.jit
+@kernel
 def _split(key: jax.Array) -> tuple[jax.Array, jax.Array]:
     new, sub = jax.random.split(key)
     return new, sub

@@ -66,7 +66,7 @@ def test_import_changes_nothing_and_the_first_op_turns_the_cache_on(tmp_path: Pa
         assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
         float(y)
         import os
-        assert any(n.startswith("jit_") for n in os.listdir(folder)), os.listdir(folder)
+        assert os.listdir(os.path.join(folder, "tapegrad-kernels"))  # tapegrad's kernels
         """,
         tmp_path,
     )
@@ -83,7 +83,7 @@ def test_set_compilation_cache_relocates_and_disables(tmp_path: Path) -> None:
         assert not os.path.exists({str(tmp_path / "xdg")!r})
         tg.set_compilation_cache({str(tmp_path / "here")!r})
         float((tg.ones(4) * 3).sum())
-        assert any(n.startswith("jit_") for n in os.listdir({str(tmp_path / "here")!r}))
+        assert os.listdir({str(tmp_path / "here" / "tapegrad-kernels")!r})
         tg.set_compilation_cache(None)
         assert tg.compilation_cache_dir() is None
         """,
@@ -102,4 +102,122 @@ def test_a_cache_the_user_configured_in_jax_is_kept(tmp_path: Path) -> None:
         """,
         tmp_path,
         JAX_COMPILATION_CACHE_DIR=mine,
+    )
+
+
+# ---------------------------------------------------------------------- the kernel store
+
+_PROGRAM = """
+import json, sys
+import jax, jax.numpy as jnp, numpy as np
+import tapegrad as tg
+from tapegrad import compiled_backward, kernels
+
+compiled_backward.set_compile_after(None)  # eager VJPs: kernels only
+lowered = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, secs, **kw: lowered.append(1)
+    if event == "/jax/core/compile/jaxpr_to_mlir_module_duration" else None
+)
+tg.set_compilation_cache(sys.argv[1])
+x = tg.tensor(np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(3, 4)).require_grad()
+w = tg.tensor(np.linspace(0.5, 2.0, 20, dtype=np.float32).reshape(4, 5)).require_grad()
+loss = ((x @ w).tanh() * 3.0 + x.sum(axis=1, keepdims=True)).exp().mean()
+loss.backward()
+with tg.no_grad():  # kernels that take Python scalars: a slice's start, a fill value
+    extra = [float((x[1] * 2.0).sum()), float(tg.zeros(4).sum() + tg.ones((2, 2)).sum() * 0.5)]
+    extra += [float(tg.full((3,), 2.5).sum()), float((0.0 - x).sum())]
+print(json.dumps({
+    "extra": extra,
+    "loss": float(loss), "gx": np.asarray(x.grad).tolist(), "gw": np.asarray(w.grad).tolist(),
+    "lowered": len(lowered), "stored": len(list(kernels.store_dir().glob("*.bin"))),
+}))
+"""
+
+
+def _program(tmp_path: Path, cache: Path, **env: str) -> dict[str, object]:
+    """Run ``_PROGRAM`` in a fresh process with its compilation cache at ``cache``."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
+    full_env |= {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "PYTHONPATH": str(ROOT), **env}
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROGRAM, str(cache)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=full_env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+
+    result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _oracle() -> tuple[float, object, object]:
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    x = np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(3, 4)
+    w = np.linspace(0.5, 2.0, 20, dtype=np.float32).reshape(4, 5)
+
+    def f(x: jax.Array, w: jax.Array) -> jax.Array:
+        return jnp.exp(jnp.tanh(x @ w) * 3.0 + x.sum(axis=1, keepdims=True)).mean()
+
+    loss, (gx, gw) = jax.value_and_grad(f, argnums=(0, 1))(x, w)
+    return float(loss), np.asarray(gx), np.asarray(gw)
+
+
+@pytest.mark.slow
+def test_a_later_process_loads_kernels_without_lowering_them(tmp_path: Path) -> None:
+    """The kernel store (``tapegrad.kernels``): the first process compiles and stores its
+    kernels; the next one loads them all (no kernel is lowered again) and computes the same
+    loss and gradients, equal to ``jax.grad``'s."""
+    import numpy as np
+
+    first = _program(tmp_path, tmp_path / "cache")
+    second = _program(tmp_path, tmp_path / "cache")
+    assert first["lowered"] and first["stored"]
+    assert second["lowered"] == 0, second
+    assert second["stored"] == first["stored"]
+    assert (first["loss"], first["gx"], first["gw"]) == (second["loss"], second["gx"], second["gw"])
+    assert first["extra"] == second["extra"]
+    x = np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_allclose(second["extra"], [2 * x[1].sum(), 2.0, 7.5, -x.sum()], rtol=1e-6)
+    loss, gx, gw = _oracle()
+    np.testing.assert_allclose(second["loss"], loss, rtol=1e-6)
+    np.testing.assert_allclose(second["gx"], gx, rtol=1e-5)
+    np.testing.assert_allclose(second["gw"], gw, rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_damaged_or_foreign_store_entries_are_compiled_again(tmp_path: Path) -> None:
+    """Entries that do not load (damaged) are replaced, and a process under other
+    ``XLA_FLAGS`` uses entries of its own: the results stay right."""
+    import numpy as np
+
+    first = _program(tmp_path, tmp_path / "cache")
+    for entry in (tmp_path / "cache" / "tapegrad-kernels").glob("*.bin"):
+        entry.write_bytes(b"not a program")
+    damaged = _program(tmp_path, tmp_path / "cache")
+    assert damaged["lowered"] and damaged["gx"] == first["gx"]
+    again = _program(tmp_path, tmp_path / "cache")
+    assert again["lowered"] == 0 and again["gw"] == first["gw"]
+    other = _program(tmp_path, tmp_path / "cache", XLA_FLAGS="--xla_cpu_enable_fast_math=false")
+    assert other["lowered"] and other["stored"] == 2 * first["stored"]
+    np.testing.assert_allclose(other["gw"], first["gw"], rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_no_store_while_the_cache_is_off(tmp_path: Path) -> None:
+    _run(
+        """
+        from tapegrad import kernels
+        tg.set_compilation_cache(None)
+        float((tg.ones(3) * 2).sum())
+        assert kernels.store_dir() is None
+        assert not list((__import__("pathlib").Path.cwd() / "xdg").rglob("*.bin"))
+        """,
+        tmp_path,
     )

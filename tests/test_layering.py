@@ -26,6 +26,7 @@ RANK = {
     "tapegrad._placement": 1,
     "tapegrad.launch": 1,  # starts processes; imports only jax
     "tapegrad.compilation_cache": 0,
+    "tapegrad.kernels": 0.5,  # jax.jit with a store in the compilation cache's folder
     "tapegrad._dtypes": 0,
     "tapegrad._args": 0.5,  # raises through errors.raise_instead
     "tapegrad.anomaly": 1,

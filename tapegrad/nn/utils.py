@@ -11,6 +11,7 @@ import jax.numpy as jnp
 from tapegrad._args import torch_keywords
 from tapegrad._placement import device_groups
 from tapegrad._tensor import Tensor
+from tapegrad.kernels import kernel
 
 __all__ = ["clip_grad_norm_"]
 
@@ -34,7 +35,7 @@ def _scaled(grads: tuple[jax.Array, ...], scale: jax.Array) -> tuple[jax.Array, 
     return tuple((g * scale).astype(g.dtype) for g in grads)
 
 
-@partial(jax.jit, static_argnames=("norm_type",))
+@partial(kernel, static_argnames=("norm_type",))
 def _clip(
     grads: tuple[jax.Array, ...], max_norm: jax.Array, *, norm_type: float
 ) -> tuple[jax.Array, tuple[jax.Array, ...]]:
@@ -43,7 +44,7 @@ def _clip(
     return total, _scaled(grads, scale)
 
 
-@partial(jax.jit, static_argnames=("norm_type",))
+@partial(kernel, static_argnames=("norm_type",))
 def _combine(
     parts: tuple[jax.Array, ...], max_norm: jax.Array, *, norm_type: float
 ) -> tuple[jax.Array, jax.Array]:
@@ -53,8 +54,8 @@ def _combine(
     return _total(part, max_norm, norm_type)
 
 
-_group_norm = jax.jit(_norm, static_argnames=("norm_type",))
-_group_scaled = jax.jit(_scaled)
+_group_norm = kernel(_norm, static_argnames=("norm_type",))
+_group_scaled = kernel(_scaled)
 
 
 def _clip_groups(

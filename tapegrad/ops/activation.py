@@ -8,6 +8,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
+from tapegrad.kernels import kernel
 from tapegrad.op import defop
 
 __all__ = ["gelu", "silu", "softplus"]
@@ -18,7 +19,7 @@ _APPROXIMATIONS = ("none", "tanh")
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
-@partial(jax.jit, static_argnames=("approximate",))
+@partial(kernel, static_argnames=("approximate",))
 def _gelu(x: jax.Array, approximate: str) -> jax.Array:
     return jax.nn.gelu(x, approximate=approximate == "tanh")
 
@@ -38,7 +39,7 @@ def gelu(x: jax.Array, *, approximate: str = "none") -> tuple[jax.Array, Res]:
 
 
 @gelu.defvjp
-@partial(jax.jit, static_argnames=("approximate",))
+@partial(kernel, static_argnames=("approximate",))
 def _gelu_vjp(res: Res, g: jax.Array, *, approximate: str = "none") -> tuple[jax.Array]:
     """Exact: d/dx x Phi(x) = Phi(x) + x phi(x). Tanh form, with u = sqrt(2/pi)(x + 0.044715
     x**3) and t = tanh(u): 0.5 (1 + t) + 0.5 x (1 - t**2) sqrt(2/pi) (1 + 3 * 0.044715 x**2)."""
@@ -53,7 +54,7 @@ def _gelu_vjp(res: Res, g: jax.Array, *, approximate: str = "none") -> tuple[jax
     return (g * d,)
 
 
-_silu = jax.jit(jax.nn.silu)
+_silu = kernel(jax.nn.silu)
 
 
 @defop
@@ -68,7 +69,7 @@ def silu(x: jax.Array) -> tuple[jax.Array, Res]:
 
 
 @silu.defvjp
-@jax.jit
+@kernel
 def _silu_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
     """d/dx x s(x) = s(x) (1 + x (1 - s(x))), s the logistic sigmoid."""
     (x,) = res
@@ -76,7 +77,7 @@ def _silu_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
     return (g * s * (1 + x * (1 - s)),)
 
 
-@partial(jax.jit, static_argnames=("beta", "threshold"))
+@partial(kernel, static_argnames=("beta", "threshold"))
 def _softplus(x: jax.Array, beta: float, threshold: float) -> jax.Array:
     bx = x * beta if beta != 1.0 else x
     y = jax.nn.softplus(bx) / beta if beta != 1.0 else jax.nn.softplus(bx)
@@ -92,7 +93,7 @@ def softplus(x: jax.Array, *, beta: float = 1.0, threshold: float = 20.0) -> tup
 
 
 @softplus.defvjp
-@partial(jax.jit, static_argnames=("beta", "threshold"))
+@partial(kernel, static_argnames=("beta", "threshold"))
 def _softplus_vjp(
     res: Res, g: jax.Array, *, beta: float = 1.0, threshold: float = 20.0
 ) -> tuple[jax.Array]:

@@ -12,6 +12,7 @@ import numpy as np
 
 from tapegrad._args import torch_keywords
 from tapegrad.errors import ShapeError
+from tapegrad.kernels import kernel
 from tapegrad.op import defop
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ __all__ = ["scaled_dot_product_attention"]
 Res = tuple[jax.Array, jax.Array, jax.Array, jax.Array]
 
 
-@partial(jax.jit, static_argnames=("is_causal", "scale"))
+@partial(kernel, static_argnames=("is_causal", "scale"))
 def _attention(
     q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, *, is_causal: bool, scale: float
 ) -> tuple[jax.Array, jax.Array]:
@@ -54,7 +55,7 @@ def _sdpa(
 
 
 @_sdpa.defvjp
-@partial(jax.jit, static_argnames=("needs", "is_causal", "scale"))
+@partial(kernel, static_argnames=("needs", "is_causal", "scale"))
 def _sdpa_vjp(
     res: Res, g: jax.Array, needs: tuple[bool, ...], *, is_causal: bool, scale: float
 ) -> tuple[jax.Array | None, ...]:

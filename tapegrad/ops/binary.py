@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from tapegrad._arrays import sum_to
+from tapegrad.kernels import kernel
 from tapegrad.op import broadcast_check, defop
 
 __all__ = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "where"]
@@ -17,7 +18,7 @@ Res = tuple[jax.Array, ...]
 Cts = tuple[jax.Array | None, ...]
 
 
-_add = jax.jit(jnp.add)
+_add = kernel(jnp.add)
 
 
 @defop(check=broadcast_check)
@@ -32,7 +33,7 @@ def _add_vjp(res: tuple[()], g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     return (g if needs[0] else None, g if needs[1] else None)
 
 
-_subtract = jax.jit(jnp.subtract)
+_subtract = kernel(jnp.subtract)
 
 
 @defop(check=broadcast_check)
@@ -41,7 +42,7 @@ def subtract(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
     return _subtract(a, b), ()
 
 
-_negative = jax.jit(jnp.negative)
+_negative = kernel(jnp.negative)
 
 
 @subtract.defvjp
@@ -50,7 +51,7 @@ def _subtract_vjp(res: tuple[()], g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     return (g if needs[0] else None, _negative(g) if needs[1] else None)
 
 
-_multiply = jax.jit(jnp.multiply)
+_multiply = kernel(jnp.multiply)
 
 
 @defop(check=broadcast_check)
@@ -60,7 +61,7 @@ def multiply(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
 
 
 @multiply.defvjp
-@partial(jax.jit, static_argnames=("needs",))
+@partial(kernel, static_argnames=("needs",))
 def _multiply_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     """ga = g * b, gb = g * a; only what is needed, each summed to its input's shape here."""
     a, b = res
@@ -70,7 +71,7 @@ def _multiply_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     )
 
 
-_divide = jax.jit(jnp.divide)
+_divide = kernel(jnp.divide)
 
 
 @defop(check=broadcast_check)
@@ -80,7 +81,7 @@ def divide(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
 
 
 @divide.defvjp
-@partial(jax.jit, static_argnames=("needs",))
+@partial(kernel, static_argnames=("needs",))
 def _divide_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     """ga = g / b, gb = -g * a / b**2 (each summed to its input's shape here)."""
     a, b = res
@@ -90,7 +91,7 @@ def _divide_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     )
 
 
-@jax.jit
+@kernel
 def _power(a: jax.Array, b: jax.Array) -> jax.Array:
     """``a ** b``; for integers, a negative exponent gives PyTorch's truncated result (1 for
     a base of 1, +-1 for -1, else 0), where a compiled ``jnp.power`` gives garbage."""
@@ -112,7 +113,7 @@ def power(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
 
 
 @power.defvjp
-@partial(jax.jit, static_argnames=("needs",))
+@partial(kernel, static_argnames=("needs",))
 def _power_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     """ga = g * b * a**(b-1) (0 where b == 0); gb = g * log(a) * y with log(0) read as 0
     (JAX's pow JVP rules, except that an exponent 0 gives 0 for a float exponent too, where
@@ -131,7 +132,7 @@ def _balanced(x: jax.Array, y: jax.Array, other: jax.Array, dtype: Any) -> jax.A
     return jnp.where(x == y, jnp.where(other == y, 0.5, 1.0), 0.0).astype(dtype)
 
 
-_maximum = jax.jit(jnp.maximum)
+_maximum = kernel(jnp.maximum)
 
 
 @defop(check=broadcast_check)
@@ -142,7 +143,7 @@ def maximum(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
 
 
 @maximum.defvjp
-@partial(jax.jit, static_argnames=("needs",))
+@partial(kernel, static_argnames=("needs",))
 def _maximum_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     """g goes to the larger input; ties split it in halves (as jax.grad of jnp.maximum)."""
     a, b, y = res
@@ -152,7 +153,7 @@ def _maximum_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     )
 
 
-_minimum = jax.jit(jnp.minimum)
+_minimum = kernel(jnp.minimum)
 
 
 @defop(check=broadcast_check)
@@ -163,7 +164,7 @@ def minimum(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
 
 
 @minimum.defvjp
-@partial(jax.jit, static_argnames=("needs",))
+@partial(kernel, static_argnames=("needs",))
 def _minimum_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     """g goes to the smaller input; ties split it in halves (as jax.grad of jnp.minimum)."""
     a, b, y = res
@@ -173,7 +174,7 @@ def _minimum_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     )
 
 
-_where = jax.jit(jnp.where)
+_where = kernel(jnp.where)
 
 
 @defop(check=broadcast_check)
@@ -183,7 +184,7 @@ def where(cond: jax.Array, a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
 
 
 @where.defvjp
-@partial(jax.jit, static_argnames=("needs",))
+@partial(kernel, static_argnames=("needs",))
 def _where_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     """ga = where(cond, g, 0), gb = where(cond, 0, g)."""
     (cond,) = res

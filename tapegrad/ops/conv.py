@@ -11,6 +11,7 @@ import numpy as np
 from tapegrad._args import integer
 from tapegrad.derived import derived_vjp
 from tapegrad.errors import ShapeError
+from tapegrad.kernels import kernel
 from tapegrad.op import defop, refuse_torch
 from tapegrad.ops._window import Ints, Pairs, check_window, spatial
 
@@ -58,7 +59,7 @@ def _padding(padding: Any, kernel: Ints, dilation: Ints, stride: Ints) -> Pairs:
     return pairs
 
 
-@partial(jax.jit, static_argnames=("stride", "pads", "dilation", "groups"))
+@partial(kernel, static_argnames=("stride", "pads", "dilation", "groups"))
 def _conv_fn(
     x: jax.Array,
     w: jax.Array,

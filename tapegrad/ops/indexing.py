@@ -12,6 +12,7 @@ from jax import lax
 
 from tapegrad._args import integer, torch_keywords
 from tapegrad.errors import ShapeError
+from tapegrad.kernels import kernel
 from tapegrad.op import defop
 
 if TYPE_CHECKING:
@@ -163,22 +164,22 @@ def _is_gather(shape: tuple[int, ...], index: tuple[Any, ...]) -> bool:
     )
 
 
-@partial(jax.jit, static_argnames=("sizes", "squeezed"))
+@partial(kernel, static_argnames=("sizes", "squeezed"))
 def _slice(x: jax.Array, starts: tuple[int, ...], sizes: Shape, squeezed: Shape) -> jax.Array:
     return jnp.squeeze(lax.dynamic_slice(x, starts, sizes), squeezed)
 
 
-@partial(jax.jit, static_argnames=("shape", "sizes"))
+@partial(kernel, static_argnames=("shape", "sizes"))
 def _slice_vjp(g: jax.Array, starts: tuple[int, ...], shape: Shape, sizes: Shape) -> jax.Array:
     return lax.dynamic_update_slice(jnp.zeros(shape, g.dtype), g.reshape(sizes), starts)
 
 
-@jax.jit
+@kernel
 def _gather(x: jax.Array, index: tuple[jax.Array, ...]) -> jax.Array:
     return x.at[index].get(mode="fill")
 
 
-@partial(jax.jit, static_argnames=("shape",))
+@partial(kernel, static_argnames=("shape",))
 def _scatter_add(g: jax.Array, index: tuple[Any, ...], shape: Shape) -> jax.Array:
     return jnp.zeros(shape, g.dtype).at[index].add(g, mode="drop")
 
@@ -252,7 +253,7 @@ def _integer_input(name: str, indices: Any) -> None:
         )
 
 
-@partial(jax.jit, static_argnames=("axis",))
+@partial(kernel, static_argnames=("axis",))
 def _take_along(x: jax.Array, indices: jax.Array, axis: int) -> jax.Array:
     return jnp.take_along_axis(x, indices, axis=axis, mode="fill")
 
@@ -271,7 +272,7 @@ def _take_along_axis(
     return _take_along(x, indices, axis), (x.shape, indices)
 
 
-@partial(jax.jit, static_argnums=(2, 3))
+@partial(kernel, static_argnums=(2, 3))
 def _take_along_transpose(
     indices: jax.Array, g: jax.Array, shape: tuple[int, ...], axis: int
 ) -> jax.Array:
@@ -305,7 +306,7 @@ def take_along_axis(x: Any, indices: Any, axis: int) -> Tensor:
     return _take_along_axis(x, indices, axis=axis)
 
 
-@jax.jit
+@kernel
 def _take_rows(weight: jax.Array, indices: jax.Array) -> jax.Array:
     """Rows of ``weight``; a NaN row for an index outside [0, n), negative ones included
     (``mode="fill"`` alone would wrap those as NumPy does, reading row n - 1 for -1)."""
@@ -327,7 +328,7 @@ def _embedding(
     return _take_rows(weight, indices), (indices, weight.shape)
 
 
-@partial(jax.jit, static_argnums=(2, 3))
+@partial(kernel, static_argnums=(2, 3))
 def _scatter_rows(
     indices: jax.Array, g: jax.Array, shape: tuple[int, ...], padding_idx: int | None
 ) -> jax.Array:

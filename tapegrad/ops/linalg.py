@@ -12,6 +12,7 @@ import numpy as np
 
 from tapegrad.derived import derived_vjp
 from tapegrad.errors import ShapeError
+from tapegrad.kernels import kernel
 from tapegrad.op import defop
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ def _matmul_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
         ) from None
 
 
-_matmul = jax.jit(jnp.matmul)
+_matmul = kernel(jnp.matmul)
 
 
 @defop(check=_matmul_check)
@@ -53,7 +54,7 @@ def matmul(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.
 
 
 @matmul.defvjp
-@partial(jax.jit, static_argnames=("needs",))
+@partial(kernel, static_argnames=("needs",))
 def _matmul_vjp(
     res: tuple[jax.Array, jax.Array], g: jax.Array, needs: tuple[bool, ...]
 ) -> tuple[jax.Array | None, ...]:
@@ -77,7 +78,7 @@ def _matmul_vjp(
     return (ga, gb)
 
 
-@jax.jit
+@kernel
 def _linear_fn(x: jax.Array, w: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.matmul(x, w.T) + b
 
@@ -91,7 +92,7 @@ def _linear(
 
 
 @_linear.defvjp
-@partial(jax.jit, static_argnames=("needs",))
+@partial(kernel, static_argnames=("needs",))
 def _linear_vjp(
     res: tuple[jax.Array, jax.Array], g: jax.Array, needs: tuple[bool, ...]
 ) -> tuple[jax.Array | None, ...]:
@@ -149,7 +150,7 @@ def linear(x: Any, weight: Any, bias: Any = None) -> Tensor:
 Ord = int | float | str | None
 
 
-@partial(jax.jit, static_argnames=("ord", "axis", "keepdims"))
+@partial(kernel, static_argnames=("ord", "axis", "keepdims"))
 def _jnorm(x: jax.Array, ord: Ord, axis: Any, keepdims: bool) -> jax.Array:
     y: jax.Array = jnp.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
     return y
@@ -193,7 +194,7 @@ def _safe_euclidean(z: jax.Array, axis: Any, keepdims: bool) -> jax.Array:
     return jnp.where(zero, 0.0, jnp.sqrt(jnp.where(zero, 1.0, squares)))
 
 
-@partial(jax.jit, static_argnames=("ord", "axis", "keepdims"))
+@partial(kernel, static_argnames=("ord", "axis", "keepdims"))
 def _jnorm_vjp(x: jax.Array, g: jax.Array, ord: Ord, axis: Any, keepdims: bool) -> jax.Array:
     if _euclidean(ord, axis, x.ndim):
         fn = partial(_safe_euclidean, axis=axis, keepdims=keepdims)
@@ -221,7 +222,7 @@ def _norm_vjp(
     return (_jnorm_vjp(x, g, ord, axis, keepdims),)
 
 
-@partial(jax.jit, static_argnames=("subscripts",))
+@partial(kernel, static_argnames=("subscripts",))
 def _einsum_fn(*xs: jax.Array, subscripts: str) -> jax.Array:
     return jnp.einsum(subscripts, *xs)
 

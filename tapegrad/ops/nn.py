@@ -15,6 +15,7 @@ import numpy as np
 from tapegrad._args import integer
 from tapegrad._arrays import axis_check
 from tapegrad.errors import ShapeError, TapegradWarning
+from tapegrad.kernels import kernel
 from tapegrad.op import broadcast_check, defop
 
 if TYPE_CHECKING:
@@ -31,8 +32,8 @@ __all__ = [
 ]
 
 
-_softmax = partial(jax.jit, static_argnames=("axis",))(jax.nn.softmax)
-_log_softmax = partial(jax.jit, static_argnames=("axis",))(jax.nn.log_softmax)
+_softmax = partial(kernel, static_argnames=("axis",))(jax.nn.softmax)
+_log_softmax = partial(kernel, static_argnames=("axis",))(jax.nn.log_softmax)
 
 
 @defop(check=axis_check)
@@ -43,7 +44,7 @@ def softmax(x: jax.Array, *, axis: int = -1) -> tuple[jax.Array, tuple[jax.Array
 
 
 @softmax.defvjp
-@partial(jax.jit, static_argnames=("axis",))
+@partial(kernel, static_argnames=("axis",))
 def _softmax_vjp(res: tuple[jax.Array], g: jax.Array, *, axis: int = -1) -> tuple[jax.Array]:
     """gx = y * (g - sum(g * y, axis)) (the softmax Jacobian y_i (delta_ij - y_j))."""
     (y,) = res
@@ -58,7 +59,7 @@ def log_softmax(x: jax.Array, *, axis: int = -1) -> tuple[jax.Array, tuple[jax.A
 
 
 @log_softmax.defvjp
-@partial(jax.jit, static_argnames=("axis",))
+@partial(kernel, static_argnames=("axis",))
 def _log_softmax_vjp(res: tuple[jax.Array], g: jax.Array, *, axis: int = -1) -> tuple[jax.Array]:
     """gx = g - exp(y) * sum(g, axis) (d log_softmax_i / dx_j = delta_ij - softmax_j)."""
     (y,) = res
@@ -252,7 +253,7 @@ def _check_weight(name: str, scores: jax.Array, weight: jax.Array, axis: int) ->
 _LOSS_STATIC = ("reduction", "ignore_index", "axis")
 
 
-@partial(jax.jit, static_argnames=("smoothing", *_LOSS_STATIC))
+@partial(kernel, static_argnames=("smoothing", *_LOSS_STATIC))
 def _cross_entropy(
     logits: jax.Array,
     labels: jax.Array,
@@ -288,7 +289,7 @@ def _cross_entropy_op(
 
 
 @_cross_entropy_op.defvjp
-@partial(jax.jit, static_argnames=("needs", "label_smoothing", *_LOSS_STATIC))
+@partial(kernel, static_argnames=("needs", "label_smoothing", *_LOSS_STATIC))
 def _cross_entropy_vjp(
     res: tuple[jax.Array, jax.Array, jax.Array],
     g: jax.Array,
@@ -448,7 +449,7 @@ def _soft_cross_entropy(
     return per.sum() if reduction == "sum" else per
 
 
-@partial(jax.jit, static_argnames=_LOSS_STATIC)
+@partial(kernel, static_argnames=_LOSS_STATIC)
 def _nll(
     logp: jax.Array,
     labels: jax.Array,
@@ -481,7 +482,7 @@ def _nll_loss(
 
 
 @_nll_loss.defvjp
-@partial(jax.jit, static_argnames=("needs", *_LOSS_STATIC))
+@partial(kernel, static_argnames=("needs", *_LOSS_STATIC))
 def _nll_loss_vjp(
     res: tuple[jax.Array, jax.Array, jax.Array],
     g: jax.Array,
@@ -543,7 +544,7 @@ def nll_loss(
     )
 
 
-@partial(jax.jit, static_argnames=("reduction",))
+@partial(kernel, static_argnames=("reduction",))
 def _bce(x: jax.Array, t: jax.Array, reduction: Reduction) -> jax.Array:
     per = jnp.maximum(x, 0) - x * t + jnp.log1p(jnp.exp(-jnp.abs(x)))
     return _reduce(per, reduction)
@@ -563,7 +564,7 @@ def _bce_with_logits(
 
 
 @_bce_with_logits.defvjp
-@partial(jax.jit, static_argnames=("needs", "reduction"))
+@partial(kernel, static_argnames=("needs", "reduction"))
 def _bce_with_logits_vjp(
     res: tuple[jax.Array, jax.Array],
     g: jax.Array,
@@ -597,7 +598,7 @@ def binary_cross_entropy_with_logits(
     return _bce_with_logits(logits, targets, reduction=reduction)
 
 
-@partial(jax.jit, static_argnames=("reduction",))
+@partial(kernel, static_argnames=("reduction",))
 def _mse(a: jax.Array, b: jax.Array, reduction: Reduction) -> tuple[jax.Array, jax.Array]:
     d = a - b
     return _reduce(d * d, reduction), d
@@ -613,7 +614,7 @@ def _mse_loss(
 
 
 @_mse_loss.defvjp
-@partial(jax.jit, static_argnames=("needs", "reduction"))
+@partial(kernel, static_argnames=("needs", "reduction"))
 def _mse_loss_vjp(
     res: tuple[jax.Array, jax.Array],
     g: jax.Array,
@@ -667,7 +668,7 @@ def warn_broadcast_loss(name: str, a: Any, b: Any, stacklevel: int) -> None:
     )
 
 
-@partial(jax.jit, static_argnames=("num_classes", "dtype"))
+@partial(kernel, static_argnames=("num_classes", "dtype"))
 def _one_hot(labels: jax.Array, num_classes: int, dtype: Any) -> jax.Array:
     return jax.nn.one_hot(labels, num_classes, dtype=dtype)
 

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from tapegrad.errors import ShapeError
+from tapegrad.kernels import kernel
 from tapegrad.op import broadcast_check, defop
 
 __all__ = [
@@ -27,7 +28,7 @@ __all__ = [
 ]
 
 
-_less = jax.jit(jnp.less)
+_less = kernel(jnp.less)
 
 
 @defop(differentiable=False, check=broadcast_check)
@@ -36,7 +37,7 @@ def less(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
     return _less(a, b), ()
 
 
-_less_equal = jax.jit(jnp.less_equal)
+_less_equal = kernel(jnp.less_equal)
 
 
 @defop(differentiable=False, check=broadcast_check)
@@ -45,7 +46,7 @@ def less_equal(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
     return _less_equal(a, b), ()
 
 
-_greater = jax.jit(jnp.greater)
+_greater = kernel(jnp.greater)
 
 
 @defop(differentiable=False, check=broadcast_check)
@@ -54,7 +55,7 @@ def greater(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
     return _greater(a, b), ()
 
 
-_greater_equal = jax.jit(jnp.greater_equal)
+_greater_equal = kernel(jnp.greater_equal)
 
 
 @defop(differentiable=False, check=broadcast_check)
@@ -63,7 +64,7 @@ def greater_equal(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
     return _greater_equal(a, b), ()
 
 
-_equal = jax.jit(jnp.equal)
+_equal = kernel(jnp.equal)
 
 
 @defop(differentiable=False, check=broadcast_check)
@@ -72,7 +73,7 @@ def equal(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
     return _equal(a, b), ()
 
 
-_not_equal = jax.jit(jnp.not_equal)
+_not_equal = kernel(jnp.not_equal)
 
 
 @defop(differentiable=False, check=broadcast_check)
@@ -84,7 +85,7 @@ def not_equal(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
 _MASKS = "it takes booleans and integers: compare first, (x > 0) & (y < 1)"
 """What a bitwise op (``& | ^ ~``) on floats says to write."""
 
-_bitwise_and = jax.jit(jnp.bitwise_and)
+_bitwise_and = kernel(jnp.bitwise_and)
 
 
 @defop(differentiable=False, check=broadcast_check, dtype_advice=_MASKS)
@@ -93,7 +94,7 @@ def bitwise_and(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
     return _bitwise_and(a, b), ()
 
 
-_bitwise_or = jax.jit(jnp.bitwise_or)
+_bitwise_or = kernel(jnp.bitwise_or)
 
 
 @defop(differentiable=False, check=broadcast_check, dtype_advice=_MASKS)
@@ -102,7 +103,7 @@ def bitwise_or(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
     return _bitwise_or(a, b), ()
 
 
-_bitwise_xor = jax.jit(jnp.bitwise_xor)
+_bitwise_xor = kernel(jnp.bitwise_xor)
 
 
 @defop(differentiable=False, check=broadcast_check, dtype_advice=_MASKS)
@@ -111,7 +112,7 @@ def bitwise_xor(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
     return _bitwise_xor(a, b), ()
 
 
-_bitwise_not = jax.jit(jnp.bitwise_not)
+_bitwise_not = kernel(jnp.bitwise_not)
 
 
 @defop(differentiable=False, dtype_advice=_MASKS)
@@ -140,7 +141,7 @@ def _arg_axis(name: str, x: jax.Array, axis: int | None) -> int | None:
     return axis if x.ndim else None
 
 
-_argstatic = partial(jax.jit, static_argnames=("axis", "keepdims"))
+_argstatic = partial(kernel, static_argnames=("axis", "keepdims"))
 _argmax = _argstatic(jnp.argmax)
 _argmin = _argstatic(jnp.argmin)
 

@@ -14,6 +14,7 @@ from tapegrad._placement import mixed_devices_error
 from tapegrad.derived import compiled_vjp
 from tapegrad.errors import ShapeError, raise_instead
 from tapegrad.grad_mode import no_grad
+from tapegrad.kernels import kernel
 from tapegrad.op import defop
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ def _affine(w: jax.Array, ndim: int, channel: int | None) -> jax.Array:
     return jnp.reshape(w, shape) if shape is not None and jnp.ndim(w) else w
 
 
-@partial(jax.jit, static_argnames=("axes", "eps", "channel"))
+@partial(kernel, static_argnames=("axes", "eps", "channel"))
 def _normalize(
     x: jax.Array, w: jax.Array, b: jax.Array, *, axes: Axes, eps: float, channel: int | None
 ) -> jax.Array:
@@ -54,7 +55,7 @@ def _normalize(
     return xhat * _affine(w, x.ndim, channel) + _affine(b, x.ndim, channel)
 
 
-@partial(jax.jit, static_argnames=("needs", "axes", "eps", "channel", "w_shape"))
+@partial(kernel, static_argnames=("needs", "axes", "eps", "channel", "w_shape"))
 def _normalize_vjp(
     res: Res,
     g: jax.Array,
@@ -148,7 +149,7 @@ def layer_norm(
     )
 
 
-@partial(jax.jit, static_argnames=("eps",))
+@partial(kernel, static_argnames=("eps",))
 def _bn_eval_fn(
     x: jax.Array, mean: jax.Array, var: jax.Array, w: jax.Array, b: jax.Array, *, eps: float
 ) -> jax.Array:
@@ -197,7 +198,7 @@ def _batch_norm_vjp(
     return compiled_vjp(_bn_eval_fn, (("eps", eps),))(res, g, needs)
 
 
-@partial(jax.jit, static_argnames=("momentum",))
+@partial(kernel, static_argnames=("momentum",))
 def _running(
     x: jax.Array, mean: jax.Array, var: jax.Array, momentum: float
 ) -> tuple[jax.Array, jax.Array]:

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from tapegrad.derived import derived_vjp
 from tapegrad.errors import ShapeError
+from tapegrad.kernels import kernel as compiled
 from tapegrad.op import defop
 from tapegrad.ops._window import Ints, check_window, spatial
 
@@ -28,7 +29,7 @@ def _window(x: jax.Array, kernel: Ints, stride: Ints, padding: Ints) -> dict[str
     }
 
 
-@partial(jax.jit, static_argnames=("kernel", "stride", "padding"))
+@partial(compiled, static_argnames=("kernel", "stride", "padding"))
 def _max_pool_fn(x: jax.Array, *, kernel: Ints, stride: Ints, padding: Ints) -> jax.Array:
     """The jnp forward: ``lax.reduce_window`` with max, padding with -inf (never chosen)."""
     y: jax.Array = jax.lax.reduce_window(
@@ -37,7 +38,7 @@ def _max_pool_fn(x: jax.Array, *, kernel: Ints, stride: Ints, padding: Ints) -> 
     return y
 
 
-@partial(jax.jit, static_argnames=("kernel", "stride", "padding", "count_include_pad"))
+@partial(compiled, static_argnames=("kernel", "stride", "padding", "count_include_pad"))
 def _avg_pool_fn(
     x: jax.Array, *, kernel: Ints, stride: Ints, padding: Ints, count_include_pad: bool = True
 ) -> jax.Array:

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from tapegrad._dtypes import check_float_values
+from tapegrad.kernels import kernel
 from tapegrad.op import as_operand, defop
 from tapegrad.random import key_of
 
@@ -23,7 +24,7 @@ def _odds(p: float) -> tuple[Any, Any]:
     return as_operand(1.0 - p, "dropout"), as_operand(1.0 / (1.0 - p), "dropout")
 
 
-@jax.jit
+@kernel
 def _dropout_scale(key: jax.Array, x: jax.Array, keep: Any, scale: Any) -> jax.Array:
     """The factor each element is multiplied by: 0 with probability ``1 - keep``, else
     ``scale`` (``1 / keep``). The mask is drawn in float32 whatever ``jax_enable_x64`` says
@@ -32,7 +33,7 @@ def _dropout_scale(key: jax.Array, x: jax.Array, keep: Any, scale: Any) -> jax.A
     return jnp.where(kept, jnp.asarray(scale, x.dtype), jnp.zeros((), x.dtype))
 
 
-@jax.jit
+@kernel
 def _dropout_apply(x: jax.Array, key: jax.Array, keep: Any, scale: Any) -> jax.Array:
     y: jax.Array = x * _dropout_scale(key, x, keep, scale)
     return y
@@ -46,7 +47,7 @@ def _dropout(x: jax.Array, key: jax.Array, *, p: float) -> tuple[jax.Array, tupl
     return _dropout_apply(x, key, *_odds(p)), (key,)
 
 
-@jax.jit
+@kernel
 def _dropout_grad(key: jax.Array, g: jax.Array, keep: Any, scale: Any) -> jax.Array:
     gx: jax.Array = g * _dropout_scale(key, g, keep, scale)
     return gx

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from tapegrad._arrays import normalize_axes
+from tapegrad.kernels import kernel
 from tapegrad.op import defop
 
 __all__ = ["sum", "mean", "max", "min", "logsumexp", "var", "std", "cumsum", "all", "any"]
@@ -38,7 +39,7 @@ def _axes(axis: Axis, ndim: int) -> Axis:
     return axis if ndim else axes
 
 
-_static = partial(jax.jit, static_argnames=("axis", "keepdims"))
+_static = partial(kernel, static_argnames=("axis", "keepdims"))
 _jsum = _static(jnp.sum)
 _jmean = _static(jnp.mean)
 _jmax = _static(jnp.max)
@@ -47,7 +48,7 @@ _jall = _static(jnp.all)
 _jany = _static(jnp.any)
 
 
-@partial(jax.jit, static_argnames=("in_shape", "axis", "keepdims", "count"))
+@partial(kernel, static_argnames=("in_shape", "axis", "keepdims", "count"))
 def _spread(
     g: jax.Array, in_shape: tuple[int, ...], axis: Axis, keepdims: bool, count: int = 1
 ) -> jax.Array:
@@ -156,7 +157,7 @@ def logsumexp(
 
 
 @logsumexp.defvjp
-@partial(jax.jit, static_argnames=("axis", "keepdims"))
+@partial(kernel, static_argnames=("axis", "keepdims"))
 def _logsumexp_vjp(
     res: tuple[jax.Array], g: jax.Array, *, axis: Axis = None, keepdims: bool = False
 ) -> tuple[jax.Array]:
@@ -175,7 +176,7 @@ def _count(x: jax.Array, axis: Axis, ddof: int) -> int:
     return n - ddof
 
 
-@partial(jax.jit, static_argnames=("axis", "keepdims", "ddof", "root"))
+@partial(kernel, static_argnames=("axis", "keepdims", "ddof", "root"))
 def _moments(x: jax.Array, axis: Axis, keepdims: bool, ddof: int, root: bool) -> jax.Array:
     """The variance (or its square root), in one dispatch; real for a complex ``x``:
     ``|x - mean|**2``, as NumPy and PyTorch."""
@@ -197,7 +198,7 @@ def var(
 
 
 @var.defvjp
-@partial(jax.jit, static_argnames=("axis", "ddof", "keepdims"))
+@partial(kernel, static_argnames=("axis", "ddof", "keepdims"))
 def _var_vjp(
     res: tuple[jax.Array], g: jax.Array, *, axis: Axis = None, ddof: int = 0, keepdims: bool = False
 ) -> tuple[jax.Array]:
@@ -221,7 +222,7 @@ def std(
 
 
 @std.defvjp
-@partial(jax.jit, static_argnames=("axis", "ddof", "keepdims"))
+@partial(kernel, static_argnames=("axis", "ddof", "keepdims"))
 def _std_vjp(
     res: tuple[jax.Array, jax.Array],
     g: jax.Array,
@@ -239,7 +240,7 @@ def _std_vjp(
     return (scale * d / _count(d, axis, ddof),)
 
 
-_jcumsum = partial(jax.jit, static_argnames=("axis",))(jnp.cumsum)
+_jcumsum = partial(kernel, static_argnames=("axis",))(jnp.cumsum)
 
 
 @defop
@@ -251,7 +252,7 @@ def cumsum(x: jax.Array, *, axis: int | None = None) -> tuple[jax.Array, tuple[t
     return _jcumsum(x, axis=axis), (x.shape,)
 
 
-@partial(jax.jit, static_argnums=(1, 2))
+@partial(kernel, static_argnums=(1, 2))
 def _reverse_cumsum(g: jax.Array, axis: int | None, in_shape: tuple[int, ...]) -> jax.Array:
     a = 0 if axis is None else axis
     g = jnp.atleast_1d(g)  # a 0-d input's axis 0 or -1: its one element

@@ -14,6 +14,7 @@ import numpy as np
 
 from tapegrad._args import integer, numpy_keywords, shape_keywords
 from tapegrad.errors import ShapeError
+from tapegrad.kernels import kernel
 from tapegrad.op import defop
 
 if TYPE_CHECKING:
@@ -59,11 +60,11 @@ def _reshape_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None
         )
 
 
-_jreshape = partial(jax.jit, static_argnames=("shape",))(jnp.reshape)
+_jreshape = partial(kernel, static_argnames=("shape",))(jnp.reshape)
 # compiled once per shape and static arguments: jnp's eager path costs several times a call
-_jtranspose = partial(jax.jit, static_argnames=("axes",))(jnp.transpose)
-_jsqueeze = partial(jax.jit, static_argnames=("axis",))(jnp.squeeze)
-_jexpand_dims = partial(jax.jit, static_argnames=("axis",))(jnp.expand_dims)
+_jtranspose = partial(kernel, static_argnames=("axes",))(jnp.transpose)
+_jsqueeze = partial(kernel, static_argnames=("axis",))(jnp.squeeze)
+_jexpand_dims = partial(kernel, static_argnames=("axis",))(jnp.expand_dims)
 
 
 @defop(check=_reshape_check)
@@ -151,8 +152,8 @@ def _expand_dims_vjp(res: tuple[Shape], g: jax.Array, *, axis: int | Shape) -> t
     return (_jreshape(g, shape=in_shape),)
 
 
-_jconcatenate = partial(jax.jit, static_argnames=("axis",))(jnp.concatenate)
-_jstack = partial(jax.jit, static_argnames=("axis",))(jnp.stack)
+_jconcatenate = partial(kernel, static_argnames=("axis",))(jnp.concatenate)
+_jstack = partial(kernel, static_argnames=("axis",))(jnp.stack)
 
 
 def _join_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
@@ -186,7 +187,7 @@ def _concatenate_vjp(
     return parts
 
 
-@partial(jax.jit, static_argnums=(1, 2, 3))
+@partial(kernel, static_argnums=(1, 2, 3))
 def _concatenate_parts(
     g: jax.Array, sizes: tuple[int, ...], needs: tuple[bool, ...], axis: int
 ) -> tuple[jax.Array | None, ...]:
@@ -212,7 +213,7 @@ def _stack_vjp(
     return parts
 
 
-@partial(jax.jit, static_argnums=(1, 2))
+@partial(kernel, static_argnums=(1, 2))
 def _stack_parts(g: jax.Array, needs: tuple[bool, ...], axis: int) -> tuple[jax.Array | None, ...]:
     return tuple(jnp.take(g, i, axis=axis) if n else None for i, n in enumerate(needs))
 
@@ -298,7 +299,7 @@ def stack(ts: Sequence[Any], axis: int = 0) -> Tensor:
 Pairs = tuple[tuple[int, int], ...]
 
 
-@partial(jax.jit, static_argnums=(1, 2))
+@partial(kernel, static_argnums=(1, 2))
 def _jpad(x: jax.Array, pad_width: Pairs, value: float) -> jax.Array:
     return jnp.pad(x, pad_width, constant_values=value)
 

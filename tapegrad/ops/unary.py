@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tapegrad._tensor import Tensor
+from tapegrad.kernels import kernel
 from tapegrad.op import as_operand, defop
 
 __all__ = [
@@ -33,7 +34,7 @@ __all__ = [
 Res = tuple[jax.Array, ...]
 
 
-_exp = jax.jit(jnp.exp)
+_exp = kernel(jnp.exp)
 
 
 @defop
@@ -44,14 +45,14 @@ def exp(x: jax.Array) -> tuple[jax.Array, Res]:
 
 
 @exp.defvjp
-@jax.jit
+@kernel
 def _exp_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
     """d/dx exp(x) = exp(x): gx = g * y."""
     (y,) = res
     return (g * y,)
 
 
-_log = jax.jit(jnp.log)
+_log = kernel(jnp.log)
 
 
 @defop
@@ -61,14 +62,14 @@ def log(x: jax.Array) -> tuple[jax.Array, Res]:
 
 
 @log.defvjp
-@jax.jit
+@kernel
 def _log_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
     """d/dx log(x) = 1/x: gx = g / x."""
     (x,) = res
     return (g / x,)
 
 
-_log1p = jax.jit(jnp.log1p)
+_log1p = kernel(jnp.log1p)
 
 
 @defop
@@ -78,14 +79,14 @@ def log1p(x: jax.Array) -> tuple[jax.Array, Res]:
 
 
 @log1p.defvjp
-@jax.jit
+@kernel
 def _log1p_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
     """d/dx log(1 + x) = 1 / (1 + x): gx = g / (1 + x)."""
     (x,) = res
     return (g / (1 + x),)
 
 
-_tanh = jax.jit(jnp.tanh)
+_tanh = kernel(jnp.tanh)
 
 
 @defop
@@ -96,14 +97,14 @@ def tanh(x: jax.Array) -> tuple[jax.Array, Res]:
 
 
 @tanh.defvjp
-@jax.jit
+@kernel
 def _tanh_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
     """d/dx tanh(x) = 1 - tanh(x)**2: gx = g * (1 - y*y)."""
     (y,) = res
     return (g * (1 - y * y),)
 
 
-_relu = jax.jit(jax.nn.relu)  # compiled: eagerly its custom_jvp costs ~100 us a call
+_relu = kernel(jax.nn.relu)  # compiled: eagerly its custom_jvp costs ~100 us a call
 
 
 @defop
@@ -114,14 +115,14 @@ def relu(x: jax.Array) -> tuple[jax.Array, Res]:
 
 
 @relu.defvjp
-@jax.jit
+@kernel
 def _relu_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
     """d/dx relu(x) = [x > 0] (0 at x = 0, as jax.nn.relu): gx = where(y > 0, g, 0)."""
     (y,) = res
     return (jnp.where(y > 0, g, 0),)
 
 
-_sigmoid = jax.jit(jax.nn.sigmoid)
+_sigmoid = kernel(jax.nn.sigmoid)
 
 
 @defop
@@ -132,14 +133,14 @@ def sigmoid(x: jax.Array) -> tuple[jax.Array, Res]:
 
 
 @sigmoid.defvjp
-@jax.jit
+@kernel
 def _sigmoid_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
     """d/dx sigmoid(x) = y (1 - y): gx = g * y * (1 - y)."""
     (y,) = res
     return (g * (y * (1 - y)),)
 
 
-_sqrt = jax.jit(jnp.sqrt)
+_sqrt = kernel(jnp.sqrt)
 
 
 @defop
@@ -150,14 +151,14 @@ def sqrt(x: jax.Array) -> tuple[jax.Array, Res]:
 
 
 @sqrt.defvjp
-@jax.jit
+@kernel
 def _sqrt_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
     """d/dx sqrt(x) = 1 / (2 sqrt(x)): gx = g * 0.5 / y."""
     (y,) = res
     return (g * 0.5 / y,)
 
 
-_abs = jax.jit(jnp.abs)
+_abs = kernel(jnp.abs)
 
 
 @defop
@@ -167,7 +168,7 @@ def abs(x: jax.Array) -> tuple[jax.Array, Res]:  # noqa: A001 - jnp's name
 
 
 @abs.defvjp
-@jax.jit
+@kernel
 def _abs_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
     """d/dx |x| = sign(x), taken as +1 at x = 0 like JAX's rule select(x >= 0, g, -g); for a
     complex x, JAX's cotangent g * conj(x) / |x| (0 at x = 0; PyTorch's is its conjugate)."""
@@ -178,7 +179,7 @@ def _abs_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
     return (jnp.where(x >= 0, g, -g),)
 
 
-_sin = jax.jit(jnp.sin)
+_sin = kernel(jnp.sin)
 
 
 @defop
@@ -188,14 +189,14 @@ def sin(x: jax.Array) -> tuple[jax.Array, Res]:
 
 
 @sin.defvjp
-@jax.jit
+@kernel
 def _sin_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
     """d/dx sin(x) = cos(x)."""
     (x,) = res
     return (g * jnp.cos(x),)
 
 
-_cos = jax.jit(jnp.cos)
+_cos = kernel(jnp.cos)
 
 
 @defop
@@ -205,14 +206,14 @@ def cos(x: jax.Array) -> tuple[jax.Array, Res]:
 
 
 @cos.defvjp
-@jax.jit
+@kernel
 def _cos_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
     """d/dx cos(x) = -sin(x)."""
     (x,) = res
     return (-g * jnp.sin(x),)
 
 
-_negative = jax.jit(jnp.negative)
+_negative = kernel(jnp.negative)
 
 
 @defop(dtype_advice="write ~x")
@@ -222,13 +223,13 @@ def negative(x: jax.Array) -> tuple[jax.Array, tuple[()]]:
 
 
 @negative.defvjp
-@jax.jit
+@kernel
 def _negative_vjp(res: tuple[()], g: jax.Array) -> tuple[jax.Array]:
     """d/dx (-x) = -1."""
     return (-g,)
 
 
-_integer_pow = jax.jit(jax.lax.integer_pow, static_argnums=1)
+_integer_pow = kernel(jax.lax.integer_pow, static_argnums=1)
 
 
 @defop
@@ -240,7 +241,7 @@ def integer_pow(x: jax.Array, *, n: int) -> tuple[jax.Array, Res]:
 
 
 @integer_pow.defvjp
-@partial(jax.jit, static_argnames=("n",))
+@partial(kernel, static_argnames=("n",))
 def _integer_pow_vjp(res: Res, g: jax.Array, *, n: int) -> tuple[jax.Array]:
     """d/dx x**n = n * x**(n-1), 0 for n == 0 (lax.integer_pow's JVP rule)."""
     (x,) = res
@@ -249,7 +250,7 @@ def _integer_pow_vjp(res: Res, g: jax.Array, *, n: int) -> tuple[jax.Array]:
     return (g * (n * jax.lax.integer_pow(x, n - 1)).astype(g.dtype),)
 
 
-_copy = jax.jit(jnp.copy)
+_copy = kernel(jnp.copy)
 
 
 @defop
@@ -264,7 +265,7 @@ def _copy_vjp(res: tuple[()], g: jax.Array) -> tuple[jax.Array]:
     return (g,)
 
 
-@partial(jax.jit, static_argnums=1)
+@partial(kernel, static_argnums=1)
 def _astype(x: jax.Array, dtype: np.dtype) -> jax.Array:
     """``x.astype(dtype)`` compiled (eager, it takes a primitive's slower path); jnp's rules,
     so complex to bool is ``x != 0`` (``lax.convert_element_type`` reads the real part)."""
@@ -285,7 +286,7 @@ def _astype_vjp(res: tuple[()], g: jax.Array, *, dtype: np.dtype) -> tuple[jax.A
     return (g,)
 
 
-_clip = jax.jit(jnp.clip)  # the bounds are arguments: a new bound value compiles nothing
+_clip = kernel(jnp.clip)  # the bounds are arguments: a new bound value compiles nothing
 
 
 def _bound(value: float | None) -> Any:
@@ -315,7 +316,7 @@ def clip(
     return _clip(x, _bound(min), _bound(max)), (x,)
 
 
-@jax.jit
+@kernel
 def _clip_grad(x: jax.Array, g: jax.Array, lo: Any, hi: Any) -> jax.Array:
     """jnp.clip is maximum(x, lo) then minimum(., hi); each passes g where x wins and g/2 at
     a tie (JAX's balanced rule for lax.max/lax.min)."""

@@ -1,0 +1,365 @@
+"""Built-in kernels: ``jax.jit`` functions whose compiled programs later processes load
+without tracing or lowering them again.
+
+JAX's persistent compilation cache (``tapegrad.compilation_cache``) keeps compiled programs
+on disk, but it finds one by its lowered module: every new process traces and lowers each
+kernel again before it can look the program up, ~5-10 ms per kernel on a 2-core CPU, which
+is most of what a program's first run costs on a machine that ran it before (an eager
+program uses dozens of kernels: one per op, shape and dtype). :func:`kernel` is
+``jax.jit`` for tapegrad's own module-level kernels, plus a store of their compiled programs
+keyed by what determines them without lowering: the kernel's name, its static arguments,
+the shapes, dtypes and placement of its array arguments, JAX's tracing configuration, the
+JAX, jaxlib and XLA versions and flags, and a digest of tapegrad's source. A call whose
+program is in the store loads it (~1 ms) instead.
+
+Only the first call per shape in a process takes this path: a kernel is JAX's own C++ jit
+function object (``jax.jit``'s dispatch, at the same cost per call), built with a different
+miss handler. The store is used only for concrete single-device CPU arrays outside any
+trace, and only while tapegrad's compilation cache is on (it lives in a ``tapegrad-kernels``
+folder inside that cache's folder: ``tg.set_compilation_cache(None)`` turns both off). Any
+other call, and any JAX version whose internals this module does not recognise, gets plain
+``jax.jit``'s behaviour. Like JAX's cache, the store holds executable code: never point the
+cache at a folder others can write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import io
+import os
+import pickle
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import jaxlib
+import numpy as np
+
+from tapegrad import compilation_cache
+
+__all__ = ["kernel", "store_dir"]
+
+_FORMAT = 1
+_FOLDER = "tapegrad-kernels"
+_STATIC_TYPES = (type(None), bool, int, float, str, np.dtype)
+_PYTHON_SCALARS = frozenset({bool, int, float, complex})
+
+try:  # the JAX internals a kernel is built from (checked once; plain jax.jit without them)
+    from jax._src import compilation_cache as _jax_cache
+    from jax._src import config as _config
+    from jax._src import core as _core
+    from jax._src import stages as _stages
+    from jax._src import tree_util as _tree_util
+    from jax._src.compiler import get_compile_options as _compile_options
+    from jax._src.interpreters import pxla as _pxla
+    from jax._src.lib import _jax  # type: ignore[attr-defined]
+    from jax.experimental import serialize_executable as _serialize
+
+    _ArrayImpl = _jax.ArrayImpl
+    _SingleDevice = jax.sharding.SingleDeviceSharding
+    _SUPPORTED = jax.__version_info__ >= (0, 10) and all(
+        hasattr(obj, name)
+        for obj, name in (
+            (_jax, "pjit"),
+            (_pxla, "JitGlobalCppCacheKeys"),
+            (_pxla, "cc_shard_arg"),
+            (_pxla.MeshExecutable, "create_cpp_call"),
+            (_serialize, "_JaxPjrtUnpickler"),
+            (_serialize, "serialize"),
+            (_config, "trace_context"),
+            (_core, "trace_state_clean"),
+            (_jax_cache, "is_cache_used"),
+            (_jax_cache, "_cache_used"),
+            (_jax_cache, "_cache_checked"),
+            (_jax_cache, "_cache_initialized_mutex"),
+        )
+    )
+except (ImportError, AttributeError):  # pragma: no cover - a JAX without these internals
+    _SUPPORTED = False
+
+
+def kernel(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    static_argnums: int | Sequence[int] | None = None,
+    static_argnames: str | Sequence[str] | None = None,
+) -> Any:
+    """``jax.jit(fn, static_argnums=..., static_argnames=...)`` for a tapegrad kernel defined
+    at module level, whose compiled programs later processes load from the kernel store
+    (module docstring); usable as ``@kernel``, ``@partial(kernel, static_argnames=...)`` or
+    ``kernel(jnp.add)``.
+
+    The result is a ``jax.jit`` function in every respect (the same C++ dispatch, ``lower``,
+    ``trace``, nesting in other traces). A function without a stable name (a lambda, a
+    closure) gets plain ``jax.jit``: the store could not tell two of them apart.
+    """
+    if fn is None:
+        return functools.partial(
+            kernel, static_argnums=static_argnums, static_argnames=static_argnames
+        )
+    plain = jax.jit(fn, static_argnums=static_argnums, static_argnames=static_argnames)
+    name = _stable_name(fn)
+    if not _SUPPORTED or name is None:
+        return plain
+    info = plain._jit_info  # type: ignore[attr-defined]
+    static_nums = frozenset(info.static_argnums)
+    static_names = frozenset(info.static_argnames)
+    fallback = plain._cache_miss  # type: ignore[attr-defined]
+
+    def cache_miss(*args: Any, **kwargs: Any) -> Any:
+        try:
+            found = _from_store(plain, name, static_nums, static_names, args, kwargs)
+        except Exception:  # anything unexpected in JAX's internals: jax.jit's own path
+            found = None
+        if found is None:
+            return fallback(*args, **kwargs)
+        aot, loaded = found
+        dyn = [a for i, a in enumerate(args) if i not in static_nums]
+        try:
+            return aot(*dyn, **{k: v for k, v in kwargs.items() if k not in static_names})
+        except Exception:
+            if loaded is None:
+                raise  # compiled here: a genuine error of the call
+            loaded.unlink(missing_ok=True)  # a stored program that does not run: replaced
+            return fallback(*args, **kwargs)
+
+    try:
+        compiled = _jax.pjit(
+            getattr(fn, "__name__", name),
+            fn,
+            cache_miss,
+            info.static_argnums,
+            info.static_argnames,
+            _pxla.JitGlobalCppCacheKeys(),
+            _tree_util.dispatch_registry,
+            _pxla.cc_shard_arg,
+        )
+    except TypeError:  # pragma: no cover - another signature in another JAX version
+        return plain
+    wrapped: Any = functools.wraps(fn)(compiled)
+    wrapped._fun = fn  # what jax.jit's lower/trace/eval_shape read
+    wrapped._jit_info = info
+    return wrapped
+
+
+def _stable_name(fn: Callable[..., Any]) -> str | None:
+    """``module.qualname`` of a module-level function or a JAX function object; ``None``
+    for a lambda or a closure (no name that means the same code in another process)."""
+    module = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if not module or not qualname or "<" in qualname:
+        return None
+    return f"{module}.{qualname}"
+
+
+def store_dir() -> Path | None:
+    """The kernel store's folder, ``None`` while tapegrad's compilation cache is off (or the
+    user configured JAX's cache without tapegrad: the store then stays out of it)."""
+    folder = compilation_cache.tapegrad_cache_dir()
+    return None if folder is None else Path(folder) / _FOLDER
+
+
+_lock = threading.Lock()
+_environment: tuple[Any, ...] | None = None
+
+
+def _env() -> tuple[Any, ...]:
+    """What every stored program depends on beyond its kernel and arguments (once per
+    process): versions, the backend, ``XLA_FLAGS``, JAX's tracing configuration and
+    tapegrad's source (a changed file must not load programs compiled from the old one)."""
+    global _environment
+    if _environment is None:
+        with _lock:
+            if _environment is None:
+                backend = jax.devices()[0].client
+                source = hashlib.sha256()
+                root = Path(__file__).parent
+                for path in sorted(root.rglob("*.py")):
+                    source.update(str(path.relative_to(root)).encode())
+                    source.update(path.read_bytes())
+                _environment = (
+                    _FORMAT,
+                    jax.__version__,
+                    jaxlib.__version__,  # type: ignore[attr-defined]
+                    backend.platform,
+                    backend.platform_version,
+                    os.environ.get("XLA_FLAGS", ""),
+                    source.hexdigest(),
+                )
+    return _environment
+
+
+def _static(value: Any) -> Any:
+    """A static argument as a key part, or raise ``TypeError`` when its type is not one
+    whose repr states its whole value (the store then stays out of the call)."""
+    if value.__class__ is tuple:
+        return ("tuple", tuple(_static(v) for v in value))
+    if value.__class__ is float:
+        return ("float", value.hex())
+    if isinstance(value, _STATIC_TYPES):
+        return (value.__class__.__name__, repr(value))
+    if isinstance(value, type) and (
+        issubclass(value, np.generic) or value.__module__.startswith("jax")
+    ):  # np.float32, jnp.float32 (a JAX scalar type): named by where they are defined
+        return ("type", value.__module__, value.__qualname__)
+    raise TypeError(value.__class__.__name__)
+
+
+def _key(
+    name: str,
+    static_nums: frozenset[int],
+    static_names: frozenset[str],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> tuple[str, Any] | None:
+    """The store key of a call and the device it runs on, or ``None`` when the call is not
+    one the store serves (a trace, a non-array argument, a sharded or non-CPU array)."""
+    if not _core.trace_state_clean():
+        return None
+    statics: list[Any] = []
+    dyn: list[Any] = []
+    try:
+        for i, a in enumerate(args):
+            if i in static_nums:
+                statics.append((i, _static(a)))
+            else:
+                dyn.append(a)
+        dyn_kw = {}
+        for k in sorted(kwargs):
+            if k in static_names:
+                statics.append((k, _static(kwargs[k])))
+            else:
+                dyn_kw[k] = kwargs[k]
+    except TypeError:
+        return None
+    leaves, tree = jax.tree_util.tree_flatten((dyn, dyn_kw))
+    device = None
+    sigs: list[Any] = []
+    for leaf in leaves:
+        cls = leaf.__class__
+        if cls in _PYTHON_SCALARS:  # weakly typed, its dtype set by x64 (trace context)
+            sigs.append(cls.__name__)
+            continue
+        if cls is not _ArrayImpl or leaf.is_deleted():
+            return None
+        sharding = leaf.sharding
+        if not isinstance(sharding, _SingleDevice):
+            return None
+        dev = next(iter(sharding.device_set))
+        if device is not None and dev != device:
+            return None
+        device = dev
+        aval = leaf.aval
+        sigs.append((aval.shape, str(aval.dtype), aval.weak_type, leaf.committed))
+    if device is None:  # Python scalars only: JAX's default device
+        if not sigs or _config.default_device.value is not None:
+            return None
+        device = jax.devices()[0]
+    if device.platform != "cpu":
+        return None
+    context = tuple(
+        type(v).__name__ if " at 0x" in repr(v) else repr(v) for v in _config.trace_context()
+    )
+    x64 = bool(jax.config.jax_enable_x64)  # type: ignore[attr-defined]
+    text = repr((_env(), name, tuple(statics), str(tree), tuple(sigs), context, x64, device.id))
+    return hashlib.sha256(text.encode()).hexdigest(), device
+
+
+def _from_store(
+    plain: Any,
+    name: str,
+    static_nums: frozenset[int],
+    static_names: frozenset[str],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> tuple[Callable[..., Any], Path | None] | None:
+    """``(miss handler, path)`` of the compiled program for this call: loaded from the store
+    (``path``: its entry) or compiled and stored (``path`` ``None``); ``None`` when the store
+    does not serve the call (then plain ``jax.jit`` handles it).
+
+    A program is compiled here past JAX's persistent cache (``_past_jax_cache``): a program
+    JAX loaded from its cache, XLA's CPU backend serializes again without its code (it
+    loads, then fails to run)."""
+    folder = store_dir()
+    if folder is None:
+        return None
+    found = _key(name, static_nums, static_names, args, kwargs)
+    if found is None:
+        return None
+    key, device = found
+    path = folder / f"{key}.bin"
+    compiled = loaded = None
+    if path.exists():
+        try:
+            compiled, loaded = _load(path.read_bytes(), device), path
+        except Exception:  # a stale or damaged entry: compile afresh and replace it
+            compiled = None
+    if compiled is None:
+        lowered = plain.trace(*args, **kwargs).lower()
+        with _past_jax_cache(device.client):
+            compiled = lowered.compile()
+        _save(compiled, folder, path)
+    call = compiled._executable.create_cpp_call(compiled._params)
+    return None if call is None else (call._cache_miss, loaded)
+
+
+@contextlib.contextmanager
+def _past_jax_cache(backend: Any) -> Iterator[None]:
+    """Compile without JAX's persistent cache (neither read nor written) while inside; a
+    compile on another thread meanwhile skips it too, which costs it time, nothing else."""
+    used = _jax_cache.is_cache_used(backend)
+    with _jax_cache._cache_initialized_mutex:
+        _jax_cache._cache_used = False
+    try:
+        yield
+    finally:
+        with _jax_cache._cache_initialized_mutex:
+            if _jax_cache._cache_checked:  # not reset meanwhile (set_compilation_cache)
+                _jax_cache._cache_used = used
+
+
+def _save(compiled: Any, folder: Path, path: Path) -> None:
+    """Write ``compiled`` to ``path`` (atomically: a reader never sees half a file); a
+    program that cannot be serialized, or a folder that cannot be written, is skipped."""
+    try:
+        payload, in_tree, out_tree = _serialize.serialize(compiled)
+        data = pickle.dumps((_FORMAT, payload, in_tree, out_tree))
+        folder.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        partial.write_bytes(data)
+        os.replace(partial, path)
+    except (OSError, ValueError, NotImplementedError, pickle.PicklingError, TypeError):
+        return
+
+
+class _Unpickler(_serialize._JaxPjrtUnpickler if _SUPPORTED else pickle.Unpickler):  # type: ignore[misc]
+    """JAX's executable unpickler, passing the compile options a CPU executable needs to
+    be deserialized (JAX's own passes none; its persistent cache passes them)."""
+
+    def persistent_load(self, pid: Any) -> Any:
+        if pid[0] == "exec":
+            options = _compile_options(
+                num_replicas=1,
+                num_partitions=1,
+                device_assignment=np.array([[d for d in self.execution_devices]]),
+            )
+            return self.backend.deserialize_executable(pid[1], self.execution_devices, options)
+        return super().persistent_load(pid)
+
+
+def _load(data: bytes, device: Any) -> Any:
+    """The ``jax.stages.Compiled`` stored as ``data``, loaded onto ``device``."""
+    fmt, payload, in_tree, out_tree = pickle.loads(data)
+    if fmt != _FORMAT:
+        raise ValueError("another store format")
+    unloaded, args_info_flat, no_kwargs = _Unpickler(
+        io.BytesIO(payload), device.client, [device]
+    ).load()
+    return _stages.Compiled(
+        unloaded.load(), [], in_tree.unflatten(args_info_flat), out_tree, no_kwargs=no_kwargs
+    )
