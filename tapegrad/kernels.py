@@ -10,13 +10,15 @@ program uses dozens of kernels: one per op, shape and dtype). :func:`kernel` is
 keyed by what determines them without lowering: the kernel's name, its static arguments,
 the shapes, dtypes and placement of its array arguments, JAX's tracing configuration, the
 JAX, jaxlib and XLA versions and flags, and a digest of tapegrad's source. A call whose
-program is in the store loads it (~1 ms) instead.
+program is in the store loads it (~1 ms) instead. A small kernel (``SMALL``) compiles with
+XLA's classic CPU emitters, in about two thirds of the time.
 
 Only the first call per shape in a process takes this path: a kernel is JAX's own C++ jit
 function object (``jax.jit``'s dispatch, at the same cost per call), built with a different
-miss handler. The store is used only for concrete single-device CPU arrays outside any
-trace, and only while tapegrad's compilation cache is on (it lives in a ``tapegrad-kernels``
-folder inside that cache's folder: ``tg.set_compilation_cache(None)`` turns both off). Any
+miss handler. This path serves only concrete single-device CPU arrays outside any trace;
+the store is used while tapegrad's compilation cache is on (it lives in a
+``tapegrad-kernels`` folder inside that cache's folder: ``tg.set_compilation_cache(None)``
+turns both off). Any
 other call, and any JAX version whose internals this module does not recognise, gets plain
 ``jax.jit``'s behaviour. Like JAX's cache, the store holds executable code: never point the
 cache at a folder others can write.
@@ -47,6 +49,12 @@ _FORMAT = 1
 _FOLDER = "tapegrad-kernels"
 _STATIC_TYPES = (type(None), bool, int, float, str, np.dtype)
 _PYTHON_SCALARS = frozenset({bool, int, float, complex})
+SMALL = 4096
+"""A kernel whose inputs and outputs all have at most this many elements is compiled with
+XLA's classic CPU emitters (``xla_cpu_use_fusion_emitters=False``): about two thirds of the
+compile time of the default fusion emitters, which run medium elementwise kernels faster
+(~1.5x on (64, 512) arrays) but a small kernel no faster (bench/RESULTS.md, turn 18)."""
+_SMALL_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 
 try:  # the JAX internals a kernel is built from (checked once; plain jax.jit without them)
     from jax._src import compilation_cache as _jax_cache
@@ -285,27 +293,33 @@ def _from_store(
     A program is compiled here past JAX's persistent cache (``_past_jax_cache``): a program
     JAX loaded from its cache, XLA's CPU backend serializes again without its code (it
     loads, then fails to run)."""
-    folder = store_dir()
-    if folder is None:
-        return None
     found = _key(name, static_nums, static_names, args, kwargs)
     if found is None:
         return None
     key, device = found
-    path = folder / f"{key}.bin"
+    folder = store_dir()
+    path = None if folder is None else folder / f"{key}.bin"
     compiled = loaded = None
-    if path.exists():
+    if path is not None and path.exists():
         try:
             compiled, loaded = _load(path.read_bytes(), device), path
         except Exception:  # a stale or damaged entry: compile afresh and replace it
             compiled = None
     if compiled is None:
         lowered = plain.trace(*args, **kwargs).lower()
+        options = _SMALL_OPTIONS if _small(lowered) else None
         with _past_jax_cache(device.client):
-            compiled = lowered.compile()
-        _save(compiled, folder, path)
+            compiled = lowered.compile(compiler_options=options)
+        if folder is not None and path is not None:
+            _save(compiled, folder, path)
     call = compiled._executable.create_cpp_call(compiled._params)
     return None if call is None else (call._cache_miss, loaded)
+
+
+def _small(lowered: Any) -> bool:
+    """Whether every input and output of ``lowered`` has at most ``SMALL`` elements."""
+    avals = jax.tree_util.tree_leaves((lowered.in_avals, lowered.out_info))
+    return all(int(np.prod(a.shape)) <= SMALL for a in avals)
 
 
 @contextlib.contextmanager

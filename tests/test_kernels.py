@@ -74,3 +74,18 @@ def test_errors_are_jaxs() -> None:
     with pytest.raises(TypeError) as plain:
         jax.jit(jnp.add)(jnp.zeros(2), jnp.zeros(3))
     assert str(mine.value) == str(plain.value)
+
+
+def test_small_kernels_take_the_classic_emitters_with_the_same_values() -> None:
+    """Kernels whose arrays all have at most ``SMALL`` elements compile with XLA's classic CPU
+    emitters (faster to compile); their values equal plain ``jax.jit``'s bit for bit."""
+    from tapegrad.kernels import SMALL, _small
+
+    side = int(np.sqrt(SMALL))
+    assert _small(jax.jit(jnp.tanh).trace(jnp.ones((side, SMALL // side))).lower())
+    assert not _small(jax.jit(jnp.tanh).trace(jnp.ones((side, SMALL // side + 1))).lower())
+    outer = jax.jit(jnp.multiply).trace(jnp.ones((SMALL, 1)), jnp.ones((1, 2))).lower()
+    assert not _small(outer)  # the output counts too
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((40, 50)).astype(np.float32) * 4)
+    for fn in (jnp.exp, jnp.tanh, jnp.sin, jax.nn.gelu):
+        np.testing.assert_array_equal(kernel(fn)(x), jax.jit(fn)(x))
