@@ -15,13 +15,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run(
-    body: str, tmp_path: Path, prelude: str = "import jax\nimport tapegrad as tg\n", **env: str
-) -> None:
+    body: str,
+    tmp_path: Path,
+    prelude: str = "import jax\nimport tapegrad as tg\n",
+    args: tuple[str, ...] = (),
+    **env: str,
+) -> str:
+    """Run the script in a fresh process (its user cache folder under ``tmp_path``, no
+    ``JAX_`` variables); assert it succeeded and return its standard output."""
     script = prelude + textwrap.dedent(body)
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
     full_env |= {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "PYTHONPATH": str(ROOT), **env}
     proc = subprocess.run(
-        [sys.executable, "-c", script],
+        [sys.executable, "-c", script, *args],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -29,6 +35,7 @@ def _run(
         env=full_env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
 
 
 @pytest.mark.slow
@@ -137,20 +144,10 @@ print(json.dumps({
 
 def _program(tmp_path: Path, cache: Path, **env: str) -> dict[str, object]:
     """Run ``_PROGRAM`` in a fresh process with its compilation cache at ``cache``."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
-    full_env |= {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "PYTHONPATH": str(ROOT), **env}
-    proc = subprocess.run(
-        [sys.executable, "-c", _PROGRAM, str(cache)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=full_env,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
     import json
 
-    result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = _run(_PROGRAM, tmp_path, prelude="", args=(str(cache),), **env)
+    result: dict[str, object] = json.loads(out.strip().splitlines()[-1])
     return result
 
 
