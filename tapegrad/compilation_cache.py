@@ -16,6 +16,10 @@ set, by ``jax.config.update`` or JAX's environment variable) or turned it off
 (``jax_enable_compilation_cache`` false), and :func:`set_compilation_cache` relocates or
 disables it (``None``), at any time. JAX treats the cache as trusted code: never point it at a
 folder others can write.
+
+While tapegrad's cache is in use, ``tapegrad.kernels`` keeps a store of its own kernels'
+programs in a ``tapegrad-kernels`` folder inside it, which later processes load without
+tracing or lowering the kernels again (JAX's cache needs both to find a program).
 """
 
 from __future__ import annotations
@@ -99,6 +103,9 @@ def set_compilation_cache(path: str | os.PathLike[str] | None) -> None:
     it off unsets the folder only if tapegrad set it (a cache the user configured in JAX
     stays); relocating sets JAX's ``jax_compilation_cache_dir`` to ``path`` (created if
     missing).
+
+    The kernel store (``tapegrad.kernels``) lives in a ``tapegrad-kernels`` folder inside
+    the cache folder and follows it: off with it, moved with it.
 
     Args:
         path: a folder (created if missing) or ``None`` to compile afresh in every process.

@@ -17,9 +17,9 @@ Only the first call per shape in a process takes this path: a kernel is JAX's ow
 function object (``jax.jit``'s dispatch, at the same cost per call), built with a different
 miss handler. This path serves only concrete single-device CPU arrays outside any trace;
 the store is used while tapegrad's compilation cache is on (it lives in a
-``tapegrad-kernels`` folder inside that cache's folder: ``tg.set_compilation_cache(None)``
-turns both off). Any
-other call, and any JAX version whose internals this module does not recognise, gets plain
+``tapegrad-kernels`` folder inside that cache's folder, one subfolder per environment,
+removed after a week unused: ``tg.set_compilation_cache(None)`` turns both off). Any other
+call, and any JAX version whose internals this module does not recognise, gets plain
 ``jax.jit``'s behaviour. Like JAX's cache, the store holds executable code: never point the
 cache at a folder others can write.
 """
@@ -32,7 +32,11 @@ import hashlib
 import io
 import os
 import pickle
+import shutil
+import struct
 import threading
+import time
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,26 +49,33 @@ from tapegrad import compilation_cache
 
 __all__ = ["kernel", "store_dir"]
 
-_FORMAT = 1
+_FORMAT = 2
 _FOLDER = "tapegrad-kernels"
 _STATIC_TYPES = (type(None), bool, int, float, str, np.dtype)
 _PYTHON_SCALARS = frozenset({bool, int, float, complex})
 SMALL = 4096
-"""A kernel whose inputs and outputs all have at most this many elements is compiled with
-XLA's classic CPU emitters (``xla_cpu_use_fusion_emitters=False``): about two thirds of the
-compile time of the default fusion emitters, which run medium elementwise kernels faster
-(~1.5x on (64, 512) arrays) but a small kernel no faster (bench/RESULTS.md, turn 18)."""
+"""A kernel whose inputs and outputs all have at most this many elements (and dtypes the
+classic emitters compute alike, ``_classic``) is compiled with XLA's classic CPU emitters
+(``xla_cpu_use_fusion_emitters=False``): about two thirds of the compile time of the
+default fusion emitters, which run medium elementwise kernels faster (~1.5x on (64, 512)
+arrays) but a small kernel no faster (bench/RESULTS.md, turn 18)."""
 _SMALL_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+_CLASSIC_DTYPES = frozenset(
+    np.dtype(t)
+    for t in ("float32", "float64", "bool", "int8", "int16", "int32", "int64")
+    + ("uint8", "uint16", "uint32", "uint64")
+)
 
 try:  # the JAX internals a kernel is built from (checked once; plain jax.jit without them)
     from jax._src import compilation_cache as _jax_cache
     from jax._src import config as _config
     from jax._src import core as _core
+    from jax._src import dispatch as _dispatch
     from jax._src import stages as _stages
     from jax._src import tree_util as _tree_util
     from jax._src.compiler import get_compile_options as _compile_options
     from jax._src.interpreters import pxla as _pxla
-    from jax._src.lib import _jax  # type: ignore[attr-defined]
+    from jax._src.lib import _jax, xla_client  # type: ignore[attr-defined]
     from jax.experimental import serialize_executable as _serialize
 
     _ArrayImpl = _jax.ArrayImpl
@@ -80,6 +91,7 @@ try:  # the JAX internals a kernel is built from (checked once; plain jax.jit wi
             (_serialize, "serialize"),
             (_config, "trace_context"),
             (_core, "trace_state_clean"),
+            (_dispatch, "needs_check_special"),
             (_jax_cache, "is_cache_used"),
             (_jax_cache, "_cache_used"),
             (_jax_cache, "_cache_checked"),
@@ -141,8 +153,9 @@ def kernel(
         except Exception:
             if loaded is None:
                 raise  # compiled here: a genuine error of the call
-            loaded.unlink(missing_ok=True)  # a stored program that does not run: replaced
-            return fallback(*args, **kwargs)
+            result = fallback(*args, **kwargs)  # the caller's error, if it is one, raises here
+            loaded.unlink(missing_ok=True)  # the stored program did not run: replaced later
+            return result
 
     try:
         compiled = _jax.pjit(
@@ -180,8 +193,43 @@ def store_dir() -> Path | None:
     return None if folder is None else Path(folder) / _FOLDER
 
 
+_NOT_KEYED = frozenset(
+    {
+        "jax_compilation_cache_dir",
+        "jax_log_compiles",
+        "jax_explain_cache_misses",
+        "jax_logging_level",
+        "jax_persistent_cache_min_compile_time_secs",
+        "jax_persistent_cache_min_entry_size_bytes",
+    }
+)
+"""JAX settings that change no compiled program (the others are part of every key: a
+changed one only costs a compile)."""
+_STALE_SECONDS = 7 * 24 * 3600
+"""A store folder of another environment unused this long is removed (see ``_env_folder``)."""
 _lock = threading.Lock()
 _environment: tuple[Any, ...] | None = None
+_used: set[Path] = set()  # environment folders this process touched already
+
+
+def _env_folder(root: Path) -> Path:
+    """This environment's folder in the store (one per ``_env()``: a tapegrad, JAX or flags
+    change starts a new one). Once per process it is marked used (its modification time)
+    and the folders of environments unused for ``_STALE_SECONDS`` are removed, so an
+    upgrade or an edited source does not leave the old programs on disk for ever."""
+    folder = root / hashlib.sha256(repr(_env()).encode()).hexdigest()[:16]
+    if folder not in _used:
+        _used.add(folder)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            os.utime(folder)
+            now = time.time()
+            for other in root.iterdir():
+                if other != folder and now - other.stat().st_mtime > _STALE_SECONDS:
+                    shutil.rmtree(other, ignore_errors=True)
+        except OSError:
+            pass  # a store that cannot be written: entries are skipped (``_save``)
+    return folder
 
 
 def _env() -> tuple[Any, ...]:
@@ -205,9 +253,19 @@ def _env() -> tuple[Any, ...]:
                     backend.platform,
                     backend.platform_version,
                     os.environ.get("XLA_FLAGS", ""),
+                    _host_fingerprint(),
                     source.hexdigest(),
                 )
     return _environment
+
+
+def _host_fingerprint() -> int | None:
+    """XLA's fingerprint of the CPU (its instruction sets), as JAX's cache key has it: a
+    cache folder shared by machines of different CPUs keeps their programs apart."""
+    try:
+        return int(xla_client.get_topology_for_devices(jax.devices("cpu")[:1]).fingerprint())
+    except Exception:  # a jaxlib without it: the platform version stands alone
+        return None
 
 
 def _static(value: Any) -> Any:
@@ -216,7 +274,7 @@ def _static(value: Any) -> Any:
     if value.__class__ is tuple:
         return ("tuple", tuple(_static(v) for v in value))
     if value.__class__ is float:
-        return ("float", value.hex())
+        return ("float", struct.pack("<d", value).hex())  # the bits: -0.0, -nan apart
     if isinstance(value, _STATIC_TYPES):
         return (value.__class__.__name__, repr(value))
     if isinstance(value, type) and (
@@ -228,6 +286,7 @@ def _static(value: Any) -> Any:
 
 def _key(
     name: str,
+    classic: bool,
     static_nums: frozenset[int],
     static_names: frozenset[str],
     args: tuple[Any, ...],
@@ -235,8 +294,8 @@ def _key(
 ) -> tuple[str, Any] | None:
     """The store key of a call and the device it runs on, or ``None`` when the call is not
     one the store serves (a trace, a non-array argument, a sharded or non-CPU array)."""
-    if not _core.trace_state_clean():
-        return None
+    if not _core.trace_state_clean() or _dispatch.needs_check_special():
+        return None  # a trace, or jax_debug_nans/infs: JAX's own checks and messages
     statics: list[Any] = []
     dyn: list[Any] = []
     try:
@@ -267,7 +326,9 @@ def _key(
         if not isinstance(sharding, _SingleDevice):
             return None
         dev = next(iter(sharding.device_set))
-        if device is not None and dev != device:
+        if (device is not None and dev != device) or (
+            not leaf.committed and dev != jax.devices()[0]
+        ):  # an uncommitted array elsewhere than the default device: JAX's own placement
             return None
         device = dev
         aval = leaf.aval
@@ -281,8 +342,13 @@ def _key(
     context = tuple(
         type(v).__name__ if " at 0x" in repr(v) else repr(v) for v in _config.trace_context()
     )
-    x64 = bool(jax.config.jax_enable_x64)  # type: ignore[attr-defined]
-    text = repr((_env(), name, tuple(statics), str(tree), tuple(sigs), context, x64, device.id))
+    settings = sorted(  # every JAX setting (x64, the PRNG, optimization levels, ...)
+        (k, repr(v)) for k, v in jax.config.values.items() if k not in _NOT_KEYED
+    )
+    text = repr(
+        (_env(), name, classic, tuple(statics), str(tree), tuple(sigs), context, settings)
+        + (device.id,)
+    )
     return hashlib.sha256(text.encode()).hexdigest(), device
 
 
@@ -302,11 +368,12 @@ def _from_store(
     A program is compiled here past JAX's persistent cache (``_past_jax_cache``): a program
     JAX loaded from its cache, XLA's CPU backend serializes again without its code (it
     loads, then fails to run)."""
-    found = _key(name, static_nums, static_names, args, kwargs)
+    found = _key(name, classic, static_nums, static_names, args, kwargs)
     if found is None:
         return None
     key, device = found
-    folder = store_dir()
+    root = store_dir()
+    folder = None if root is None else _env_folder(root)
     path = None if folder is None else folder / f"{key}.bin"
     compiled = loaded = None
     if path is not None and path.exists():
@@ -316,7 +383,7 @@ def _from_store(
             compiled = None
     if compiled is None:
         lowered = plain.trace(*args, **kwargs).lower()
-        options = _SMALL_OPTIONS if classic or _small(lowered) else None
+        options = _SMALL_OPTIONS if _classic(lowered, classic) else None
         with _past_jax_cache(device.client):
             compiled = lowered.compile(compiler_options=options)
         if folder is not None and path is not None:
@@ -325,33 +392,51 @@ def _from_store(
     return None if call is None else (call._cache_miss, loaded)
 
 
-def _small(lowered: Any) -> bool:
-    """Whether every input and output of ``lowered`` has at most ``SMALL`` elements."""
+def _classic(lowered: Any, always: bool) -> bool:
+    """Whether ``lowered`` compiles with XLA's classic CPU emitters: when every input and
+    output is a float32, float64, integer or boolean array, of at most ``SMALL`` elements
+    unless ``always``. In those dtypes the classic emitters compute tapegrad's functions
+    bit for bit as the default ones (a test checks them); in float16 and bfloat16, ``log1p``
+    and ``rsqrt`` differ by up to ~1.8 ulp, so those keep the default."""
     avals = jax.tree_util.tree_leaves((lowered.in_avals, lowered.out_info))
-    return all(int(np.prod(a.shape)) <= SMALL for a in avals)
+    return all(
+        np.dtype(a.dtype) in _CLASSIC_DTYPES and (always or int(np.prod(a.shape)) <= SMALL)
+        for a in avals
+    )
+
+
+_past_depth = 0  # compiles inside ``_past_jax_cache`` now, on all threads
+_past_used = False  # JAX's flag as the first of them found it
 
 
 @contextlib.contextmanager
 def _past_jax_cache(backend: Any) -> Iterator[None]:
     """Compile without JAX's persistent cache (neither read nor written) while inside; a
-    compile on another thread meanwhile skips it too, which costs it time, nothing else."""
+    compile on another thread meanwhile skips it too, which costs it time, nothing else.
+    Nested and concurrent uses restore JAX's flag once, when the last one leaves."""
+    global _past_depth, _past_used
     used = _jax_cache.is_cache_used(backend)
     with _jax_cache._cache_initialized_mutex:
+        if _past_depth == 0:
+            _past_used = used
+        _past_depth += 1
         _jax_cache._cache_used = False
     try:
         yield
     finally:
         with _jax_cache._cache_initialized_mutex:
-            if _jax_cache._cache_checked:  # not reset meanwhile (set_compilation_cache)
-                _jax_cache._cache_used = used
+            _past_depth -= 1
+            if _past_depth == 0 and _jax_cache._cache_checked:  # not reset meanwhile
+                _jax_cache._cache_used = _past_used
 
 
 def _save(compiled: Any, folder: Path, path: Path) -> None:
-    """Write ``compiled`` to ``path`` (atomically: a reader never sees half a file); a
-    program that cannot be serialized, or a folder that cannot be written, is skipped."""
+    """Write ``compiled`` to ``path``, compressed (~3x smaller) and atomically (a reader
+    never sees half a file); a program that cannot be serialized, or a folder that cannot
+    be written, is skipped."""
     try:
         payload, in_tree, out_tree = _serialize.serialize(compiled)
-        data = pickle.dumps((_FORMAT, payload, in_tree, out_tree))
+        data = zlib.compress(pickle.dumps((_FORMAT, payload, in_tree, out_tree)), 1)
         folder.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         partial.write_bytes(data)
@@ -377,7 +462,7 @@ class _Unpickler(_serialize._JaxPjrtUnpickler if _SUPPORTED else pickle.Unpickle
 
 def _load(data: bytes, device: Any) -> Any:
     """The ``jax.stages.Compiled`` stored as ``data``, loaded onto ``device``."""
-    fmt, payload, in_tree, out_tree = pickle.loads(data)
+    fmt, payload, in_tree, out_tree = pickle.loads(zlib.decompress(data))
     if fmt != _FORMAT:
         raise ValueError("another store format")
     unloaded, args_info_flat, no_kwargs = _Unpickler(

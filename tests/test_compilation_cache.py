@@ -137,7 +137,7 @@ with tg.no_grad():  # kernels that take Python scalars: a slice's start, a fill 
 print(json.dumps({
     "extra": extra,
     "loss": float(loss), "gx": np.asarray(x.grad).tolist(), "gw": np.asarray(w.grad).tolist(),
-    "lowered": len(lowered), "stored": len(list(kernels.store_dir().glob("*.bin"))),
+    "lowered": len(lowered), "stored": len(list(kernels.store_dir().rglob("*.bin"))),
 }))
 """
 
@@ -195,7 +195,7 @@ def test_damaged_or_foreign_store_entries_are_compiled_again(tmp_path: Path) -> 
     import numpy as np
 
     first = _program(tmp_path, tmp_path / "cache")
-    for entry in (tmp_path / "cache" / "tapegrad-kernels").glob("*.bin"):
+    for entry in (tmp_path / "cache" / "tapegrad-kernels").rglob("*.bin"):
         entry.write_bytes(b"not a program")
     damaged = _program(tmp_path, tmp_path / "cache")
     assert damaged["lowered"] and damaged["gx"] == first["gx"]
@@ -218,3 +218,19 @@ def test_no_store_while_the_cache_is_off(tmp_path: Path) -> None:
         """,
         tmp_path,
     )
+
+
+@pytest.mark.slow
+def test_the_store_removes_environments_unused_for_a_week(tmp_path: Path) -> None:
+    """An upgrade (another tapegrad source digest, JAX version or ``XLA_FLAGS``) starts a new
+    folder; folders of environments unused for a week go, recent ones stay."""
+    store = tmp_path / "cache" / "tapegrad-kernels"
+    old, recent = store / "0123456789abcdef", store / "fedcba9876543210"
+    for folder in (old, recent):
+        folder.mkdir(parents=True)
+        (folder / "x.bin").write_bytes(b"a program")
+    week = 7 * 24 * 3600
+    os.utime(old, (os.path.getatime(old) - week - 60, os.path.getmtime(old) - week - 60))
+    _program(tmp_path, tmp_path / "cache")
+    assert not old.exists() and (recent / "x.bin").exists()
+    assert len([f for f in store.iterdir() if f != recent]) == 1  # this environment's

@@ -4,6 +4,7 @@ cross-process behaviour is tested in ``test_compilation_cache.py``, in fresh pro
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -77,15 +78,93 @@ def test_errors_are_jaxs() -> None:
 
 
 def test_small_kernels_take_the_classic_emitters_with_the_same_values() -> None:
-    """Kernels whose arrays all have at most ``SMALL`` elements compile with XLA's classic CPU
-    emitters (faster to compile); their values equal plain ``jax.jit``'s bit for bit."""
-    from tapegrad.kernels import SMALL, _small
+    """Kernels whose arrays all have at most ``SMALL`` elements, in dtypes the classic CPU
+    emitters compute alike, compile with them (faster); their values equal plain
+    ``jax.jit``'s bit for bit. Half-precision kernels keep XLA's default (``log1p`` and
+    ``rsqrt`` differ there)."""
+    from tapegrad.kernels import SMALL, _classic
+
+    def lower(fn: Any, *args: Any) -> Any:
+        return jax.jit(fn).trace(*args).lower()
 
     side = int(np.sqrt(SMALL))
-    assert _small(jax.jit(jnp.tanh).trace(jnp.ones((side, SMALL // side))).lower())
-    assert not _small(jax.jit(jnp.tanh).trace(jnp.ones((side, SMALL // side + 1))).lower())
-    outer = jax.jit(jnp.multiply).trace(jnp.ones((SMALL, 1)), jnp.ones((1, 2))).lower()
-    assert not _small(outer)  # the output counts too
-    x = jnp.asarray(np.random.default_rng(0).standard_normal((40, 50)).astype(np.float32) * 4)
-    for fn in (jnp.exp, jnp.tanh, jnp.sin, jax.nn.gelu):
+    assert _classic(lower(jnp.tanh, jnp.ones((side, SMALL // side))), False)
+    assert not _classic(lower(jnp.tanh, jnp.ones((side, SMALL // side + 1))), False)
+    assert _classic(lower(jnp.tanh, jnp.ones((side, SMALL // side + 1))), True)
+    assert not _classic(lower(jnp.multiply, jnp.ones((SMALL, 1)), jnp.ones((1, 2))), False)
+    for half in (jnp.float16, jnp.bfloat16):
+        assert not _classic(lower(jnp.log1p, jnp.ones(8, half)), True)
+    assert not _classic(lower(jnp.sum, jnp.ones(8, jnp.float16)), False)  # the input counts
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.standard_normal((40, 50)).astype(np.float32) * 4)
+    for fn in (jnp.exp, jnp.tanh, jnp.sin, jax.nn.gelu, jax.nn.softplus, jax.nn.sigmoid):
         np.testing.assert_array_equal(kernel(fn)(x), jax.jit(fn)(x))
+    for fn in (jnp.log1p, jax.lax.rsqrt, jnp.log, jnp.sqrt):
+        np.testing.assert_array_equal(kernel(fn)(jnp.abs(x)), jax.jit(fn)(jnp.abs(x)))
+
+
+def test_debug_nans_raises_jaxs_floating_point_error() -> None:
+    """With ``jax_debug_nans`` a kernel takes JAX's own path: its ``FloatingPointError``."""
+    import tapegrad as tg
+
+    with jax.debug_nans(True), pytest.raises(FloatingPointError):
+        tg.tensor([-1.0, 1.0]).log()
+
+
+def test_every_jax_setting_is_part_of_the_key() -> None:
+    """A setting outside JAX's trace context (the PRNG, optimization levels) still keeps
+    programs apart; the classic-emitter choice too."""
+    from tapegrad.kernels import _key
+
+    args = (jnp.ones(4, jnp.uint32),)
+    plain = _key("k", False, frozenset(), frozenset(), args, {})
+    assert plain is not None
+    assert _key("k", True, frozenset(), frozenset(), args, {}) != plain
+    for name, value in [
+        ("jax_default_prng_impl", "unsafe_rbg"),
+        ("jax_disable_most_optimizations", True),
+    ]:
+        before = jax.config.values[name]
+        jax.config.update(name, value)
+        try:
+            assert _key("k", False, frozenset(), frozenset(), args, {}) != plain, name
+        finally:
+            jax.config.update(name, before)
+    assert _key("k", False, frozenset(), frozenset(), args, {}) == plain
+
+
+def test_nested_compiles_past_jaxs_cache_restore_it_once() -> None:
+    """Threads compiling at once (nested uses) leave JAX's cache flag as they found it."""
+    from jax._src import compilation_cache as jax_cache
+
+    from tapegrad.kernels import _past_jax_cache
+
+    backend = jax.devices()[0].client
+    before = jax_cache.is_cache_used(backend)
+    first, second = _past_jax_cache(backend), _past_jax_cache(backend)
+    first.__enter__()
+    second.__enter__()  # another thread's compile begins inside the first
+    first.__exit__(None, None, None)  # and ends after it
+    assert jax_cache._cache_used is False
+    second.__exit__(None, None, None)
+    assert jax_cache._cache_used is before
+
+
+def test_a_callers_error_keeps_the_stored_program(tmp_path: Any) -> None:
+    """A call that fails for the caller's reason (an int too large for int32) raises JAX's
+    error and leaves the stored program of that signature in place."""
+    import tapegrad as tg
+    from tapegrad import kernels
+
+    folder = tg.compilation_cache_dir()
+    tg.set_compilation_cache(tmp_path)
+    try:
+        a = jnp.arange(3, dtype=jnp.int32)
+        kernel(jnp.add)(a, 2)  # compiled and stored
+        stored = list(kernels.store_dir().rglob("*.bin"))
+        assert stored
+        with pytest.raises(OverflowError):
+            kernel(jnp.add)(a, 2**40)  # a new kernel object: loads the stored program
+        assert all(p.exists() for p in stored)
+    finally:
+        tg.set_compilation_cache(folder)
