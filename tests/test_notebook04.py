@@ -26,6 +26,10 @@ def _check(nb: Any) -> None:
     assert "x max at" in text
     assert re.search(r"eager step, eager backward passes: +[\d.]+ ms per step", text)
     assert re.search(r"eager step, compiled backward passes: +[\d.]+ ms per step", text)
+    first = re.search(r"first process: [\d.]+ s, (\d+) kernels lowered, (\d+) programs", text)
+    second = re.search(r"second process: [\d.]+ s, 0 kernels lowered, (\d+) programs", text)
+    assert first is not None and int(first.group(1)) > 0, text
+    assert second is not None and second.group(1) == first.group(2) != "0", text
 
 
 def test_committed_notebook_has_its_outputs() -> None:
