@@ -66,6 +66,11 @@ _CLASSIC_DTYPES = frozenset(
     + ("uint8", "uint16", "uint32", "uint64")
 )
 
+TESTED_JAX = ((0, 10), (0, 10))
+"""The JAX releases (major, minor) whose internals this module was tested with; under any
+other, ``kernel`` is plain ``jax.jit`` (correct, without the store or the classic emitters)
+until a release is tested and added here."""
+
 try:  # the JAX internals a kernel is built from (checked once; plain jax.jit without them)
     from jax._src import compilation_cache as _jax_cache
     from jax._src import config as _config
@@ -80,7 +85,7 @@ try:  # the JAX internals a kernel is built from (checked once; plain jax.jit wi
 
     _ArrayImpl = _jax.ArrayImpl
     _SingleDevice = jax.sharding.SingleDeviceSharding
-    _SUPPORTED = jax.__version_info__ >= (0, 10) and all(
+    _SUPPORTED = TESTED_JAX[0] <= jax.__version_info__[:2] <= TESTED_JAX[1] and all(
         hasattr(obj, name)
         for obj, name in (
             (_jax, "pjit"),

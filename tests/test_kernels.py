@@ -168,3 +168,15 @@ def test_a_callers_error_keeps_the_stored_program(tmp_path: Any) -> None:
         assert all(p.exists() for p in stored)
     finally:
         tg.set_compilation_cache(folder)
+
+
+def test_the_store_is_on_only_for_tested_jax_releases() -> None:
+    """The store uses JAX internals: a release outside ``TESTED_JAX`` gets plain jax.jit."""
+    from tapegrad import kernels
+
+    assert kernels.TESTED_JAX[0] <= jax.__version_info__[:2] <= kernels.TESTED_JAX[1], (
+        f"JAX {jax.__version__} is not among the releases tapegrad.kernels was tested with: run "
+        "tests/test_kernels.py and tests/test_compilation_cache.py with it forced on, then "
+        "widen TESTED_JAX"
+    )
+    assert kernels._SUPPORTED  # this environment is a tested one: the store is exercised
