@@ -15,6 +15,7 @@ from typing import Any
 
 import jax
 
+from tapegrad.kernels import static_key
 from tapegrad.op import Op
 
 __all__ = [
@@ -22,31 +23,10 @@ __all__ = [
     "compiled_vjp",
     "derived_op",
     "derived_vjp",
-    "static_key",
     "static_params",
 ]
 
 _CACHE_SIZE = 512
-
-
-def static_key(value: Any) -> Any:
-    """The cache-key form of a static value (a keyword parameter, a static residual): it
-    keeps apart what ``==`` merges, ``1``, ``1.0`` and ``True`` (``x[1]`` is a row,
-    ``x[True]`` a new axis), ``0.0`` and ``-0.0``, a NumPy scalar and a Python one (they
-    promote differently); a NaN equals itself; a slice is hashable.
-
-    Raises:
-        TypeError: the value (or an item of a tuple) is not hashable.
-    """
-    cls = value.__class__
-    if cls is float:
-        return (float, value.hex())
-    if cls is tuple:
-        return (tuple, tuple([static_key(v) for v in value]))
-    if cls is slice:  # unhashable before Python 3.12
-        return (slice, static_key((value.start, value.stop, value.step)))
-    hash(value)
-    return (cls, value)
 
 
 class _Static(tuple[tuple[str, Any], ...]):

@@ -27,8 +27,9 @@ import numpy as np
 from tapegrad._arrays import broadcast_axes
 from tapegrad._dtypes import DIFFERENTIABLE
 from tapegrad._tensor import Tensor, node_of, wrap
-from tapegrad.derived import derived_op, static_key
+from tapegrad.derived import derived_op
 from tapegrad.errors import VJPShapeError
+from tapegrad.kernels import static_key
 from tapegrad.node import Node
 from tapegrad.op import Op, TensorVJPRule, apply
 

@@ -47,7 +47,7 @@ import numpy as np
 
 from tapegrad import compilation_cache
 
-__all__ = ["kernel", "store_dir"]
+__all__ = ["kernel", "static_key", "store_dir"]
 
 _FORMAT = 2
 _FOLDER = "tapegrad-kernels"
@@ -273,20 +273,45 @@ def _host_fingerprint() -> int | None:
         return None
 
 
-def _static(value: Any) -> Any:
-    """A static argument as a key part, or raise ``TypeError`` when its type is not one
-    whose repr states its whole value (the store then stays out of the call)."""
+def static_key(value: Any) -> Any:
+    """The cache-key form of a static value (a keyword parameter, a static residual): it
+    keeps apart what ``==`` merges, ``1``, ``1.0`` and ``True`` (``x[1]`` is a row,
+    ``x[True]`` a new axis), ``0.0`` and ``-0.0``, a NumPy scalar and a Python one (they
+    promote differently); a NaN equals itself (one key per sign); a slice is hashable.
+
+    Raises:
+        TypeError: the value (or an item of a tuple) is not hashable.
+    """
+    cls = value.__class__
+    if cls is float:
+        return (float, struct.pack("<d", value).hex())  # the bits
+    if cls is tuple:
+        return (tuple, tuple([static_key(v) for v in value]))
+    if cls is slice:  # unhashable before Python 3.12
+        return (slice, static_key((value.start, value.stop, value.step)))
+    hash(value)
+    return (cls, value)
+
+
+def _static(value: Any) -> str:
+    """``static_key(value)`` as text that means the same in another process, or raise
+    ``TypeError`` when a value in it is not of a type whose repr states its whole value
+    (the store then stays out of the call)."""
+    _check_static(value)
+    return repr(static_key(value))
+
+
+def _check_static(value: Any) -> None:
     if value.__class__ is tuple:
-        return ("tuple", tuple(_static(v) for v in value))
-    if value.__class__ is float:
-        return ("float", struct.pack("<d", value).hex())  # the bits: -0.0, -nan apart
-    if isinstance(value, _STATIC_TYPES):
-        return (value.__class__.__name__, repr(value))
-    if isinstance(value, type) and (
-        issubclass(value, np.generic) or value.__module__.startswith("jax")
-    ):  # np.float32, jnp.float32 (a JAX scalar type): named by where they are defined
-        return ("type", value.__module__, value.__qualname__)
-    raise TypeError(value.__class__.__name__)
+        for v in value:
+            _check_static(v)
+    elif value.__class__ is slice:
+        _check_static((value.start, value.stop, value.step))
+    elif not isinstance(value, _STATIC_TYPES) and not (
+        isinstance(value, type)
+        and (issubclass(value, np.generic) or value.__module__.startswith("jax"))
+    ):  # np.float32 and jnp.float32 (a JAX scalar type) are named by where they are defined
+        raise TypeError(value.__class__.__name__)
 
 
 def _key(

@@ -180,3 +180,16 @@ def test_the_store_is_on_only_for_tested_jax_releases() -> None:
         "widen TESTED_JAX"
     )
     assert kernels._SUPPORTED  # this environment is a tested one: the store is exercised
+
+
+def test_static_arguments_key_by_type_and_bits_and_refuse_partial_reprs() -> None:
+    from tapegrad.kernels import _static
+
+    nan = float("nan")
+    assert _static(nan) != _static(-nan) and _static(0.0) != _static(-0.0)
+    assert len({_static(1), _static(1.0), _static(True)}) == 3
+    assert _static((1, slice(None, 2))) == _static((1, slice(None, 2)))
+    with pytest.raises(TypeError):
+        _static(object())  # its repr holds an address: another process could not match it
+    with pytest.raises(TypeError):
+        _static((1, np.int32(1)))  # a NumPy scalar is not among the keyed types
