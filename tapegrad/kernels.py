@@ -10,8 +10,11 @@ program uses dozens of kernels: one per op, shape and dtype). :func:`kernel` is
 keyed by what determines them without lowering: the kernel's name, its static arguments,
 the shapes, dtypes and placement of its array arguments, JAX's tracing configuration, the
 JAX, jaxlib and XLA versions and flags, and a digest of tapegrad's source. A call whose
-program is in the store loads it (~1 ms) instead. A small kernel (``SMALL``) compiles with
-XLA's classic CPU emitters, in about two thirds of the time.
+program is in the store loads it (~1 ms) instead. A small kernel (``SMALL``, ``MEDIUM``)
+compiles with XLA's classic CPU emitters, in about two thirds of the time, and the store
+lowers its kernels in one MLIR context per thread instead of a new one each
+(``_shared_ir_context``; JAX's ``make_ir_context`` is wrapped for that, and returns a
+context of its own to every other caller).
 
 Only the first call per shape in a process takes this path: a kernel is JAX's own C++ jit
 function object (``jax.jit``'s dispatch, at the same cost per call), built with a different
@@ -38,6 +41,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +61,16 @@ SMALL = 4096
 """A kernel whose inputs and outputs all have at most this many elements (and dtypes the
 classic emitters compute alike, ``_classic``) is compiled with XLA's classic CPU emitters
 (``xla_cpu_use_fusion_emitters=False``): about two thirds of the compile time of the
-default fusion emitters, which run medium elementwise kernels faster (~1.5x on (64, 512)
-arrays) but a small kernel no faster (bench/RESULTS.md, turn 18)."""
+default fusion emitters, which run medium kernels faster (~1.5x on a (64, 512) softmax)
+but a small kernel no faster (bench/RESULTS.md, turn 18)."""
+MEDIUM = 16384
+"""Up to this many elements per array, a kernel without reductions (``_REDUCING``) takes
+the classic emitters too: there they run elementwise work, broadcasts, transposes and
+matrix products as fast or faster (0.75x-1.02x here), while row reductions (softmax, sums,
+layer norm) run 1.05x-1.17x slower (bench/RESULTS.md, turn 19)."""
+_REDUCING = ("reduce", "arg", "cum", "sort", "scatter", "select_and")
+"""Prefixes of the JAX primitives that keep a kernel over ``SMALL`` on XLA's default
+emitters (reductions, scans, sorts, scatters, pooling gradients)."""
 _SMALL_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 _CLASSIC_DTYPES = frozenset(
     np.dtype(t)
@@ -79,6 +91,7 @@ try:  # the JAX internals a kernel is built from (checked once; plain jax.jit wi
     from jax._src import stages as _stages
     from jax._src import tree_util as _tree_util
     from jax._src.compiler import get_compile_options as _compile_options
+    from jax._src.interpreters import mlir as _mlir
     from jax._src.interpreters import pxla as _pxla
     from jax._src.lib import _jax, xla_client  # type: ignore[attr-defined]
     from jax.experimental import serialize_executable as _serialize
@@ -101,6 +114,8 @@ try:  # the JAX internals a kernel is built from (checked once; plain jax.jit wi
             (_jax_cache, "_cache_used"),
             (_jax_cache, "_cache_checked"),
             (_jax_cache, "_cache_initialized_mutex"),
+            (_mlir, "make_ir_context"),
+            (_core, "jaxprs_in_params"),
         )
     )
 except (ImportError, AttributeError):  # pragma: no cover - a JAX without these internals
@@ -121,8 +136,11 @@ def kernel(
     ``kernel(jnp.add)``.
 
     The result is a ``jax.jit`` function in every respect (the same C++ dispatch, ``lower``,
-    ``trace``, nesting in other traces). A function without a stable name (a lambda, a
-    closure) gets plain ``jax.jit``: the store could not tell two of them apart.
+    ``trace``, nesting in other traces), plus ``compile_ahead(*args, **kwargs)``: start
+    compiling for the signature of those arguments (arrays may be ``jax.ShapeDtypeStruct``)
+    on a background thread, for the first such call to take (``_compile_ahead``). A
+    function without a stable name (a lambda, a closure: an optimizer's update) is never
+    stored, since the store could not tell two of them apart, but compiles ahead.
 
     ``classic``: compile with XLA's classic CPU emitters at any size, not only when small
     (``SMALL``): for kernels they compile faster and run at least as fast at every size
@@ -136,15 +154,23 @@ def kernel(
             classic=classic,
         )
     plain = jax.jit(fn, static_argnums=static_argnums, static_argnames=static_argnames)
-    name = _stable_name(fn)
-    if not _SUPPORTED or name is None:
+    if not _SUPPORTED:
+        plain.compile_ahead = _no_ahead  # type: ignore[attr-defined]
         return plain
+    name = _stable_name(fn)
     info = plain._jit_info  # type: ignore[attr-defined]
     static_nums = frozenset(info.static_argnums)
     static_names = frozenset(info.static_argnames)
     fallback = plain._cache_miss  # type: ignore[attr-defined]
+    ahead: dict[Any, Future[Any]] = {}  # signature -> its program, compiling on a thread
 
     def cache_miss(*args: Any, **kwargs: Any) -> Any:
+        if ahead:
+            result = _run_ahead(ahead, static_nums, static_names, args, kwargs)
+            if result is not _MISSED:
+                return result
+        if name is None:
+            return fallback(*args, **kwargs)
         try:
             found = _from_store(plain, name, static_nums, static_names, classic, args, kwargs)
         except Exception:  # anything unexpected in JAX's internals: jax.jit's own path
@@ -152,9 +178,9 @@ def kernel(
         if found is None:
             return fallback(*args, **kwargs)
         aot, loaded = found
-        dyn = [a for i, a in enumerate(args) if i not in static_nums]
+        dyn, dyn_kw = _dynamic(static_nums, static_names, args, kwargs)
         try:
-            return aot(*dyn, **{k: v for k, v in kwargs.items() if k not in static_names})
+            return aot(*dyn, **dyn_kw)
         except Exception:
             if loaded is None:
                 raise  # compiled here: a genuine error of the call
@@ -162,9 +188,12 @@ def kernel(
             loaded.unlink(missing_ok=True)  # the stored program did not run: replaced later
             return result
 
+    def compile_ahead(*args: Any, **kwargs: Any) -> None:
+        _compile_ahead(plain, ahead, static_nums, static_names, classic, args, kwargs)
+
     try:
         compiled = _jax.pjit(
-            getattr(fn, "__name__", name),
+            getattr(fn, "__name__", name or "kernel"),
             fn,
             cache_miss,
             info.static_argnums,
@@ -174,11 +203,180 @@ def kernel(
             _pxla.cc_shard_arg,
         )
     except TypeError:  # pragma: no cover - another signature in another JAX version
+        plain.compile_ahead = _no_ahead  # type: ignore[attr-defined]
         return plain
     wrapped: Any = functools.wraps(fn)(compiled)
     wrapped._fun = fn  # what jax.jit's lower/trace/eval_shape read
     wrapped._jit_info = info
+    wrapped.compile_ahead = compile_ahead
     return wrapped
+
+
+def _dynamic(
+    static_nums: frozenset[int],
+    static_names: frozenset[str],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> tuple[list[Any], dict[str, Any]]:
+    """The arguments of a call that are not static (what a compiled program takes)."""
+    dyn = [a for i, a in enumerate(args) if i not in static_nums]
+    return dyn, {k: v for k, v in kwargs.items() if k not in static_names}
+
+
+# ---------------------------------------------------------------- compiling ahead
+
+_AHEAD_MAX = 8
+"""Programs a kernel compiles ahead and no call has taken yet (more are not started)."""
+_MISSED = object()
+_pool: ThreadPoolExecutor | None = None
+
+
+def _no_ahead(*args: Any, **kwargs: Any) -> None:
+    """``compile_ahead`` where this module cannot serve it (another JAX): nothing."""
+
+
+def _compile_ahead(
+    plain: Any,
+    ahead: dict[Any, Future[Any]],
+    static_nums: frozenset[int],
+    static_names: frozenset[str],
+    classic: bool,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> None:
+    """Start compiling ``plain`` for the signature of ``args`` on a background thread, when
+    this process may use two cores or more, for the first call of that signature to take
+    (``_run_ahead``): the compile then overlaps what the caller does meanwhile (an
+    optimizer's update compiles while the first forward and backward run). Arrays may be
+    given as ``jax.ShapeDtypeStruct`` values. Nothing starts under a trace, for a signature
+    already started, beyond ``_AHEAD_MAX``, or for arguments ``_signature`` does not key."""
+    if not _core.trace_state_clean() or len(ahead) >= _AHEAD_MAX:
+        return
+    signature = _signature(static_nums, static_names, args, kwargs)
+    pool = _background()
+    if signature is None or signature in ahead or pool is None:
+        return
+    abstract = jax.tree_util.tree_map(_abstract, (args, kwargs))  # the thread holds no array
+    ahead[signature] = pool.submit(_compile, plain, classic, signature[-1], *abstract)
+
+
+def _abstract(leaf: Any) -> Any:
+    """An array as a ``jax.ShapeDtypeStruct`` (anything else as it is)."""
+    if isinstance(leaf, (jax.Array, np.ndarray)):
+        return jax.ShapeDtypeStruct(  # type: ignore[no-untyped-call]
+            leaf.shape,
+            leaf.dtype,
+            weak_type=getattr(getattr(leaf, "aval", None), "weak_type", False),
+        )
+    return leaf
+
+
+def _compile(
+    plain: Any, classic: bool, context: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """On the background thread: the fast call of ``plain`` compiled for ``args``, or
+    ``None`` when JAX's thread-local settings differ here from the caller's (``with
+    jax.enable_x64()`` on the caller's thread): a program traced here would be another."""
+    if _config.trace_context() != context:
+        return None
+    traced = plain.trace(*args, **kwargs)
+    with _shared_ir_context():
+        lowered = traced.lower()
+    options = _SMALL_OPTIONS if _classic(traced.jaxpr, classic) else None
+    compiled = lowered.compile(compiler_options=options)
+    call = compiled._executable.create_cpp_call(compiled._params)
+    return None if call is None else call._cache_miss
+
+
+def _run_ahead(
+    ahead: dict[Any, Future[Any]],
+    static_nums: frozenset[int],
+    static_names: frozenset[str],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """The result of a call by the program compiled ahead for its signature (waiting for it
+    if it is still compiling), or ``_MISSED``: no such program, or it failed (then the call
+    takes the usual path, which raises the caller's error if there is one)."""
+    if not _core.trace_state_clean():
+        return _MISSED
+    signature = _signature(static_nums, static_names, args, kwargs)
+    future = None if signature is None else ahead.pop(signature, None)
+    if future is None:
+        return _MISSED
+    try:
+        call = future.result()
+        if call is None:
+            return _MISSED
+        dyn, dyn_kw = _dynamic(static_nums, static_names, args, kwargs)
+        return call(*dyn, **dyn_kw)
+    except Exception:
+        return _MISSED
+
+
+def _signature(
+    static_nums: frozenset[int],
+    static_names: frozenset[str],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> tuple[Any, ...] | None:
+    """What selects a program in this process: static values, the argument tree, each
+    array's shape, dtype and weak type, JAX's trace context (last). Only arrays on the
+    default device and not committed to it, NumPy arrays of JAX's dtypes, Python scalars and
+    ``jax.ShapeDtypeStruct`` values without a sharding are keyed (a NumPy array and a JAX array
+    of the same shape and dtype select the same program); ``None`` for anything else."""
+    if _config.default_device.value is not None:
+        return None
+    statics: list[Any] = []
+    try:
+        for i in sorted(static_nums):
+            if i < len(args):
+                statics.append((i, static_key(args[i])))
+        for k in sorted(static_names & kwargs.keys()):
+            statics.append((k, static_key(kwargs[k])))
+    except TypeError:
+        return None
+    leaves, tree = jax.tree_util.tree_flatten(_dynamic(static_nums, static_names, args, kwargs))
+    default = jax.devices()[0]
+    sigs: list[Any] = []
+    for leaf in leaves:
+        cls = leaf.__class__
+        if cls in _PYTHON_SCALARS:
+            sigs.append(cls)
+        elif cls is _ArrayImpl:
+            sharding = leaf.sharding
+            if (
+                leaf.committed
+                or leaf.is_deleted()
+                or not isinstance(sharding, _SingleDevice)
+                or next(iter(sharding.device_set)) != default
+            ):
+                return None
+            sigs.append((leaf.shape, leaf.dtype, leaf.aval.weak_type))
+        elif cls is np.ndarray and jax.dtypes.canonicalize_dtype(leaf.dtype) == leaf.dtype:
+            sigs.append((leaf.shape, leaf.dtype, False))
+        elif cls is jax.ShapeDtypeStruct and leaf.sharding is None:
+            sigs.append((leaf.shape, np.dtype(leaf.dtype), leaf.weak_type))
+        else:
+            return None
+    return (tuple(statics), tree, tuple(sigs), _config.trace_context())
+
+
+def _background() -> ThreadPoolExecutor | None:
+    """The one thread programs compile ahead on; ``None`` on a machine (or an affinity mask)
+    of a single core, where it would only take time from the caller."""
+    global _pool
+    if _pool is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:  # macOS, Windows
+            cores = os.cpu_count() or 1
+        if cores < 2:
+            return None
+        with _lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(1, thread_name_prefix="tapegrad-compile")
+    return _pool
 
 
 def _stable_name(fn: Callable[..., Any]) -> str | None:
@@ -412,8 +610,10 @@ def _from_store(
         except Exception:  # a stale or damaged entry: compile afresh and replace it
             compiled = None
     if compiled is None:
-        lowered = plain.trace(*args, **kwargs).lower()
-        options = _SMALL_OPTIONS if _classic(lowered, classic) else None
+        traced = plain.trace(*args, **kwargs)
+        with _shared_ir_context():
+            lowered = traced.lower()
+        options = _SMALL_OPTIONS if _classic(traced.jaxpr, classic) else None
         with _past_jax_cache(device.client):
             compiled = lowered.compile(compiler_options=options)
         if folder is not None and path is not None:
@@ -422,17 +622,68 @@ def _from_store(
     return None if call is None else (call._cache_miss, loaded)
 
 
-def _classic(lowered: Any, always: bool) -> bool:
-    """Whether ``lowered`` compiles with XLA's classic CPU emitters: when every input and
-    output is a float32, float64, integer or boolean array, of at most ``SMALL`` elements
-    unless ``always``. In those dtypes the classic emitters compute tapegrad's functions
-    bit for bit as the default ones (a test checks them); in float16 and bfloat16, ``log1p``
-    and ``rsqrt`` differ by up to ~1.8 ulp, so those keep the default."""
-    avals = jax.tree_util.tree_leaves((lowered.in_avals, lowered.out_info))
-    return all(
-        np.dtype(a.dtype) in _CLASSIC_DTYPES and (always or int(np.prod(a.shape)) <= SMALL)
-        for a in avals
-    )
+def _classic(jaxpr: Any, always: bool) -> bool:
+    """Whether the kernel of ``jaxpr`` (a closed jaxpr) compiles with XLA's classic CPU
+    emitters: when every input and output is a float32, float64, integer or boolean array,
+    of at most ``SMALL`` elements, or ``MEDIUM`` when no primitive reduces (``_REDUCING``),
+    or of any size when ``always``. In those dtypes the classic emitters compute tapegrad's
+    functions bit for bit as the default ones (a test checks them); in float16 and bfloat16,
+    ``log1p`` and ``rsqrt`` differ by up to ~1.8 ulp, so those keep the default."""
+    avals = (*jaxpr.in_avals, *jaxpr.out_avals)
+    if not all(np.dtype(a.dtype) in _CLASSIC_DTYPES for a in avals):
+        return False
+    largest = max((int(np.prod(a.shape)) for a in avals), default=0)
+    return always or largest <= SMALL or (largest <= MEDIUM and not _reduces(jaxpr.jaxpr))
+
+
+def _reduces(jaxpr: Any) -> bool:
+    """Whether ``jaxpr`` or a jaxpr nested in it (``pjit``, ``custom_jvp_call``, ...) has a
+    primitive named in ``_REDUCING``."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name.startswith(_REDUCING) and eqn.primitive.name != "reduce_precision":
+            return True
+        for sub in _core.jaxprs_in_params(eqn.params):
+            if _reduces(sub):
+                return True
+    return False
+
+
+_IR_USES = 256
+"""Lowerings one MLIR context serves before it is replaced (``_shared_ir_context``)."""
+_ir = threading.local()  # this thread's shared context: .active, .context, .uses
+
+
+@contextlib.contextmanager
+def _shared_ir_context() -> Iterator[None]:
+    """Lower inside with this thread's shared MLIR context. JAX makes a new context for
+    every lowering (loading every dialect it knows, GPU ones included) and the collector
+    destroys it later: ~4.4 of the ~7 ms a small kernel's lowering takes here, paid by
+    every kernel of a first-ever run. A shared context keeps what it interns (types,
+    attributes), so it is replaced after ``_IR_USES`` lowerings. JAX's own lowerings
+    (``jax.jit`` outside the store, other threads) keep a context each."""
+    _ir.active = True
+    try:
+        yield
+    finally:
+        _ir.active = False
+
+
+def _make_ir_context() -> Any:
+    """``mlir.make_ir_context`` as JAX calls it: its own, but inside ``_shared_ir_context``
+    this thread's shared context."""
+    if not getattr(_ir, "active", False):
+        return _jax_make_ir_context()
+    uses = getattr(_ir, "uses", _IR_USES)
+    if uses >= _IR_USES:
+        _ir.context, uses = _jax_make_ir_context(), 0
+    _ir.uses = uses + 1
+    return _ir.context
+
+
+if _SUPPORTED:  # JAX's function stays what every lowering outside the store calls
+    _jax_make_ir_context = getattr(_mlir.make_ir_context, "jax_own", _mlir.make_ir_context)
+    _make_ir_context.jax_own = _jax_make_ir_context  # type: ignore[attr-defined]
+    _mlir.make_ir_context = _make_ir_context
 
 
 _past_depth = 0  # compiles inside ``_past_jax_cache`` now, on all threads

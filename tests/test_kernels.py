@@ -78,29 +78,66 @@ def test_errors_are_jaxs() -> None:
 
 
 def test_small_kernels_take_the_classic_emitters_with_the_same_values() -> None:
-    """Kernels whose arrays all have at most ``SMALL`` elements, in dtypes the classic CPU
-    emitters compute alike, compile with them (faster); their values equal plain
-    ``jax.jit``'s bit for bit. Half-precision kernels keep XLA's default (``log1p`` and
-    ``rsqrt`` differ there)."""
-    from tapegrad.kernels import SMALL, _classic
+    """Kernels whose arrays all have at most ``SMALL`` elements (``MEDIUM`` without a
+    reduction), in dtypes the classic CPU emitters compute alike, compile with them
+    (faster); their values equal plain ``jax.jit``'s bit for bit. Half-precision kernels
+    keep XLA's default (``log1p`` and ``rsqrt`` differ there)."""
+    from tapegrad.kernels import MEDIUM, SMALL, _classic
 
-    def lower(fn: Any, *args: Any) -> Any:
-        return jax.jit(fn).trace(*args).lower()
+    def jaxpr(fn: Any, *args: Any) -> Any:
+        return jax.jit(fn).trace(*args).jaxpr
 
     side = int(np.sqrt(SMALL))
-    assert _classic(lower(jnp.tanh, jnp.ones((side, SMALL // side))), False)
-    assert not _classic(lower(jnp.tanh, jnp.ones((side, SMALL // side + 1))), False)
-    assert _classic(lower(jnp.tanh, jnp.ones((side, SMALL // side + 1))), True)
-    assert not _classic(lower(jnp.multiply, jnp.ones((SMALL, 1)), jnp.ones((1, 2))), False)
+    assert _classic(jaxpr(jnp.tanh, jnp.ones((side, SMALL // side))), False)
+    assert _classic(jaxpr(jnp.tanh, jnp.ones((2, MEDIUM // 2))), False)
+    assert not _classic(jaxpr(jnp.tanh, jnp.ones((2, MEDIUM // 2 + 1))), False)
+    assert _classic(jaxpr(jnp.tanh, jnp.ones((2, MEDIUM // 2 + 1))), True)
+    assert _classic(jaxpr(jnp.matmul, jnp.ones((100, 100)), jnp.ones((100, 1))), False)
+    assert _classic(jaxpr(lambda x: jnp.clip(x, -5, 5).T, jnp.ones((100, 100))), False)
+    for reducing in (jax.nn.softmax, jnp.sum, jnp.argmax, jnp.cumsum, jnp.sort):
+        assert _classic(jaxpr(reducing, jnp.ones((side, SMALL // side))), False)
+        assert not _classic(jaxpr(reducing, jnp.ones((side, SMALL // side + 1))), False)
+    assert not _classic(jaxpr(jnp.multiply, jnp.ones((MEDIUM, 1)), jnp.ones((1, 2))), False)
     for half in (jnp.float16, jnp.bfloat16):
-        assert not _classic(lower(jnp.log1p, jnp.ones(8, half)), True)
-    assert not _classic(lower(jnp.sum, jnp.ones(8, jnp.float16)), False)  # the input counts
+        assert not _classic(jaxpr(jnp.log1p, jnp.ones(8, half)), True)
+    assert not _classic(jaxpr(jnp.sum, jnp.ones(8, jnp.float16)), False)  # the input counts
     rng = np.random.default_rng(0)
-    x = jnp.asarray(rng.standard_normal((40, 50)).astype(np.float32) * 4)
-    for fn in (jnp.exp, jnp.tanh, jnp.sin, jax.nn.gelu, jax.nn.softplus, jax.nn.sigmoid):
-        np.testing.assert_array_equal(kernel(fn)(x), jax.jit(fn)(x))
-    for fn in (jnp.log1p, jax.lax.rsqrt, jnp.log, jnp.sqrt):
-        np.testing.assert_array_equal(kernel(fn)(jnp.abs(x)), jax.jit(fn)(jnp.abs(x)))
+    for shape in ((40, 50), (100, 150)):  # SMALL, MEDIUM
+        x = jnp.asarray(rng.standard_normal(shape).astype(np.float32) * 4)
+        for fn in (jnp.exp, jnp.tanh, jnp.sin, jax.nn.gelu, jax.nn.softplus, jax.nn.sigmoid):
+            np.testing.assert_array_equal(kernel(fn)(x), jax.jit(fn)(x))
+        for fn in (jnp.log1p, jax.lax.rsqrt, jnp.log, jnp.sqrt):
+            np.testing.assert_array_equal(kernel(fn)(jnp.abs(x)), jax.jit(fn)(jnp.abs(x)))
+        y = x[:, :1]
+        np.testing.assert_array_equal(kernel(jnp.matmul)(x.T, y), jax.jit(jnp.matmul)(x.T, y))
+
+
+def test_the_store_lowers_in_a_shared_mlir_context_and_jax_in_its_own() -> None:
+    """Inside ``_shared_ir_context`` lowerings share this thread's context (replaced after
+    ``_IR_USES``); outside, and on another thread meanwhile, JAX makes its own each time."""
+    import threading
+
+    from jax._src.interpreters import mlir
+
+    from tapegrad import kernels
+
+    assert mlir.make_ir_context() is not mlir.make_ir_context()
+    with kernels._shared_ir_context():
+        first = mlir.make_ir_context()
+        assert mlir.make_ir_context() is first
+        other: list[Any] = []
+        thread = threading.Thread(target=lambda: other.append(mlir.make_ir_context()))
+        thread.start()
+        thread.join()
+        assert other[0] is not first
+        for _ in range(kernels._IR_USES):
+            last = mlir.make_ir_context()
+        assert last is not first
+    assert mlir.make_ir_context() is not last
+    x = jnp.arange(5.0)
+    with kernels._shared_ir_context():  # lowerings in one context give working programs
+        programs = [jax.jit(lambda v, k=k: v * k).lower(x).compile() for k in range(3)]
+    assert [float(p(x)[1]) for p in programs] == [0.0, 1.0, 2.0]
 
 
 def test_debug_nans_raises_jaxs_floating_point_error() -> None:
@@ -193,3 +230,73 @@ def test_static_arguments_key_by_type_and_bits_and_refuse_partial_reprs() -> Non
         _static(object())  # its repr holds an address: another process could not match it
     with pytest.raises(TypeError):
         _static((1, np.int32(1)))  # a NumPy scalar is not among the keyed types
+
+
+def _counting(fn: Any) -> tuple[Any, list[int]]:
+    """``fn`` as a kernel that counts its traces."""
+    traces: list[int] = []
+
+    def traced(*args: Any) -> Any:
+        traces.append(1)
+        return fn(*args)
+
+    return kernel(traced), traces
+
+
+def test_compile_ahead_gives_the_first_call_its_program() -> None:
+    """``compile_ahead`` traces and compiles on a background thread; the first call of that
+    signature runs that program (no trace of its own), with the values of a plain call;
+    NumPy arrays, JAX arrays and ``ShapeDtypeStruct`` values of one shape select one program."""
+    from tapegrad import kernels
+
+    if kernels._background() is None:
+        pytest.skip("one core: nothing compiles ahead")
+    scaled, traces = _counting(lambda x, y: x * 2 + y)
+    x = jnp.arange(6.0).reshape(2, 3)
+    scaled.compile_ahead(jax.ShapeDtypeStruct((2, 3), jnp.float32), np.ones((2, 3), np.float32))
+    scaled.compile_ahead(x, np.ones((2, 3), np.float32))  # the same signature: started once
+    np.testing.assert_array_equal(scaled(x, jnp.ones((2, 3))), np.arange(6.0).reshape(2, 3) * 2 + 1)
+    assert len(traces) == 1
+    np.testing.assert_array_equal(scaled(x, x), np.arange(6.0).reshape(2, 3) * 3)
+    assert len(traces) == 1  # JAX's own cache has the program now
+    scaled(jnp.ones(4), jnp.ones(4))  # another shape: traced here
+    assert len(traces) == 2
+
+
+def test_compile_ahead_leaves_other_settings_and_errors_to_the_call() -> None:
+    """A caller under a thread-local JAX setting (``jax.enable_x64``) gets no program traced
+    without it; a program that fails to trace ahead leaves the call to raise JAX's error;
+    a committed array or a trace starts nothing."""
+    from tapegrad import kernels
+
+    if kernels._background() is None:
+        pytest.skip("one core: nothing compiles ahead")
+    double, traces = _counting(lambda x: x * 2)
+    with jax.enable_x64(True):
+        double.compile_ahead(jax.ShapeDtypeStruct((3,), jnp.float64))
+        out = double(jnp.ones(3, jnp.float64))
+    assert out.dtype == jnp.float64 and out.tolist() == [2.0, 2.0, 2.0]
+    bad = kernel(lambda x, y: x + y)
+    bad.compile_ahead(
+        jax.ShapeDtypeStruct((2,), jnp.float32), jax.ShapeDtypeStruct((3,), jnp.float32)
+    )
+    with pytest.raises(TypeError, match="add got incompatible shapes"):
+        bad(jnp.ones(2), jnp.ones(3))
+    placed, placed_traces = _counting(lambda x: x + 1)
+    placed.compile_ahead(jax.device_put(jnp.ones(2), jax.devices()[0]))
+    jax.jit(lambda x: placed.compile_ahead(x) or x)(jnp.ones(2))
+    assert placed_traces == []  # nothing started ahead
+
+
+def test_one_core_compiles_nothing_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the process may use one core only, a background compile would take its time
+    from the caller: ``compile_ahead`` does nothing."""
+    from tapegrad import kernels
+
+    monkeypatch.setattr(kernels, "_pool", None)
+    monkeypatch.setattr(kernels.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert kernels._background() is None
+    one, traces = _counting(lambda x: x - 1)
+    one.compile_ahead(jnp.ones(2))
+    assert traces == []
+    assert one(jnp.ones(2)).tolist() == [0.0, 0.0]

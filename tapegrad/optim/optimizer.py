@@ -37,6 +37,7 @@ from tapegrad._placement import committed, device_groups, loaded_like, placement
 from tapegrad._tensor import Tensor, zero_grads
 from tapegrad.errors import DeviceError, TracerError, donated_error
 from tapegrad.grad_mode import enable_grad
+from tapegrad.kernels import kernel
 from tapegrad.origin import format_origin, user_frame
 
 __all__ = ["Optimizer"]
@@ -200,6 +201,7 @@ class Optimizer:
             self.add_param_group(dict(g), _seen=seen)
         if not any(group["params"] for group in self.param_groups):
             raise ValueError("optimizer got an empty parameter list.")
+        self._compile_ahead()
 
     # ------------------------------------------------------------------ groups
 
@@ -344,7 +346,7 @@ class Optimizer:
         """
         zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
-    def _step_fn(self) -> Callable[..., Any]:
+    def _step_fn(self) -> Any:
         if self._compiled is None:
             rules = tuple(self._rules)
 
@@ -355,8 +357,28 @@ class Optimizer:
                 ]
                 return [r[0] for r in results], [r[1] for r in results]
 
-            self._compiled = jax.jit(step)
+            self._compiled = kernel(step)
         return self._compiled
+
+    def _compile_ahead(self) -> None:
+        """Start compiling the update for the call ``step()`` will most likely make (every
+        parameter that requires grad has a gradient of its own shape and dtype) on a
+        background thread (``kernels.kernel``'s ``compile_ahead``), so that it compiles
+        while the first forward and backward run. Parameters placed by the user are left to
+        the first ``step()``."""
+        groups = self.param_groups
+        params = [tuple(p.data for p in g["params"]) for g in groups]
+        if any(committed(a) for arrays in params for a in arrays):
+            return
+        grads = [
+            tuple(
+                jax.ShapeDtypeStruct(p.shape, p.dtype) if p.requires_grad else None  # type: ignore[no-untyped-call]
+                for p in g["params"]
+            )
+            for g in groups
+        ]
+        hypers = [self._hyper(g, s) for g, s in zip(groups, self.state, strict=True)]
+        self._step_fn().compile_ahead(params, grads, self.state, hypers)
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update every parameter that has a gradient, in one compiled call.

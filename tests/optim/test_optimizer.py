@@ -524,3 +524,50 @@ def test_one_tensor_or_a_string_hyperparameter_is_a_clear_type_error() -> None:
     with pytest.raises(TypeError, match="'lr' is '0.1', not a number"):
         opt.step()
     assert np.asarray(w).tolist() == [1.0, 1.0, 1.0]  # nothing changed
+
+
+def test_the_first_update_is_compiled_ahead_with_the_same_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An optimizer starts compiling its update at construction, on a background thread
+    (``kernels.compile_ahead``): the first ``step()`` runs that program, and the values equal
+    those of an optimizer that compiled at its first step. A parameter that is frozen, or
+    left without a gradient, still steps right (another signature: compiled at the call)."""
+    from tapegrad import kernels
+
+    if kernels._background() is None:
+        pytest.skip("one core: nothing compiles ahead")
+    taken: list[bool] = []
+    run_ahead = kernels._run_ahead
+
+    def spy(*args: Any) -> Any:
+        result = run_ahead(*args)
+        taken.append(result is not kernels._MISSED)
+        return result
+
+    monkeypatch.setattr(kernels, "_run_ahead", spy)
+    results = []
+    for ahead in (True, False):
+        if not ahead:
+            monkeypatch.setattr(optim.Optimizer, "_compile_ahead", lambda self: None)
+        model = _model()
+        opt = optim.AdamW(model.parameters(), lr=0.1)
+        for seed in range(3):
+            opt.zero_grad()
+            _backward(model, seed)
+            opt.step()
+        results.append(_values(model))
+    assert taken[0] is True
+    for a, b in zip(*results, strict=True):
+        np.testing.assert_array_equal(a, b)
+    model = _model()
+    model[0].weight.requires_grad = False
+    unused = tg.zeros((2,)).require_grad()
+    opt = optim.SGD([*model.parameters(), unused], lr=0.5)
+    before = _values(model)
+    _backward(model, 0)
+    opt.step()
+    after = _values(model)
+    np.testing.assert_array_equal(after[0], before[0])  # frozen
+    assert not np.array_equal(after[1], before[1])
+    assert unused.tolist() == [0.0, 0.0]
