@@ -41,6 +41,7 @@ __all__ = [
     "key_of",
     "seed_key",
     "split_key",
+    "split_keys",
     "carried",
     "uniform",
     "normal",
@@ -209,6 +210,22 @@ def split_key(key: jax.Array) -> tuple[jax.Array, jax.Array]:
     (how a layer that holds its own key, such as ``nn.Dropout(key=...)``, advances it)."""
     pair: tuple[jax.Array, jax.Array] = _split(key)
     return pair
+
+
+def split_keys(key: jax.Array, n: int) -> list[jax.Array]:
+    """``list(jax.random.split(key, n))``. One or two keys come from the state's own
+    compiled split (``split_key``), saving a first run two kernel compiles (JAX's split
+    for that ``n`` and the unstacking): in JAX's partitionable threefry mode (its default)
+    key ``i`` of a split does not depend on ``n``, so the one key of ``split(key, 1)`` is
+    the first of ``split(key)``."""
+    if n == 2 or (
+        n == 1
+        and not isinstance(key, jax.core.Tracer)
+        and jax.config.jax_threefry_partitionable  # type: ignore[attr-defined]
+        and _impl(key) == "threefry2x32"
+    ):
+        return list(split_key(key))[:n]
+    return list(jax.random.split(key, n))
 
 
 def key_of(key: Any) -> jax.Array:

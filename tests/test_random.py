@@ -140,16 +140,24 @@ def test_draws_with_a_concrete_key_inside_a_trace_are_traced_draws() -> None:
     np.testing.assert_array_equal(np.asarray(picked), np.asarray(jax.random.uniform(key, (2,))))
 
 
-def test_layer_keys_are_jax_random_splits() -> None:
-    for key in (jax.random.PRNGKey(9), jax.random.key(9)):
-        for n in (1, 2, 3):
-            got = _init.keys(key, n)
-            want = list(jax.random.split(key, n))
-            assert len(got) == n
-            for g, w in zip(got, want, strict=True):
-                np.testing.assert_array_equal(
-                    np.asarray(jax.random.key_data(g)), np.asarray(jax.random.key_data(w))
-                )
+@pytest.mark.parametrize("partitionable", [True, False])
+def test_layer_keys_are_jax_random_splits(partitionable: bool) -> None:
+    """In both of JAX's threefry modes (one key is the first of two only in the
+    partitionable one, JAX's default), with raw and typed keys."""
+    before = jax.config.jax_threefry_partitionable
+    jax.config.update("jax_threefry_partitionable", partitionable)
+    try:
+        for key in (jax.random.PRNGKey(9), jax.random.key(9)):
+            for n in (1, 2, 3):
+                got = _init.keys(key, n)
+                want = list(jax.random.split(key, n))
+                assert len(got) == n
+                for g, w in zip(got, want, strict=True):
+                    np.testing.assert_array_equal(
+                        np.asarray(jax.random.key_data(g)), np.asarray(jax.random.key_data(w))
+                    )
+    finally:
+        jax.config.update("jax_threefry_partitionable", before)
 
 
 def test_seeds_keep_all_64_bits_as_jax_does_with_x64() -> None:

@@ -18,12 +18,8 @@ __all__ = ["keys", "uniform", "normal", "constant", "fan_in_bound"]
 
 def keys(key: Any, n: int) -> list[jax.Array]:
     """``n`` independent keys from ``key`` (an int seed, a key, or ``None``: the process
-    random state of ``tg.manual_seed``): ``jax.random.split``'s. Two (most layers: weight and
-    bias) come from the random state's own compiled split, the same keys without two more
-    kernel compiles (the split and the unstacking) in a first run."""
-    if n == 2:
-        return list(random.split_key(key_of(key)))
-    return list(jax.random.split(key_of(key), n))
+    random state of ``tg.manual_seed``): ``jax.random.split``'s (``random.split_keys``)."""
+    return random.split_keys(key_of(key), n)
 
 
 def fan_in_bound(fan_in: int) -> float:
