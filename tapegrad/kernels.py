@@ -162,7 +162,7 @@ def kernel(
     static_nums = frozenset(info.static_argnums)
     static_names = frozenset(info.static_argnames)
     fallback = plain._cache_miss  # type: ignore[attr-defined]
-    ahead: dict[Any, Future[Any]] = {}  # signature -> its program, compiling on a thread
+    ahead: dict[Any, _Ahead] = {}  # signature -> its program, compiling on a thread
 
     def cache_miss(*args: Any, **kwargs: Any) -> Any:
         if ahead:
@@ -229,6 +229,19 @@ _AHEAD_MAX = 8
 """Programs a kernel compiles ahead and no call has taken yet (more are not started)."""
 _MISSED = object()
 _pool: ThreadPoolExecutor | None = None
+_Ahead = tuple[ThreadPoolExecutor, "Future[Any]"]
+"""A program compiling ahead: the pool it was given to (a process forked since has another
+or none: its thread did not come along) and its future fast call."""
+
+
+def _forget_pool() -> None:
+    """In a child process after ``fork``: the pool's thread stayed in the parent."""
+    global _pool
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _no_ahead(*args: Any, **kwargs: Any) -> None:
@@ -237,7 +250,7 @@ def _no_ahead(*args: Any, **kwargs: Any) -> None:
 
 def _compile_ahead(
     plain: Any,
-    ahead: dict[Any, Future[Any]],
+    ahead: dict[Any, _Ahead],
     static_nums: frozenset[int],
     static_names: frozenset[str],
     classic: bool,
@@ -254,10 +267,10 @@ def _compile_ahead(
         return
     signature = _signature(static_nums, static_names, args, kwargs)
     pool = _background()
-    if signature is None or signature in ahead or pool is None:
+    if signature is None or pool is None or ahead.get(signature, (None,))[0] is pool:
         return
     abstract = jax.tree_util.tree_map(_abstract, (args, kwargs))  # the thread holds no array
-    ahead[signature] = pool.submit(_compile, plain, classic, signature[-1], *abstract)
+    ahead[signature] = (pool, pool.submit(_compile, plain, classic, signature[-1], *abstract))
 
 
 def _abstract(leaf: Any) -> Any:
@@ -289,7 +302,7 @@ def _compile(
 
 
 def _run_ahead(
-    ahead: dict[Any, Future[Any]],
+    ahead: dict[Any, _Ahead],
     static_nums: frozenset[int],
     static_names: frozenset[str],
     args: tuple[Any, ...],
@@ -301,11 +314,11 @@ def _run_ahead(
     if not _core.trace_state_clean():
         return _MISSED
     signature = _signature(static_nums, static_names, args, kwargs)
-    future = None if signature is None else ahead.pop(signature, None)
-    if future is None:
+    entry = None if signature is None else ahead.pop(signature, None)
+    if entry is None or entry[0] is not _pool:  # none, or started before this process forked
         return _MISSED
     try:
-        call = future.result()
+        call = entry[1].result()
         if call is None:
             return _MISSED
         dyn, dyn_kw = _dynamic(static_nums, static_names, args, kwargs)
@@ -363,8 +376,9 @@ def _signature(
 
 
 def _background() -> ThreadPoolExecutor | None:
-    """The one thread programs compile ahead on; ``None`` on a machine (or an affinity mask)
-    of a single core, where it would only take time from the caller."""
+    """The one thread programs compile ahead on (a process's exit waits for the one it is
+    compiling); ``None`` on a machine (or an affinity mask) of a single core, where it would
+    only take time from the caller."""
     global _pool
     if _pool is None:
         try:

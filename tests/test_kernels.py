@@ -300,3 +300,31 @@ def test_one_core_compiles_nothing_ahead(monkeypatch: pytest.MonkeyPatch) -> Non
     one.compile_ahead(jnp.ones(2))
     assert traces == []
     assert one(jnp.ones(2)).tolist() == [0.0, 0.0]
+
+
+def test_a_program_started_before_a_fork_is_not_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A forked child has no background thread (``os.register_at_fork`` forgets the pool):
+    a program still queued there when the process forked never finishes in the child, so
+    the call compiles it itself instead of waiting for ever."""
+    import threading
+    import time
+
+    from tapegrad import kernels
+
+    pool = kernels._background()
+    if pool is None:
+        pytest.skip("one core: nothing compiles ahead")
+    gate = threading.Event()
+    pool.submit(gate.wait, 30)  # the thread is busy: what is given to it next stays queued
+    try:
+        three, traces = _counting(lambda x: x + 3)
+        three.compile_ahead(jnp.ones(2))
+        monkeypatch.setattr(kernels, "_pool", pool)
+        kernels._forget_pool()  # what the child of a fork runs
+        assert kernels._pool is None
+        start = time.monotonic()
+        assert three(jnp.ones(2)).tolist() == [4.0, 4.0]
+        assert time.monotonic() - start < 20  # it did not wait for the gate (30 s)
+        assert traces == [1]
+    finally:
+        gate.set()

@@ -10,6 +10,10 @@ scheduler may set ``group["lr"]`` (or any other numeric hyperparameter) between 
 rule of a built-in optimizer is wrapped in ``optax.inject_hyperparams``, so the numbers are
 inputs of the compiled update, not constants in it: changing them never recompiles.
 
+The update starts compiling when the optimizer is made, on a background thread where the
+process may use two cores or more (``tapegrad.kernels``), for the first ``step()`` to take:
+it compiles while the first forward and backward run.
+
 Parameters whose ``.grad`` is ``None`` (or that do not require grad: frozen) are skipped, as
 PyTorch's optimizers skip them: their value does not change, and neither do their entries in
 the optimizer state that are shaped like the parameters (momentum, Adam's moments). The
