@@ -39,6 +39,7 @@ import shutil
 import struct
 import threading
 import time
+import weakref
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -90,6 +91,7 @@ try:  # the JAX internals a kernel is built from (checked once; plain jax.jit wi
     from jax._src import dispatch as _dispatch
     from jax._src import stages as _stages
     from jax._src import tree_util as _tree_util
+    from jax._src import util as _jax_util
     from jax._src.compiler import get_compile_options as _compile_options
     from jax._src.interpreters import mlir as _mlir
     from jax._src.interpreters import pxla as _pxla
@@ -116,6 +118,7 @@ try:  # the JAX internals a kernel is built from (checked once; plain jax.jit wi
             (_jax_cache, "_cache_initialized_mutex"),
             (_mlir, "make_ir_context"),
             (_core, "jaxprs_in_params"),
+            (_jax_util, "_caches"),
         )
     )
 except (ImportError, AttributeError):  # pragma: no cover - a JAX without these internals
@@ -162,7 +165,7 @@ def kernel(
     static_nums = frozenset(info.static_argnums)
     static_names = frozenset(info.static_argnames)
     fallback = plain._cache_miss  # type: ignore[attr-defined]
-    ahead: dict[Any, _Ahead] = {}  # signature -> its program, compiling on a thread
+    ahead = _AheadTable()  # signature -> its program, compiling on a thread
 
     def cache_miss(*args: Any, **kwargs: Any) -> Any:
         if ahead:
@@ -189,7 +192,14 @@ def kernel(
             return result
 
     def compile_ahead(*args: Any, **kwargs: Any) -> None:
-        _compile_ahead(plain, ahead, static_nums, static_names, classic, args, kwargs)
+        stored_rule = name is not None  # the options a call would compile with otherwise
+        _compile_ahead(plain, ahead, static_nums, static_names, stored_rule, classic, args, kwargs)
+
+    def clear_cache() -> None:
+        ahead.cache_clear()
+        alive = compiled_ref()
+        if alive is not None:
+            jax_clear_cache(alive)
 
     try:
         compiled = _jax.pjit(
@@ -209,6 +219,10 @@ def kernel(
     wrapped._fun = fn  # what jax.jit's lower/trace/eval_shape read
     wrapped._jit_info = info
     wrapped.compile_ahead = compile_ahead
+    jax_clear_cache = type(compiled).clear_cache
+    compiled_ref = weakref.ref(compiled)  # no cycle: a dropped kernel goes at once
+    wrapped.clear_cache = clear_cache  # programs compiled ahead too, as jax.clear_caches()
+    _jax_util._caches[ahead] = "tapegrad programs compiled ahead"
     return wrapped
 
 
@@ -229,9 +243,20 @@ _AHEAD_MAX = 8
 """Programs a kernel compiles ahead and no call has taken yet (more are not started)."""
 _MISSED = object()
 _pool: ThreadPoolExecutor | None = None
-_Ahead = tuple[ThreadPoolExecutor, "Future[Any]"]
-"""A program compiling ahead: the pool it was given to (a process forked since has another
-or none: its thread did not come along) and its future fast call."""
+
+
+class _AheadTable(dict[Any, "tuple[ThreadPoolExecutor, Future[Any]]"]):
+    """A kernel's programs compiling ahead: signature -> ``(pool, future)``, the pool it was
+    given to (a process forked since has another or none: its thread did not come along).
+    ``jax.clear_caches()`` and the kernel's ``clear_cache()`` empty it (``cache_clear``)."""
+
+    __hash__ = object.__hash__  # type: ignore[assignment]  # a key of JAX's registry, by identity
+    __eq__ = object.__eq__
+
+    def cache_clear(self) -> None:
+        for _, future in list(self.values()):
+            future.cancel()
+        self.clear()
 
 
 def _forget_pool() -> None:
@@ -250,9 +275,10 @@ def _no_ahead(*args: Any, **kwargs: Any) -> None:
 
 def _compile_ahead(
     plain: Any,
-    ahead: dict[Any, _Ahead],
+    ahead: _AheadTable,
     static_nums: frozenset[int],
     static_names: frozenset[str],
+    stored_rule: bool,
     classic: bool,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
@@ -261,8 +287,12 @@ def _compile_ahead(
     this process may use two cores or more, for the first call of that signature to take
     (``_run_ahead``): the compile then overlaps what the caller does meanwhile (an
     optimizer's update compiles while the first forward and backward run). Arrays may be
-    given as ``jax.ShapeDtypeStruct`` values. Nothing starts under a trace, for a signature
-    already started, beyond ``_AHEAD_MAX``, or for arguments ``_signature`` does not key."""
+    given as ``jax.ShapeDtypeStruct`` values. The program is traced on that thread, so what
+    the function reads when traced (Python state) is read then, not at the call: only
+    functions that read nothing but their arguments should compile ahead. It compiles with
+    the options the call would have (``stored_rule``: the store's ``_classic`` choice; else
+    XLA's defaults). Nothing starts under a trace, for a signature already started, beyond
+    ``_AHEAD_MAX``, or for arguments ``_signature`` does not key."""
     if not _core.trace_state_clean() or len(ahead) >= _AHEAD_MAX:
         return
     signature = _signature(static_nums, static_names, args, kwargs)
@@ -270,7 +300,13 @@ def _compile_ahead(
     if signature is None or pool is None or ahead.get(signature, (None,))[0] is pool:
         return
     abstract = jax.tree_util.tree_map(_abstract, (args, kwargs))  # the thread holds no array
-    ahead[signature] = (pool, pool.submit(_compile, plain, classic, signature[-1], *abstract))
+    future: Future[Any] = Future()
+    ahead[signature] = (pool, future)  # before the thread may look for it
+    job = (weakref.ref(ahead), signature, plain, stored_rule and classic, stored_rule)
+    try:
+        pool.submit(_compile, future, job, *abstract)
+    except RuntimeError:  # the interpreter is exiting: the pool takes no more work
+        ahead.pop(signature, None)
 
 
 def _abstract(leaf: Any) -> Any:
@@ -285,40 +321,63 @@ def _abstract(leaf: Any) -> Any:
 
 
 def _compile(
-    plain: Any, classic: bool, context: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Any:
-    """On the background thread: the fast call of ``plain`` compiled for ``args``, or
-    ``None`` when JAX's thread-local settings differ here from the caller's (``with
-    jax.enable_x64()`` on the caller's thread): a program traced here would be another."""
-    if _config.trace_context() != context:
+    future: Future[Any], job: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    """On the background thread: ``future``'s result, unless a call took it over first."""
+    if not future.set_running_or_notify_cancel():
+        return
+    try:
+        future.set_result(_program(job, args, kwargs))
+    except BaseException as err:
+        future.set_exception(err)
+
+
+def _program(job: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The fast call of the program for ``args``, or ``None`` when nothing will take it (its
+    kernel is gone, its entry was taken or cleared) or when JAX's thread-local settings
+    differ on this thread from the caller's (``with jax.enable_x64()`` on the caller's
+    thread): a program traced here would be another."""
+    table_ref, signature, plain, classic, stored_rule = job
+    table = table_ref()
+    if table is None or signature not in table or _config.trace_context() != signature[-1]:
         return None
+    del table
     traced = plain.trace(*args, **kwargs)
     with _shared_ir_context():
         lowered = traced.lower()
-    options = _SMALL_OPTIONS if _classic(traced.jaxpr, classic) else None
+    options = _SMALL_OPTIONS if stored_rule and _classic(traced.jaxpr, classic) else None
     compiled = lowered.compile(compiler_options=options)
     call = compiled._executable.create_cpp_call(compiled._params)
     return None if call is None else call._cache_miss
 
 
 def _run_ahead(
-    ahead: dict[Any, _Ahead],
+    ahead: _AheadTable,
     static_nums: frozenset[int],
     static_names: frozenset[str],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> Any:
-    """The result of a call by the program compiled ahead for its signature (waiting for it
-    if it is still compiling), or ``_MISSED``: no such program, or it failed (then the call
-    takes the usual path, which raises the caller's error if there is one)."""
+    """The result of a call by the program compiled ahead for its signature, or
+    ``_MISSED``: no such program, it failed (then the call takes the usual path, which
+    raises the caller's error if there is one), or it has not started yet (queued behind
+    another: compiling it here is sooner). A program compiling now is waited for. Under
+    a trace, queued programs of this kernel are dropped: a kernel traced into a compiled
+    step (``tg.jit``) is unlikely to be called eagerly."""
     if not _core.trace_state_clean():
+        for queued, (_, future) in list(ahead.items()):
+            if future.cancel():
+                del ahead[queued]
         return _MISSED
     signature = _signature(static_nums, static_names, args, kwargs)
     entry = None if signature is None else ahead.pop(signature, None)
     if entry is None or entry[0] is not _pool:  # none, or started before this process forked
         return _MISSED
+    future = entry[1]
+    if future.cancel():
+        return _MISSED
     try:
-        call = entry[1].result()
+        call = future.result()
         if call is None:
             return _MISSED
         dyn, dyn_kw = _dynamic(static_nums, static_names, args, kwargs)
@@ -377,8 +436,8 @@ def _signature(
 
 def _background() -> ThreadPoolExecutor | None:
     """The one thread programs compile ahead on (a process's exit waits for the one it is
-    compiling); ``None`` on a machine (or an affinity mask) of a single core, where it would
-    only take time from the caller."""
+    compiling, and drops those queued); ``None`` on a machine (or an affinity mask) of a
+    single core, where it would only take time from the caller."""
     global _pool
     if _pool is None:
         try:
@@ -390,6 +449,11 @@ def _background() -> ThreadPoolExecutor | None:
         with _lock:
             if _pool is None:
                 _pool = ThreadPoolExecutor(1, thread_name_prefix="tapegrad-compile")
+                # before concurrent.futures joins its threads at exit (callbacks run last
+                # registered first): programs still queued are dropped, not compiled
+                register = getattr(threading, "_register_atexit", None)
+                if register is not None:
+                    register(functools.partial(_pool.shutdown, wait=False, cancel_futures=True))
     return _pool
 
 
@@ -638,28 +702,58 @@ def _from_store(
 
 def _classic(jaxpr: Any, always: bool) -> bool:
     """Whether the kernel of ``jaxpr`` (a closed jaxpr) compiles with XLA's classic CPU
-    emitters: when every input and output is a float32, float64, integer or boolean array,
-    of at most ``SMALL`` elements, or ``MEDIUM`` when no primitive reduces (``_REDUCING``),
-    or of any size when ``always``. In those dtypes the classic emitters compute tapegrad's
-    functions bit for bit as the default ones (a test checks them); in float16 and bfloat16,
-    ``log1p`` and ``rsqrt`` differ by up to ~1.8 ulp, so those keep the default."""
+    emitters: when every array in it, inputs, outputs and intermediates, is a float32,
+    float64, integer or boolean array, no primitive computes differently there
+    (``_INEXACT``), and every input and output has at most ``SMALL`` elements, or
+    ``MEDIUM`` when no primitive reduces (``_REDUCING``), or any number when ``always``.
+    Under those conditions the classic emitters compute bit for bit as the default ones (a
+    test checks ~55 functions); in float16 and bfloat16, ``log1p`` and ``rsqrt`` differ by
+    up to ~1.8 ulp."""
     avals = (*jaxpr.in_avals, *jaxpr.out_avals)
-    if not all(np.dtype(a.dtype) in _CLASSIC_DTYPES for a in avals):
+    if not all(_classic_dtype(a.dtype) for a in avals):
         return False
     largest = max((int(np.prod(a.shape)) for a in avals), default=0)
-    return always or largest <= SMALL or (largest <= MEDIUM and not _reduces(jaxpr.jaxpr))
+    if not always and largest > MEDIUM:
+        return False
+    reduces = _scan(jaxpr.jaxpr)
+    return reduces is not None and (always or largest <= SMALL or not reduces)
 
 
-def _reduces(jaxpr: Any) -> bool:
+def _classic_dtype(dtype: Any) -> bool:
+    """A dtype the classic emitters compute as the default ones: ``_CLASSIC_DTYPES``, and
+    JAX's PRNG keys (uint32 words inside a random draw)."""
+    if isinstance(dtype, np.dtype):
+        return dtype in _CLASSIC_DTYPES
+    return bool(jax.numpy.issubdtype(dtype, jax.dtypes.prng_key))
+
+
+_INEXACT = frozenset({"tan", "atan", "cbrt"})
+"""Primitives the classic emitters compute differently from the default ones in float32 and
+float64 (some elements differ in the last bits): a kernel with one keeps the default."""
+
+
+def _scan(jaxpr: Any) -> bool | None:
     """Whether ``jaxpr`` or a jaxpr nested in it (``pjit``, ``custom_jvp_call``, ...) has a
-    primitive named in ``_REDUCING``."""
+    primitive named in ``_REDUCING``; ``None`` when the classic emitters must not compile
+    it: a primitive in ``_INEXACT``, or a value of a dtype outside ``_CLASSIC_DTYPES``
+    (float16 computed inside a float32 kernel)."""
+    reduces = False
     for eqn in jaxpr.eqns:
-        if eqn.primitive.name.startswith(_REDUCING) and eqn.primitive.name != "reduce_precision":
-            return True
+        name = eqn.primitive.name
+        if name in _INEXACT:
+            return None
+        for var in eqn.outvars:
+            dtype = getattr(var.aval, "dtype", None)
+            if dtype is not None and not _classic_dtype(dtype):
+                return None
+        if name.startswith(_REDUCING) and name != "reduce_precision":
+            reduces = True
         for sub in _core.jaxprs_in_params(eqn.params):
-            if _reduces(sub):
-                return True
-    return False
+            inner = _scan(sub)
+            if inner is None:
+                return None
+            reduces = reduces or inner
+    return reduces
 
 
 _IR_USES = 256

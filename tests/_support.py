@@ -21,6 +21,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -141,13 +142,15 @@ _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 @contextmanager
 def compiles() -> Iterator[list[float]]:
-    """Record the seconds of every XLA backend compile run inside the block (JAX's monitoring
-    event; a persistent-cache hit is not a compile): ``with compiles() as seen: ...``, then
+    """Record the seconds of every XLA backend compile run inside the block on this thread
+    (JAX's monitoring event; a persistent-cache hit is not a compile; what compiles ahead on
+    tapegrad's background thread does not count): ``with compiles() as seen: ...``, then
     ``assert seen == []``."""
     seen: list[float] = []
+    here = threading.get_ident()
 
     def listen(event: str, duration_secs: float, **_: str | int) -> None:
-        if event == _COMPILE_EVENT:
+        if event == _COMPILE_EVENT and threading.get_ident() == here:
             seen.append(duration_secs)
 
     jax.monitoring.register_event_duration_secs_listener(listen)

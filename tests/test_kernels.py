@@ -100,6 +100,12 @@ def test_small_kernels_take_the_classic_emitters_with_the_same_values() -> None:
     assert not _classic(jaxpr(jnp.multiply, jnp.ones((MEDIUM, 1)), jnp.ones((1, 2))), False)
     for half in (jnp.float16, jnp.bfloat16):
         assert not _classic(jaxpr(jnp.log1p, jnp.ones(8, half)), True)
+        inside = jaxpr(lambda x, h=half: jnp.log1p(x.astype(h)).astype(jnp.float32), jnp.ones(8))
+        assert not _classic(inside, True)  # float16 inside a float32 kernel counts too
+    for inexact in (jnp.tan, jnp.arctan, jnp.cbrt):  # last bits differ in some elements
+        assert not _classic(jaxpr(inexact, jnp.ones(8)), True)
+    for key in (jax.random.PRNGKey(0), jax.random.key(0)):  # keys are uint32 words
+        assert _classic(jaxpr(lambda k: jax.random.normal(k, (256,)), key), True)
     assert not _classic(jaxpr(jnp.sum, jnp.ones(8, jnp.float16)), False)  # the input counts
     rng = np.random.default_rng(0)
     for shape in ((40, 50), (100, 150)):  # SMALL, MEDIUM
@@ -243,6 +249,15 @@ def _counting(fn: Any) -> tuple[Any, list[int]]:
     return kernel(traced), traces
 
 
+def _background_done() -> None:
+    """Wait until the background thread has done what it was given so far."""
+    from tapegrad import kernels
+
+    pool = kernels._background()
+    assert pool is not None
+    pool.submit(int).result()
+
+
 def test_compile_ahead_gives_the_first_call_its_program() -> None:
     """``compile_ahead`` traces and compiles on a background thread; the first call of that
     signature runs that program (no trace of its own), with the values of a plain call;
@@ -255,6 +270,8 @@ def test_compile_ahead_gives_the_first_call_its_program() -> None:
     x = jnp.arange(6.0).reshape(2, 3)
     scaled.compile_ahead(jax.ShapeDtypeStruct((2, 3), jnp.float32), np.ones((2, 3), np.float32))
     scaled.compile_ahead(x, np.ones((2, 3), np.float32))  # the same signature: started once
+    _background_done()
+    assert len(traces) == 1  # traced on the background thread
     np.testing.assert_array_equal(scaled(x, jnp.ones((2, 3))), np.arange(6.0).reshape(2, 3) * 2 + 1)
     assert len(traces) == 1
     np.testing.assert_array_equal(scaled(x, x), np.arange(6.0).reshape(2, 3) * 3)
@@ -274,12 +291,15 @@ def test_compile_ahead_leaves_other_settings_and_errors_to_the_call() -> None:
     double, traces = _counting(lambda x: x * 2)
     with jax.enable_x64(True):
         double.compile_ahead(jax.ShapeDtypeStruct((3,), jnp.float64))
+        _background_done()
+        assert traces == []  # not traced without the caller's setting
         out = double(jnp.ones(3, jnp.float64))
     assert out.dtype == jnp.float64 and out.tolist() == [2.0, 2.0, 2.0]
     bad = kernel(lambda x, y: x + y)
     bad.compile_ahead(
         jax.ShapeDtypeStruct((2,), jnp.float32), jax.ShapeDtypeStruct((3,), jnp.float32)
     )
+    _background_done()
     with pytest.raises(TypeError, match="add got incompatible shapes"):
         bad(jnp.ones(2), jnp.ones(3))
     placed, placed_traces = _counting(lambda x: x + 1)
@@ -328,3 +348,69 @@ def test_a_program_started_before_a_fork_is_not_waited_for(monkeypatch: pytest.M
         assert traces == [1]
     finally:
         gate.set()
+
+
+def test_a_queued_program_is_compiled_by_the_call_and_clearing_drops_programs() -> None:
+    """A program still queued behind another compile (another optimizer's update) is not
+    waited for: the call compiles it itself and the queued one never runs. ``clear_cache()``
+    and ``jax.clear_caches()`` drop programs compiled ahead, as they drop JAX's: the next
+    call traces again. A kernel traced into a compiled step drops its queued programs."""
+    import threading
+
+    from tapegrad import kernels
+
+    pool = kernels._background()
+    if pool is None:
+        pytest.skip("one core: nothing compiles ahead")
+    gate = threading.Event()
+    pool.submit(gate.wait, 30)
+    try:
+        queued, traces = _counting(lambda x: x * 5)
+        queued.compile_ahead(jnp.ones(2))
+        assert queued(jnp.ones(2)).tolist() == [5.0, 5.0]
+        traced_in_step, step_traces = _counting(lambda x: x - 5)
+        traced_in_step.compile_ahead(jnp.ones(2))
+        jax.jit(traced_in_step)(jnp.ones(2))
+        dropped, dropped_traces = _counting(lambda x: x / 5)
+        dropped.compile_ahead(jnp.ones(2))
+        del dropped  # a kernel gone (an optimizer dropped): its program is not compiled
+    finally:
+        gate.set()
+    _background_done()
+    assert traces == [1] and step_traces == [1]  # neither queued program ran
+    assert dropped_traces == []
+    for clear in ("kernel", "jax"):
+        cleared, cleared_traces = _counting(lambda x: x + 7)
+        cleared.compile_ahead(jnp.ones(3))
+        _background_done()
+        cleared.clear_cache() if clear == "kernel" else jax.clear_caches()
+        assert cleared(jnp.ones(3)).tolist() == [8.0, 8.0, 8.0]
+        assert len(cleared_traces) == 2, clear  # traced again by the call
+
+
+def test_an_exiting_process_drops_programs_still_queued(tmp_path: Any) -> None:
+    """At exit the background thread finishes what it is compiling and drops what is
+    queued, so a script that made an optimizer and never stepped does not wait for it."""
+    import subprocess
+    import sys
+    import textwrap
+
+    marker = tmp_path / "traced"
+    script = textwrap.dedent(
+        f"""
+        import time
+        import jax.numpy as jnp
+        from tapegrad import kernels
+
+        pool = kernels._background()
+        if pool is not None:
+            pool.submit(time.sleep, 1.0)  # busy: what comes next stays queued
+            def traced(x):
+                open({str(marker)!r}, "w").close()
+                return x * 2
+            held = kernels.kernel(traced)  # alive at exit: only the exit drops its program
+            held.compile_ahead(jnp.ones(2))
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    assert not marker.exists()

@@ -10,9 +10,11 @@ scheduler may set ``group["lr"]`` (or any other numeric hyperparameter) between 
 rule of a built-in optimizer is wrapped in ``optax.inject_hyperparams``, so the numbers are
 inputs of the compiled update, not constants in it: changing them never recompiles.
 
-The update starts compiling when the optimizer is made, on a background thread where the
-process may use two cores or more (``tapegrad.kernels``), for the first ``step()`` to take:
-it compiles while the first forward and backward run.
+The update of a built-in optimizer (``SGD``, ``Adam``, ...) with numeric hyperparameters and
+at most 64 parameters starts compiling when the optimizer is made, on a background thread
+where the process may use two cores or more (``tapegrad.kernels``), for the first ``step()``
+to take: it compiles while the first forward and backward run. A step compiled whole by
+``tg.jit`` does not use it (it only took a spare core meanwhile).
 
 Parameters whose ``.grad`` is ``None`` (or that do not require grad: frozen) are skipped, as
 PyTorch's optimizers skip them: their value does not change, and neither do their entries in
@@ -53,6 +55,9 @@ _NOT_NEEDED = (
     "tapegrad does not support it and does not need it: step() already updates all parameters "
     "in one fused, compiled XLA call"
 )
+
+_AHEAD_PARAMS = 64
+"""The most parameters whose update compiles ahead (~15 ms of compile each on a CPU)."""
 
 _TORCH_ADVICE = {
     "foreach": _NOT_NEEDED + ". Remove it.",
@@ -275,6 +280,8 @@ class Optimizer:
         self._statics.append(self._structure(full))
         self.state.append(_init(rule, tuple(p.data for p in full["params"])))
         self._compiled = None
+        if _seen is None:  # the user's call, after construction: the update changed
+            self._compile_ahead()
 
     def _check_hyper(self, group: Mapping[str, Any]) -> None:
         """Raise ``ValueError`` for a bad hyperparameter (subclasses add their checks), and
@@ -368,9 +375,18 @@ class Optimizer:
         """Start compiling the update for the call ``step()`` will most likely make (every
         parameter that requires grad has a gradient of its own shape and dtype) on a
         background thread (``kernels.kernel``'s ``compile_ahead``), so that it compiles
-        while the first forward and backward run. Parameters placed by the user are left to
-        the first ``step()``."""
+        while the first forward and backward run. Left to the first ``step()``: a transform
+        of the user's own or a schedule as a hyperparameter (tracing them may read Python
+        state that changes before the step), parameters placed by the user, and more than
+        ``_AHEAD_PARAMS`` parameters (a compile of seconds, which a process that never
+        steps would wait for at its exit)."""
         groups = self.param_groups
+        if (
+            self._transform is not None
+            or sum(len(g["params"]) for g in groups) > _AHEAD_PARAMS
+            or any(callable(v) for g in groups for k, v in g.items() if k != "params")
+        ):
+            return
         params = [tuple(p.data for p in g["params"]) for g in groups]
         if any(committed(a) for arrays in params for a in arrays):
             return
@@ -527,8 +543,9 @@ class Optimizer:
             new_statics.append(self._structure(merged))
         for given, mine in zip(groups, self.param_groups, strict=True):
             mine.update({k: v for k, v in given.items() if k != "params"})
+        if any(a is not b for a, b in zip(new_rules, self._rules, strict=True)):
+            self._compiled = None  # another rule: another update (else the one compiled stays)
         self.state, self._rules, self._statics = new_states, new_rules, new_statics
-        self._compiled = None
 
     def __repr__(self) -> str:
         n = sum(len(g["params"]) for g in self.param_groups)

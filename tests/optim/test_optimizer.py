@@ -552,6 +552,7 @@ def test_the_first_update_is_compiled_ahead_with_the_same_values(
             monkeypatch.setattr(optim.Optimizer, "_compile_ahead", lambda self: None)
         model = _model()
         opt = optim.AdamW(model.parameters(), lr=0.1)
+        kernels._background().submit(int).result()  # compiled by now, as in a real loop
         for seed in range(3):
             opt.zero_grad()
             _backward(model, seed)
@@ -571,3 +572,34 @@ def test_the_first_update_is_compiled_ahead_with_the_same_values(
     np.testing.assert_array_equal(after[0], before[0])  # frozen
     assert not np.array_equal(after[1], before[1])
     assert unused.tolist() == [0.0, 0.0]
+
+
+def test_updates_that_read_python_state_or_compile_long_are_left_to_the_first_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Compiling ahead traces the update at construction, so it is not done where tracing
+    may read Python state that changes before the first step (a schedule as ``lr``, a
+    transform of the user's own), nor for more than ``_AHEAD_PARAMS`` parameters (a
+    compile a process that never steps would wait for at exit). ``load_state_dict`` keeps
+    the compiled update; ``add_param_group`` compiles the new one ahead."""
+    from tapegrad import kernels
+    from tapegrad.optim import optimizer
+
+    started: list[int] = []
+    real = kernels._compile_ahead
+    monkeypatch.setattr(kernels, "_compile_ahead", lambda *a: started.append(1) or real(*a))
+    w = tg.ones((3,)).require_grad()
+    optim.Adam([w], lr=lambda count: 0.1)
+    optim.Optimizer([w], optax.sgd(0.1))
+    optim.SGD([tg.ones((1,)).require_grad() for _ in range(optimizer._AHEAD_PARAMS + 1)], lr=0.1)
+    assert started == []
+    opt = optim.Adam([w], lr=0.1)
+    assert started == [1]
+    update = opt._step_fn()
+    opt.load_state_dict(opt.state_dict())
+    assert opt._step_fn() is update
+    opt.add_param_group({"params": [tg.zeros((2,)).require_grad()]})
+    assert started == [1, 1]
+    w.grad = tg.ones((3,))
+    opt.step()
+    assert w.tolist() == pytest.approx([0.9, 0.9, 0.9])
