@@ -448,12 +448,16 @@ def _background() -> ThreadPoolExecutor | None:
             return None
         with _lock:
             if _pool is None:
-                _pool = ThreadPoolExecutor(1, thread_name_prefix="tapegrad-compile")
+                pool = ThreadPoolExecutor(1, thread_name_prefix="tapegrad-compile")
                 # before concurrent.futures joins its threads at exit (callbacks run last
                 # registered first): programs still queued are dropped, not compiled
                 register = getattr(threading, "_register_atexit", None)
-                if register is not None:
-                    register(functools.partial(_pool.shutdown, wait=False, cancel_futures=True))
+                try:
+                    if register is not None:
+                        register(functools.partial(pool.shutdown, wait=False, cancel_futures=True))
+                except RuntimeError:  # the interpreter is exiting: nothing compiles ahead
+                    return None
+                _pool = pool
     return _pool
 
 
@@ -706,9 +710,12 @@ def _classic(jaxpr: Any, always: bool) -> bool:
     float64, integer or boolean array, no primitive computes differently there
     (``_INEXACT``), and every input and output has at most ``SMALL`` elements, or
     ``MEDIUM`` when no primitive reduces (``_REDUCING``), or any number when ``always``.
-    Under those conditions the classic emitters compute bit for bit as the default ones (a
-    test checks ~55 functions); in float16 and bfloat16, ``log1p`` and ``rsqrt`` differ by
-    up to ~1.8 ulp."""
+    Under those conditions the classic emitters compute each primitive bit for bit as the
+    default ones (a test checks ~55 functions), and every kernel so in float64; a fused
+    float32 expression may round differently in its last bits (XLA fuses and orders its
+    arithmetic per emitter: up to 7 ulp, 4.8e-7 relative, in the tests), as any change of
+    XLA's fusion may. In float16 and bfloat16, ``log1p`` and ``rsqrt`` alone differ by up
+    to ~1.8 ulp, so those keep the default."""
     avals = (*jaxpr.in_avals, *jaxpr.out_avals)
     if not all(_classic_dtype(a.dtype) for a in avals):
         return False
