@@ -192,8 +192,8 @@ def kernel(
             return result
 
     def compile_ahead(*args: Any, **kwargs: Any) -> None:
-        stored_rule = name is not None  # the options a call would compile with otherwise
-        _compile_ahead(plain, ahead, static_nums, static_names, stored_rule, classic, args, kwargs)
+        rule = classic if name is not None else None  # the options the call would compile with
+        _compile_ahead(plain, ahead, static_nums, static_names, rule, args, kwargs)
 
     def clear_cache() -> None:
         ahead.cache_clear()
@@ -278,8 +278,7 @@ def _compile_ahead(
     ahead: _AheadTable,
     static_nums: frozenset[int],
     static_names: frozenset[str],
-    stored_rule: bool,
-    classic: bool,
+    classic: bool | None,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> None:
@@ -290,9 +289,10 @@ def _compile_ahead(
     given as ``jax.ShapeDtypeStruct`` values. The program is traced on that thread, so what
     the function reads when traced (Python state) is read then, not at the call: only
     functions that read nothing but their arguments should compile ahead. It compiles with
-    the options the call would have (``stored_rule``: the store's ``_classic`` choice; else
-    XLA's defaults). Nothing starts under a trace, for a signature already started, beyond
-    ``_AHEAD_MAX``, or for arguments ``_signature`` does not key."""
+    the options the call would have (``classic``: the store's ``_classic`` choice; ``None``:
+    XLA's defaults, a kernel the store does not keep). Nothing starts under a trace, for a
+    signature already started, beyond ``_AHEAD_MAX``, or for arguments ``_signature`` does
+    not key."""
     if not _core.trace_state_clean() or len(ahead) >= _AHEAD_MAX:
         return
     signature = _signature(static_nums, static_names, args, kwargs)
@@ -302,7 +302,7 @@ def _compile_ahead(
     abstract = jax.tree_util.tree_map(_abstract, (args, kwargs))  # the thread holds no array
     future: Future[Any] = Future()
     ahead[signature] = (pool, future)  # before the thread may look for it
-    job = (weakref.ref(ahead), signature, plain, stored_rule and classic, stored_rule)
+    job = (weakref.ref(ahead), signature, plain, classic)
     try:
         pool.submit(_compile, future, job, *abstract)
     except RuntimeError:  # the interpreter is exiting: the pool takes no more work
@@ -337,18 +337,13 @@ def _program(job: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
     kernel is gone, its entry was taken or cleared) or when JAX's thread-local settings
     differ on this thread from the caller's (``with jax.enable_x64()`` on the caller's
     thread): a program traced here would be another."""
-    table_ref, signature, plain, classic, stored_rule = job
+    table_ref, signature, plain, classic = job
     table = table_ref()
     if table is None or signature not in table or _config.trace_context() != signature[-1]:
         return None
     del table
-    traced = plain.trace(*args, **kwargs)
-    with _shared_ir_context():
-        lowered = traced.lower()
-    options = _SMALL_OPTIONS if stored_rule and _classic(traced.jaxpr, classic) else None
-    compiled = lowered.compile(compiler_options=options)
-    call = compiled._executable.create_cpp_call(compiled._params)
-    return None if call is None else call._cache_miss
+    lowered, options = _lower(plain, args, kwargs, classic)
+    return _fast_call(lowered.compile(compiler_options=options))
 
 
 def _run_ahead(
@@ -692,16 +687,34 @@ def _from_store(
         except Exception:  # a stale or damaged entry: compile afresh and replace it
             compiled = None
     if compiled is None:
-        traced = plain.trace(*args, **kwargs)
-        with _shared_ir_context():
-            lowered = traced.lower()
-        options = _SMALL_OPTIONS if _classic(traced.jaxpr, classic) else None
+        lowered, options = _lower(plain, args, kwargs, classic)
         with _past_jax_cache(device.client):
             compiled = lowered.compile(compiler_options=options)
         if folder is not None and path is not None:
             _save(compiled, folder, path)
+    call = _fast_call(compiled)
+    return None if call is None else (call, loaded)
+
+
+def _lower(
+    plain: Any, args: tuple[Any, ...], kwargs: dict[str, Any], classic: bool | None
+) -> tuple[Any, dict[str, Any] | None]:
+    """``plain`` traced and lowered for ``args`` (in this thread's shared MLIR context) and
+    the compile options it takes: the classic emitters where ``_classic`` allows them
+    (``classic``: at any size), XLA's defaults where ``classic`` is ``None``."""
+    traced = plain.trace(*args, **kwargs)
+    with _shared_ir_context():
+        lowered = traced.lower()
+    if classic is None or not _classic(traced.jaxpr, classic):
+        return lowered, None
+    return lowered, _SMALL_OPTIONS
+
+
+def _fast_call(compiled: Any) -> Callable[..., Any] | None:
+    """The C++ call of a ``jax.stages.Compiled`` as a jit miss handler returns it (JAX
+    caches it for the signature), or ``None`` where JAX has none."""
     call = compiled._executable.create_cpp_call(compiled._params)
-    return None if call is None else (call._cache_miss, loaded)
+    return None if call is None else call._cache_miss
 
 
 def _classic(jaxpr: Any, always: bool) -> bool:
