@@ -19,10 +19,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from tapegrad import _args, random
-from tapegrad._arrays import Meetings, filled, from_torch, is_torch
+from tapegrad._arrays import filled, from_torch, is_torch
 from tapegrad._dtypes import as_dtype
 from tapegrad._placement import committed, place
 from tapegrad._tensor import Tensor, wrap
+from tapegrad.kernels import host_to_device
 from tapegrad.random import key_of
 
 __all__ = [
@@ -162,22 +163,14 @@ def _too_large(what: str, err: OverflowError | str) -> OverflowError:
     )
 
 
-_CONVERTED = Meetings(4)
-"""The (shape, dtype, target dtype) of NumPy data converted so far: the first four of each
-are copied with ``device_put`` (a model's repeated blocks load several weights of one
-shape), later ones (a batch converted every step) take the compiled path."""
-
-
 def _from_numpy(data: Any, dtype: Any) -> jax.Array | None:
-    """A NumPy array or scalar ``data`` met for one of the first times (``_CONVERTED``) with
-    its shape and dtype, copied to JAX's default device with ``jax.device_put``, its dtype as JAX's
-    rules make it (x64 off: float64 becomes float32). ``jnp.asarray`` compiles a copy or
-    cast kernel per shape (~50 ms on a first run) and then converts ~30 us faster than
-    ``device_put``: data built once or a few times (weights, a data set) compiles nothing,
-    data met again and again (a batch per step) takes the compiled path after that. NumPy's
-    cast equals XLA's convert for these kinds. ``None`` (left to ``jnp.asarray``) for other
-    ``data``, for other dtypes (objects, strings, ``ml_dtypes``' types), for complex data
-    cast to a real ``dtype`` and for data met as often before.
+    """A NumPy array or scalar ``data`` copied to JAX's default device, its dtype as JAX's
+    rules make it (x64 off: float64 becomes float32), cast on the host (NumPy's cast equals
+    XLA's convert for these kinds) and moved with ``kernels.host_to_device``: nothing is
+    compiled (``jnp.asarray`` compiles a copy or cast kernel per shape, ~10-50 ms on a first
+    run), and a small array converts in ~14 us against ``jnp.asarray``'s ~16 us. ``None``
+    (left to ``jnp.asarray``) for other ``data``, for other dtypes (objects, strings,
+    ``ml_dtypes``' types) and for complex data cast to a real ``dtype``.
     """
     if not isinstance(data, (np.ndarray, np.generic)):
         return None
@@ -187,12 +180,9 @@ def _from_numpy(data: Any, dtype: Any) -> jax.Array | None:
     want = jax.dtypes.canonicalize_dtype(data.dtype if dtype is None else dtype)
     if want.kind not in "biufc" or (kind == "c" and want.kind != "c"):
         return None
-    if not _CONVERTED.early((data.shape, data.dtype, want)):
-        return None
-    # a private copy: on CPU ``device_put`` may share an aligned NumPy buffer, and the
-    # tensor must keep the values it was made from when the user writes to ``data``
-    array: jax.Array = jax.device_put(np.array(data, dtype=want, copy=True))
-    return array
+    # a private copy: on CPU the transfer may share an aligned NumPy buffer, and the tensor
+    # must keep the values it was made from when the user writes to ``data``
+    return host_to_device(np.array(data, dtype=want, copy=True))
 
 
 def _untracked_elements(data: list[Any] | tuple[Any, ...]) -> list[Any] | tuple[Any, ...]:

@@ -137,31 +137,30 @@ def test_tensor_from_python_and_numpy_follows_jax_dtypes(
     assert t.tolist() == values
 
 
-def test_tensor_from_numpy_copies_without_compiling(monkeypatch: pytest.MonkeyPatch) -> None:
-    """NumPy data met for one of the first few times is copied to the device with no XLA
-    compile (``jnp.asarray`` compiles a copy or cast kernel per shape: issue 17's cold
-    start; a model's repeated blocks load several weights of one shape), with JAX's dtypes;
-    met again and again, it takes ``jnp.asarray``'s compiled path, with the same values."""
-    fresh = tg._arrays.Meetings(tg.creation._CONVERTED.times)
-    monkeypatch.setattr(tg.creation, "_CONVERTED", fresh)  # as in a fresh process
+def test_tensor_from_numpy_copies_without_compiling() -> None:
+    """NumPy data is copied to the device with no XLA compile, however often its shape is met
+    (``jnp.asarray`` compiles a copy or cast kernel per shape: issue 17's cold start), with
+    JAX's dtypes and values, uncommitted on the default device as ``jnp.asarray`` places it."""
     cases: list[tuple[Any, Any]] = [
         (np.linspace(0.0, 1.0, 35).reshape(7, 5), None),  # float64, x64 off: float32
         (np.arange(13), tg.float32),
         (np.array([1.7, -1.7, 0.0]), tg.int32),
         (np.array([0.0, 2.0]), tg.bool_),
         (np.float32(2.5), None),
+        (np.arange(6, dtype=np.int64).reshape(2, 3), None),  # int64, x64 off: int32
     ]
     with compiles() as seen:
-        made = [tg.tensor(data, dtype=dtype) for data, dtype in cases]
-        for _ in range(fresh.times - 1):
-            [tg.tensor(data, dtype=dtype) for data, dtype in cases]
+        made = [[tg.tensor(data, dtype=dtype) for data, dtype in cases] for _ in range(6)]
     assert seen == []
-    again = [tg.tensor(data, dtype=dtype) for data, dtype in cases]  # the compiled path
-    for t, u, (data, dtype) in zip(made, again, cases, strict=True):
-        want = jnp.asarray(data, dtype=dtype)
-        assert t.dtype == u.dtype == want.dtype
-        np.testing.assert_array_equal(np.asarray(t.data), np.asarray(want))
-        np.testing.assert_array_equal(np.asarray(u.data), np.asarray(want))
+    for ts in made:
+        for t, (data, dtype) in zip(ts, cases, strict=True):
+            want = jnp.asarray(data, dtype=dtype)
+            assert (t.dtype, t.data.weak_type, t.data.committed) == (want.dtype, False, False)
+            assert t.data.sharding == want.sharding
+            np.testing.assert_array_equal(np.asarray(t.data), np.asarray(want))
+    with jax.default_device(jax.devices()[-1]):  # JAX's own placement there
+        t = tg.tensor(np.arange(3.0))
+    assert t.data.devices() == {jax.devices()[-1]} and not t.data.committed
     # a copy: the tensor keeps the values it was made from (on CPU, ``device_put`` shares
     # a NumPy buffer that happens to be aligned: ~40% of them here, so try several sizes)
     sources = [np.zeros(n, np.float32) for n in range(3, 23)]
@@ -173,13 +172,13 @@ def test_tensor_from_numpy_copies_without_compiling(monkeypatch: pytest.MonkeyPa
 
 @pytest.mark.parametrize("dtype", ["float32", "int32", "bool", "bfloat16", "float16"])
 def test_tensor_copies_numpy_and_torch_data_on_every_path(dtype: str) -> None:
-    """Met more often than its first few times (the compiled path), with or without an
-    explicit ``dtype``, NumPy data and a torch tensor (whose ``.numpy()`` shares its memory)
-    are copied: writing to the source afterwards leaves the tensor as it was made."""
+    """Converted again and again, with or without an explicit ``dtype``, NumPy data and a
+    torch tensor (whose ``.numpy()`` shares its memory) are copied: writing to the source
+    afterwards leaves the tensor as it was made."""
     torch = pytest.importorskip("torch")
     want = jnp.dtype(dtype)
     made = []
-    for _ in range(8):  # past the first conversions of this shape (``_CONVERTED``)
+    for _ in range(8):  # one shape converted again and again
         source = np.zeros(4096, want)
         made.append((source, tg.tensor(source, dtype=want)))
         source = np.zeros(4096, want)
