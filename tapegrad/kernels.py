@@ -726,9 +726,10 @@ def host_to_device(host: np.ndarray) -> jax.Array:
     array against ~32 us, and no compile (``jnp.asarray`` compiles a copy kernel per shape:
     ~10-50 ms, and the first lowering of a process makes an MLIR context, ~60 ms more).
 
-    On a CPU the array may share ``host``'s buffer (as ``device_put``'s may): pass a private
-    copy. Under a trace, with ``jax.default_device`` set, or without the JAX internals this
-    module recognises, it is ``jax.device_put(host)`` itself."""
+    On a CPU the array may share ``host``'s buffer (as ``device_put``'s may): pass a buffer
+    nothing writes afterwards (a private copy). Under a trace, with ``jax.default_device``
+    set, or without the JAX internals this module recognises, it is ``jax.device_put(host)``
+    itself."""
     if not _SUPPORTED or not _core.trace_state_clean() or _config.default_device.value:
         placed: jax.Array = jax.device_put(host)
         return placed

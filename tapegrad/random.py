@@ -29,7 +29,7 @@ from jax.sharding import SingleDeviceSharding
 
 from tapegrad import compilation_cache
 from tapegrad.errors import TracerError
-from tapegrad.kernels import kernel
+from tapegrad.kernels import host_to_device, kernel
 
 __all__ = [
     "RandomState",
@@ -297,8 +297,10 @@ def _draw(fn: Any, key: jax.Array, shape: tuple[int, ...], dtype: Any, *bounds: 
         return whole
     host = np.asarray(flat)[:size].reshape(shape)
     # on the key's device (``_placement.placed_like`` lies above this module)
-    cut: jax.Array = jax.device_put(host, flat.sharding) if flat.committed else jax.device_put(host)
-    return cut
+    if flat.committed:
+        placed: jax.Array = jax.device_put(host, flat.sharding)
+        return placed
+    return host_to_device(host)  # a view of ``flat``'s buffer, which nothing writes
 
 
 @partial(kernel, static_argnames=("kind", "size", "dtype"), classic=True)
