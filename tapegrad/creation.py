@@ -97,10 +97,11 @@ def tensor(
 
     Raises:
         DeviceError: no such device, or a sharding that does not divide the shape.
-        TypeError: ``requires_grad=True`` for a non-float dtype, data JAX cannot convert, not
-            a ``dtype``, or a list holding a tensor that requires grad (its value would be
-            copied without its graph: ``tg.stack`` keeps the gradient).
-        OverflowError: an integer the dtype cannot hold (x64 off: beyond int32).
+        TypeError: ``requires_grad=True`` for a non-float dtype, data JAX cannot convert (a
+            NumPy masked array too), not a ``dtype``, or a list holding a tensor that requires
+            grad (its value would be copied without its graph: ``tg.stack`` keeps the gradient).
+        OverflowError: an integer the dtype cannot hold (x64 off: beyond int32; NumPy int64
+            data too when no ``dtype`` is given).
     """
     if dtype is not None:
         dtype = as_dtype(dtype, "tg.tensor")
@@ -110,6 +111,11 @@ def tensor(
         data = _untracked_elements(data)
     elif is_torch(data) and hasattr(data, "detach"):
         data = from_torch(data)  # a torch.Tensor: bfloat16 too, which its .numpy() refuses
+    if isinstance(data, np.ma.MaskedArray):
+        raise TypeError(
+            "tg.tensor cannot convert a NumPy masked array (its mask would be lost, and the "
+            "values under it used); fill the masked entries first: tg.tensor(m.filled(0.0))."
+        )
     if isinstance(data, jax.Array) and (dtype is None or data.dtype == np.dtype(dtype)):
         array = data
     else:
@@ -165,21 +171,34 @@ def _too_large(what: str, err: OverflowError | str) -> OverflowError:
 
 def _from_numpy(data: Any, dtype: Any) -> jax.Array | None:
     """A NumPy array or scalar ``data`` copied to JAX's default device, its dtype as JAX's
-    rules make it (x64 off: float64 becomes float32), cast on the host (NumPy's cast equals
-    XLA's convert for these kinds) and moved with ``kernels.host_to_device``: nothing is
-    compiled (``jnp.asarray`` compiles a copy or cast kernel per shape, ~10-50 ms on a first
-    run), and a small array converts in ~14 us against ``jnp.asarray``'s ~16 us. ``None``
-    (left to ``jnp.asarray``) for other ``data``, for other dtypes (objects, strings,
-    ``ml_dtypes``' types) and for complex data cast to a real ``dtype``.
+    rules make it (x64 off: float64 becomes float32; a non-native byte order becomes native),
+    cast on the host (NumPy's cast equals XLA's convert for these kinds) and moved with
+    ``kernels.host_to_device``: nothing is compiled (``jnp.asarray`` compiles a copy or cast
+    kernel per shape, ~10-50 ms on a first run), and a small array converts in ~14 us against
+    ``jnp.asarray``'s ~16 us. ``None`` (left to ``jnp.asarray``) for other ``data``, for
+    other dtypes (objects, strings, ``ml_dtypes``' types), for complex data cast to a real
+    ``dtype``, and where ``host_to_device`` leaves the conversion to JAX (a trace, a mesh,
+    NaN checks).
+
+    Raises:
+        OverflowError: integer data beyond the integer dtype JAX's rules give it without a
+            ``dtype`` (x64 off: int64 values beyond int32), which a cast would wrap around.
     """
     if not isinstance(data, (np.ndarray, np.generic)):
         return None
-    kind = data.dtype.kind
-    if kind not in "biufc":
+    source = data.dtype
+    if source.kind not in "biufc":
         return None
-    want = jax.dtypes.canonicalize_dtype(data.dtype if dtype is None else dtype)
-    if want.kind not in "biufc" or (kind == "c" and want.kind != "c"):
+    if not source.isnative:
+        source = source.newbyteorder("=")
+    want = jax.dtypes.canonicalize_dtype(source if dtype is None else dtype)
+    if want.kind not in "biufc" or (source.kind == "c" and want.kind != "c"):
         return None
+    if dtype is None and want.kind in "iu" and want.itemsize < source.itemsize and data.size:
+        info = np.iinfo(want)
+        for v in (data.min(), data.max()):
+            if not info.min <= v <= info.max:
+                raise OverflowError(f"{v} is out of range for {want}")  # tensor() words it
     # a private copy: on CPU the transfer may share an aligned NumPy buffer, and the tensor
     # must keep the values it was made from when the user writes to ``data``
     return host_to_device(np.array(data, dtype=want, copy=True))

@@ -121,6 +121,8 @@ try:  # the JAX internals a kernel is built from (checked once; plain jax.jit wi
             (_jax_util, "_caches"),
             (_pxla, "shard_args"),
             (_pxla, "global_aval_to_result_handler"),
+            (_pxla, "get_default_device"),
+            (jax.sharding, "get_abstract_mesh"),
         )
     )
 except (ImportError, AttributeError):  # pragma: no cover - a JAX without these internals
@@ -406,7 +408,7 @@ def _signature(
     except TypeError:
         return None
     leaves, tree = jax.tree_util.tree_flatten(_dynamic(static_nums, static_names, args, kwargs))
-    default = jax.devices()[0]
+    default = _pxla.get_default_device()
     sigs: list[Any] = []
     for leaf in leaves:
         cls = leaf.__class__
@@ -634,7 +636,7 @@ def _key(
             return None
         dev = next(iter(sharding.device_set))
         if (device is not None and dev != device) or (
-            not leaf.committed and dev != jax.devices()[0]
+            not leaf.committed and dev != _pxla.get_default_device()
         ):  # an uncommitted array elsewhere than the default device: JAX's own placement
             return None
         device = dev
@@ -643,7 +645,7 @@ def _key(
     if device is None:  # Python scalars only: JAX's default device
         if not sigs or _config.default_device.value is not None:
             return None
-        device = jax.devices()[0]
+        device = _pxla.get_default_device()
     if device.platform != "cpu":
         return None
     context = tuple(
@@ -719,31 +721,37 @@ def _fast_call(compiled: Any) -> Callable[..., Any] | None:
     return None if call is None else call._cache_miss
 
 
-def host_to_device(host: np.ndarray) -> jax.Array:
-    """``jax.device_put(host)``: a NumPy array (its dtype one JAX keeps: canonical) copied
-    onto JAX's default device, uncommitted, as ``jnp.asarray`` places it, with JAX's own
-    transfer (``shard_args``) without ``device_put``'s Python layers: ~14 us for a small
-    array against ~32 us, and no compile (``jnp.asarray`` compiles a copy kernel per shape:
-    ~10-50 ms, and the first lowering of a process makes an MLIR context, ~60 ms more).
+def host_to_device(host: np.ndarray) -> jax.Array | None:
+    """A NumPy array (its dtype one JAX keeps: canonical) copied onto JAX's default device
+    (this process's first device, or ``jax.default_device``'s), uncommitted, where
+    ``jnp.asarray`` places it, with JAX's own transfer (``shard_args``) without
+    ``jax.device_put``'s Python layers: ~14 us for a small array against ~32 us, and no
+    compile (``jnp.asarray`` compiles a copy kernel per shape: ~10-50 ms, and the first
+    lowering of a process makes an MLIR context, ~60 ms more).
 
     On a CPU the array may share ``host``'s buffer (as ``device_put``'s may): pass a buffer
-    nothing writes afterwards (a private copy). Under a trace, with ``jax.default_device``
-    set, or without the JAX internals this module recognises, it is ``jax.device_put(host)``
-    itself."""
-    if not _SUPPORTED or not _core.trace_state_clean() or _config.default_device.value:
-        placed: jax.Array = jax.device_put(host)
-        return placed
-    sharding = _default_sharding()
+    nothing writes afterwards (a private copy). ``None`` where JAX's own conversion does more
+    than place the array: under a trace, under ``jax.set_mesh`` (``jnp.asarray`` replicates
+    over the mesh), with ``jax_debug_nans``/``jax_debug_infs`` (it checks the values), and
+    without the JAX internals this module recognises."""
+    if (
+        not _SUPPORTED
+        or not _core.trace_state_clean()
+        or _dispatch.needs_check_special()
+        or not jax.sharding.get_abstract_mesh().empty
+    ):
+        return None
+    device = _pxla.get_default_device()
+    sharding = _SHARDINGS.get(device)
+    if sharding is None:
+        sharding = _SHARDINGS[device] = _SingleDevice(device)
     aval = _core.ShapedArray(host.shape, host.dtype)
     (array,) = _pxla.shard_args([sharding], [None], [None], [host])
     result: jax.Array = _pxla.global_aval_to_result_handler(aval, sharding, False)(array)
     return result
 
 
-@functools.lru_cache(maxsize=1)
-def _default_sharding() -> Any:
-    """JAX's default device (``jax.devices()[0]``) as a sharding: fixed once JAX started."""
-    return _SingleDevice(jax.devices()[0])
+_SHARDINGS: dict[Any, Any] = {}  # device -> its SingleDeviceSharding (host_to_device)
 
 
 def _classic(jaxpr: Any, always: bool) -> bool:

@@ -4,7 +4,8 @@
 ``jax.devices()`` lists every process's devices: placing a tensor on another process's
 device is a ``DeviceError`` (JAX would make an array with no data here), and a global array
 sharded over both processes shows in ``repr`` and refuses ``tg.save`` with what to do,
-instead of JAX's error for reading values that live in another process. Prints
+instead of JAX's error for reading values that live in another process; NumPy data and
+random draws land on the process's own first device. Prints
 ``rank R: placement across processes checked`` and exits 0.
 """
 
@@ -38,6 +39,10 @@ def main() -> int:
         else:
             raise AssertionError(f"rank {rank}: a tensor placed on another process's device")
     assert tg.ones(3, device=mine[-1]).device == mine[-1]
+    # NumPy data and small draws land on this process's default device, as jnp.asarray's
+    for made in (tg.tensor(np.arange(6.0)), tg.tensor(np.arange(4)), tg.randn(3)):
+        assert made.data.devices() == {mine[0]}, (rank, made.data.sharding)
+        assert len((made + 1).tolist()) == made.shape[0]
     mesh = Mesh(np.array(jax.devices()), ("data",))
     local = np.full((2, 3), rank, np.float32)
     x = tg.tensor(jax.make_array_from_process_local_data(NamedSharding(mesh, P("data")), local))

@@ -161,6 +161,31 @@ def test_tensor_from_numpy_copies_without_compiling() -> None:
     with jax.default_device(jax.devices()[-1]):  # JAX's own placement there
         t = tg.tensor(np.arange(3.0))
     assert t.data.devices() == {jax.devices()[-1]} and not t.data.committed
+
+
+def test_tensor_from_numpy_does_what_jax_does_beyond_placing() -> None:
+    """Where ``jnp.asarray`` does more than place NumPy data, ``tg.tensor`` does it too: NaN
+    checks under ``jax_debug_nans``, replication over ``jax.set_mesh``'s mesh; it refuses
+    a masked array (``jnp.array`` would use the values under the mask) and int64 data
+    beyond int32 when x64 is off (a cast would wrap it around), and takes a non-native byte
+    order, which JAX refuses."""
+    with jax.debug_nans(True), pytest.raises(FloatingPointError):
+        tg.tensor(np.array([1.0, np.nan]))
+    mesh = jax.make_mesh((len(jax.devices()),), ("x",))
+    with jax.set_mesh(mesh):
+        assert tg.tensor(np.ones((4, 2))).data.sharding == jnp.asarray(np.ones((4, 2))).sharding
+    masked = np.ma.masked_array([1.0, 999.0], mask=[False, True])
+    with pytest.raises(TypeError, match=r"masked array.*filled"):
+        tg.tensor(masked)
+    if not jax.config.jax_enable_x64:
+        with pytest.raises(OverflowError, match=r"1099511627776 is out of range for int32"):
+            tg.tensor(np.array([5, 2**40]))
+        assert tg.tensor(np.array([5, -(2**31)])).tolist() == [5, -(2**31)]
+        assert tg.tensor(np.array([2**40]), dtype=tg.int32).tolist() == [0]  # asked: a cast
+    for big in (np.arange(3, dtype=">f4"), np.arange(3, dtype=">i8")):
+        t = tg.tensor(big)
+        assert t.dtype == jnp.asarray(big.astype(big.dtype.newbyteorder("="))).dtype
+        assert t.tolist() == [0, 1, 2]
     # a copy: the tensor keeps the values it was made from (on CPU, ``device_put`` shares
     # a NumPy buffer that happens to be aligned: ~40% of them here, so try several sizes)
     sources = [np.zeros(n, np.float32) for n in range(3, 23)]
