@@ -111,11 +111,10 @@ def tensor(
         data = _untracked_elements(data)
     elif is_torch(data) and hasattr(data, "detach"):
         data = from_torch(data)  # a torch.Tensor: bfloat16 too, which its .numpy() refuses
-    if isinstance(data, np.ma.MaskedArray):
-        raise TypeError(
-            "tg.tensor cannot convert a NumPy masked array (its mask would be lost, and the "
-            "values under it used); fill the masked entries first: tg.tensor(m.filled(0.0))."
-        )
+    if isinstance(data, np.ndarray):
+        _refuse_masked(data)
+        if not data.dtype.isnative:  # JAX refuses a non-native byte order: make it native
+            data = data.astype(data.dtype.newbyteorder("="))
     if isinstance(data, jax.Array) and (dtype is None or data.dtype == np.dtype(dtype)):
         array = data
     else:
@@ -161,40 +160,44 @@ def _check_fits(what: str, numbers: Sequence[Any], dtype: np.dtype[Any]) -> None
 def _too_large(what: str, err: OverflowError | str) -> OverflowError:
     """The error for an integer its dtype cannot hold, saying what to do."""
     if jax.config.jax_enable_x64:  # type: ignore[attr-defined]
-        return OverflowError(f"{what}: {err}; pass dtype=tg.float32 for a larger value.")
+        return OverflowError(
+            f"{what}: {err}; pass dtype=tg.float64 for a larger value (approximate: float64 "
+            "holds integers exactly up to 2**53)."
+        )
     return OverflowError(
-        f"{what}: {err}. Without x64 (JAX's default) integers are int32: pass "
-        "dtype=tg.float32 for a large value, or enable 64-bit types with "
-        "jax.config.update('jax_enable_x64', True) at the start of the program."
+        f"{what}: {err}. Without x64 (JAX's default) integers are 32-bit: enable 64-bit "
+        "types with jax.config.update('jax_enable_x64', True) at the start of the program to "
+        "keep the values exact, or pass dtype=tg.float32 if approximate values will do "
+        "(float32 holds integers exactly only up to 2**24)."
     )
 
 
 def _from_numpy(data: Any, dtype: Any) -> jax.Array | None:
-    """A NumPy array or scalar ``data`` copied to JAX's default device, its dtype as JAX's
-    rules make it (x64 off: float64 becomes float32; a non-native byte order becomes native),
-    cast on the host (NumPy's cast equals XLA's convert for these kinds) and moved with
+    """A NumPy array or scalar ``data`` (in native byte order) copied to JAX's default device,
+    its dtype as JAX's rules make it (x64 off: float64 becomes float32), cast on the host
+    (NumPy's cast equals XLA's convert for these kinds) and moved with
     ``kernels.host_to_device``: nothing is compiled (``jnp.asarray`` compiles a copy or cast
-    kernel per shape, ~10-50 ms on a first run), and a small array converts in ~14 us against
-    ``jnp.asarray``'s ~16 us. ``None`` (left to ``jnp.asarray``) for other ``data``, for
-    other dtypes (objects, strings, ``ml_dtypes``' types), for complex data cast to a real
-    ``dtype``, and where ``host_to_device`` leaves the conversion to JAX (a trace, a mesh,
-    NaN checks).
+    kernel per shape, ~10-50 ms on a first run), and a small array converts in ~14 us
+    against ``jnp.asarray``'s ~16 us. ``None`` (left to ``jnp.asarray``) for other ``data``,
+    for other dtypes (objects, strings, ``ml_dtypes``' types), for complex data cast to a
+    real ``dtype``, and where ``host_to_device`` leaves the conversion to JAX (a trace, a
+    mesh, NaN checks).
 
     Raises:
-        OverflowError: integer data beyond the integer dtype JAX's rules give it without a
-            ``dtype`` (x64 off: int64 values beyond int32), which a cast would wrap around.
+        OverflowError: integer data beyond the integer dtype JAX's rules make of its own
+            dtype or of ``dtype`` (x64 off: int64 values beyond int32), which a cast would
+            wrap around; a ``dtype`` of that width or less asks for that cast.
     """
     if not isinstance(data, (np.ndarray, np.generic)):
         return None
     source = data.dtype
     if source.kind not in "biufc":
         return None
-    if not source.isnative:
-        source = source.newbyteorder("=")
-    want = jax.dtypes.canonicalize_dtype(source if dtype is None else dtype)
+    asked = source if dtype is None else np.dtype(dtype)
+    want = jax.dtypes.canonicalize_dtype(asked)
     if want.kind not in "biufc" or (source.kind == "c" and want.kind != "c"):
         return None
-    if dtype is None and want.kind in "iu" and want.itemsize < source.itemsize and data.size:
+    if source.kind in "iu" and want.kind in "iu" and want.itemsize < asked.itemsize and data.size:
         info = np.iinfo(want)
         for v in (data.min(), data.max()):
             if not info.min <= v <= info.max:
@@ -211,12 +214,15 @@ def _untracked_elements(data: list[Any] | tuple[Any, ...]) -> list[Any] | tuple[
     itself when it holds no tensor.
 
     Raises:
-        TypeError: a tensor in it requires grad.
+        TypeError: a tensor in it requires grad, or a NumPy masked array (``_refuse_masked``).
     """
     out: list[Any] | None = None
     for i, item in enumerate(data):
         if isinstance(item, (list, tuple)):
             new: Any = _untracked_elements(item)
+        elif isinstance(item, np.ndarray):
+            _refuse_masked(item)
+            continue
         elif isinstance(item, Tensor):
             if item.requires_grad:
                 raise TypeError(
@@ -233,6 +239,19 @@ def _untracked_elements(data: list[Any] | tuple[Any, ...]) -> list[Any] | tuple[
                 out = list(data)
             out[i] = new
     return data if out is None else out
+
+
+def _refuse_masked(data: np.ndarray) -> None:
+    """Refuse a NumPy masked array (``jnp.array`` would use the values under its mask).
+
+    Raises:
+        TypeError: says to fill the masked entries first.
+    """
+    if isinstance(data, np.ma.MaskedArray):
+        raise TypeError(
+            "tg.tensor cannot convert a NumPy masked array (its mask would be lost, and the "
+            "values under it used); fill the masked entries first: tg.tensor(m.filled(0.0))."
+        )
 
 
 def _like(t: Tensor, dtype: Any, requires_grad: bool, device: Any, sharding: Any) -> dict[str, Any]:

@@ -123,6 +123,7 @@ try:  # the JAX internals a kernel is built from (checked once; plain jax.jit wi
             (_pxla, "global_aval_to_result_handler"),
             (_pxla, "get_default_device"),
             (jax.sharding, "get_abstract_mesh"),
+            (jax.sharding, "get_mesh"),
         )
     )
 except (ImportError, AttributeError):  # pragma: no cover - a JAX without these internals
@@ -738,7 +739,7 @@ def host_to_device(host: np.ndarray) -> jax.Array | None:
         not _SUPPORTED
         or not _core.trace_state_clean()
         or _dispatch.needs_check_special()
-        or not jax.sharding.get_abstract_mesh().empty
+        or not (jax.sharding.get_abstract_mesh().empty or jax.sharding.get_mesh().empty)
     ):
         return None
     device = _pxla.get_default_device()

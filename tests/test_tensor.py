@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import pickle
@@ -174,18 +175,29 @@ def test_tensor_from_numpy_does_what_jax_does_beyond_placing() -> None:
     mesh = jax.make_mesh((len(jax.devices()),), ("x",))
     with jax.set_mesh(mesh):
         assert tg.tensor(np.ones((4, 2))).data.sharding == jnp.asarray(np.ones((4, 2))).sharding
+    abstract = jax.make_mesh((len(jax.devices()),), ("x",)).abstract_mesh
+    with jax.sharding.use_abstract_mesh(abstract):  # no devices to replicate over: placed
+        assert tg.tensor(np.arange(3.0)).data.sharding == tg.zeros(3).data.sharding
     masked = np.ma.masked_array([1.0, 999.0], mask=[False, True])
-    with pytest.raises(TypeError, match=r"masked array.*filled"):
-        tg.tensor(masked)
+    for holding in (masked, [masked, masked], ([masked],)):
+        with pytest.raises(TypeError, match=r"masked array.*filled"):
+            tg.tensor(holding)
     if not jax.config.jax_enable_x64:
-        with pytest.raises(OverflowError, match=r"1099511627776 is out of range for int32"):
-            tg.tensor(np.array([5, 2**40]))
+        for asked in (None, tg.int64, np.int64, np.uint64):
+            with pytest.raises(OverflowError, match=r"1099511627776 is out of range .*x64"):
+                tg.tensor(np.array([5, 2**40]), dtype=asked)
         assert tg.tensor(np.array([5, -(2**31)])).tolist() == [5, -(2**31)]
         assert tg.tensor(np.array([2**40]), dtype=tg.int32).tolist() == [0]  # asked: a cast
+        with pytest.raises(OverflowError, match=r"uint32.*integers are 32-bit"):
+            tg.tensor(np.array([2**33], np.uint64))
     for big in (np.arange(3, dtype=">f4"), np.arange(3, dtype=">i8")):
-        t = tg.tensor(big)
-        assert t.dtype == jnp.asarray(big.astype(big.dtype.newbyteorder("="))).dtype
-        assert t.tolist() == [0, 1, 2]
+        want = jnp.asarray(big.astype(big.dtype.newbyteorder("=")))
+        for context in (contextlib.nullcontext(), jax.debug_nans(True), jax.set_mesh(mesh)):
+            with context:
+                t = tg.tensor(big)
+            assert t.dtype == want.dtype and t.tolist() == [0, 1, 2]
+        traced = tg.jit(lambda x, big=big: x + tg.tensor(big))(tg.zeros(3, dtype=want.dtype))
+        assert traced.tolist() == [0, 1, 2]
     # a copy: the tensor keeps the values it was made from (on CPU, ``device_put`` shares
     # a NumPy buffer that happens to be aligned: ~40% of them here, so try several sizes)
     sources = [np.zeros(n, np.float32) for n in range(3, 23)]
