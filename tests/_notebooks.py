@@ -79,8 +79,18 @@ def text_of(output: dict[str, Any]) -> str:
 
 
 def texts(outs: list[dict[str, Any]]) -> str:
-    """The text of ``outs``, joined by newlines."""
-    return "\n".join(text_of(o) for o in outs)
+    """The text of ``outs``, joined by newlines; consecutive chunks of one stream are joined
+    as they are (a busy kernel may flush one ``print`` in two stream messages)."""
+    parts: list[str] = []
+    previous: str | None = None
+    for o in outs:
+        stream = o["name"] if o["output_type"] == "stream" else None
+        if stream is not None and stream == previous and parts:
+            parts[-1] += text_of(o)
+        else:
+            parts.append(text_of(o))
+        previous = stream
+    return "\n".join(parts)
 
 
 def html_outputs(outs: list[dict[str, Any]]) -> list[str]:
