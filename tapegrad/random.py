@@ -297,11 +297,11 @@ def _draw(fn: Any, key: jax.Array, shape: tuple[int, ...], dtype: Any, *bounds: 
         return whole
     host = np.asarray(flat)[:size].reshape(shape)
     # on the key's device (``_placement.placed_like`` lies above this module)
-    # a view of ``flat``'s buffer, which nothing writes
-    cut = None if flat.committed else host_to_device(host)
-    if cut is None:
-        cut = jax.device_put(host, flat.sharding) if flat.committed else jax.device_put(host)
-    return cut
+    if flat.committed:
+        placed: jax.Array = jax.device_put(host, flat.sharding)
+        return placed
+    cut = host_to_device(host)  # a view of ``flat``'s buffer, which nothing writes
+    return cut if cut is not None else jax.device_put(host)
 
 
 @partial(kernel, static_argnames=("kind", "size", "dtype"), classic=True)
