@@ -11,6 +11,11 @@ of its computation and write the advanced key back after each call. While ``tg.j
 step, ``carried(key)`` gives the tracing context a state of its own holding the traced key:
 draws there advance it, while other threads keep drawing from ``STATE``. Before the first use
 the state is as after ``manual_seed(0)``.
+
+``uniform`` and ``normal`` are ``jax.random``'s, bit for bit, where a draw of up to 65536
+elements of any shape runs one compiled kernel per kind and dtype (``_draw``, ``_chunk``): a
+kernel per shape, or per power-of-two size as before, was a compile of a program's first-ever
+run per size (~80-110 ms each here; nanoGPT's model drew from five sizes).
 """
 
 from __future__ import annotations
@@ -25,11 +30,12 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax import lax
 from jax.sharding import SingleDeviceSharding
 
 from tapegrad import compilation_cache
 from tapegrad.errors import TracerError
-from tapegrad.kernels import host_to_device, kernel
+from tapegrad.kernels import TESTED_JAX, host_to_device, kernel
 
 __all__ = [
     "RandomState",
@@ -254,16 +260,27 @@ def key_of(key: Any) -> jax.Array:
     )
 
 
-_BUCKET_MAX = 1 << 16
-"""Draws of at most this many elements share a kernel per size bucket (``_draw``); larger
-ones compile per shape (a bucket would draw up to twice the elements)."""
+_DRAW_MAX = 1 << 16
+"""Draws of at most this many elements run one compiled kernel per kind and dtype
+(``_draw``); larger ones compile per shape (``jax.random`` as it is)."""
+
+_TESTED = TESTED_JAX[0] <= jax.__version_info__[:2] <= TESTED_JAX[1]
+"""Whether this JAX's ``jax.random`` conversions are those ``_chunk`` repeats (a release
+the tests compared); under another, every draw is ``jax.random``'s own."""
+
+_CHUNK = 1 << 14
+"""The most elements one call of ``_chunk`` draws: a draw of ``_DRAW_MAX`` is four calls."""
+
+_BLOCK = 1 << 10
+"""The elements ``_chunk`` computes per step of its loop: a call computes as many blocks as
+its draw needs, so a small draw costs what a draw of ``_BLOCK`` does."""
 
 
 def uniform(
     key: jax.Array, shape: tuple[int, ...], dtype: Any, minval: float = 0.0, maxval: float = 1.0
 ) -> jax.Array:
     """``jax.random.uniform(key, shape, dtype, minval, maxval)``: the same numbers, where a
-    small draw compiles once per size bucket instead of once per shape (``_draw``)."""
+    small draw of any shape runs one compiled kernel per dtype (``_draw``)."""
     return _draw(jax.random.uniform, key, shape, dtype, minval, maxval)
 
 
@@ -273,43 +290,164 @@ def normal(key: jax.Array, shape: tuple[int, ...], dtype: Any) -> jax.Array:
 
 
 def _draw(fn: Any, key: jax.Array, shape: tuple[int, ...], dtype: Any, *bounds: float) -> jax.Array:
-    """``fn(key, shape, dtype, *bounds)`` (a ``jax.random`` sampler). Each shape is a kernel
-    compile (10-60 ms of a first run, and a model's parameters come in many shapes), so a
-    draw of at most ``_BUCKET_MAX`` elements is made as a flat draw of the next power of two
-    (at least 256) and cut to ``shape`` on the host. With threefry keys in JAX's partitionable
-    mode (its default) element ``i`` of a draw depends on ``key`` and ``i`` only, so the
-    numbers equal ``fn``'s for ``shape``, on the key's device. With another generator, a
-    larger draw, under a trace (where the draw is traced: nothing to cut on the host) or a
-    key spread over several devices, ``fn`` runs as it is."""
+    """``fn(key, shape, dtype, *bounds)`` (``jax.random.uniform`` or ``normal``).
+
+    ``fn`` compiles a kernel per shape, and a model's parameters come in many shapes, so a
+    draw of at most ``_DRAW_MAX`` elements of a real float dtype is made by one compiled
+    kernel per kind (uniform, normal), dtype and key type, ``_chunk``: elements
+    ``[offset, offset + _CHUNK)`` of a flat draw, the offset an argument, called once per
+    ``_CHUNK`` elements, and the pieces joined and cut to ``shape`` on the host. With
+    threefry keys in JAX's partitionable mode (its default) element ``i`` of a draw is
+    threefry of ``key`` on the counter ``(0, i)`` turned into a float on its own, so the
+    numbers equal ``fn``'s for ``shape`` to the bit, on the key's device.
+
+    Before, a draw was a flat draw of the next power of two (at least 256), one kernel per
+    size: nanoGPT's model (bench/programs/nanogpt.py, 20 draws of 32 to 4096 elements)
+    compiled five, 0.39-0.44 s of its first-ever run, and now compiles two, 0.17-0.20 s
+    (its first run, four runs each: 3.62-3.74 -> 3.11-3.48 s). A float32 draw, all of
+    ``_draw``, took here (old -> new, us): 256 elements 90 -> 115, 4096 200 -> 145, 16384
+    290-340 -> 250-260, 65536 600-750 -> 730-850 (four calls). Dropout does not draw here
+    (its mask is drawn inside its own kernel).
+
+    With another JAX release than the tested ones (``kernels.TESTED_JAX``), another
+    generator, a larger draw, another dtype (complex, or one JAX would canonicalize:
+    float64 without x64), under a trace (the draw is traced: nothing to cut on the host)
+    or a key spread over several devices, ``fn`` runs as it is."""
     size = math.prod(shape)
+    dt = _real_float(dtype)
     if (
-        not 0 < size <= _BUCKET_MAX
+        not _TESTED
+        or not 0 < size <= _DRAW_MAX
+        or dt is None
         or isinstance(key, jax.core.Tracer)
         or not jax.config.jax_threefry_partitionable  # type: ignore[attr-defined]
         or _impl(key) != "threefry2x32"
-    ):
+        or key.ndim != (0 if jax.numpy.issubdtype(key.dtype, jax.dtypes.prng_key) else 1)
+    ):  # the last: several keys (JAX's error)
         out: jax.Array = fn(key, shape, dtype, *bounds)  # a bad key raises JAX's error here
         return out
-    bucket = max(256, 1 << (size - 1).bit_length())
-    flat = _bucket(key, *bounds, kind=fn.__name__, size=bucket, dtype=dtype)
-    if isinstance(flat, jax.core.Tracer) or flat.sharding.__class__ is not SingleDeviceSharding:
+    kind = fn.__name__
+    counts = [min(_CHUNK, size - start) for start in range(0, size, _CHUNK)]
+    parts = [  # all dispatched before the first is read
+        _chunk(key, i * _CHUNK, -(-n // _BLOCK), *bounds, kind=kind, dtype=dt)
+        for i, n in enumerate(counts)
+    ]
+    first = parts[0]
+    if isinstance(first, jax.core.Tracer) or first.sharding.__class__ is not SingleDeviceSharding:
         whole: jax.Array = fn(key, shape, dtype, *bounds)  # a concrete key met inside a trace
         return whole
-    host = np.asarray(flat)[:size].reshape(shape)
+    # a copy of the cut: a view would keep a whole chunk's buffer alive for a small tensor
+    pieces = [np.asarray(part)[:n] for part, n in zip(parts, counts, strict=True)]
+    host = np.concatenate(pieces).reshape(shape)
     # on the key's device (``_placement.placed_like`` lies above this module)
-    if flat.committed:
-        placed: jax.Array = jax.device_put(host, flat.sharding)
+    if first.committed:
+        placed: jax.Array = jax.device_put(host, first.sharding)
         return placed
-    cut = host_to_device(host)  # a view of ``flat``'s buffer, which nothing writes
+    cut = host_to_device(host)  # may share ``host``'s buffer, which nothing else holds
     return cut if cut is not None else jax.device_put(host)
 
 
-@partial(kernel, static_argnames=("kind", "size", "dtype"), classic=True)
-def _bucket(key: jax.Array, *bounds: float, kind: str, size: int, dtype: Any) -> Any:
-    """The flat draw of ``_draw``, as a kernel (its program is stored across processes, and
-    XLA's classic emitters compile and run threefry faster: ~90 against ~120 ms, 46
-    against 84 us for 256 normals here)."""
-    return getattr(jax.random, kind)(key, (size,), dtype, *bounds)
+@partial(kernel, static_argnames=("kind", "dtype"), classic=True)
+def _chunk(
+    key: jax.Array, offset: int, blocks: int, *bounds: float, kind: str, dtype: np.dtype
+) -> jax.Array:
+    """Elements ``[offset, offset + blocks * _BLOCK)`` of the flat draw
+    ``jax.random.<kind>(key, (n,), dtype, *bounds)`` for any ``n`` past them (threefry,
+    partitionable mode), at the start of a ``_CHUNK``-element array (the rest is zeros), as
+    a kernel (its program is stored across processes).
+
+    Each block is JAX's ``_threefry_random_bits_partitionable`` on the counters
+    ``(0, offset + iota)`` (``offset + _CHUNK <= 2**32``: the high word is 0), then
+    ``jax.random``'s ``_uniform`` bits-to-float conversion (and ``_normal_real``'s
+    ``sqrt(2) * erf_inv`` of a uniform draw in ``[nextafter(-1, 0), 1)``) step for step, so
+    the floats are JAX's to the bit (the tests compare them).
+
+    Why a loop of blocks with ``offset`` and ``blocks`` traced: one program serves every
+    size, and a call computes only the blocks it needs. Measured here for float32 normals
+    (a call and its result read, us): a kernel of a fixed 4096 elements, no loop, took
+    ~120 for any draw up to 4096 elements, and 350 for 16384 (four calls); of 1024
+    elements ~45 for 256, but 1300 for 65536 (64 calls); this one ~50 for 256, ~75 for
+    4096, ~160 for 16384 (blocks of 256 or 512 cost more per element and no less for a
+    small draw). It compiles in ~90-140 ms, as the fixed ones do (this shared machine's
+    load varies). XLA's classic emitters compile it faster (~130 against ~210 ms) and run
+    it as fast."""
+    threefry2x32_p = _threefry2x32_p()
+    if jax.numpy.issubdtype(key.dtype, jax.dtypes.prng_key):
+        key = jax.random.key_data(key)
+    k1, k2 = key[0], key[1]
+    low: Any
+    high: Any
+    if kind == "uniform":
+        low, high = bounds
+    else:  # normal: a uniform draw in [nextafter(-1, 0), 1)
+        low = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype), dtype=dtype)
+        high = np.array(1.0, dtype)
+    minval = lax.convert_element_type(low, dtype)  # staged values, as in JAX's ``_uniform``
+    maxval = lax.convert_element_type(high, dtype)
+    info = _finfo(dtype)
+    nbits, nmant = info.bits, info.nmant
+    rng_bits = 8 if nmant < 8 else nbits
+    uint = _UINTS[nbits]
+    start = lax.convert_element_type(offset, np.uint32)
+
+    def block(i: jax.Array, out: jax.Array) -> jax.Array:
+        first = start + lax.convert_element_type(i, np.uint32) * np.uint32(_BLOCK)
+        counts = first + lax.iota(np.uint32, _BLOCK)
+        hi = jax.numpy.zeros_like(counts)
+        bits1, bits2 = threefry2x32_p.bind(k1, k2, hi, counts)
+        if rng_bits == 64:
+            bits = lax.shift_left(lax.convert_element_type(bits1, uint), np.array(32, uint))
+            bits = bits | lax.convert_element_type(bits2, uint)
+        else:
+            bits = bits1 ^ bits2
+            if rng_bits != 32:
+                bits = lax.convert_element_type(bits, _UINTS[rng_bits])
+            bits = lax.convert_element_type(bits, uint)
+        float_bits = lax.shift_right_logical(bits, np.array(rng_bits - nmant, uint))
+        float_bits = lax.bitwise_or(float_bits, np.array(1.0, dtype).view(uint))
+        floats = lax.bitcast_convert_type(float_bits, dtype) - np.array(1.0, dtype)
+        values = lax.max(minval, floats * (maxval - minval) + minval)
+        if kind == "normal":
+            values = lax.mul(np.array(np.sqrt(2), dtype), lax.erf_inv(values))
+        return lax.dynamic_update_slice(out, values, (i * _BLOCK,))
+
+    filled: jax.Array = lax.fori_loop(0, blocks, block, jax.numpy.zeros(_CHUNK, dtype))
+    return filled
+
+
+def _threefry2x32_p() -> Any:
+    """JAX's threefry primitive, from where ``jax.extend.random`` takes it (importing
+    ``jax.extend`` costs a first run ~20-30 ms), else from there."""
+    try:
+        from jax._src.random.threefry2x32 import threefry2x32_p
+    except ImportError:  # JAX moved it
+        from jax.extend.random import threefry2x32_p
+    return threefry2x32_p
+
+
+def _real_float(dtype: Any) -> np.dtype | None:
+    """``dtype`` as a NumPy dtype where ``_chunk`` draws it: a real float of 8, 16, 32 or 64
+    bits that JAX keeps as it is (not float64 with x64 off); else ``None``."""
+    try:
+        dt: np.dtype = np.dtype(dtype)
+    except TypeError:
+        return None
+    if (
+        not jax.numpy.issubdtype(dt, jax.numpy.floating)
+        or _finfo(dt).bits not in _UINTS
+        or jax.dtypes.canonicalize_dtype(dt) != dt
+    ):
+        return None
+    return dt
+
+
+def _finfo(dtype: Any) -> Any:
+    """``jnp.finfo(dtype)`` (NumPy's refuses some ml_dtypes; JAX leaves it untyped)."""
+    return jax.numpy.finfo(dtype)  # type: ignore[no-untyped-call]
+
+
+_UINTS: dict[int, Any] = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+"""The unsigned integer dtype of each float width ``jax.random``'s conversion uses."""
 
 
 def _impl(key: jax.Array) -> str:

@@ -159,7 +159,7 @@ def device_put_is_differentiable_twice() -> None:
 
 @check
 def draws_land_on_their_keys_device() -> None:
-    # a small draw is cut on the host from a bucketed draw (tapegrad.random): it goes back to
+    # a small draw is cut on the host from a chunked draw (tapegrad.random): it goes back to
     # the device of its key, as jax.random's own draw does
     d = jax.devices()
     key = jax.device_put(jax.random.PRNGKey(4), d[3])

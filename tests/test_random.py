@@ -100,33 +100,104 @@ def test_a_lifted_traced_state_advances_inside_the_trace() -> None:
     np.testing.assert_array_equal(new, tg.random.get_state())
 
 
-@pytest.mark.parametrize("dtype", [jax.numpy.float32, jax.numpy.bfloat16])
-def test_small_draws_equal_jax_random_and_share_a_kernel_per_size_bucket(dtype: object) -> None:
-    """Parameters come in many shapes and each shape was a kernel compile of a cold start
-    (issue 17): a small draw is cut from a flat draw of a power-of-two size, and its numbers
-    are jax.random's for the shape (threefry in partitionable mode: element i depends on the
-    key and i only). A shape never met still compiles nothing once its bucket has compiled."""
-    key = jax.random.PRNGKey(11)
-    shapes = [(3, 5), (16,), (2, 3, 4), (1,), (300,), (17, 19)]
-    for shape in shapes:
-        for ours, theirs in [
-            (
-                tg.random.uniform(key, shape, dtype, -0.5, 0.25),
-                jax.random.uniform(key, shape, dtype, -0.5, 0.25),
-            ),
-            (tg.random.normal(key, shape, dtype), jax.random.normal(key, shape, dtype)),
-        ]:
-            assert ours.shape == shape and ours.dtype == theirs.dtype
-            np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+def _same_bits(ours: jax.Array, theirs: jax.Array) -> None:
+    """Equal shapes, dtypes and bits (NaN-safe, -0.0 apart from 0.0)."""
+    a, b = np.asarray(ours), np.asarray(theirs)
+    assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, a.dtype, b.shape, b.dtype)
+    np.testing.assert_array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8))
+
+
+_KEYS = {
+    "raw": jax.random.PRNGKey(11),
+    "raw_high": jax.random.PRNGKey(2**32 - 3),
+    "typed": jax.random.key(5),
+}
+
+_SHAPES = [
+    *((n,) for n in (1, 255, 256, 257, 1023, 1025, 4095, 4096, 4097, 10000, 16384, 16385, 65536)),
+    (),
+    (3, 70),
+    (64, 65),
+]
+"""Sizes around ``_chunk``'s block (1024) and chunk (16384), the largest drawn in chunks."""
+
+
+@pytest.mark.parametrize("key_name", list(_KEYS))
+def test_small_draws_are_jax_random_bit_for_bit(key_name: str) -> None:
+    """A draw of at most 65536 elements is cut from calls of one kernel that draws 16384
+    elements from a counter offset (issue 17: each shape was a kernel compile of a first
+    run); its numbers are jax.random's for the shape, to the bit (threefry in partitionable
+    mode: element i depends on the key and i only), with raw and typed keys."""
+    key = _KEYS[key_name]
+    f32 = jax.numpy.float32
+    for shape in _SHAPES:
+        _same_bits(tg.random.normal(key, shape, f32), jax.random.normal(key, shape, f32))
+        _same_bits(tg.random.uniform(key, shape, f32), jax.random.uniform(key, shape, f32))
+        _same_bits(
+            tg.random.uniform(key, shape, f32, -0.5, 2.25),
+            jax.random.uniform(key, shape, f32, -0.5, 2.25),
+        )
+
+
+@pytest.mark.parametrize(
+    "dtype", ["bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "float64"]
+)
+def test_small_draws_of_other_float_dtypes_are_jax_random_bit_for_bit(dtype: str) -> None:
+    """8- and 16-bit floats take 8 or 16 random bits, float64 64 (with x64 on): each width
+    converts as jax.random does."""
+    with jax.enable_x64(dtype == "float64"):
+        dt = jax.numpy.dtype(dtype)
+        for key in (_KEYS["raw"], _KEYS["typed"]):
+            for shape in [(), (257,), (3, 70), (16385,)]:
+                _same_bits(tg.random.normal(key, shape, dt), jax.random.normal(key, shape, dt))
+                _same_bits(
+                    tg.random.uniform(key, shape, dt, -2.0, 3.0),
+                    jax.random.uniform(key, shape, dt, -2.0, 3.0),
+                )
+
+
+def test_draws_of_any_small_size_share_one_program_per_kind() -> None:
+    """One compiled program per kind (uniform, normal) and dtype serves every size up to
+    65536: a model's parameters of five sizes compiled five (0.45 s of nanoGPT's first-ever
+    run). Counted as entries of the kernel's cache (a program JAX's persistent cache or the
+    kernel store serves is no backend compile, but is an entry), and as compiles."""
+    key = jax.random.PRNGKey(3)
+    f16 = jax.numpy.float16  # a dtype few other tests draw in
+    programs = tg.random._chunk._cache_size
+    for draw in (tg.random.uniform, tg.random.normal):
+        before = programs()
+        draw(key, (3,), f16)
+        assert programs() - before <= 1  # 0: an earlier test of this process made it
+    before = programs()
     with compiles() as seen:
-        tg.random.uniform(key, (7, 9), dtype)  # 63 elements: the 256 bucket, compiled above
-        tg.random.normal(key, (4, 2, 25), dtype)  # 200 elements: the same bucket
-    assert seen == []
-    big = (300, 300)  # above the bucketed sizes: jax.random as it is
-    np.testing.assert_array_equal(
-        np.asarray(tg.random.normal(key, big, dtype)),
-        np.asarray(jax.random.normal(key, big, dtype)),
-    )
+        for shape in [(1,), (255,), (300,), (4097,), (17, 19), (16385,), (200, 300), ()]:
+            tg.random.uniform(key, shape, f16, -1.0, 1.0)
+            tg.random.normal(key, shape, f16)
+    assert seen == [] and programs() == before
+
+
+def test_draws_outside_the_chunked_path_are_jax_random() -> None:
+    """Above 65536 elements, complex normals, and in JAX's non-partitionable threefry mode
+    (where element i also depends on the shape), jax.random runs as it is; several keys
+    get its error."""
+    key = jax.random.PRNGKey(7)
+    for keys in (jax.random.split(key, 3), jax.random.split(jax.random.key(7), 3)):
+        with pytest.raises(ValueError, match="accepts a single key"):
+            tg.random.normal(keys, (4,), jax.numpy.float32)
+    big = (300, 300)
+    _same_bits(tg.random.normal(key, big, jax.numpy.float32), jax.random.normal(key, big))
+    c64 = jax.numpy.complex64
+    _same_bits(tg.random.normal(key, (5,), c64), jax.random.normal(key, (5,), c64))
+    before = jax.config.jax_threefry_partitionable
+    jax.config.update("jax_threefry_partitionable", False)
+    try:
+        for shape in [(5,), (2, 3)]:
+            _same_bits(
+                tg.random.uniform(key, shape, jax.numpy.float32, 1.0, 2.0),
+                jax.random.uniform(key, shape, jax.numpy.float32, 1.0, 2.0),
+            )
+    finally:
+        jax.config.update("jax_threefry_partitionable", before)
 
 
 def test_draws_with_a_concrete_key_inside_a_trace_are_traced_draws() -> None:
