@@ -370,7 +370,10 @@ def arange(
     device: Any = None,
     sharding: Any = None,
 ) -> Tensor:
-    """Evenly spaced values in ``[start, stop)``, as ``jnp.arange``.
+    """Evenly spaced values in ``[start, stop)``, as ``jnp.arange``. Python int bounds and
+    step without ``dtype`` (``tg.arange(T)``, positions) are counted on the host and moved
+    to the device (``kernels.host_to_device``): the same values, and no compile (JAX's
+    arange compiles three kernels per length, ~0.1 s of a first run).
 
     Raises:
         ValueError: ``step`` is 0, or a bound or the step is not finite.
@@ -383,12 +386,18 @@ def arange(
             f"tg.arange: step must be nonzero and the bounds and step finite, got start={start},"
             f" stop={stop}, step={step}."
         )
+    data = None
     if dtype is None:
         if numbers:
-            _check_fits("tg.arange", numbers, np.dtype(jnp.result_type(*numbers)))
+            kind = np.dtype(jnp.result_type(*numbers))
+            _check_fits("tg.arange", numbers, kind)
+            bounds = (start, step) if stop is None else (start, stop, step)
+            if all(b.__class__ is int for b in bounds):  # exact on the host: no compile
+                data = host_to_device(np.arange(start, stop, step, dtype=kind))
     else:
         dtype = as_dtype(dtype, "tg.arange")
-    data = jnp.arange(start, stop, step, dtype=dtype)
+    if data is None:
+        data = jnp.arange(start, stop, step, dtype=dtype)
     return _finish(data, requires_grad, device, sharding, "arange")
 
 

@@ -335,11 +335,26 @@ def test_constructors_with_requires_grad_make_leaves() -> None:
 
 
 def test_arange_like_jnp() -> None:
-    for args, kw in [((5,), {}), ((0.0, 1.0, 0.25), {}), ((1, 7, 2), {"dtype": tg.float32})]:
+    """As ``jnp.arange``: values, dtype, weak type and placement; int bounds without a dtype
+    are counted on the host, so no length compiles anything."""
+    cases: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+        ((5,), {}),
+        ((0.0, 1.0, 0.25), {}),
+        ((1, 7, 2), {"dtype": tg.float32}),
+        ((10, -7, -3), {}),
+        ((-4, 29), {}),
+        ((3, 3), {}),
+        ((2**31 - 3, 2**31 - 1), {}),
+    ]
+    for args, kw in cases:
         t = tg.arange(*args, **kw)
         ref = jnp.arange(*args, **kw)
-        assert t.dtype == ref.dtype
+        assert (t.dtype, t.shape, t.data.weak_type) == (ref.dtype, ref.shape, ref.weak_type)
+        assert (t.data.sharding, t.data.committed) == (ref.sharding, ref.committed)
         np.testing.assert_array_equal(t.numpy(), np.asarray(ref))
+    with compiles() as seen:
+        made = [tg.arange(n) for n in range(1000, 1010)] + [tg.arange(3, 1000 + 3, 7)]
+    assert seen == [] and made[3].tolist() == list(range(1003))
 
 
 def test_zeros_like_and_ones_like_keep_shape_and_dtype() -> None:
