@@ -193,8 +193,8 @@ def _run(
         if not create_graph and check is None and not tape.allow_tracers:
             found = compiled_backward.lookup(steps, roots, wanted)
             if found is not None and found[0].buys_at_once():
-                found[0].compile(_propagate)
-        if found is not None and found[0].compiled is not None:
+                found[0].compile(_propagate, seeds, found[1])
+        if found is not None and found[0].ready(seeds, found[1]):
             out = found[0].run(steps, seeds, found[1])
             if out is not None:
                 for step in steps:
@@ -206,7 +206,7 @@ def _run(
         out = _propagate(steps, ids, seeds, wanted, done, leaves, check, create_graph, made)
         ok = True
         if found is not None:
-            found[0].ran_eagerly(time.perf_counter() - start, _propagate)
+            found[0].ran_eagerly(time.perf_counter() - start, _propagate, seeds, found[1])
     finally:
         rest = () if ok else steps[len(done) + len(leaves) :]
         undone = [step[0] for step in rest if step[1] is not None]

@@ -17,6 +17,13 @@ each on a CPU with an empty cache, against the whole pass's estimate. A program'
 backward is then one compile instead of one per op and shape (a cold start's largest part);
 such a structure has no eager pass to be compared with (see below).
 
+Where a second core is free (``kernels``' background thread), the pass compiles there: from
+the moment it is bought or has earned its compile, passes stay eager until the program is
+ready, and the first pass after that takes it (``Pass.ready``), so the compile (~0.1-1 s)
+overlaps the loop instead of stopping it. A bought structure's first eager pass is then
+cheap too: each tracked op whose forward compiled started its VJP's kernels compiling on
+that thread (``op._vjp_ahead``). On one core a pass compiles at its first compiled call.
+
 The estimate is ``0.1 s + 1 ms`` per node (measured on a CPU with an empty compilation cache:
 76 ms for an 8-node pass, 0.77 s for a 700-node one), scaled up when the compiles this process
 timed took longer (a GPU's compiler, a slower machine), never down (a compile that hit the
@@ -64,6 +71,8 @@ import jax
 import numpy as np
 from jax.sharding import SingleDeviceSharding
 
+from tapegrad import kernels
+from tapegrad.kernels import kernel
 from tapegrad.node import Node, Step
 
 __all__ = [
@@ -330,6 +339,7 @@ class Pass:
         "slower",
         "fresh",
         "key",
+        "ahead",
     )
 
     def __init__(self, structure: tuple[Any, ...], fresh: int = 0) -> None:
@@ -339,11 +349,12 @@ class Pass:
         self.passes = 0
         self.fastest = float("inf")
         self.compiled: Any = None
-        self.calls = 0  # calls of the compiled pass so far
+        self.calls = 0  # calls of the compiled pass so far (its compile ahead counts as one)
         self.fastest_compiled = float("inf")
         self.broken = False  # it failed to trace or run: eager for good
         self.slower = False  # compiled, it was no faster than eager: eager for good
         self.key: _Key | None = None  # its key in the cache (``lookup``)
+        self.ahead = False  # its compiled pass is compiling on the background thread
 
     @property
     def threshold(self) -> float | None:
@@ -359,8 +370,15 @@ class Pass:
         """The eager time counted for this structure (seconds; see the class docstring)."""
         return (self.passes - 1) * self.fastest if self.passes > 1 else 0.0
 
-    def ran_eagerly(self, seconds: float, propagate: Propagate) -> None:
-        """Count an eager pass of ``seconds``; compile the structure once it has earned it."""
+    def ran_eagerly(
+        self,
+        seconds: float,
+        propagate: Propagate,
+        seeds: Sequence[Any] = (),
+        arrays: Sequence[Any] = (),
+    ) -> None:
+        """Count an eager pass of ``seconds``; compile the structure once it has earned it
+        (for a pass of these ``seeds`` and ``arrays``: see ``compile``)."""
         self.passes += 1
         if self.passes > 1 and seconds < self.fastest:
             self.fastest = seconds
@@ -368,7 +386,7 @@ class Pass:
         if threshold is None or self.broken or self.slower or self.compiled is not None:
             return
         if self.seconds >= threshold:
-            self.compile(propagate)
+            self.compile(propagate, seeds, arrays)
 
     def buys_at_once(self) -> bool:
         """Whether this structure, never run yet, compiles before its first pass: that pass
@@ -377,6 +395,7 @@ class Pass:
         cheaper (a program's first backward: one compile instead of one per op and shape)."""
         return (
             self.passes == 0
+            and kernels._background() is None
             and self.nodes >= _BUY_NODES
             and self.compiled is None
             and not self.broken
@@ -384,9 +403,30 @@ class Pass:
             and self.fresh * _KERNEL_SECONDS >= estimated_compile_seconds(self.nodes)
         )
 
-    def compile(self, propagate: Propagate) -> None:
-        """Make the compiled pass (traced and compiled by JAX at its first call)."""
-        self.compiled = jax.jit(functools.partial(_program, self.structure, propagate))
+    def compile(
+        self, propagate: Propagate, seeds: Sequence[Any] = (), arrays: Sequence[Any] = ()
+    ) -> None:
+        """Make the compiled pass, and start compiling it for a pass of these ``seeds`` and
+        ``arrays`` on the background thread (``kernels``' ``compile_ahead``): passes stay
+        eager until it is ready (``ready``), so its compile, ~0.1-1 s, overlaps the loop on
+        another core instead of stopping it. Where nothing compiles ahead (one core, arrays
+        placed on a device) JAX compiles it at its first call, as ``jax.jit`` does."""
+        self.compiled = kernel(functools.partial(_program, self.structure, propagate))
+        if seeds:
+            self.compiled.compile_ahead(list(seeds), list(arrays))
+            self.ahead = self.compiled.pending(list(seeds), list(arrays))
+
+    def ready(self, seeds: Sequence[Any], arrays: list[Any]) -> bool:
+        """Whether the compiled pass runs this pass: it exists and is not compiling on the
+        background thread any more (the first pass after it is ready takes it)."""
+        if self.compiled is None:
+            return False
+        if self.ahead:
+            if self.compiled.pending(list(seeds), arrays):
+                return False
+            self.ahead = False
+            self.calls = 1  # its compile: not on this thread, so no call times it
+        return True
 
     def run(
         self, steps: Sequence[Step], seeds: Sequence[Any], arrays: list[Any]

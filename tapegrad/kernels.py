@@ -16,6 +16,11 @@ lowers its kernels in one MLIR context per thread instead of a new one each
 (``_shared_ir_context``; JAX's ``make_ir_context`` is wrapped for that, and returns a
 context of its own to every other caller).
 
+Where the process may use two cores, programs also compile ahead on one background thread:
+a kernel's ``compile_ahead`` (an optimizer's update while the first forward runs), a whole
+function's kernels with :func:`trace_ahead` (a recorded op's VJP rule, while the forward
+goes on: a first backward then finds its kernels compiled), each through the store.
+
 Only the first call per shape in a process takes this path: a kernel is JAX's own C++ jit
 function object (``jax.jit``'s dispatch, at the same cost per call), built with a different
 miss handler. This path serves only concrete single-device CPU arrays outside any trace;
@@ -41,6 +46,7 @@ import threading
 import time
 import weakref
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -52,7 +58,7 @@ import numpy as np
 
 from tapegrad import compilation_cache
 
-__all__ = ["kernel", "static_key", "store_dir", "host_to_device"]
+__all__ = ["kernel", "static_key", "store_dir", "host_to_device", "trace_ahead"]
 
 _FORMAT = 2
 _FOLDER = "tapegrad-kernels"
@@ -113,9 +119,6 @@ try:  # the JAX internals a kernel is built from (checked once; plain jax.jit wi
             (_core, "trace_state_clean"),
             (_dispatch, "needs_check_special"),
             (_jax_cache, "is_cache_used"),
-            (_jax_cache, "_cache_used"),
-            (_jax_cache, "_cache_checked"),
-            (_jax_cache, "_cache_initialized_mutex"),
             (_mlir, "make_ir_context"),
             (_core, "jaxprs_in_params"),
             (_jax_util, "_caches"),
@@ -173,9 +176,19 @@ def kernel(
     ahead = _AheadTable()  # signature -> its program, compiling on a thread
 
     def cache_miss(*args: Any, **kwargs: Any) -> Any:
+        if _dry.active and _core.trace_state_clean():  # ``trace_ahead``'s run (not a kernel
+            # traced inside another): compile this call ahead, give back its shapes
+            compile_ahead(*args, **kwargs)
+            shapes = plain.eval_shape(*args, **kwargs)  # type: ignore[no-untyped-call]
+            shapes = jax.tree_util.tree_map(_unplaced, shapes)
+            return shapes, None, False  # a miss handler's reply: no fast path kept
         if ahead:
             result = _run_ahead(ahead, static_nums, static_names, args, kwargs)
             if result is not _MISSED:
+                if not MISSED:
+                    MISSED.append(True)
+                if name is not None:
+                    _repeat_ahead(ahead, compile_ahead, args, kwargs)
                 return result
         if name is None:
             return fallback(*args, **kwargs)
@@ -185,7 +198,12 @@ def kernel(
             found = None
         if found is None:
             return fallback(*args, **kwargs)
+        ahead.met(_signature(static_nums, static_names, args, kwargs))
         aot, loaded = found
+        if loaded is None:
+            if not MISSED:
+                MISSED.append(True)
+            _repeat_ahead(ahead, compile_ahead, args, kwargs)
         dyn, dyn_kw = _dynamic(static_nums, static_names, args, kwargs)
         try:
             return aot(*dyn, **dyn_kw)
@@ -198,7 +216,12 @@ def kernel(
 
     def compile_ahead(*args: Any, **kwargs: Any) -> None:
         rule = classic if name is not None else None  # the options the call would compile with
-        _compile_ahead(plain, ahead, static_nums, static_names, rule, args, kwargs)
+        _compile_ahead(plain, name, ahead, static_nums, static_names, rule, args, kwargs)
+
+    def pending(*args: Any, **kwargs: Any) -> bool:
+        signature = _signature(static_nums, static_names, args, kwargs)
+        entry = None if signature is None else ahead.get(signature)
+        return entry is not None and entry[0] is _pool and not entry[1].done()
 
     def clear_cache() -> None:
         ahead.cache_clear()
@@ -224,6 +247,7 @@ def kernel(
     wrapped._fun = fn  # what jax.jit's lower/trace/eval_shape read
     wrapped._jit_info = info
     wrapped.compile_ahead = compile_ahead
+    wrapped.pending = pending
     jax_clear_cache = type(compiled).clear_cache
     compiled_ref = weakref.ref(compiled)  # no cycle: a dropped kernel goes at once
     wrapped.clear_cache = clear_cache  # programs compiled ahead too, as jax.clear_caches()
@@ -245,23 +269,50 @@ def _dynamic(
 # ---------------------------------------------------------------- compiling ahead
 
 _AHEAD_MAX = 8
-"""Programs a kernel compiles ahead and no call has taken yet (more are not started)."""
+"""Programs a kernel keeps compiled ahead for calls that have not come yet; a new one drops
+the oldest (a VJP compiled ahead for a forward no backward followed: an evaluation under
+grad mode)."""
 _MISSED = object()
 _pool: ThreadPoolExecutor | None = None
 
 
 class _AheadTable(dict[Any, "tuple[ThreadPoolExecutor, Future[Any]]"]):
     """A kernel's programs compiling ahead: signature -> ``(pool, future)``, the pool it was
-    given to (a process forked since has another or none: its thread did not come along).
-    ``jax.clear_caches()`` and the kernel's ``clear_cache()`` empty it (``cache_clear``)."""
+    given to (a process forked since has another or none: its thread did not come along);
+    and ``seen``, the signatures whose program a call of this process loaded or compiled
+    (the store's path), which nothing compiles ahead again. ``jax.clear_caches()`` and the
+    kernel's ``clear_cache()`` empty both (``cache_clear``)."""
 
     __hash__ = object.__hash__  # type: ignore[assignment]  # a key of JAX's registry, by identity
     __eq__ = object.__eq__
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[Any] = set()
+
+    def met(self, signature: Any) -> None:
+        """Note that a call got the program of ``signature`` (``None``: not keyed)."""
+        if signature is not None:
+            if len(self.seen) >= _SEEN_MAX:
+                self.seen.clear()
+            self.seen.add(signature)
 
     def cache_clear(self) -> None:
         for _, future in list(self.values()):
             future.cancel()
         self.clear()
+        self.seen.clear()
+
+
+_SEEN_MAX = 4096
+"""Signatures a kernel remembers as met (``_AheadTable.seen``) before it forgets them all."""
+MISSED: list[bool] = []
+"""Not empty (one ``True``) when a concrete call of a stored kernel compiled its program, or
+took one compiled ahead, since the list was last cleared: ``op.apply`` reads it to compile
+the VJP of the op it records ahead (a new op, shape or dtype was met, and the store did not
+have it: a first-ever run; where the store has the programs, tracing the VJP rules ahead
+would only take the interpreter from the caller), and clears it. (Not the kernel: it would
+make a cycle through its miss handler.)"""
 
 
 def _forget_pool() -> None:
@@ -280,6 +331,7 @@ def _no_ahead(*args: Any, **kwargs: Any) -> None:
 
 def _compile_ahead(
     plain: Any,
+    name: str | None,
     ahead: _AheadTable,
     static_nums: frozenset[int],
     static_names: frozenset[str],
@@ -293,25 +345,172 @@ def _compile_ahead(
     optimizer's update compiles while the first forward and backward run). Arrays may be
     given as ``jax.ShapeDtypeStruct`` values. The program is traced on that thread, so what
     the function reads when traced (Python state) is read then, not at the call: only
-    functions that read nothing but their arguments should compile ahead. It compiles with
-    the options the call would have (``classic``: the store's ``_classic`` choice; ``None``:
-    XLA's defaults, a kernel the store does not keep). Nothing starts under a trace, for a
-    signature already started, beyond ``_AHEAD_MAX``, or for arguments ``_signature`` does
-    not key."""
-    if not _core.trace_state_clean() or len(ahead) >= _AHEAD_MAX:
+    functions that read nothing but their arguments should compile ahead. A stored kernel
+    (``name``) takes the store's path there (a program loaded from the store, or compiled
+    and stored), with the options the call would have (``classic``: the store's
+    ``_classic`` choice; ``None``: XLA's defaults, a kernel the store does not keep).
+    Nothing starts under a trace, for a signature already started or met by a call
+    (``_AheadTable.seen``), or for arguments ``_signature`` does not key; one beyond
+    ``_AHEAD_MAX`` drops the kernel's oldest."""
+    if not _core.trace_state_clean():
         return
     signature = _signature(static_nums, static_names, args, kwargs)
     pool = _background()
-    if signature is None or pool is None or ahead.get(signature, (None,))[0] is pool:
+    if (
+        signature is None
+        or pool is None
+        or signature in ahead.seen
+        or ahead.get(signature, (None,))[0] is pool
+    ):
         return
     abstract = jax.tree_util.tree_map(_abstract, (args, kwargs))  # the thread holds no array
+    while len(ahead) >= _AHEAD_MAX:  # the oldest goes (a running one finishes, unclaimed);
+        # the other thread may take entries meanwhile (a call, a ``trace_ahead`` run)
+        try:
+            dropped = ahead.pop(next(iter(ahead)), None)
+        except (StopIteration, RuntimeError):
+            break
+        if dropped is not None:
+            dropped[1].cancel()
     future: Future[Any] = Future()
     ahead[signature] = (pool, future)  # before the thread may look for it
-    job = (weakref.ref(ahead), signature, plain, classic)
+    job = (weakref.ref(ahead), signature, plain, name, static_nums, static_names, classic)
     try:
         pool.submit(_compile, future, job, *abstract)
     except RuntimeError:  # the interpreter is exiting: the pool takes no more work
         ahead.pop(signature, None)
+
+
+_SEQUENCE_MAX = 64
+"""Compiles a process remembers, in order, to find a sequence repeating (``_repeat_ahead``)."""
+_REPEAT_MAX = 16
+"""The most compiles ``_repeat_ahead`` predicts from one earlier sequence."""
+_sequence: deque[tuple[Any, Any, list[Any], Any]] = deque(maxlen=_SEQUENCE_MAX)
+_Shapes = dict[tuple[int, ...], tuple[int, ...]]
+
+
+def _repeat_ahead(
+    ahead: _AheadTable, compile_ahead: Callable[..., None], args: Any, kwargs: Any
+) -> None:
+    """Note a kernel's compile of a new signature (or its program compiled ahead, taken), and
+    when the same kernel compiled before for arguments of other shapes only, compile ahead
+    what followed that compile, its shapes mapped alike (``_remapped``): a loop over
+    parameters of different shapes (an optimizer written in ops: ``mem += g * g;
+    p -= lr * g / sqrt(mem + eps)``) compiles the same kernels in the same order per shape,
+    and from the second parameter on, the background thread compiles them while this
+    thread compiles too. They are queued last first: this thread compiles the first ones
+    itself (a call takes a program not started yet) while the background thread works from
+    the end, so the two meet in the middle. A prediction no call takes costs the background
+    thread's time only."""
+    leaves, tree = jax.tree_util.tree_flatten(jax.tree_util.tree_map(_abstract, (args, kwargs)))
+    past = list(_sequence)
+    _sequence.append((ahead, compile_ahead, leaves, tree))
+    for i in range(len(past) - 1, -1, -1):
+        table, _, old, old_tree = past[i]
+        if table is ahead and old_tree == tree:
+            shapes = _shape_map(old, leaves)
+            if shapes is not None:
+                break
+    else:
+        return
+    predicted = []
+    for table, start, old, old_tree in past[i + 1 : i + 1 + _REPEAT_MAX]:
+        if table is ahead:
+            break  # the sequence's next round began
+        mapped = _remapped(old, shapes)
+        if mapped is not None:
+            predicted.append((start, jax.tree_util.tree_unflatten(old_tree, mapped)))
+    for start, (a, kw) in reversed(predicted):
+        start(*a, **kw)
+
+
+def _shape_map(old: list[Any], new: list[Any]) -> _Shapes | None:
+    """Each array shape of ``old`` (flattened abstract arguments) to the shape in its place in
+    ``new``, where the two differ in shapes only (same dtypes, weak types and other values)
+    and one shape maps to one shape; ``None`` otherwise, or where no shape changed."""
+    if len(old) != len(new):
+        return None
+    shapes: _Shapes = {}
+    for a, b in zip(old, new, strict=True):
+        if a.__class__ is jax.ShapeDtypeStruct:
+            if b.__class__ is not jax.ShapeDtypeStruct or (a.dtype, a.weak_type) != (
+                b.dtype,
+                b.weak_type,
+            ):
+                return None
+            if shapes.setdefault(a.shape, b.shape) != b.shape:
+                return None
+        elif a.__class__ is not b.__class__ or a != b:
+            return None
+    if all(a == b for a, b in shapes.items()):
+        return None
+    return shapes
+
+
+def _remapped(leaves: list[Any], shapes: _Shapes) -> list[Any] | None:
+    """``leaves`` with each array shape mapped by ``shapes`` (a 0-d array as it is); ``None``
+    when one is outside the map or nothing changed."""
+    out = []
+    changed = False
+    for leaf in leaves:
+        if leaf.__class__ is jax.ShapeDtypeStruct and leaf.shape:
+            shape = shapes.get(leaf.shape)
+            if shape is None:
+                return None
+            if shape != leaf.shape:
+                changed = True
+                leaf = jax.ShapeDtypeStruct(shape, leaf.dtype, weak_type=leaf.weak_type)  # type: ignore[no-untyped-call]
+        out.append(leaf)
+    return out if changed else None
+
+
+class _Dry(threading.local):
+    active = False  # inside ``_dry_run`` on this thread
+
+
+_dry = _Dry()
+
+
+def trace_ahead(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """Run ``fn(*args, **kwargs)`` on the background thread with every array replaced by its
+    ``jax.ShapeDtypeStruct``, each kernel it calls compiling ahead (``compile_ahead``) for
+    the arguments it gets and returning the shapes of its results (``eval_shape``): so the
+    programs a later concrete call of ``fn`` needs are compiled, or loaded from the store,
+    by then, on another core. ``fn`` must be pure and compute only through kernels (a VJP
+    rule of tapegrad's own); where it computes otherwise (a ``jnp`` call on a shape, a
+    value it needs), the run stops there and what it started stays. Nothing runs where
+    ``compile_ahead`` would not (one core, under a trace), or where the background thread's
+    JAX settings differ from the caller's (``with jax.enable_x64()`` on the caller's
+    thread)."""
+    if not _SUPPORTED or not _core.trace_state_clean():
+        return
+    pool = _background()
+    if pool is None:
+        return
+    abstract = jax.tree_util.tree_map(_abstract, (args, kwargs))
+    try:
+        pool.submit(_dry_run, fn, _config.trace_context(), *abstract)
+    except RuntimeError:  # the interpreter is exiting: the pool takes no more work
+        return
+
+
+def _dry_run(fn: Callable[..., Any], context: Any, args: Any, kwargs: Any) -> None:
+    """On the background thread: ``trace_ahead``'s run of ``fn``."""
+    if _config.trace_context() != context:
+        return
+    _dry.active = True
+    try:
+        fn(*args, **kwargs)
+    except Exception:  # noqa: S110 - computing outside kernels: the kernels met so far compile
+        pass
+    finally:
+        _dry.active = False
+
+
+def _unplaced(shape: Any) -> Any:
+    """``eval_shape``'s result without its sharding: what ``_signature`` keys, as the
+    uncommitted array a concrete call returns."""
+    return jax.ShapeDtypeStruct(shape.shape, shape.dtype, weak_type=shape.weak_type)  # type: ignore[no-untyped-call]
 
 
 def _abstract(leaf: Any) -> Any:
@@ -342,11 +541,15 @@ def _program(job: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
     kernel is gone, its entry was taken or cleared) or when JAX's thread-local settings
     differ on this thread from the caller's (``with jax.enable_x64()`` on the caller's
     thread): a program traced here would be another."""
-    table_ref, signature, plain, classic = job
+    table_ref, signature, plain, name, static_nums, static_names, classic = job
     table = table_ref()
     if table is None or signature not in table or _config.trace_context() != signature[-1]:
         return None
     del table
+    if name is not None:
+        found = _from_store(plain, name, static_nums, static_names, classic, args, kwargs)
+        if found is not None:
+            return found[0]
     lowered, options = _lower(plain, args, kwargs, classic)
     return _fast_call(lowered.compile(compiler_options=options))
 
@@ -381,9 +584,11 @@ def _run_ahead(
         if call is None:
             return _MISSED
         dyn, dyn_kw = _dynamic(static_nums, static_names, args, kwargs)
-        return call(*dyn, **dyn_kw)
+        result = call(*dyn, **dyn_kw)
     except Exception:
         return _MISSED
+    ahead.met(signature)
+    return result
 
 
 def _signature(
@@ -630,6 +835,14 @@ def _key(
         if cls in _PYTHON_SCALARS:  # weakly typed, its dtype set by x64 (trace context)
             sigs.append(cls.__name__)
             continue
+        if cls is jax.ShapeDtypeStruct and leaf.sharding is None:  # compiling ahead: what
+            # ``_signature`` keys, an uncommitted array on the default device
+            dev = _pxla.get_default_device()
+            if device is not None and dev != device:
+                return None
+            device = dev
+            sigs.append((leaf.shape, str(np.dtype(leaf.dtype)), leaf.weak_type, False))
+            continue
         if cls is not _ArrayImpl or leaf.is_deleted():
             return None
         sharding = leaf.sharding
@@ -693,7 +906,7 @@ def _from_store(
             compiled = None
     if compiled is None:
         lowered, options = _lower(plain, args, kwargs, classic)
-        with _past_jax_cache(device.client):
+        with _past_jax_cache():
             compiled = lowered.compile(compiler_options=options)
         if folder is not None and path is not None:
             _save(compiled, folder, path)
@@ -852,29 +1065,34 @@ if _SUPPORTED:  # JAX's function stays what every lowering outside the store cal
     _mlir.make_ir_context = _make_ir_context
 
 
-_past_depth = 0  # compiles inside ``_past_jax_cache`` now, on all threads
-_past_used = False  # JAX's flag as the first of them found it
+_past = threading.local()  # .active: this thread compiles past JAX's persistent cache
 
 
 @contextlib.contextmanager
-def _past_jax_cache(backend: Any) -> Iterator[None]:
-    """Compile without JAX's persistent cache (neither read nor written) while inside; a
-    compile on another thread meanwhile skips it too, which costs it time, nothing else.
-    Nested and concurrent uses restore JAX's flag once, when the last one leaves."""
-    global _past_depth, _past_used
-    used = _jax_cache.is_cache_used(backend)
-    with _jax_cache._cache_initialized_mutex:
-        if _past_depth == 0:
-            _past_used = used
-        _past_depth += 1
-        _jax_cache._cache_used = False
+def _past_jax_cache() -> Iterator[None]:
+    """Compile on this thread without JAX's persistent cache (neither read nor written) while
+    inside; other threads keep using it (JAX's ``is_cache_used`` is wrapped for that: a
+    process-wide switch would keep the programs the main thread compiles meanwhile out of
+    JAX's cache while the background thread compiles ahead)."""
+    before = getattr(_past, "active", False)
+    _past.active = True
     try:
         yield
     finally:
-        with _jax_cache._cache_initialized_mutex:
-            _past_depth -= 1
-            if _past_depth == 0 and _jax_cache._cache_checked:  # not reset meanwhile
-                _jax_cache._cache_used = _past_used
+        _past.active = before
+
+
+def _is_cache_used(backend: Any) -> bool:
+    """JAX's ``is_cache_used``, false on a thread inside ``_past_jax_cache``."""
+    if getattr(_past, "active", False):
+        return False
+    return bool(_jax_is_cache_used(backend))
+
+
+if _SUPPORTED:  # as ``_make_ir_context``: JAX's compiler reads it from its module
+    _jax_is_cache_used = getattr(_jax_cache.is_cache_used, "jax_own", _jax_cache.is_cache_used)
+    _is_cache_used.jax_own = _jax_is_cache_used  # type: ignore[attr-defined]
+    _jax_cache.is_cache_used = _is_cache_used
 
 
 def _save(compiled: Any, folder: Path, path: Path) -> None:

@@ -27,6 +27,7 @@ from tapegrad.errors import (
     raise_instead,
 )
 from tapegrad.grad_mode import grad_enabled
+from tapegrad.kernels import MISSED, trace_ahead
 from tapegrad.origin import user_site
 
 __all__ = ["Op", "defop", "registry", "apply", "OperandTypeError"]
@@ -379,7 +380,31 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
                 prov = _provenance(saved, arrays, y)
         # an empty params dict is not kept: one GC-tracked object less per node
         tape_now().record(op, parents, saved, params or None, out, y, code, lasti, prov)
+        if MISSED:  # a kernel met a new op, shape or dtype: its VJP's will be met too
+            MISSED.clear()
+            _vjp_ahead(op, saved, y, parents, params)
     return out
+
+
+def _vjp_ahead(
+    op: Op, saved: Any, y: jax.Array, parents: tuple[Any, ...], params: dict[str, Any]
+) -> None:
+    """Start compiling the kernels of ``op``'s VJP for the node just recorded, on the
+    background thread (``kernels.trace_ahead``): a backward pass calls the rule with these
+    residuals and parameters, a cotangent of the output's shape and dtype, and ``needs``
+    true for the inputs that require grad. A program's first backward then finds most of its
+    VJP kernels compiled while its forward ran (on a second core) instead of compiling them
+    one by one. Only tapegrad's own rules (pure, computing through kernels), and only when
+    a kernel of this thread just met a new signature (``kernels.MISSED``): the forward of a
+    new op, shape or dtype."""
+    rule = op.vjp
+    if not op.builtin or rule is None:
+        return
+    g = jax.ShapeDtypeStruct(y.shape, y.dtype)  # type: ignore[no-untyped-call]
+    if op._vjp_needs:
+        trace_ahead(rule, saved, g, tuple([p is not None for p in parents]), **params)
+    else:
+        trace_ahead(rule, saved, g, **params)
 
 
 def _explained(

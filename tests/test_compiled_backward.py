@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tapegrad as tg
-from tapegrad import compiled_backward
+from tapegrad import compiled_backward, kernels
 from tapegrad.op import Op
 
 RNG = np.random.default_rng(0)
@@ -27,8 +27,11 @@ B = RNG.standard_normal((5,)).astype(np.float32)
 @pytest.fixture
 def compile_at_second_pass(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Compile every structure at its second pass (none is bought before its first: see
-    ``Pass.buys_at_once``), from an empty cache; restore after."""
+    ``Pass.buys_at_once``), from an empty cache, on this thread (nothing compiles ahead on
+    the background thread, so which pass runs compiled does not depend on its timing);
+    restore after."""
     monkeypatch.setattr(compiled_backward, "_KERNEL_SECONDS", 0.0)
+    monkeypatch.setattr(kernels, "_background", lambda: None)
     before = compiled_backward.compile_after()
     compiled_backward.clear()
     compiled_backward.set_compile_after(0)
@@ -191,13 +194,20 @@ def mlp_loss_retained(x: tg.Tensor, w: tg.Tensor, b: tg.Tensor) -> tg.Tensor:
     return (y.exp() + 1.0).log().mean()
 
 
-def test_a_new_structure_of_ops_never_met_compiles_before_its_first_pass(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("background", [True, False], ids=["background", "one core"])
+def test_a_new_structure_of_ops_never_met_is_bought_on_one_core(
+    monkeypatch: pytest.MonkeyPatch, background: bool
 ) -> None:
-    """Buying at once (issue 17's cold start): a program's first backward would compile its
-    VJP kernels one by one, each costing about what compiling the whole pass does, so a
-    structure of ops this process never met compiles before its first pass. A new structure
-    of ops met already (their kernels compiled) waits for the rent-or-buy rule."""
+    """Buying at once (issue 17's cold start), on one core: a program's first backward would
+    compile its VJP kernels one by one, each costing about what compiling the whole pass
+    does, so a structure of ops this process never met compiles before its first pass. With
+    a background thread its VJP kernels compiled while the forward ran (``op._vjp_ahead``),
+    so the first pass is eager and the structure waits for the rent-or-buy rule, as a new
+    structure of ops met already (their kernels compiled) always does."""
+    if background and kernels._background() is None:
+        pytest.skip("one core: nothing compiles on a background thread")
+    if not background:
+        monkeypatch.setattr(kernels, "_background", lambda: None)
     monkeypatch.setattr(compiled_backward, "_met", set())  # as in a fresh process
     compiled_backward.clear()
     try:
@@ -206,7 +216,10 @@ def test_a_new_structure_of_ops_never_met_compiles_before_its_first_pass(
         assert entry.fresh * compiled_backward._KERNEL_SECONDS >= (
             compiled_backward.estimated_compile_seconds(entry.nodes)
         )
-        assert entry.passes == 0 and entry.calls == 1 and entry.compiled is not None
+        if background:
+            assert entry.passes == 1 and entry.compiled is None
+        else:
+            assert entry.passes == 0 and entry.calls == 1 and entry.compiled is not None
         oracle = jax.grad(jax_loss, argnums=(0, 1, 2))(X, W, B)
         for g, o in zip(got, oracle, strict=True):
             np.testing.assert_allclose(g, o, rtol=1e-5, atol=1e-6)
@@ -217,6 +230,93 @@ def test_a_new_structure_of_ops_never_met_compiles_before_its_first_pass(
             np.testing.assert_allclose(g, o, rtol=1e-5, atol=1e-6)
     finally:
         compiled_backward.clear()
+
+
+def test_a_pass_compiling_in_the_background_stays_eager_until_ready(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a background thread, a structure that earned its compile compiles there: passes
+    stay eager until the program is ready, and the first pass after takes it, with the
+    eager pass's gradients."""
+    import threading
+
+    pool = kernels._background()
+    if pool is None:
+        pytest.skip("one core: nothing compiles on a background thread")
+    monkeypatch.setattr(compiled_backward, "_after", 0.0)  # compile at the second pass
+    compiled_backward.clear()
+    gate = threading.Event()
+    try:
+        eager = grads(mlp_loss, X, W, B)
+        pool.submit(gate.wait, 30)  # the thread busy: the compile waits in its queue
+        grads(mlp_loss, X, W, B)  # earns its compile
+        (entry,) = passes()
+        assert entry.compiled is not None and entry.ahead
+        grads(mlp_loss, X, W, B)
+        assert entry.passes == 3 and entry.calls == 0  # eager while it waits
+        gate.set()
+        pool.submit(int).result()
+        compiled = grads(mlp_loss, X, W, B)
+        assert entry.passes == 3 and entry.calls == 2 and not entry.ahead  # compile, call
+        for c, e in zip(compiled, eager, strict=True):
+            np.testing.assert_allclose(c, e, rtol=1e-6, atol=1e-7)
+    finally:
+        gate.set()
+        compiled_backward.clear()
+
+
+def test_a_recorded_forward_compiles_its_vjp_kernels_ahead(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """A tracked op whose forward compiled a new shape (a first-ever run: an empty store)
+    starts its VJP's kernels compiling on the background thread (``op._vjp_ahead``), a rule
+    written in Python that calls kernels (layer norm's) as a rule that is one: the first
+    backward compiles none of them here."""
+    if kernels._background() is None:
+        pytest.skip("one core: nothing compiles ahead")
+    monkeypatch.setattr(compiled_backward, "_after", None)  # eager passes: each VJP is called
+    folder = tg.compilation_cache_dir()
+    tg.set_compilation_cache(tmp_path)  # nothing stored: the forward compiles
+    try:
+        _vjps_compiled_ahead(monkeypatch)
+    finally:
+        tg.set_compilation_cache(folder)
+
+
+def _vjps_compiled_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The body of the test above, with its store in place."""
+    import threading
+
+    xv = RNG.standard_normal((7, 11)).astype(np.float32)  # shapes no other test meets
+    wv = RNG.standard_normal((11,)).astype(np.float32)
+    x, w = tg.tensor(xv).require_grad(), tg.tensor(wv).require_grad()
+    y = tg.layer_norm((x * w).tanh(), 11, w)
+    seed = tg.ones_like(y)
+    pool = kernels._background()
+    assert pool is not None
+    for _ in range(2):  # the rules' runs, then the compiles they queued
+        pool.submit(int).result()  # as when the forward took long enough
+    here: list[str] = []
+    real = kernels._from_store
+
+    def spy(plain: Any, name: str, *rest: Any) -> Any:
+        if threading.current_thread() is threading.main_thread():
+            here.append(name)
+        return real(plain, name, *rest)
+
+    monkeypatch.setattr(kernels, "_from_store", spy)
+    y.backward(seed)
+    assert not [name for name in here if "vjp" in name], here
+
+    def jax_f(xa: jax.Array, wa: jax.Array) -> jax.Array:
+        h = jnp.tanh(xa * wa)
+        mean = h.mean(-1, keepdims=True)
+        var = ((h - mean) ** 2).mean(-1, keepdims=True)
+        return ((h - mean) / jnp.sqrt(var + 1e-5) * wa).sum()
+
+    ox, ow = jax.grad(jax_f, argnums=(0, 1))(xv, wv)
+    np.testing.assert_allclose(grad_of(x), ox, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(grad_of(w), ow, rtol=1e-4, atol=1e-5)
 
 
 def test_a_compiled_pass_no_faster_than_eager_goes_back_to_eager() -> None:
@@ -240,7 +340,8 @@ def test_the_threshold_is_the_estimated_compile_time(monkeypatch: pytest.MonkeyP
     """Rent or buy: a structure compiles once its eager passes took what compiling it is
     estimated to take (0.1 s + 1 ms per node, scaled up by slower timed compiles), at most
     ``compile_after()`` seconds; the first pass does not count, later ones count at the
-    fastest."""
+    fastest. (Compiled on this thread: its first call times the compile.)"""
+    monkeypatch.setattr(kernels, "_background", lambda: None)
     monkeypatch.setattr(compiled_backward, "_KERNEL_SECONDS", 0.0)  # no structure bought early
     before = compiled_backward.compile_after()
     compiled_backward.clear()

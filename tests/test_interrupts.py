@@ -22,7 +22,7 @@ import pytest
 from _recount import check_tape
 
 import tapegrad as tg
-from tapegrad import compiled_backward
+from tapegrad import compiled_backward, kernels
 
 PACKAGE = Path(tg.__file__).parent
 BOOKKEEPING = {
@@ -125,9 +125,12 @@ def backward_mode(request: pytest.FixtureRequest) -> Any:
     compiled_backward.clear()
     if request.param == "compiled":
         compiled_backward.set_compile_after(0)
-        for _ in range(2):  # eager once, then compiled: the structure is ready
+        for _ in range(3):  # eager, then compiled once the background thread compiled it
             with tg.use_tape(tg.Tape()):
                 step({})
+            pool = kernels._background()
+            if pool is not None:
+                pool.submit(int).result()
         assert any(e.compiled is not None for e in compiled_backward.cached())
     else:
         compiled_backward.set_compile_after(None)

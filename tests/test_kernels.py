@@ -191,21 +191,28 @@ def test_every_jax_setting_is_part_of_the_key() -> None:
     assert _key("k", False, frozenset(), frozenset(), args, {}) == plain
 
 
-def test_nested_compiles_past_jaxs_cache_restore_it_once() -> None:
-    """Threads compiling at once (nested uses) leave JAX's cache flag as they found it."""
+def test_compiling_past_jaxs_cache_is_per_thread_and_nests() -> None:
+    """A store compile skips JAX's persistent cache on its own thread only: a program the
+    main thread compiles while the background thread compiles ahead still goes to JAX's
+    cache. Nested uses restore the outer one's state."""
+    import threading
+
     from jax._src import compilation_cache as jax_cache
 
     from tapegrad.kernels import _past_jax_cache
 
     backend = jax.devices()[0].client
     before = jax_cache.is_cache_used(backend)
-    first, second = _past_jax_cache(backend), _past_jax_cache(backend)
-    first.__enter__()
-    second.__enter__()  # another thread's compile begins inside the first
-    first.__exit__(None, None, None)  # and ends after it
-    assert jax_cache._cache_used is False
-    second.__exit__(None, None, None)
-    assert jax_cache._cache_used is before
+    seen: list[bool] = []
+    with _past_jax_cache():
+        with _past_jax_cache():
+            assert jax_cache.is_cache_used(backend) is False
+        assert jax_cache.is_cache_used(backend) is False
+        other = threading.Thread(target=lambda: seen.append(jax_cache.is_cache_used(backend)))
+        other.start()
+        other.join()
+    assert seen == [before]
+    assert jax_cache.is_cache_used(backend) is before
 
 
 def test_a_callers_error_keeps_the_stored_program(tmp_path: Any) -> None:
@@ -321,6 +328,129 @@ def test_compile_ahead_leaves_other_settings_and_errors_to_the_call() -> None:
     placed.compile_ahead(jax.device_put(jnp.ones(2), jax.devices()[0]))
     jax.jit(lambda x: placed.compile_ahead(x) or x)(jnp.ones(2))
     assert placed_traces == []  # nothing started ahead
+
+
+def test_trace_ahead_compiles_the_kernels_a_function_calls() -> None:
+    """``trace_ahead(fn, *args)`` runs ``fn`` on the background thread on its arguments'
+    shapes: each kernel it calls compiles ahead (and gives back its result's shape), so the
+    later concrete calls trace nothing; a run that computes outside kernels stops there and
+    keeps what it started; under another JAX setting on the caller's thread nothing runs."""
+    from tapegrad import kernels
+
+    if kernels._background() is None:
+        pytest.skip("one core: nothing compiles ahead")
+    first, first_traces = _counting(lambda x: x * 2)
+    second, second_traces = _counting(lambda x, y: x + y)
+    never, never_traces = _counting(lambda x: x - 1)
+
+    def rule(x: Any, y: Any) -> Any:
+        b = second(first(x), y)
+        return never(jnp.sin(b))  # jnp on a shape: the run stops before ``never``
+
+    x, y = jnp.ones((3, 5)), jnp.ones((1, 5))
+    with jax.enable_x64(True):
+        kernels.trace_ahead(rule, x, y)
+        _background_done()
+    assert first_traces == second_traces == never_traces == []
+    kernels.trace_ahead(rule, x, y)
+    _background_done()  # the run, which queued the compiles
+    _background_done()  # the compiles
+    traced = (len(first_traces), len(second_traces))
+    assert traced[0] >= 1 and traced[1] >= 1 and never_traces == []
+    assert second(first(x), y).tolist() == [[3.0] * 5] * 3
+    assert (len(first_traces), len(second_traces)) == traced  # the programs compiled ahead
+    kernels.trace_ahead(rule, x, y)  # met by a call already: nothing compiles again
+    _background_done()
+    _background_done()
+    assert (len(first_traces), len(second_traces)) == traced
+
+
+def test_a_sequence_repeating_at_other_shapes_compiles_ahead(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """A kernel compiling for arguments of other shapes than it compiled for before starts
+    what followed that compile compiling ahead at the new shapes (``_repeat_ahead``): an
+    optimizer written in ops compiles per parameter shape, from the second parameter on
+    partly on the background thread. Only arguments that differ in shapes, one shape to one
+    shape, map; a kernel with a shape outside the map is not predicted."""
+    import threading
+
+    import tapegrad as tg
+    from tapegrad import kernels
+
+    pool = kernels._background()
+    if pool is None:
+        pytest.skip("one core: nothing compiles ahead")
+    folder = tg.compilation_cache_dir()
+    tg.set_compilation_cache(tmp_path)  # nothing stored: every first call compiles
+    here: list[str] = []
+    real = kernels._from_store
+
+    def spy(plain: Any, name: str, *rest: Any) -> Any:
+        if threading.current_thread() is threading.main_thread():
+            here.append(name.rsplit(".", 1)[-1])
+        return real(plain, name, *rest)
+
+    monkeypatch.setattr(kernels, "_from_store", spy)
+    try:
+        sin, cos, mul, add = kernel(jnp.sin), kernel(jnp.cos), kernel(jnp.multiply), kernel(jnp.add)
+
+        def rounds(x: jax.Array) -> jax.Array:
+            return add(mul(cos(sin(x)), 0.5), x)
+
+        first, second = jnp.ones((3, 4)), jnp.ones((5, 6))
+        rounds(first)
+        assert here == ["sin", "cos", "multiply", "add"]
+        here.clear()
+        sin(second)  # compiles here, and starts cos, multiply and add at (5, 6) ahead
+        for _ in range(2):
+            pool.submit(int).result()
+        out = rounds(second)
+        assert here == ["sin"]
+        np.testing.assert_allclose(out, np.cos(np.sin(1.0)) * 0.5 + 1.0, rtol=1e-6)
+    finally:
+        tg.set_compilation_cache(folder)
+    a, b, c = (jax.ShapeDtypeStruct(s, jnp.float32) for s in ((3, 4), (5, 6), (2, 9)))
+    assert kernels._shape_map([a, 0.5], [b, 0.5]) == {(3, 4): (5, 6)}
+    assert kernels._shape_map([a, 0.5], [b, 0.25]) is None  # another value
+    assert kernels._shape_map([a, a], [b, c]) is None  # one shape to two
+    assert kernels._shape_map([a], [a]) is None  # nothing changed
+    half = jax.ShapeDtypeStruct((3, 4), jnp.float16)
+    assert kernels._shape_map([a], [jax.ShapeDtypeStruct((5, 6), jnp.float16)]) is None
+    shapes = {(3, 4): (5, 6)}
+    assert kernels._remapped([a, jax.ShapeDtypeStruct((), jnp.float32), 2], shapes) == [
+        b,
+        jax.ShapeDtypeStruct((), jnp.float32),
+        2,
+    ]
+    assert kernels._remapped([a, c], shapes) is None  # (2, 9): outside the map
+    assert kernels._remapped([half.update(shape=(5, 6))], shapes) is None  # nothing to map
+
+
+def test_a_kernel_keeps_its_newest_programs_compiled_ahead() -> None:
+    """A kernel keeps at most ``_AHEAD_MAX`` programs compiled ahead for calls that have not
+    come: a new one drops the oldest (queued: never compiled)."""
+    import threading
+
+    from tapegrad import kernels
+
+    pool = kernels._background()
+    if pool is None:
+        pytest.skip("one core: nothing compiles ahead")
+    triple, traces = _counting(lambda x: x * 3)
+    gate = threading.Event()
+    pool.submit(gate.wait, 30)
+    try:
+        for n in range(1, kernels._AHEAD_MAX + 3):
+            triple.compile_ahead(jnp.ones(n))
+    finally:
+        gate.set()
+    _background_done()
+    assert len(traces) == kernels._AHEAD_MAX
+    assert triple(jnp.ones(kernels._AHEAD_MAX + 2)).tolist()[0] == 3.0
+    assert len(traces) == kernels._AHEAD_MAX  # kept: taken
+    triple(jnp.ones(1))
+    assert len(traces) == kernels._AHEAD_MAX + 1  # dropped: traced by the call
 
 
 def test_one_core_compiles_nothing_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
