@@ -92,7 +92,7 @@ class RandomState:
         with self._lock:
             key = self.key
             if key is None:
-                key = jax.random.PRNGKey(0)
+                key = _low_key(0)
             new, sub = split_key(key)
             if (
                 self is STATE
@@ -164,7 +164,7 @@ def seed_key(seed: int) -> jax.Array:
         ValueError: ``seed`` is outside ``[-2**63, 2**64)``.
     """
     if 0 <= seed < _TWO_32:  # every seed's key in both modes: no mode switch
-        return jax.random.PRNGKey(seed)
+        return _low_key(seed)
     if not -_TWO_63 <= seed < _TWO_64:
         raise ValueError(
             f"seed {seed} is outside [-2**63, 2**64) (64 bits, PyTorch's range); reduce it, "
@@ -176,13 +176,27 @@ def seed_key(seed: int) -> jax.Array:
     return key
 
 
+def _low_key(seed: int) -> jax.Array:
+    """``jax.random.PRNGKey(seed)`` for ``0 <= seed < 2**32``. Under JAX's default generator
+    (threefry) that key is the words ``[0, seed]`` (``threefry_seed``: the seed's high and low
+    32 bits), made here on the host and moved to the device without a compile (JAX's
+    ``_threefry_seed`` compiles one, ~30 ms of a first run); under another generator, or
+    where ``host_to_device`` leaves it to JAX (a trace), JAX makes it."""
+    if jax.config.jax_default_prng_impl == "threefry2x32":  # type: ignore[attr-defined]
+        key = host_to_device(np.array([0, seed], dtype=np.uint32))
+        if key is not None:
+            return key
+    made: jax.Array = jax.random.PRNGKey(seed)
+    return made
+
+
 def get_state() -> jax.Array:
     """The current key of the process random state (a ``jax.Array``; made from seed 0 on
     first use). Passing it to ``set_state`` later replays the same draws."""
     state = _state()
     with state._lock:
         if state.key is None:
-            state.key = jax.random.PRNGKey(0)
+            state.key = _low_key(0)
         return state.key
 
 

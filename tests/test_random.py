@@ -289,3 +289,21 @@ def test_seeding_inside_a_jit_step_draws_as_eagerly() -> None:
     tg.manual_seed(2**40)
     assert got == [first, tg.randn(3).tolist()]
     assert replay(x).tolist() == first  # the same key every call: the step sets it
+
+
+@pytest.mark.parametrize("x64", [False, True], ids=["x64 off", "x64 on"])
+def test_a_seed_below_2_32_makes_jaxs_key_without_compiling(x64: bool) -> None:
+    """``seed_key`` (``manual_seed``, ``key=`` an int) makes ``jax.random.PRNGKey(seed)``'s
+    key, ``[0, seed]`` under threefry, on the host: the same words, dtype and placement, and
+    no compile (JAX's ``_threefry_seed`` compiled one in a first run)."""
+    from tapegrad.random import seed_key
+
+    seeds = [0, 1, 12345, 2**31 - 1, 2**31, 2**32 - 1]
+    with jax.enable_x64(x64):
+        want = [jax.random.PRNGKey(s) for s in seeds]
+        with compiles() as seen:
+            got = [seed_key(s) for s in seeds]
+    assert seen == []
+    for g, w in zip(got, want, strict=True):
+        assert g.tolist() == w.tolist() and g.dtype == w.dtype
+        assert (g.weak_type, g.committed, g.sharding) == (w.weak_type, w.committed, w.sharding)
