@@ -43,7 +43,7 @@ from tapegrad._placement import committed, device_groups, loaded_like, placement
 from tapegrad._tensor import Tensor, zero_grads
 from tapegrad.errors import DeviceError, TracerError, donated_error
 from tapegrad.grad_mode import enable_grad
-from tapegrad.kernels import kernel
+from tapegrad.kernels import host_to_device, kernel
 from tapegrad.origin import format_origin, user_frame
 
 __all__ = ["Optimizer"]
@@ -623,11 +623,66 @@ def _init(rule: optax.GradientTransformation, arrays: tuple[jax.Array, ...]) -> 
     With a low-precision parameter (bfloat16, float16), whose moments the update keeps in
     float32 (``rules._injected``), the state starts in the dtypes the update gives it, so that
     the step's state keeps one signature from the first call on (a compiled step compiles
-    once)."""
-    state = jax.jit(rule.init)(arrays) if not any(map(committed, arrays)) else rule.init(arrays)
+    once). A state of constants (Adam's moments and count, RMSprop's, momentum's: zeros) on
+    a CPU is filled on the host without a compile (``_filled_state``)."""
+    if any(map(committed, arrays)):
+        state = rule.init(arrays)
+    else:
+        state = _filled_state(rule, arrays)
+        if state is None:
+            state = jax.jit(rule.init)(arrays)
     if any(jnp.issubdtype(a.dtype, jnp.floating) and a.dtype.itemsize < 4 for a in arrays):
         after = jax.eval_shape(lambda s, a: rule.update(a, s, a)[1], state, arrays)
         state = jax.tree_util.tree_map(
             lambda s, o: s if s.dtype == o.dtype else s.astype(o.dtype), state, after
         )
     return state
+
+
+_Literal: Any
+try:  # what a constant in a jaxpr is (``jax.extend.core.Literal``, whose import costs ~17 ms)
+    from jax._src.core import Literal as _Literal
+except ImportError:  # pragma: no cover - another JAX: states compile as before
+    _Literal = None
+
+
+def _filled_state(rule: optax.GradientTransformation, arrays: tuple[jax.Array, ...]) -> Any:
+    """``rule.init(arrays)`` made on the host, where every leaf of it is a constant (a literal,
+    or a literal broadcast to a shape: optax's ``zeros_like`` moments and counts) and JAX's
+    default device is a CPU: filled with NumPy and moved by ``kernels.host_to_device``, the
+    same values, dtypes and placement as the compiled ``init`` gives, with no compile (~50 ms
+    per parameter group in a first run). ``None`` for any other state (a copy of the
+    parameters, a computed value), on another device (a large state filled on the host would
+    cross to it), or where ``host_to_device`` leaves it to JAX."""
+    if _Literal is None or not arrays or next(iter(arrays[0].devices())).platform != "cpu":
+        return None  # the parameters are uncommitted, on the default device
+    closed, shapes = jax.make_jaxpr(rule.init, return_shape=True)(arrays)
+    jaxpr = closed.jaxpr
+    if jaxpr.effects:
+        return None
+    used = {v for v in jaxpr.outvars if not isinstance(v, _Literal)}
+    used.update(v for eqn in jaxpr.eqns for v in eqn.invars if not isinstance(v, _Literal))
+    filled: dict[Any, Any] = {}
+    for eqn in jaxpr.eqns:
+        if not used.intersection(eqn.outvars):
+            continue  # a value nothing reads (optax computes a sign it drops)
+        (operand,) = eqn.invars if len(eqn.invars) == 1 else (None,)
+        if eqn.primitive.name != "broadcast_in_dim" or not isinstance(operand, _Literal):
+            return None
+        filled[eqn.outvars[0]] = operand.val
+    leaves = []
+    for var in jaxpr.outvars:
+        aval = var.aval
+        if getattr(aval, "weak_type", True):
+            return None
+        if isinstance(var, _Literal):
+            value = var.val
+        elif var in filled:
+            value = filled[var]
+        else:
+            return None  # an input passed on, or computed
+        array = host_to_device(np.full(aval.shape, value, dtype=aval.dtype))
+        if array is None:
+            return None
+        leaves.append(array)
+    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(shapes), leaves)
