@@ -418,12 +418,16 @@ class Pass:
 
     def ready(self, seeds: Sequence[Any], arrays: list[Any]) -> bool:
         """Whether the compiled pass runs this pass: it exists and is not compiling on the
-        background thread any more (the first pass after it is ready takes it)."""
+        background thread any more (the first pass after it is ready takes it). Which pass
+        that is depends on timing, as the eager seconds that earn a compile always did;
+        with ``compile_after() == 0`` the pass after the one that earned it takes the
+        program, waiting for it if need be, so that a program's gradients are the same
+        run after run."""
         if self.compiled is None:
             return False
         if self.ahead:
-            if self.compiled.pending(list(seeds), arrays):
-                return False
+            if _after != 0 and self.compiled.pending(list(seeds), arrays):
+                return False  # (``compile_after() == 0``: this pass takes it, as on one core)
             self.ahead = False
             self.calls = 1  # its compile: not on this thread, so no call times it
         return True

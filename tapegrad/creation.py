@@ -396,8 +396,12 @@ def arange(
                 data = host_to_device(np.arange(start, stop, step, dtype=kind))
     else:
         dtype = as_dtype(dtype, "tg.arange")
-    if data is None:
-        data = jnp.arange(start, stop, step, dtype=dtype)
+    if data is None:  # as the caller gave it: ``jnp.arange(n)`` is an iota, nothing moved
+        data = (
+            jnp.arange(start, dtype=dtype)
+            if stop is None and step == 1
+            else jnp.arange(start, stop, step, dtype=dtype)
+        )
     return _finish(data, requires_grad, device, sharding, "arange")
 
 

@@ -363,6 +363,10 @@ def _compile_ahead(
         or ahead.get(signature, (None,))[0] is pool
     ):
         return
+    if name is not None and any(
+        leaf.__class__ is np.ndarray for leaf in jax.tree_util.tree_leaves((args, kwargs))
+    ):  # the store refuses NumPy arguments: the call compiles as plain jit, so this does
+        name = classic = None
     abstract = jax.tree_util.tree_map(_abstract, (args, kwargs))  # the thread holds no array
     while len(ahead) >= _AHEAD_MAX:  # the oldest goes (a running one finishes, unclaimed);
         # the other thread may take entries meanwhile (a call, a ``trace_ahead`` run)
@@ -385,7 +389,9 @@ _SEQUENCE_MAX = 64
 """Compiles a process remembers, in order, to find a sequence repeating (``_repeat_ahead``)."""
 _REPEAT_MAX = 16
 """The most compiles ``_repeat_ahead`` predicts from one earlier sequence."""
-_sequence: deque[tuple[Any, Any, list[Any], Any]] = deque(maxlen=_SEQUENCE_MAX)
+_sequence: deque[tuple[weakref.ref[Any], weakref.ref[Any], list[Any], Any]] = deque(
+    maxlen=_SEQUENCE_MAX
+)
 _Shapes = dict[tuple[int, ...], tuple[int, ...]]
 
 
@@ -401,23 +407,25 @@ def _repeat_ahead(
     thread compiles too. They are queued last first: this thread compiles the first ones
     itself (a call takes a program not started yet) while the background thread works from
     the end, so the two meet in the middle. A prediction no call takes costs the background
-    thread's time only."""
+    thread's time, and the interpreter's lock while that thread traces (~5 ms a kernel)."""
     leaves, tree = jax.tree_util.tree_flatten(jax.tree_util.tree_map(_abstract, (args, kwargs)))
     past = list(_sequence)
-    _sequence.append((ahead, compile_ahead, leaves, tree))
+    # weakly: a kernel dropped (its table and ``compile_ahead`` with it) goes at once
+    _sequence.append((weakref.ref(ahead), weakref.ref(compile_ahead), leaves, tree))
     for i in range(len(past) - 1, -1, -1):
         table, _, old, old_tree = past[i]
-        if table is ahead and old_tree == tree:
+        if table() is ahead and old_tree == tree:
             shapes = _shape_map(old, leaves)
             if shapes is not None:
                 break
     else:
         return
     predicted = []
-    for table, start, old, old_tree in past[i + 1 : i + 1 + _REPEAT_MAX]:
-        if table is ahead:
+    for table, start_ref, old, old_tree in past[i + 1 : i + 1 + _REPEAT_MAX]:
+        if table() is ahead:
             break  # the sequence's next round began
-        mapped = _remapped(old, shapes)
+        start = start_ref()
+        mapped = None if start is None else _remapped(old, shapes)
         if mapped is not None:
             predicted.append((start, jax.tree_util.tree_unflatten(old_tree, mapped)))
     for start, (a, kw) in reversed(predicted):
@@ -464,6 +472,11 @@ def _remapped(leaves: list[Any], shapes: _Shapes) -> list[Any] | None:
     return out if changed else None
 
 
+_CREDIT = 128
+"""``trace_ahead`` runs allowed in a row without a call taking a program compiled ahead."""
+_credit = _CREDIT
+
+
 class _Dry(threading.local):
     active = False  # inside ``_dry_run`` on this thread
 
@@ -479,14 +492,18 @@ def trace_ahead(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
     by then, on another core. ``fn`` must be pure and compute only through kernels (a VJP
     rule of tapegrad's own); where it computes otherwise (a ``jnp`` call on a shape, a
     value it needs), the run stops there and what it started stays. Nothing runs where
-    ``compile_ahead`` would not (one core, under a trace), or where the background thread's
+    ``compile_ahead`` would not (one core, under a trace), where the background thread's
     JAX settings differ from the caller's (``with jax.enable_x64()`` on the caller's
-    thread)."""
-    if not _SUPPORTED or not _core.trace_state_clean():
+    thread), or once ``_CREDIT`` runs went by without a call taking a program compiled ahead
+    (runs hold the interpreter's lock while they trace, which a caller that never calls
+    what they compile, a forward under grad mode no backward follows, would pay for)."""
+    global _credit
+    if not _SUPPORTED or not _core.trace_state_clean() or _credit <= 0:
         return
     pool = _background()
     if pool is None:
         return
+    _credit -= 1
     abstract = jax.tree_util.tree_map(_abstract, (args, kwargs))
     try:
         pool.submit(_dry_run, fn, _config.trace_context(), *abstract)
@@ -570,7 +587,7 @@ def _run_ahead(
     if not _core.trace_state_clean():
         for queued, (_, future) in list(ahead.items()):
             if future.cancel():
-                del ahead[queued]
+                ahead.pop(queued, None)  # the other thread may have taken it meanwhile
         return _MISSED
     signature = _signature(static_nums, static_names, args, kwargs)
     entry = None if signature is None else ahead.pop(signature, None)
@@ -587,6 +604,8 @@ def _run_ahead(
         result = call(*dyn, **dyn_kw)
     except Exception:
         return _MISSED
+    global _credit
+    _credit = _CREDIT  # what was compiled ahead is used: ``trace_ahead`` may go on
     ahead.met(signature)
     return result
 
@@ -600,8 +619,10 @@ def _signature(
     """What selects a program in this process: static values, the argument tree, each
     array's shape, dtype and weak type, JAX's trace context (last). Only arrays on the
     default device and not committed to it, NumPy arrays of JAX's dtypes, Python scalars and
-    ``jax.ShapeDtypeStruct`` values without a sharding are keyed (a NumPy array and a JAX array
-    of the same shape and dtype select the same program); ``None`` for anything else."""
+    ``jax.ShapeDtypeStruct`` values without a sharding are keyed; ``None`` for anything else.
+    A NumPy array keys apart from a JAX array or a ``ShapeDtypeStruct`` of its shape and
+    dtype: the store does not serve a call with one (plain ``jax.jit`` compiles it, with
+    XLA's default options), so a program compiled ahead for it must be compiled so too."""
     if _config.default_device.value is not None:
         return None
     statics: list[Any] = []
@@ -631,7 +652,7 @@ def _signature(
                 return None
             sigs.append((leaf.shape, leaf.dtype, leaf.aval.weak_type))
         elif cls is np.ndarray and jax.dtypes.canonicalize_dtype(leaf.dtype) == leaf.dtype:
-            sigs.append((leaf.shape, leaf.dtype, False))
+            sigs.append((leaf.shape, leaf.dtype, False, np.ndarray))  # see the docstring
         elif cls is jax.ShapeDtypeStruct and leaf.sharding is None:
             sigs.append((leaf.shape, np.dtype(leaf.dtype), leaf.weak_type))
         else:
@@ -946,13 +967,15 @@ def host_to_device(host: np.ndarray) -> jax.Array | None:
     On a CPU the array may share ``host``'s buffer (as ``device_put``'s may): pass a buffer
     nothing writes afterwards (a private copy). ``None`` where JAX's own conversion does more
     than place the array: under a trace, under ``jax.set_mesh`` (``jnp.asarray`` replicates
-    over the mesh), with ``jax_debug_nans``/``jax_debug_infs`` (it checks the values), and
-    without the JAX internals this module recognises."""
+    over the mesh), with ``jax_debug_nans``/``jax_debug_infs`` (it checks the values), under
+    a host-to-device ``jax.transfer_guard`` (it logs or refuses the transfer; JAX's own
+    path decides), and without the JAX internals this module recognises."""
     if (
         not _SUPPORTED
         or not _core.trace_state_clean()
         or _dispatch.needs_check_special()
         or not (jax.sharding.get_abstract_mesh().empty or jax.sharding.get_mesh().empty)
+        or _config.transfer_guard_host_to_device.value not in (None, "allow")
     ):
         return None
     device = _pxla.get_default_device()

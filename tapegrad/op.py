@@ -398,8 +398,8 @@ def _vjp_ahead(
     a kernel of this thread just met a new signature (``kernels.MISSED``): the forward of a
     new op, shape or dtype."""
     rule = op.vjp
-    if not op.builtin or rule is None:
-        return
+    if rule is None or not op.builtin or not rule.__module__.startswith("tapegrad."):
+        return  # a rule of the user's (``tg.defop``) may have effects: it runs when called
     g = jax.ShapeDtypeStruct(y.shape, y.dtype)  # type: ignore[no-untyped-call]
     if op._vjp_needs:
         trace_ahead(rule, saved, g, tuple([p is not None for p in parents]), **params)

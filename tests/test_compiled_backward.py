@@ -243,7 +243,7 @@ def test_a_pass_compiling_in_the_background_stays_eager_until_ready(
     pool = kernels._background()
     if pool is None:
         pytest.skip("one core: nothing compiles on a background thread")
-    monkeypatch.setattr(compiled_backward, "_after", 0.0)  # compile at the second pass
+    monkeypatch.setattr(compiled_backward, "_after", 1e-9)  # compile after the second pass
     compiled_backward.clear()
     gate = threading.Event()
     try:
@@ -258,6 +258,34 @@ def test_a_pass_compiling_in_the_background_stays_eager_until_ready(
         pool.submit(int).result()
         compiled = grads(mlp_loss, X, W, B)
         assert entry.passes == 3 and entry.calls == 2 and not entry.ahead  # compile, call
+        for c, e in zip(compiled, eager, strict=True):
+            np.testing.assert_allclose(c, e, rtol=1e-6, atol=1e-7)
+    finally:
+        gate.set()
+        compiled_backward.clear()
+
+
+def test_compiling_at_the_second_pass_is_the_same_run_after_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With ``compile_after() == 0`` the second pass runs compiled whatever the background
+    thread is doing (it waits for the program, or compiles it), so a program's gradients
+    are the same in every run, as on one core."""
+    import threading
+
+    pool = kernels._background()
+    if pool is None:
+        pytest.skip("one core: nothing compiles on a background thread")
+    monkeypatch.setattr(compiled_backward, "_after", 0.0)
+    compiled_backward.clear()
+    gate = threading.Event()
+    try:
+        pool.submit(gate.wait, 30)  # the thread busy: the compile waits in its queue
+        eager = grads(mlp_loss, X, W, B)  # earns its compile
+        (entry,) = passes()
+        assert entry.ahead
+        compiled = grads(mlp_loss, X, W, B)
+        assert entry.passes == 1 and entry.calls == 2 and not entry.ahead  # compile, call
         for c, e in zip(compiled, eager, strict=True):
             np.testing.assert_allclose(c, e, rtol=1e-6, atol=1e-7)
     finally:

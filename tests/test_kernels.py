@@ -427,6 +427,80 @@ def test_a_sequence_repeating_at_other_shapes_compiles_ahead(
     assert kernels._remapped([half.update(shape=(5, 6))], shapes) is None  # nothing to map
 
 
+def _fused(x: jax.Array, y: jax.Array) -> jax.Array:
+    """A kernel whose float32 result XLA's classic and default emitters round differently."""
+    return (x @ y) * 0.37 + jnp.tanh(x @ y.T)
+
+
+def test_numpy_arguments_never_take_a_program_compiled_otherwise(tmp_path: Any) -> None:
+    """A call with NumPy arrays is one the store does not serve (plain ``jax.jit``, XLA's
+    default options): it never takes a program compiled ahead for JAX arrays of its shapes
+    (through the store), so its values do not depend on what compiled ahead."""
+    import tapegrad as tg
+    from tapegrad import kernels
+
+    if kernels._background() is None:
+        pytest.skip("one core: nothing compiles ahead")
+    folder = tg.compilation_cache_dir()
+    tg.set_compilation_cache(tmp_path)
+    try:
+        rng = np.random.default_rng(0)
+        x, y = (rng.standard_normal((32, 32)).astype(np.float32) for _ in range(2))
+        plain = np.asarray(kernel(_fused)(x, y))
+        for args in ((x, y), (jax.ShapeDtypeStruct(x.shape, x.dtype),) * 2):
+            ahead = kernel(_fused)
+            ahead.compile_ahead(*args)
+            _background_done()
+            np.testing.assert_array_equal(np.asarray(ahead(x, y)), plain)
+    finally:
+        tg.set_compilation_cache(folder)
+
+
+def test_a_dropped_kernel_is_freed_and_trace_ahead_stops_when_nothing_is_taken(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """What ``_repeat_ahead`` remembers holds no kernel: a kernel dropped after compiling
+    at two shapes is freed at once. ``trace_ahead`` stops after ``_CREDIT`` runs no call
+    took a program of (a forward under grad mode that no backward follows), and goes on
+    once one is taken."""
+    import gc
+    import types
+    import weakref
+
+    import tapegrad as tg
+    from tapegrad import kernels
+
+    if kernels._background() is None:
+        pytest.skip("one core: nothing compiles ahead")
+    folder = tg.compilation_cache_dir()
+    tg.set_compilation_cache(tmp_path)
+    try:
+        module = types.ModuleType("tapegrad_test_dropped")
+        exec("def scale(x):\n    return x * 3.0\n", module.__dict__)
+        scale = kernel(module.scale)
+        scale(jnp.ones((3, 4)))
+        scale(jnp.ones((5, 6)))
+        fn, k = weakref.ref(module.scale), weakref.ref(scale)
+        del scale, module
+        gc.collect()
+        assert fn() is None and k() is None
+    finally:
+        tg.set_compilation_cache(folder)
+    ran: list[int] = []
+    monkeypatch.setattr(kernels, "_credit", 2)
+    for _ in range(3):
+        kernels.trace_ahead(lambda: ran.append(1))
+    _background_done()
+    assert ran == [1, 1]
+    taken, _ = _counting(lambda x: x + 2)
+    taken.compile_ahead(jnp.ones(7))
+    _background_done()
+    taken(jnp.ones(7))  # a program compiled ahead is taken: runs may go on
+    kernels.trace_ahead(lambda: ran.append(1))
+    _background_done()
+    assert ran == [1, 1, 1]
+
+
 def test_a_kernel_keeps_its_newest_programs_compiled_ahead() -> None:
     """A kernel keeps at most ``_AHEAD_MAX`` programs compiled ahead for calls that have not
     come: a new one drops the oldest (queued: never compiled)."""

@@ -355,6 +355,8 @@ def test_arange_like_jnp() -> None:
     with compiles() as seen:
         made = [tg.arange(n) for n in range(1000, 1010)] + [tg.arange(3, 1000 + 3, 7)]
     assert seen == [] and made[3].tolist() == list(range(1003))
+    with jax.transfer_guard("disallow"):  # JAX's arange transfers nothing: neither does this
+        assert tg.arange(4).tolist() == [0, 1, 2, 3]
 
 
 def test_zeros_like_and_ones_like_keep_shape_and_dtype() -> None:
