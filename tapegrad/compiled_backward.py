@@ -17,12 +17,13 @@ each on a CPU with an empty cache, against the whole pass's estimate. A program'
 backward is then one compile instead of one per op and shape (a cold start's largest part);
 such a structure has no eager pass to be compared with (see below).
 
-Where a second core is free (``kernels``' background thread), the pass compiles there: from
-the moment it is bought or has earned its compile, passes stay eager until the program is
-ready, and the first pass after that takes it (``Pass.ready``), so the compile (~0.1-1 s)
-overlaps the loop instead of stopping it. A bought structure's first eager pass is then
-cheap too: each tracked op whose forward compiled started its VJP's kernels compiling on
-that thread (``op._vjp_ahead``). On one core a pass compiles at its first compiled call.
+That exception is for one core. Where a second core is free (``kernels``' background
+thread), a program's first backward is eager but cheap: each tracked op whose forward
+compiled started its VJP's kernels compiling on that thread (``op._vjp_ahead``), so
+nothing is bought at once; and a structure that earned its compile compiles there, passes
+staying eager until the program is ready and the first pass after that taking it
+(``Pass.ready``), so the compile (~0.1-1 s) overlaps the loop instead of stopping it. On
+one core a pass compiles at its first compiled call.
 
 The estimate is ``0.1 s + 1 ms`` per node (measured on a CPU with an empty compilation cache:
 76 ms for an 8-node pass, 0.77 s for a 700-node one), scaled up when the compiles this process
@@ -392,7 +393,8 @@ class Pass:
         """Whether this structure, never run yet, compiles before its first pass: that pass
         would compile its ``fresh`` VJP kernels one by one (``_KERNEL_SECONDS`` each), and
         when they are estimated to cost at least compiling the whole pass, buying at once is
-        cheaper (a program's first backward: one compile instead of one per op and shape)."""
+        cheaper (a program's first backward: one compile instead of one per op and shape).
+        Only on one core: with a background thread its VJP kernels compiled ahead."""
         return (
             self.passes == 0
             and kernels._background() is None
