@@ -399,7 +399,7 @@ def arange(
     if data is None:  # as the caller gave it: ``jnp.arange(n)`` is an iota, nothing moved
         data = (
             jnp.arange(start, dtype=dtype)
-            if stop is None and step == 1
+            if stop is None and step.__class__ is int and step == 1  # (a typed step: its dtype)
             else jnp.arange(start, stop, step, dtype=dtype)
         )
     return _finish(data, requires_grad, device, sharding, "arange")

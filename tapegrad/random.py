@@ -164,7 +164,7 @@ def seed_key(seed: int) -> jax.Array:
         ValueError: ``seed`` is outside ``[-2**63, 2**64)``.
     """
     if 0 <= seed < _TWO_32:  # every seed's key in both modes: no mode switch
-        return _low_key(seed)
+        return _low_key(seed) if seed.__class__ is int else jax.random.PRNGKey(seed)
     if not -_TWO_63 <= seed < _TWO_64:
         raise ValueError(
             f"seed {seed} is outside [-2**63, 2**64) (64 bits, PyTorch's range); reduce it, "

@@ -307,3 +307,5 @@ def test_a_seed_below_2_32_makes_jaxs_key_without_compiling(x64: bool) -> None:
     for g, w in zip(got, want, strict=True):
         assert g.tolist() == w.tolist() and g.dtype == w.dtype
         assert (g.weak_type, g.committed, g.sharding) == (w.weak_type, w.committed, w.sharding)
+    with pytest.raises(TypeError):  # as jax.random.PRNGKey(3.7): not a seed
+        seed_key(3.7)  # type: ignore[arg-type]

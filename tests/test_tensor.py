@@ -345,10 +345,13 @@ def test_arange_like_jnp() -> None:
         ((-4, 29), {}),
         ((3, 3), {}),
         ((2**31 - 3, 2**31 - 1), {}),
+        ((5,), {"step": 1.0}),  # a typed step of 1 keeps its dtype
+        ((5,), {"step": np.int16(1)}),
+        ((2.5,), {"step": np.float32(1)}),
     ]
     for args, kw in cases:
         t = tg.arange(*args, **kw)
-        ref = jnp.arange(*args, **kw)
+        ref = jnp.arange(args[0], None, kw["step"]) if "step" in kw else jnp.arange(*args, **kw)
         assert (t.dtype, t.shape, t.data.weak_type) == (ref.dtype, ref.shape, ref.weak_type)
         assert (t.data.sharding, t.data.committed) == (ref.sharding, ref.committed)
         np.testing.assert_array_equal(t.numpy(), np.asarray(ref))

@@ -652,10 +652,15 @@ def _filled_state(rule: optax.GradientTransformation, arrays: tuple[jax.Array, .
     default device is a CPU: filled with NumPy and moved by ``kernels.host_to_device``, the
     same values, dtypes and placement as the compiled ``init`` gives, with no compile (~50 ms
     per parameter group in a first run). ``None`` for any other state (a copy of the
-    parameters, a computed value), on another device (a large state filled on the host would
-    cross to it), or where ``host_to_device`` leaves it to JAX."""
-    if _Literal is None or not arrays or next(iter(arrays[0].devices())).platform != "cpu":
-        return None  # the parameters are uncommitted, on the default device
+    parameters, a computed value), for traced parameters, on another device (a large state
+    filled on the host would cross to it), or where ``host_to_device`` leaves it to JAX."""
+    if (
+        _Literal is None
+        or not arrays
+        or any(isinstance(a, jax.core.Tracer) for a in arrays)  # made inside a step
+        or next(iter(arrays[0].devices())).platform != "cpu"  # uncommitted: the default's
+    ):
+        return None
     closed, shapes = jax.make_jaxpr(rule.init, return_shape=True)(arrays)
     jaxpr = closed.jaxpr
     if jaxpr.effects:

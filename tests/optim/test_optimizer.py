@@ -524,6 +524,22 @@ def test_optimizer_state_is_made_without_compiling_or_by_one_compile() -> None:
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+def test_an_optimizer_made_inside_a_compiled_step_works() -> None:
+    # its parameters are traced there: the state is made by optax's init (no host fill)
+    w = tg.ones((3,), requires_grad=True)
+
+    @tg.jit
+    def step(x: tg.Tensor) -> tg.Tensor:
+        opt = optim.SGD([w], lr=0.1, momentum=0.9)
+        loss = (w * x).sum()
+        loss.backward()
+        opt.step()
+        return loss
+
+    assert float(step(tg.ones((3,)))) == 3.0
+    np.testing.assert_allclose(np.asarray(w.data), [0.9, 0.9, 0.9], rtol=1e-6)
+
+
 def test_one_tensor_or_a_string_hyperparameter_is_a_clear_type_error() -> None:
     w = tg.tensor(np.ones(3, np.float32), requires_grad=True)
     with pytest.raises(TypeError, match=r"got one Tensor of shape \(3,\); pass \[tensor\]"):
