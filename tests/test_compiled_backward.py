@@ -232,60 +232,38 @@ def test_a_new_structure_of_ops_never_met_is_bought_on_one_core(
         compiled_backward.clear()
 
 
+@pytest.mark.parametrize("after", [1e-9, 0.0], ids=["eager until ready", "compile_after 0"])
 def test_a_pass_compiling_in_the_background_stays_eager_until_ready(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, after: float
 ) -> None:
     """With a background thread, a structure that earned its compile compiles there: passes
     stay eager until the program is ready, and the first pass after takes it, with the
-    eager pass's gradients."""
+    eager pass's gradients. With ``compile_after() == 0`` the second pass runs compiled
+    whatever the background thread is doing (it waits for the program, or compiles it), so
+    a program's gradients are the same in every run, as on one core."""
     import threading
 
     pool = kernels._background()
     if pool is None:
         pytest.skip("one core: nothing compiles on a background thread")
-    monkeypatch.setattr(compiled_backward, "_after", 1e-9)  # compile after the second pass
+    monkeypatch.setattr(compiled_backward, "_after", after)
     compiled_backward.clear()
     gate = threading.Event()
     try:
-        eager = grads(mlp_loss, X, W, B)
         pool.submit(gate.wait, 30)  # the thread busy: the compile waits in its queue
-        grads(mlp_loss, X, W, B)  # earns its compile
+        eager = grads(mlp_loss, X, W, B)
+        if after:
+            grads(mlp_loss, X, W, B)  # earns its compile (eager seconds count from here)
         (entry,) = passes()
         assert entry.compiled is not None and entry.ahead
-        grads(mlp_loss, X, W, B)
-        assert entry.passes == 3 and entry.calls == 0  # eager while it waits
-        gate.set()
-        pool.submit(int).result()
+        if after:
+            grads(mlp_loss, X, W, B)
+            assert entry.passes == 3 and entry.calls == 0  # eager while it waits
+            gate.set()
+            pool.submit(int).result()
         compiled = grads(mlp_loss, X, W, B)
-        assert entry.passes == 3 and entry.calls == 2 and not entry.ahead  # compile, call
-        for c, e in zip(compiled, eager, strict=True):
-            np.testing.assert_allclose(c, e, rtol=1e-6, atol=1e-7)
-    finally:
-        gate.set()
-        compiled_backward.clear()
-
-
-def test_compiling_at_the_second_pass_is_the_same_run_after_run(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """With ``compile_after() == 0`` the second pass runs compiled whatever the background
-    thread is doing (it waits for the program, or compiles it), so a program's gradients
-    are the same in every run, as on one core."""
-    import threading
-
-    pool = kernels._background()
-    if pool is None:
-        pytest.skip("one core: nothing compiles on a background thread")
-    monkeypatch.setattr(compiled_backward, "_after", 0.0)
-    compiled_backward.clear()
-    gate = threading.Event()
-    try:
-        pool.submit(gate.wait, 30)  # the thread busy: the compile waits in its queue
-        eager = grads(mlp_loss, X, W, B)  # earns its compile
-        (entry,) = passes()
-        assert entry.ahead
-        compiled = grads(mlp_loss, X, W, B)
-        assert entry.passes == 1 and entry.calls == 2 and not entry.ahead  # compile, call
+        assert entry.passes == (3 if after else 1)
+        assert entry.calls == 2 and not entry.ahead  # its compile, its call
         for c, e in zip(compiled, eager, strict=True):
             np.testing.assert_allclose(c, e, rtol=1e-6, atol=1e-7)
     finally:
