@@ -89,6 +89,9 @@ TESTED_JAX = ((0, 10), (0, 10))
 """The JAX releases (major, minor) whose internals this module was tested with; under any
 other, ``kernel`` is plain ``jax.jit`` (correct, without the store or the classic emitters)
 until a release is tested and added here."""
+JAX_TESTED = TESTED_JAX[0] <= jax.__version_info__[:2] <= TESTED_JAX[1]
+"""Whether this process runs one of ``TESTED_JAX``'s releases (``random``'s threefry chunks
+repeat its private conversions too)."""
 
 try:  # the JAX internals a kernel is built from (checked once; plain jax.jit without them)
     from jax._src import compilation_cache as _jax_cache
@@ -106,7 +109,7 @@ try:  # the JAX internals a kernel is built from (checked once; plain jax.jit wi
 
     _ArrayImpl = _jax.ArrayImpl
     _SingleDevice = jax.sharding.SingleDeviceSharding
-    _SUPPORTED = TESTED_JAX[0] <= jax.__version_info__[:2] <= TESTED_JAX[1] and all(
+    _SUPPORTED = JAX_TESTED and all(
         hasattr(obj, name)
         for obj, name in (
             (_jax, "pjit"),

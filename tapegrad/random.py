@@ -35,7 +35,7 @@ from jax.sharding import SingleDeviceSharding
 
 from tapegrad import compilation_cache
 from tapegrad.errors import TracerError
-from tapegrad.kernels import TESTED_JAX, host_to_device, kernel
+from tapegrad.kernels import JAX_TESTED, host_to_device, kernel
 
 __all__ = [
     "RandomState",
@@ -278,10 +278,6 @@ _DRAW_MAX = 1 << 16
 """Draws of at most this many elements run one compiled kernel per kind and dtype
 (``_draw``); larger ones compile per shape (``jax.random`` as it is)."""
 
-_TESTED = TESTED_JAX[0] <= jax.__version_info__[:2] <= TESTED_JAX[1]
-"""Whether this JAX's ``jax.random`` conversions are those ``_chunk`` repeats (a release
-the tests compared); under another, every draw is ``jax.random``'s own."""
-
 _CHUNK = 1 << 14
 """The most elements one call of ``_chunk`` draws: a draw of ``_DRAW_MAX`` is four calls."""
 
@@ -330,7 +326,7 @@ def _draw(fn: Any, key: jax.Array, shape: tuple[int, ...], dtype: Any, *bounds: 
     size = math.prod(shape)
     dt = _real_float(dtype)
     if (
-        not _TESTED
+        not JAX_TESTED  # another release's conversions may differ: jax.random's own
         or not 0 < size <= _DRAW_MAX
         or dt is None
         or isinstance(key, jax.core.Tracer)
