@@ -113,7 +113,14 @@ def _propagate(
             if node.retain or node.id in wanted:
                 out[node.id] = (node, g)
             if toward is None:
-                needs = tuple(p is not None for p in parents)
+                n = len(parents)  # the usual one or two inputs: a shared tuple, no loop
+                needs: tuple[bool, ...]
+                if n == 2:
+                    needs = _NEEDS2[parents[0] is None][parents[1] is None]
+                elif n == 1:
+                    needs = _NEEDS1[parents[0] is None]
+                else:
+                    needs = tuple([p is not None for p in parents])
             else:
                 needs = tuple(p is not None and p.id in toward for p in parents)
                 if True not in needs:
@@ -147,6 +154,15 @@ def _propagate(
                 cots[p.id] = ct if prev is None else _accumulate(prev, ct)
         done.append(node)
     return out
+
+
+_NEEDS1: tuple[tuple[bool, ...], ...] = ((True,), (False,))
+"""``needs`` of a one-input op, by ``parents[0] is None``."""
+_NEEDS2: tuple[tuple[tuple[bool, ...], ...], ...] = (
+    ((True, True), (True, False)),
+    ((False, True), (False, False)),
+)
+"""``needs`` of a two-input op, by ``parents[0] is None`` then ``parents[1] is None``."""
 
 
 def _toward(steps: Sequence[Any], wanted: frozenset[int]) -> set[int]:
