@@ -24,6 +24,8 @@ __all__ = [
     "placed_like",
     "constrained_like",
     "held_bytes",
+    "NBYTES",
+    "multi_device",
     "bytes_by_device",
     "placement_key",
     "device_groups",
@@ -196,7 +198,7 @@ def constrained_like(x: Any, ref: Any) -> Any:
 _MULTI: list[bool] = []  # [whether a backend of this process has several local devices]
 
 
-def _multi_device() -> bool:
+def multi_device() -> bool:
     """Whether any local backend has more than one device (read once: devices are fixed
     once JAX has started); on one device every array holds ``nbytes``, the fast path."""
     if not _MULTI:
@@ -222,20 +224,22 @@ def _shards(a: jax.Array) -> tuple[int, tuple[Any, ...]] | None:
 def held_bytes(a: jax.Array) -> int:
     """The device memory ``a`` holds in this process: the bytes of its addressable shards (an
     array replicated on 8 devices counts 8 copies; on one device, ``nbytes``)."""
-    if _MULTI[0] if _MULTI else _multi_device():
+    if _MULTI[0] if _MULTI else multi_device():
         shards = _shards(a)
         if shards is not None:
             return shards[0] * len(shards[1])
     aval = a.aval  # sized once per shape and dtype: every node a sweep frees sizes its arrays
-    n = _NBYTES.get(aval)
+    n = NBYTES.get(aval)
     if n is None:
-        if len(_NBYTES) >= 4096:
-            _NBYTES.clear()
-        n = _NBYTES[aval] = math.prod(aval.shape) * aval.dtype.itemsize
+        if len(NBYTES) >= 4096:
+            NBYTES.clear()
+        n = NBYTES[aval] = math.prod(aval.shape) * aval.dtype.itemsize
     return n
 
 
-_NBYTES: dict[Any, int] = {}  # aval -> bytes of an array of that shape and dtype
+NBYTES: dict[Any, int] = {}
+"""aval -> bytes of an array of that shape and dtype on one device (``held_bytes``' cache,
+read directly where every swept node is sized: ``census.unhold``)."""
 
 
 def bytes_by_device(arrays: Iterable[jax.Array]) -> dict[str, int]:

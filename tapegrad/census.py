@@ -16,7 +16,7 @@ from typing import Any
 
 import jax
 
-from tapegrad._placement import bytes_by_device, held_bytes
+from tapegrad._placement import NBYTES, bytes_by_device, held_bytes, multi_device
 from tapegrad.node import Node
 from tapegrad.origin import display_path, line_of
 from tapegrad.records import LedgerRecord, NodeRecord
@@ -147,10 +147,22 @@ def drop(held: dict[int, int], saved: Any) -> None:
 
 def unhold(held: dict[int, int], saved: Any) -> tuple[int, int]:
     """Count one holder less of each array in ``saved``; return the bytes of its distinct
-    arrays and the bytes of those no holder is left for (released by the tape, rule 7)."""
+    arrays and the bytes of those no holder is left for (released by the tape, rule 7).
+    Every node a sweep removes passes here, so the usual residuals (a flat tuple of one or
+    two arrays, on a one-device process) take no call: told apart by identity without a set,
+    sized from the cache by shape and dtype."""
+    arrays = saved
+    if saved.__class__ is not tuple or len(saved) > 2:
+        arrays = _arrays_in(saved)
+    else:
+        for a in saved:
+            if _KIND.get(a.__class__) != 1:
+                arrays = saved_arrays(saved)
+                break
+    sizes = None if multi_device() else NBYTES
     own = freed = 0
-    arrays = _arrays_in(saved)
-    seen: set[int] | None = set() if len(arrays) > 1 else None  # distinct arrays
+    seen: set[int] | None = set() if len(arrays) > 2 else None  # distinct arrays
+    first: Any = None
     for a in arrays:
         key = id(a)
         n = held[key] - 1
@@ -158,13 +170,21 @@ def unhold(held: dict[int, int], saved: Any) -> tuple[int, int]:
             held[key] = n
         else:
             del held[key]
-        if seen is not None:
-            if key in seen:  # a second entry of one array: its bytes count once
+        if seen is None:
+            if a is first:  # the second entry of two, one array: its bytes count once
                 if not n:
                     freed += array_bytes(a)
                 continue
+            first = a
+        elif key in seen:  # a later entry of one array: its bytes count once
+            if not n:
+                freed += array_bytes(a)
+            continue
+        else:
             seen.add(key)
-        size = array_bytes(a)
+        size = None if sizes is None else sizes.get(a.aval)
+        if size is None:
+            size = array_bytes(a)
         own += size
         if not n:
             freed += size
