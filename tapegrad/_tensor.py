@@ -548,6 +548,8 @@ class Tensor:
     @numpy_keywords
     def sum(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Sum over ``axis`` (an int, negative int or tuple; ``None`` for all)."""
+        if axis is None and keepdims is False:  # the op's defaults: no parameters to check
+            return _ops.sum(self)
         return _ops.sum(self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords
@@ -563,6 +565,8 @@ class Tensor:
     @numpy_keywords
     def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Mean over ``axis``."""
+        if axis is None and keepdims is False:  # the op's defaults: no parameters to check
+            return _ops.mean(self)
         return _ops.mean(self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords
