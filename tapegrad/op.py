@@ -30,7 +30,7 @@ from tapegrad.grad_mode import grad_enabled
 from tapegrad.kernels import MISSED, trace_ahead
 from tapegrad.origin import user_site
 
-__all__ = ["Op", "defop", "registry", "apply", "OperandTypeError"]
+__all__ = ["Op", "defop", "registry", "apply", "OperandTypeError", "int_arguments"]
 
 Forward = Callable[..., tuple[Any, Any]]
 VJPRule = Callable[..., tuple[Any, ...]]
@@ -284,6 +284,41 @@ def _constant(kind: str, value: Any) -> jax.Array:
     with jax.ensure_compile_time_eval():
         array: jax.Array = jax.device_put(value)
     return array
+
+
+_INT_CONSTANTS: dict[int, jax.Array] = {}
+_INTS_MET: set[int] = set()
+_MAX_INT_CONSTANTS = 4096
+
+
+def int_arguments(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Python ints passed to a kernel as traced arguments (a slice's starts), each as a cached
+    weakly typed device constant once its value was met before (``_constant``), else as it is.
+
+    JAX turns every Python int argument of a call into a device scalar, ~3-6 us each, where a
+    device array costs nothing; a loop slicing the same places every epoch (``x[i:i + 64]``,
+    ``p[target, 0]``) reuses its constants. A value is made a constant on its second sight
+    (~80 us, once), so starts that never repeat (random windows of a long text) make none,
+    and at most 4,096 are kept (no eviction: a loop over more places passes its ints as they
+    are). Both forms have the same abstract value (a weak int32): one compiled kernel."""
+    out = []
+    for v in values:
+        if v.__class__ is int:
+            c = _INT_CONSTANTS.get(v)
+            if c is not None:
+                v = c
+            elif v in _INTS_MET:
+                if len(_INT_CONSTANTS) < _MAX_INT_CONSTANTS:
+                    try:
+                        c = _INT_CONSTANTS[v] = _constant("int", v)
+                    except OverflowError:
+                        c = None  # beyond int32: JAX's own conversion raises its error
+                    if c is not None:
+                        v = c
+            elif len(_INTS_MET) < 4 * _MAX_INT_CONSTANTS:
+                _INTS_MET.add(v)
+        out.append(v)
+    return tuple(out)
 
 
 def as_operand(x: Any, op_name: str) -> Any:

@@ -872,7 +872,11 @@ def test_max_min_ties_share_the_gradient_like_jax() -> None:
 def test_reductions_positional_axis_and_list_axis() -> None:
     x = tg.tensor(arr((2, 3, 4), seed=1))
     np.testing.assert_array_equal(x.sum(1).numpy(), np.asarray(jnp.sum(x.data, 1)))
-    np.testing.assert_array_equal(x.mean([0, 2]).numpy(), np.asarray(jnp.mean(x.data, (0, 2))))
+    # a reduction over two axes may sum in another order than jnp's own call (XLA's CPU
+    # emitters differ by machine): the last bit is not compared
+    np.testing.assert_allclose(
+        x.mean([0, 2]).numpy(), np.asarray(jnp.mean(x.data, (0, 2))), rtol=1e-6
+    )
 
 
 @pytest.mark.parametrize("name", ["max", "min"])
