@@ -214,3 +214,22 @@ def test_an_ops_signature_is_how_it_is_called() -> None:
     assert list(sig.parameters) == ["x", "axis"]
     assert sig.parameters["axis"].kind == inspect.Parameter.POSITIONAL_OR_KEYWORD
     assert float(tg.sum(tg.ones((2, 3)), 1)[0]) == 3.0  # as the signature says
+
+
+def test_int_arguments_become_cached_constants_on_a_second_sight() -> None:
+    """A slice's starts: passed as ints the first time a value is met, as one weakly typed
+    device constant (the same object) from the second on; bools and arrays pass untouched."""
+    from tapegrad.op import int_arguments
+
+    value = 912_345  # a value no other test slices at
+    first = int_arguments((value, True, 1.5))
+    assert first == (value, True, 1.5)
+    second = int_arguments((value,))[0]
+    assert isinstance(second, jax.Array) and second.aval.weak_type and int(second) == value
+    assert int_arguments((value,))[0] is second
+    t = tg.tensor(np.arange(10.0, dtype=np.float32)).require_grad()
+    for _ in range(3):  # slicing at one place: same values, gradient included
+        out = t[3:6]
+        np.testing.assert_array_equal(out.numpy(), [3.0, 4.0, 5.0])
+        (g,) = tg.grad(out.sum(), t)
+        np.testing.assert_array_equal(g.numpy(), [0, 0, 0, 1, 1, 1, 0, 0, 0, 0])

@@ -168,3 +168,30 @@ def test_a_0d_input_refuses_other_axes() -> None:
         tg.tensor(2.0).sum(axis=1)
     with pytest.raises(ValueError, match="out of range"):
         tg.tensor(2.0).argmax(axis=-2)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean"])
+@pytest.mark.parametrize("shape", [(), (5,), (2, 3, 4)])
+def test_whole_array_reduction_matches_jnp_and_its_gradient(name: str, shape: tuple[int, ...]) -> None:
+    """``x.sum()`` / ``x.mean()`` (no axis: the kernel without parameters) equal jnp's, with
+    the gradient of the general path (``axis=None`` given, ``keepdims`` both ways)."""
+    x = (np.arange(int(np.prod(shape)), dtype=F32).reshape(shape) - 3) / 7
+    t = tg.tensor(x)
+    np.testing.assert_allclose(getattr(t, name)().numpy(), getattr(jnp, name)(x), rtol=1e-6)
+    assert getattr(t, name)(keepdims=True).shape == getattr(jnp, name)(x, keepdims=True).shape
+    grads = [
+        _grad(lambda u: getattr(u, name)(), x),
+        _grad(lambda u: getattr(u, name)(axis=None), x),
+        _grad(lambda u: getattr(tg, name)(u), x),
+    ]
+    for g in grads:
+        np.testing.assert_allclose(g, jax.grad(lambda a: getattr(jnp, name)(a))(x), rtol=1e-6)
+    check_vjp(R[name], x)
+
+
+@pytest.mark.parametrize("axis", [0, 2, -1, -3])
+def test_one_int_axis_matches_jnp_and_a_bad_one_raises(axis: int) -> None:
+    np.testing.assert_allclose(tg.tensor(X).mean(axis).numpy(), jnp.mean(X, axis), rtol=1e-6)
+    np.testing.assert_allclose(tg.tensor(X).sum(axis=axis).numpy(), jnp.sum(X, axis), rtol=1e-6)
+    with pytest.raises(tg.ShapeError, match="out of range"):
+        tg.tensor(X).sum(axis=axis + 3 if axis >= 0 else axis - 3)
