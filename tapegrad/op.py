@@ -27,10 +27,18 @@ from tapegrad.errors import (
     raise_instead,
 )
 from tapegrad.grad_mode import grad_enabled
-from tapegrad.kernels import MISSED, trace_ahead
+from tapegrad.kernels import MISSED, host_to_device, trace_ahead
 from tapegrad.origin import user_site
 
-__all__ = ["Op", "defop", "registry", "apply", "OperandTypeError", "int_arguments"]
+__all__ = [
+    "Op",
+    "defop",
+    "registry",
+    "apply",
+    "OperandTypeError",
+    "int_arguments",
+    "index_arguments",
+]
 
 Forward = Callable[..., tuple[Any, Any]]
 VJPRule = Callable[..., tuple[Any, ...]]
@@ -286,37 +294,69 @@ def _constant(kind: str, value: Any) -> jax.Array:
     return array
 
 
-_INT_CONSTANTS: dict[int, jax.Array] = {}
-_INTS_MET: set[int] = set()
-_MAX_INT_CONSTANTS = 4096
+class _SecondSight:
+    """Device constants for kernel arguments JAX would transfer on every call (Python ints,
+    NumPy index arrays), made for a value on its second sight and kept: a loop that slices or
+    gathers at the same places every epoch reuses them, and values that never repeat (random
+    windows of a long text) make none. At most ``limit`` are kept, with no eviction (a loop
+    over more places passes its values as they are), so one costs ~30-80 us once."""
+
+    def __init__(self, make: Callable[[Any], jax.Array | None], limit: int) -> None:
+        self.make = make
+        self.limit = limit
+        self.made: dict[Any, jax.Array] = {}
+        self.met: set[Any] = set()
+
+    def get(self, key: Any, value: Any) -> Any:
+        """The constant for ``value`` (identified by ``key``), or ``value`` itself."""
+        made = self.made.get(key)
+        if made is not None:
+            return made
+        if key in self.met:
+            if len(self.made) < self.limit:
+                made = self.make(value)
+                if made is not None:
+                    self.made[key] = made
+                    return made
+        elif len(self.met) < 4 * self.limit:
+            self.met.add(key)
+        return value
+
+
+def _int_constant(value: int) -> jax.Array | None:
+    try:
+        return _constant("int", value)
+    except OverflowError:
+        return None  # beyond the int dtype: JAX's own conversion raises its error
+
+
+def _index_constant(host: np.ndarray) -> jax.Array | None:
+    # the dtype JAX's call would give it (x64 off: int32; the bounds were checked already)
+    return host_to_device(np.array(host, dtype=jax.dtypes.canonicalize_dtype(host.dtype)))
+
+
+_INTS = _SecondSight(_int_constant, 4096)
+_INDICES = _SecondSight(_index_constant, 256)
+_INDEX_SIZE = 4096  # larger NumPy index arrays are passed as they are (no key to hash)
 
 
 def int_arguments(values: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Python ints passed to a kernel as traced arguments (a slice's starts), each as a cached
-    weakly typed device constant once its value was met before (``_constant``), else as it is.
+    """Python ints passed to a kernel as traced arguments (a slice's starts), each as a weakly
+    typed device constant once its value was met before (``_SecondSight``), else as it is.
+    JAX turns every Python int argument of a call into a device scalar (~3-6 us each); both
+    forms have the same abstract value, a weak int32: one compiled kernel."""
+    return tuple([_INTS.get(v, v) if v.__class__ is int else v for v in values])
 
-    JAX turns every Python int argument of a call into a device scalar, ~3-6 us each, where a
-    device array costs nothing; a loop slicing the same places every epoch (``x[i:i + 64]``,
-    ``p[target, 0]``) reuses its constants. A value is made a constant on its second sight
-    (~80 us, once), so starts that never repeat (random windows of a long text) make none,
-    and at most 4,096 are kept (no eviction: a loop over more places passes its ints as they
-    are). Both forms have the same abstract value (a weak int32): one compiled kernel."""
+
+def index_arguments(index: tuple[Any, ...]) -> tuple[Any, ...]:
+    """An index's integer NumPy arrays (a gather's rows, checked on the host already) as
+    cached device arrays once their contents were met before (``_SecondSight``): JAX
+    transfers a NumPy argument on every call (~6 us for 64 indices). Outside a trace only
+    (``host_to_device``); other items pass as they are."""
     out = []
-    for v in values:
-        if v.__class__ is int:
-            c = _INT_CONSTANTS.get(v)
-            if c is not None:
-                v = c
-            elif v in _INTS_MET:
-                if len(_INT_CONSTANTS) < _MAX_INT_CONSTANTS:
-                    try:
-                        c = _INT_CONSTANTS[v] = _constant("int", v)
-                    except OverflowError:
-                        c = None  # beyond int32: JAX's own conversion raises its error
-                    if c is not None:
-                        v = c
-            elif len(_INTS_MET) < 4 * _MAX_INT_CONSTANTS:
-                _INTS_MET.add(v)
+    for v in index:
+        if v.__class__ is np.ndarray and v.dtype.kind in "iu" and v.size <= _INDEX_SIZE:
+            v = _INDICES.get((v.shape, v.dtype.str, v.tobytes()), v)
         out.append(v)
     return tuple(out)
 

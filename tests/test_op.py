@@ -233,3 +233,24 @@ def test_int_arguments_become_cached_constants_on_a_second_sight() -> None:
         np.testing.assert_array_equal(out.numpy(), [3.0, 4.0, 5.0])
         (g,) = tg.grad(out.sum(), t)
         np.testing.assert_array_equal(g.numpy(), [0, 0, 0, 1, 1, 1, 0, 0, 0, 0])
+
+
+def test_index_arguments_keep_the_host_bounds_check() -> None:
+    """A gather's NumPy rows become a cached device array from their second sight on; the
+    values and gradients stay those of the first call, and rows out of range still raise
+    on the host, however often valid ones were met."""
+    from tapegrad.op import index_arguments
+
+    rows = np.array([4, 0, 4, 2], dtype=np.int64) + 907  # contents no other test gathers
+    assert index_arguments((rows,))[0] is rows
+    cached = index_arguments((rows,))[0]
+    assert isinstance(cached, jax.Array) and cached.dtype == jnp.asarray(rows).dtype
+    assert index_arguments((rows.copy(),))[0] is cached  # keyed by contents
+    table = tg.tensor(np.arange(2000.0, dtype=np.float32).reshape(1000, 2)).require_grad()
+    for _ in range(3):
+        out = table[rows, 1]
+        np.testing.assert_array_equal(out.numpy(), (rows * 2 + 1).astype(np.float32))
+        (g,) = tg.grad(out.sum(), table)
+        assert float(g.numpy()[911, 1]) == 2.0 and float(g.numpy().sum()) == 4.0
+    with pytest.raises(IndexError, match="out of bounds"):
+        table[rows + 100, 1]

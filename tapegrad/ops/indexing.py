@@ -13,7 +13,7 @@ from jax import lax
 from tapegrad._args import integer, torch_keywords
 from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel
-from tapegrad.op import defop, int_arguments
+from tapegrad.op import defop, index_arguments, int_arguments
 
 if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
@@ -220,7 +220,7 @@ def getitem(x: jax.Array, *, index: tuple[Any, ...]) -> tuple[jax.Array, tuple[A
         return _slice(x, int_arguments(starts), sizes, squeezed), (shape,)
     _check_bounds(shape, index)
     if _is_gather(shape, index):
-        return _gather(x, index), (shape,)
+        return _gather(x, index_arguments(index)), (shape,)
     return x.at[index].get(mode="fill"), (shape,)
 
 
@@ -239,7 +239,7 @@ def _getitem_vjp(res: tuple[Any, ...], g: jax.Array, *, index: tuple[Any, ...]) 
         starts, sizes, _ = plan
         return (_slice_vjp(g, int_arguments(starts), shape, sizes),)
     if _is_gather(shape, index):
-        return (_scatter_add(g, index, shape),)
+        return (_scatter_add(g, index_arguments(index), shape),)
     return (jnp.zeros(shape, g.dtype).at[index].add(g, mode="drop"),)
 
 
