@@ -58,7 +58,7 @@ import numpy as np
 
 from tapegrad import compilation_cache
 
-__all__ = ["kernel", "static_key", "store_dir", "host_to_device", "trace_ahead"]
+__all__ = ["kernel", "static_key", "store_dir", "host_to_device", "plain_transfer", "trace_ahead"]
 
 _FORMAT = 2
 _FOLDER = "tapegrad-kernels"
@@ -973,13 +973,7 @@ def host_to_device(host: np.ndarray) -> jax.Array | None:
     over the mesh), with ``jax_debug_nans``/``jax_debug_infs`` (it checks the values), under
     a host-to-device ``jax.transfer_guard`` (it logs or refuses the transfer; JAX's own
     path decides), and without the JAX internals this module recognises."""
-    if (
-        not _SUPPORTED
-        or not _core.trace_state_clean()
-        or _dispatch.needs_check_special()
-        or not (jax.sharding.get_abstract_mesh().empty or jax.sharding.get_mesh().empty)
-        or _config.transfer_guard_host_to_device.value not in (None, "allow")
-    ):
+    if not plain_transfer():
         return None
     device = _pxla.get_default_device()
     sharding = _SHARDINGS.get(device)
@@ -992,6 +986,20 @@ def host_to_device(host: np.ndarray) -> jax.Array | None:
 
 
 _SHARDINGS: dict[Any, Any] = {}  # device -> its SingleDeviceSharding (host_to_device)
+
+
+def plain_transfer() -> bool:
+    """Whether a host value made into a device array here is what JAX's own conversion of an
+    argument would make, with nothing more to do (``host_to_device``'s condition): outside
+    a trace, without ``jax.set_mesh``, NaN checks or a host-to-device transfer guard, and
+    with the JAX internals this module recognises."""
+    return (
+        _SUPPORTED
+        and _core.trace_state_clean()
+        and not _dispatch.needs_check_special()
+        and (jax.sharding.get_abstract_mesh().empty or jax.sharding.get_mesh().empty)
+        and _config.transfer_guard_host_to_device.value in (None, "allow")
+    )
 
 
 def _classic(jaxpr: Any, always: bool) -> bool:

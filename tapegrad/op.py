@@ -27,7 +27,7 @@ from tapegrad.errors import (
     raise_instead,
 )
 from tapegrad.grad_mode import grad_enabled
-from tapegrad.kernels import MISSED, host_to_device, trace_ahead
+from tapegrad.kernels import MISSED, host_to_device, plain_transfer, trace_ahead
 from tapegrad.origin import user_site
 
 __all__ = [
@@ -280,9 +280,22 @@ def registry() -> MappingProxyType[str, Op]:
     return MappingProxyType(_REGISTRY)
 
 
+try:  # this thread's x64 setting, read without the public config's Python layers (~0.07 us)
+    from jax._src.config import enable_x64 as _X64
+except ImportError:  # pragma: no cover - a JAX without it: the public flag
+
+    class _PublicX64:
+        @property
+        def value(self) -> bool:
+            return bool(jax.config.jax_enable_x64)  # type: ignore[attr-defined]
+
+    _X64 = _PublicX64()  # type: ignore[assignment]
+
+
 @functools.lru_cache(maxsize=512)
-def _constant(kind: str, value: Any) -> jax.Array:
-    """A Python scalar as a weakly typed 0-d array, made once per (type, value).
+def _constant(kind: str, value: Any, x64: bool) -> jax.Array:
+    """A Python scalar as a weakly typed 0-d array, made once per (type, value, x64 setting:
+    ``jax.enable_x64`` may differ by thread and block, and so does the array's dtype).
 
     Built under ``ensure_compile_time_eval`` so that it is a concrete array even when first
     met inside a trace (docs/design.md rule 9: no cache keeps a traced value), with
@@ -296,36 +309,43 @@ def _constant(kind: str, value: Any) -> jax.Array:
 
 class _SecondSight:
     """Device constants for kernel arguments JAX would transfer on every call (Python ints,
-    NumPy index arrays), made for a value on its second sight and kept: a loop that slices or
-    gathers at the same places every epoch reuses them, and values that never repeat (random
-    windows of a long text) make none. At most ``limit`` are kept, with no eviction (a loop
-    over more places passes its values as they are), so one costs ~30-80 us once."""
+    NumPy index arrays), made for a value the second time a forward meets it and kept: a loop
+    that slices or gathers at the same places every epoch reuses them, and values that never
+    repeat (random windows of a long text, random minibatch rows) make none (a backward's
+    call with the forward's values only looks its constant up). At most ``limit`` are kept,
+    with no eviction (a loop over more places passes its values as they are), so one costs
+    ~30-80 us once; the values met once are remembered by hash (no copy of an array's
+    contents)."""
 
     def __init__(self, make: Callable[[Any], jax.Array | None], limit: int) -> None:
         self.make = make
         self.limit = limit
         self.made: dict[Any, jax.Array] = {}
-        self.met: set[Any] = set()
+        self.met: set[int] = set()
 
-    def get(self, key: Any, value: Any) -> Any:
-        """The constant for ``value`` (identified by ``key``), or ``value`` itself."""
+    def get(self, key: Any, value: Any, count: bool) -> Any:
+        """The constant for ``value`` (identified by ``key``), or ``value`` itself; ``count``:
+        a forward's call, which counts as a sight of it."""
         made = self.made.get(key)
-        if made is not None:
-            return made
-        if key in self.met:
+        if made is not None or not count:
+            return value if made is None else made
+        seen = hash(key)
+        if seen in self.met:
             if len(self.made) < self.limit:
                 made = self.make(value)
                 if made is not None:
                     self.made[key] = made
                     return made
         elif len(self.met) < 4 * self.limit:
-            self.met.add(key)
+            self.met.add(seen)
         return value
 
 
 def _int_constant(value: int) -> jax.Array | None:
+    if not plain_transfer():  # a trace, a transfer guard: JAX's own conversion decides
+        return None
     try:
-        return _constant("int", value)
+        return _constant("int", value, _X64.value)
     except OverflowError:
         return None  # beyond the int dtype: JAX's own conversion raises its error
 
@@ -337,26 +357,30 @@ def _index_constant(host: np.ndarray) -> jax.Array | None:
 
 _INTS = _SecondSight(_int_constant, 4096)
 _INDICES = _SecondSight(_index_constant, 256)
-_INDEX_SIZE = 4096  # larger NumPy index arrays are passed as they are (no key to hash)
+_INDEX_SIZE = 1024  # larger NumPy index arrays are passed as they are (no key to hash)
 
 
-def int_arguments(values: tuple[Any, ...]) -> tuple[Any, ...]:
+def int_arguments(values: tuple[Any, ...], count: bool = True) -> tuple[Any, ...]:
     """Python ints passed to a kernel as traced arguments (a slice's starts), each as a weakly
-    typed device constant once its value was met before (``_SecondSight``), else as it is.
-    JAX turns every Python int argument of a call into a device scalar (~3-6 us each); both
-    forms have the same abstract value, a weak int32: one compiled kernel."""
-    return tuple([_INTS.get(v, v) if v.__class__ is int else v for v in values])
+    typed device constant once a forward met its value before (``_SecondSight``; ``count``
+    false: a backward's call, which only looks constants up), else as it is. JAX turns every
+    Python int argument of a call into a device scalar (~3-6 us each); both forms have the
+    same abstract value (x64 off: a weak int32), so one compiled kernel."""
+    x64 = _X64.value
+    return tuple([_INTS.get((v, x64), v, count) if v.__class__ is int else v for v in values])
 
 
-def index_arguments(index: tuple[Any, ...]) -> tuple[Any, ...]:
+def index_arguments(index: tuple[Any, ...], count: bool = True) -> tuple[Any, ...]:
     """An index's integer NumPy arrays (a gather's rows, checked on the host already) as
-    cached device arrays once their contents were met before (``_SecondSight``): JAX
-    transfers a NumPy argument on every call (~6 us for 64 indices). Outside a trace only
-    (``host_to_device``); other items pass as they are."""
+    cached device arrays once a forward met their contents before (``_SecondSight``;
+    ``count`` as in ``int_arguments``): JAX transfers a NumPy argument on every call (~6 us
+    for 64 indices). Outside a trace only (``host_to_device``); other items pass as they
+    are."""
     out = []
     for v in index:
         if v.__class__ is np.ndarray and v.dtype.kind in "iu" and v.size <= _INDEX_SIZE:
-            v = _INDICES.get((v.shape, v.dtype.str, v.tobytes()), v)
+            key = (v.shape, v.dtype.str, v.tobytes(), _X64.value)
+            v = _INDICES.get(key, v, count)
         out.append(v)
     return tuple(out)
 
@@ -377,7 +401,7 @@ def as_operand(x: Any, op_name: str) -> Any:
             kind = type(x)
     if (kind is float and x != 0.0) or kind is int:  # 0.0 == -0.0 would share one entry
         try:
-            return _constant(kind.__name__, x)  # the type keeps 1 and 1.0 apart
+            return _constant(kind.__name__, x, _X64.value)  # the type keeps 1 and 1.0 apart
         except OverflowError:
             bits = 64 if jax.config.jax_enable_x64 else 32  # type: ignore[attr-defined]
             raise OverflowError(

@@ -237,9 +237,9 @@ def _getitem_vjp(res: tuple[Any, ...], g: jax.Array, *, index: tuple[Any, ...]) 
     plan = _slice_plan(shape, index)
     if plan is not None:
         starts, sizes, _ = plan
-        return (_slice_vjp(g, int_arguments(starts), shape, sizes),)
+        return (_slice_vjp(g, int_arguments(starts, count=False), shape, sizes),)
     if _is_gather(shape, index):
-        return (_scatter_add(g, index_arguments(index), shape),)
+        return (_scatter_add(g, index_arguments(index, count=False), shape),)
     return (jnp.zeros(shape, g.dtype).at[index].add(g, mode="drop"),)
 
 
