@@ -148,17 +148,10 @@ def drop(held: dict[int, int], saved: Any) -> None:
 def unhold(held: dict[int, int], saved: Any) -> tuple[int, int]:
     """Count one holder less of each array in ``saved``; return the bytes of its distinct
     arrays and the bytes of those no holder is left for (released by the tape, rule 7).
-    Every node a sweep removes passes here, so the usual residuals (a flat tuple of one or
-    two arrays, on a one-device process) take no call: told apart by identity without a set,
-    sized from the cache by shape and dtype."""
-    arrays = saved
-    if saved.__class__ is not tuple or len(saved) > 2:
-        arrays = _arrays_in(saved)
-    else:
-        for a in saved:
-            if _KIND.get(a.__class__) != 1:
-                arrays = saved_arrays(saved)
-                break
+    Every node a sweep removes passes here, so the usual residuals (one or two arrays, on a
+    one-device process) are told apart by identity without a set and sized from the cache
+    by shape and dtype without a call."""
+    arrays = _arrays_in(saved)
     sizes = None if multi_device() else NBYTES
     own = freed = 0
     seen: set[int] | None = set() if len(arrays) > 2 else None  # distinct arrays
