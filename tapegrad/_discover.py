@@ -36,7 +36,16 @@ from tapegrad.errors import TracerError
 from tapegrad.nn.module import Module
 from tapegrad.optim.optimizer import Optimizer
 
-__all__ = ["Found", "Watch", "discover", "scalar", "user_module", "user_function", "code_names"]
+__all__ = [
+    "Found",
+    "Watch",
+    "discover",
+    "scalar",
+    "rate",
+    "user_module",
+    "user_function",
+    "code_names",
+]
 
 _LIBRARIES = frozenset(
     {"jax", "jaxlib", "numpy", "optax", "chex", "torch", "rich", "sklearn", "scipy", "diagnostics"}
@@ -118,6 +127,10 @@ class Found:
     slot_labels: list[str] = field(default_factory=list)
     slot_owners: list[Any] = field(default_factory=list)
     """The object of each slot (an optimizer's state is donated with the parameters)."""
+    rates: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    """``(param group, "lr")``: an optimizer's learning rate as a Python or NumPy number, an
+    input of the computation (a traced scalar), not a constant: a scheduler sets it between
+    steps, and a new value must not compile the step again."""
     constants: dict[int, tuple[Tensor, str]] = field(default_factory=dict)
     """Tensors reached only through containers, globals or closures: not lifted unless changed."""
     attrs: list[tuple[dict[str, Any], str]] = field(default_factory=list)
@@ -288,6 +301,13 @@ def _object_children(obj: Any, label: str, found: Found) -> list[tuple[Any, str,
         for value in attrs.values():
             if isinstance(value, list) and all(isinstance(d, dict) for d in value):
                 for d in value:  # hyperparameter dicts (an optimizer's param_groups)
+                    lr = d.get("lr")
+                    if isinstance(obj, Optimizer) and id(d) not in found.scanned and rate(lr):
+                        found.rates.append((d, "lr"))  # an input (``Found.rates``)
+                        _scalars(d, ((k, v) for k, v in d.items() if k != "lr"), found)
+                        continue
+                    if isinstance(obj, Optimizer) and not scalar(lr):  # a schedule: held as is
+                        _entries(d, (("lr", lr),), found)
                     _scalars(d, d.items(), found)
     else:  # a configuration object's numbers (``cfg.lr``)
         _scalars(attrs, attrs.items(), found, lambda k: f"{label}.{k}")
@@ -342,6 +362,14 @@ def scalar(value: Any) -> bool:
     """A Python or NumPy number, a string, flag or ``None``: compared by value, not
     identity."""
     return isinstance(value, _SCALARS)
+
+
+def rate(value: Any) -> bool:
+    """A learning rate a compiled step takes as an input: a real Python or NumPy number (not
+    a flag, not a schedule, not a tensor)."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
 
 
 def _item_label(label: str, key: Any) -> str:

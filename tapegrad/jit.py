@@ -189,6 +189,8 @@ class _Plan:
             return False
         if [n is not None for n in map(node_of, self.watched)] != self.requires:
             return False
+        if self.found.rates and not all(_discover.rate(d.get(k)) for d, k in self.found.rates):
+            return False  # a learning rate that became a schedule (or was removed)
         try:
             readers, same = self._same
             if not all(map(is_, map(call, readers), same)):
@@ -233,6 +235,7 @@ class _Plan:
         donated += [d[k] for d, k in self.donated_slots]
         kept = arrays_of(self.kept_tensors)
         kept += [d[k] for d, k in self.kept_slots]
+        kept += [d[k] for d, k in self.found.rates]  # numbers: traced scalars
         return donated, kept
 
     def spent(self) -> list[Any] | None:
@@ -525,9 +528,15 @@ class JitFunction(Generic[P, R]):
         self._traced = True
         nd, ns = plan.n_donated, plan.n_donated_slots
         nk = len(plan.order) - nd
+        nr = len(kept) - len(plan.found.rates)
         values = donated[:nd] + kept[:nk]
-        slot_values = donated[nd:] + kept[nk:]
+        slot_values = donated[nd:] + kept[nk:nr]
         saved = [(t, state_of(t)) for t in plan.order]
+        # the learning rates are inputs: the optimizer's update reads them as traced values;
+        # placed before the watch, so that a step changing one is refused as for any number
+        rates = [(d, k, d[k]) for d, k in plan.found.rates]
+        for (d, k), v in zip(plan.found.rates, kept[nr:], strict=True):
+            d[k] = v
         watch = _discover.Watch(plan.found)
         private = Tape(allow_tracers=True)
         outer = current_tape()
@@ -581,6 +590,8 @@ class JitFunction(Generic[P, R]):
             for t, data_ in plan.constants:  # valid, so these are the arrays now
                 set_array(t, data_)
             watch.restore()
+            for d, k, number in rates:
+                d[k] = number
 
     def _rebuild(
         self, plan: _Plan, data: list[Any]
@@ -822,7 +833,8 @@ class JitFunction(Generic[P, R]):
     def _note_numbers(self, changed: list[str]) -> None:
         """Count the traces a changed number caused (a hyperparameter, a global, a
         configuration object's attribute); at ``RETRACE_WARNING``, warn once naming them (a
-        scheduler setting ``lr`` every step compiles the step every step)."""
+        hyperparameter set every step compiles the step every step; an optimizer's learning
+        rate is an input, ``_discover.Found.rates``)."""
         if not changed:
             return
         self._number_retraces += 1
@@ -835,10 +847,9 @@ class JitFunction(Generic[P, R]):
                 f"{self.__name__} compiled again {self._number_retraces} times because numbers "
                 f"it reads (from modules, optimizers, other objects, lists, dicts, globals or "
                 f"closures) changed ({keys}): a compiled step holds them as constants, so each "
-                "new value compiles it again. For a learning-rate schedule, give the optimizer "
-                "an optax schedule instead (lr=optax.cosine_decay_schedule(0.1, 1000)): the "
-                "compiled step evaluates it from the optimizer's step count, with no new "
-                "compile. Pass any other number that changes every call as an argument (traced), "
+                "new value compiles it again (an optimizer's param_groups 'lr' is the exception: "
+                "an input, set between calls with no new compile). Pass a number that changes "
+                "every call as an argument (traced), "
                 "and keep counters the step does not need out of what it reaches."
             ),
             stacklevel=3,

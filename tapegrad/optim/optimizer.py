@@ -330,17 +330,19 @@ class Optimizer:
             if isinstance(value, Tensor):  # a tensor hyperparameter (PyTorch takes one): its value
                 value = numbers[name] = value.data
             _number(name, value)
-            if isinstance(value, jax.core.Tracer):
+            if isinstance(value, jax.core.Tracer) and name != "learning_rate":
                 raise TracerError(
                     f"{type(self).__name__}.step(): a hyperparameter in param_groups ({name!r} "
                     "in optax's terms) is a traced value, set from an argument inside a tg.jit "
-                    "step. Hyperparameters are Python numbers the compiled step reads: set "
-                    "it outside the step (opt.param_groups[0]['lr'] = lr before the call; a "
-                    "new value compiles once more), pass it with static_argnames=, or give the "
-                    "optimizer an optax schedule as lr (evaluated from its step count)."
+                    "step. Hyperparameters other than 'lr' are Python numbers the compiled "
+                    "step reads as constants: set it outside the step "
+                    "(opt.param_groups[0]['weight_decay'] = wd before the call; a new value "
+                    "compiles once more) or pass it with static_argnames=."
                 )
-        return {
-            name: np.asarray(value, dtype=injected[name].dtype)
+        return {  # a traced learning rate: a tg.jit step's input (``_discover.Found.rates``)
+            name: (jnp if isinstance(value, jax.core.Tracer) else np).asarray(
+                value, dtype=injected[name].dtype
+            )
             for name, value in numbers.items()
             if name in injected and not callable(value)
         }
