@@ -15,7 +15,9 @@ Compiled (issue 13 item 6): the same unchanged tapegrad step under ``tg.jit`` (i
 and optimizer), against a hand-written ``jax.jit(value_and_grad)`` + ``optax.adam`` step of
 the same model (``bench._models_jax``: pure functions of the state dict, parameters, optimizer
 state and running statistics donated). Target <= 1.2x the hand step. The first losses of the
-two compiled steps are checked to agree before timing.
+two compiled steps are checked to agree before timing. A diagnostic row times the convnet's
+``tg.jit`` step with a ``CosineAnnealingLR`` stepped after every call (a learning rate that
+changes every step is an input of the compiled step: it must not compile again).
 
 All four run alternately in one process (torch with one compute thread, as in
 ``bench.peers``: its thread pool spins badly on a busy machine); torch's state dict is loaded
@@ -41,6 +43,7 @@ __all__ = ["main"]
 HEADERS = ["case", "time per step (wall)", "ratio to torch eager (wall)", "ratio (CPU time)"]
 JIT_HEADERS = ["case", "time per step (wall)", "ratio to hand jax.jit (wall)", "ratio (CPU time)"]
 TG_JIT, HAND = "tg.jit", "hand jax.jit"
+SCHEDULED = "(diag) tg.jit, lr set every step"
 
 
 def _torch_sync(out: Any) -> None:
@@ -92,9 +95,11 @@ def _cases(quick: bool) -> dict[str, dict[str, tuple[Callable[[], Any], Callable
     theirs.eval()
     theirs.features[1].train()
     weights = {k: v.numpy() for k, v in theirs.state_dict().items()}
-    ours, compiled = convnet(), convnet()
+    ours, compiled, scheduled = convnet(), convnet(), convnet()
     opt = optim.Adam(ours.parameters(), lr=1e-3)
     copt = optim.Adam(compiled.parameters(), lr=1e-3)
+    sopt = optim.Adam(scheduled.parameters(), lr=1e-3)
+    cosine = optim.lr_scheduler.CosineAnnealingLR(sopt, T_max=1000)
     topt = torch.optim.Adam(theirs.parameters(), lr=1e-3)
     tx, ty = tg.tensor(x), tg.tensor(y)
     px, py = torch.tensor(x), torch.tensor(y.astype(np.int64))
@@ -112,6 +117,19 @@ def _cases(quick: bool) -> dict[str, dict[str, tuple[Callable[[], Any], Callable
         loss = tg.cross_entropy(compiled(x), y)
         loss.backward()
         copt.step()
+        return loss
+
+    @tg.jit
+    def conv_scheduled_jit(x: tg.Tensor, y: tg.Tensor) -> tg.Tensor:
+        sopt.zero_grad()
+        loss = tg.cross_entropy(scheduled(x), y)
+        loss.backward()
+        sopt.step()
+        return loss
+
+    def conv_scheduled() -> Any:
+        loss = conv_scheduled_jit(tx, ty)
+        cosine.step()
         return loss
 
     conv_hand = _models_jax.convnet_step(weights, x, y, 1e-3)
@@ -166,6 +184,10 @@ def _cases(quick: bool) -> dict[str, dict[str, tuple[Callable[[], Any], Callable
 
     _agree("convnet step", conv_jit(tx, ty), conv_hand())
     _agree("transformer-block step", block_jit(th), block_hand())
+    conv_scheduled()
+    conv_scheduled()
+    if conv_scheduled_jit.trace_count != 1:
+        raise AssertionError("tg.jit compiled again for a new learning rate")
     del jax
     return {
         "convnet step": {
@@ -173,6 +195,7 @@ def _cases(quick: bool) -> dict[str, dict[str, tuple[Callable[[], Any], Callable
             "torch": (conv_theirs, _torch_sync),
             TG_JIT: (lambda: conv_jit(tx, ty), block),
             HAND: (conv_hand, block),
+            SCHEDULED: (conv_scheduled, block),
         },
         "transformer-block step": {
             "tapegrad": (block_ours, block),
@@ -227,7 +250,11 @@ def main(argv: Sequence[str] | None = None) -> Report:
             )
         )
         hand = times[f"{HAND} {workload}"]
-        compiled = {f"{s} {workload}": times[f"{s} {workload}"] for s in (TG_JIT, HAND)}
+        compiled = {
+            f"{s} {workload}": times[f"{s} {workload}"]
+            for s in (TG_JIT, HAND, SCHEDULED)
+            if s in systems
+        }
         report.add(
             f"{workload} (compiled), per step",
             JIT_HEADERS,
@@ -235,7 +262,13 @@ def main(argv: Sequence[str] | None = None) -> Report:
             note="tg.jit compiles the unchanged eager step (and writes parameters, .grad, "
             "Adam's state and running statistics back); the hand step is pure JAX + optax "
             "with everything donated and no gradients returned. Timed in the same rounds as "
-            "the eager rows.",
+            "the eager rows."
+            + (
+                " (diag): the tg.jit step with a cosine schedule stepped after every call (one "
+                "compile in all; the schedule's own step is timed too)."
+                if SCHEDULED in systems
+                else ""
+            ),
             data={k: [t._asdict() for t in v] for k, v in compiled.items()},
         )
         report.target(
