@@ -111,21 +111,19 @@ def _cases(quick: bool) -> dict[str, dict[str, tuple[Callable[[], Any], Callable
         opt.step()
         return loss.data
 
-    @tg.jit
-    def conv_jit(x: tg.Tensor, y: tg.Tensor) -> tg.Tensor:
-        copt.zero_grad()
-        loss = tg.cross_entropy(compiled(x), y)
-        loss.backward()
-        copt.step()
-        return loss
+    def compiled_step(model: ConvNet, opt: optim.Optimizer) -> Any:
+        @tg.jit
+        def step(x: tg.Tensor, y: tg.Tensor) -> tg.Tensor:
+            opt.zero_grad()
+            loss = tg.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
 
-    @tg.jit
-    def conv_scheduled_jit(x: tg.Tensor, y: tg.Tensor) -> tg.Tensor:
-        sopt.zero_grad()
-        loss = tg.cross_entropy(scheduled(x), y)
-        loss.backward()
-        sopt.step()
-        return loss
+        return step
+
+    conv_jit = compiled_step(compiled, copt)
+    conv_scheduled_jit = compiled_step(scheduled, sopt)
 
     def conv_scheduled() -> Any:
         loss = conv_scheduled_jit(tx, ty)
