@@ -431,14 +431,21 @@ class JitFunction(Generic[P, R]):
                     "that depends on the values, which a compiled step cannot have; keep the "
                     "shape: tg.where(mask, x, 0), or (x * mask).sum() for a masked sum."
                 ) from None
-            if isinstance(e, _CONCRETE_ERRORS):
+            formatted = isinstance(e, TypeError) and "Tracer.__format__" in str(e)
+            if isinstance(e, _CONCRETE_ERRORS) or formatted:
+                rates = (
+                    " An optimizer's param_groups 'lr' is traced too (an input of the step, so "
+                    "that a scheduler compiles nothing): read it outside the step, or return it."
+                    if plan.found.rates
+                    else ""
+                )
                 raise TracerError(
                     f"{self.__name__}: a traced value was used where Python needs a concrete "
-                    f"one{_at(e)} (bool(), int(), float(), an if, while or range, a shape). "
-                    "Inside a compiled step, array and number arguments are traced: pass a "
-                    "Python value that steers control flow as a static argument "
+                    f"one{_at(e)} (bool(), int(), float(), an if, while or range, a shape, a "
+                    "format spec). Inside a compiled step, array and number arguments are "
+                    "traced: pass a Python value that steers control flow as a static argument "
                     "(static_argnums / static_argnames), and choose between values with "
-                    f"tg.where. JAX's message: {str(e).splitlines()[0]}"
+                    f"tg.where.{rates} JAX's message: {str(e).splitlines()[0]}"
                 ) from None
             if type(e) is ValueError:  # JAX's "incompatible devices": say which and what to do
                 raise_instead(self._mixed_devices(plan, data))

@@ -1109,3 +1109,32 @@ def test_a_learning_rate_that_becomes_a_schedule_compiles_again() -> None:
             np.testing.assert_allclose(float(got), float(want), rtol=1e-5)
         assert opt.param_groups[0]["lr"] is lr
     assert step.trace_count == 4  # numbers, then a schedule, and back: one plan each change
+
+
+def test_the_learning_rate_read_in_python_inside_a_step_is_a_tracer_error_saying_so() -> None:
+    model, opt = make(key=38)
+
+    @tg.jit
+    def logged(x: tg.Tensor, y: jax.Array) -> tg.Tensor:
+        loss = train_step(model, opt, x, y)
+        print(f"lr {opt.param_groups[0]['lr']:.3f}")  # a format spec on a traced value
+        return loss
+
+    @tg.jit
+    def gated(x: tg.Tensor, y: jax.Array) -> tg.Tensor:
+        opt.zero_grad()
+        loss = tg.cross_entropy(model(x), y)
+        loss.backward()
+        if opt.param_groups[0]["lr"] > 0.01:  # Python control flow on a traced value
+            opt.step()
+        return loss
+
+    before = [p.numpy() for p in model.parameters()]
+    for step in (logged, gated):
+        err = error_of(tg.TracerError, lambda step=step: step(X, Y))
+        assert "param_groups 'lr' is traced" in str(err) and "read it outside" in str(err)
+        assert "test_jit.py" in str(err)  # the line
+    assert opt.param_groups[0]["lr"] == 0.1
+    for p, b in zip(model.parameters(), before, strict=True):
+        np.testing.assert_array_equal(p.numpy(), b)  # nothing changed
+    assert float(train_step(model, opt, X, Y)) > 0  # usable afterwards
