@@ -34,6 +34,7 @@ import numpy as np
 from tapegrad._tensor import Tensor
 from tapegrad.errors import TracerError
 from tapegrad.nn.module import Module
+from tapegrad.optim.lr_scheduler import LRScheduler
 from tapegrad.optim.optimizer import Optimizer
 
 __all__ = [
@@ -241,12 +242,30 @@ def discover(
             wrapped = getattr(obj, "__wrapped__", None)  # a tg.jit step the step calls
             if wrapped is not None:
                 children = [(wrapped, label, False)]
+        elif isinstance(obj, LRScheduler):  # its count and rates change every step: not state
+            children = [(obj.optimizer, f"{label}.optimizer", False)]
         elif isinstance(obj, type):  # a class used as a configuration namespace
             _class_scalars(obj, found)
         elif _walked_object(obj):
             children = _object_children(obj, label, found)
         stack.extend(reversed(children))
+    _drop_rates_from_values(found)
     return found
+
+
+def _drop_rates_from_values(found: Found) -> None:
+    """A param group reached as a plain dict before its optimizer (a closure holding
+    ``opt.param_groups[0]``) had its ``"lr"`` read as a constant: the rate is an input."""
+    rated = {id(d) for d, _ in found.rates}
+    if not rated:
+        return
+    kept = [
+        (v, label)
+        for v, label in zip(found.values, found.value_labels, strict=True)
+        if not (id(v[0]) in rated and v[1] == "lr")
+    ]
+    found.values = [v for v, _ in kept]
+    found.value_labels = [label for _, label in kept]
 
 
 def _walked_object(obj: Any) -> bool:
@@ -302,8 +321,9 @@ def _object_children(obj: Any, label: str, found: Found) -> list[tuple[Any, str,
             if isinstance(value, list) and all(isinstance(d, dict) for d in value):
                 for d in value:  # hyperparameter dicts (an optimizer's param_groups)
                     lr = d.get("lr")
-                    if isinstance(obj, Optimizer) and id(d) not in found.scanned and rate(lr):
-                        found.rates.append((d, "lr"))  # an input (``Found.rates``)
+                    if isinstance(obj, Optimizer) and rate(lr):
+                        if all(r is not d for r, _ in found.rates):
+                            found.rates.append((d, "lr"))  # an input (``Found.rates``)
                         _scalars(d, ((k, v) for k, v in d.items() if k != "lr"), found)
                         continue
                     if isinstance(obj, Optimizer) and not scalar(lr):  # a schedule: held as is

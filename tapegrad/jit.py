@@ -233,9 +233,11 @@ class _Plan:
         """The donated and the kept arrays of the state, now."""
         donated = arrays_of(self.donated_tensors)
         donated += [d[k] for d, k in self.donated_slots]
-        kept = arrays_of(self.kept_tensors)
+        kept: list[Any] = arrays_of(self.kept_tensors)
         kept += [d[k] for d, k in self.kept_slots]
-        kept += [d[k] for d, k in self.found.rates]  # numbers: traced scalars
+        # numbers, traced: as Python floats, so that an int (even beyond int32) or a NumPy
+        # number is the rate eager gives, of one abstract value (no compile per type)
+        kept += [float(d[k]) for d, k in self.found.rates]
         return donated, kept
 
     def spent(self) -> list[Any] | None:

@@ -1138,3 +1138,58 @@ def test_the_learning_rate_read_in_python_inside_a_step_is_a_tracer_error_saying
     for p, b in zip(model.parameters(), before, strict=True):
         np.testing.assert_array_equal(p.numpy(), b)  # nothing changed
     assert float(train_step(model, opt, X, Y)) > 0  # usable afterwards
+
+
+class _Trainer:
+    """A training loop's object holding the model, its optimizer and its scheduler."""
+
+    def __init__(self, key: int) -> None:
+        self.model, self.opt = make(key=key)
+        self.sched = optim.lr_scheduler.CosineAnnealingLR(self.opt, T_max=6)
+
+
+def test_a_step_that_reaches_the_scheduler_or_a_param_group_first_still_takes_lr_as_input() -> None:
+    eager, compiled = _Trainer(39), _Trainer(39)
+    group = compiled.opt.param_groups[0]  # reached through the closure before the optimizer
+
+    @tg.jit
+    def step(trainer: _Trainer, x: tg.Tensor, y: jax.Array) -> tuple[tg.Tensor, tuple[int, ...]]:
+        return train_step(trainer.model, trainer.opt, x, y), group["params"][0].shape
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tg.RetraceWarning)
+        for _ in range(RETRACE_WARNING + 1):
+            got = step(compiled, X, Y)[0]
+            want = train_step(eager.model, eager.opt, X, Y)
+            np.testing.assert_allclose(float(got), float(want), rtol=1e-5)
+            compiled.sched.step()
+            eager.sched.step()
+    assert step.trace_count == 1
+
+
+def test_an_integer_learning_rate_beyond_int32_is_the_rate_eager_uses() -> None:
+    eager_model, eager_opt = make(key=40)
+    model, opt = make(key=40)
+    step = tg.jit(train_step)
+    for lr in (np.int64(2**31 + 5), 2**32, 0.1):
+        opt.param_groups[0]["lr"] = eager_opt.param_groups[0]["lr"] = lr
+        got, want = step(model, opt, X, Y), train_step(eager_model, eager_opt, X, Y)
+        np.testing.assert_allclose(float(got), float(want), rtol=1e-5)
+    for a, b in zip(model.parameters(), eager_model.parameters(), strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5)
+    assert step.trace_count == 1  # every rate is passed as a float: one abstract value
+
+
+def test_a_learning_rate_traced_by_jax_jit_is_refused_before_the_state_changes() -> None:
+    model, opt = make(key=41)
+    tg.cross_entropy(model(X), Y).backward()
+
+    def stepped(lr: jax.Array) -> jax.Array:
+        opt.param_groups[0]["lr"] = lr
+        opt.step()
+        return lr
+
+    err = error_of(tg.TracerError, lambda: jax.jit(stepped)(0.1))
+    assert "'learning_rate'" in str(err) and "outside the step" in str(err)
+    opt.param_groups[0]["lr"] = 0.1
+    assert float(train_step(model, opt, X, Y)) > 0  # the optimizer's state holds no tracer

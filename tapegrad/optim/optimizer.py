@@ -41,6 +41,7 @@ from tapegrad._args import torch_keywords
 from tapegrad._arrays import deleted
 from tapegrad._placement import committed, device_groups, loaded_like, placement_key
 from tapegrad._tensor import Tensor, zero_grads
+from tapegrad.current import current_tape
 from tapegrad.errors import DeviceError, TracerError, donated_error
 from tapegrad.grad_mode import enable_grad
 from tapegrad.kernels import host_to_device, kernel
@@ -330,14 +331,17 @@ class Optimizer:
             if isinstance(value, Tensor):  # a tensor hyperparameter (PyTorch takes one): its value
                 value = numbers[name] = value.data
             _number(name, value)
-            if isinstance(value, jax.core.Tracer) and name != "learning_rate":
+            if isinstance(value, jax.core.Tracer) and not (
+                name == "learning_rate" and current_tape().allow_tracers
+            ):  # a tg.jit step's own input is traced on its private tape (jit.py)
                 raise TracerError(
                     f"{type(self).__name__}.step(): a hyperparameter in param_groups ({name!r} "
-                    "in optax's terms) is a traced value, set from an argument inside a tg.jit "
-                    "step. Hyperparameters other than 'lr' are Python numbers the compiled "
-                    "step reads as constants: set it outside the step "
-                    "(opt.param_groups[0]['weight_decay'] = wd before the call; a new value "
-                    "compiles once more) or pass it with static_argnames=."
+                    "in optax's terms) is a traced value, set inside a tg.jit step or a JAX "
+                    "transformation. Hyperparameters are Python numbers set between steps: "
+                    "set it outside the step (opt.param_groups[0]['lr'] = lr before the call: "
+                    "a tg.jit step takes the learning rate as an input, with no new compile; "
+                    "any other hyperparameter is a constant of the step, and a new value "
+                    "compiles once more)."
                 )
         return {  # a traced learning rate: a tg.jit step's input (``_discover.Found.rates``)
             name: (jnp if isinstance(value, jax.core.Tracer) else np).asarray(
