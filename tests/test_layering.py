@@ -92,8 +92,8 @@ RANK = {
     "tapegrad.optim.rules": 11,
     "tapegrad.optim.lr_scheduler": 11,
     "tapegrad.optim": 12,
-    "tapegrad._discover": 11,  # walks modules and optimizers
-    "tapegrad.jit": 12,
+    "tapegrad._discover": 12,  # walks modules, optimizers and schedulers
+    "tapegrad.jit": 13,
     "tapegrad": 15,
 }
 ENGINE = {name for name, rank in RANK.items() if rank <= 9} | {"tapegrad.backward"}
