@@ -592,6 +592,13 @@ class JitFunction(Generic[P, R]):
             if reached:  # trained by compiled steps: never reported as a hanging leaf
                 outer.reach(reached)
             new_key = None if rng.key is key else rng.key
+            # a returned parameter or buffer is restored to its concrete array when the trace
+            # ends (``finally``), before JAX reads the result: return its traced array instead
+            result = jax.tree_util.tree_map(
+                lambda v: wrap(array_of(v)) if isinstance(v, Tensor) else v,
+                result,
+                is_leaf=_is_tensor,
+            )
             return result, new_values, new_grads, new_slots, new_key, new_args
         finally:
             for t, state in saved:

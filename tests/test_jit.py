@@ -1193,3 +1193,32 @@ def test_a_learning_rate_traced_by_jax_jit_is_refused_before_the_state_changes()
     assert "'learning_rate'" in str(err) and "outside the step" in str(err)
     opt.param_groups[0]["lr"] = 0.1
     assert float(train_step(model, opt, X, Y)) > 0  # the optimizer's state holds no tracer
+
+
+def test_a_returned_parameter_or_buffer_is_its_value_after_the_call() -> None:
+    m = nn.Linear(2, 1, key=0)
+    opt = optim.SGD(m.parameters(), lr=1.0)
+
+    @tg.jit
+    def step(x: tg.Tensor) -> tg.Tensor:
+        opt.zero_grad()
+        m(x).sum().backward()
+        opt.step()
+        return m.bias  # eager returns the parameter itself, updated
+
+    class Counter(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("count", tg.zeros(()))
+
+        def forward(self, x: tg.Tensor) -> tg.Tensor:
+            with tg.no_grad():
+                self.count += 1
+            return self.count
+
+    for _ in range(3):
+        np.testing.assert_array_equal(step(tg.ones((1, 2))).numpy(), m.bias.numpy())
+    counter = Counter()
+    counted = tg.jit(counter)
+    assert [float(counted(tg.ones(1))) for _ in range(3)] == [1.0, 2.0, 3.0]
+    assert float(counter.count) == 3.0 and step.trace_count == 1
