@@ -192,10 +192,14 @@ def _count(x: jax.Array, axis: Axis, ddof: int) -> int:
 @partial(kernel, static_argnames=("axis", "keepdims", "ddof", "root"))
 def _moments(x: jax.Array, axis: Axis, keepdims: bool, ddof: int, root: bool) -> jax.Array:
     """The variance (or its square root), in one dispatch; real for a complex ``x``:
-    ``|x - mean|**2``, as NumPy and PyTorch."""
-    d = x - jnp.mean(x, axis=axis, keepdims=True)
+    ``|x - mean|**2``, as NumPy and PyTorch. float16 and bfloat16 are summed in float32 (as
+    ``jnp.var`` and PyTorch: their sum of squares overflows at 65,504) and rounded back."""
+    low = x.dtype in (jnp.float16, jnp.bfloat16)
+    xs = x.astype(jnp.float32) if low else x
+    d = xs - jnp.mean(xs, axis=axis, keepdims=True)
     v = jnp.sum(jnp.real(d * jnp.conj(d)), axis=axis, keepdims=keepdims) / _count(x, axis, ddof)
-    return jnp.sqrt(v) if root else v
+    v = jnp.sqrt(v) if root else v
+    return v.astype(x.dtype) if low else v
 
 
 @defop
@@ -244,12 +248,14 @@ def _std_vjp(
     ddof: int = 0,
     keepdims: bool = False,
 ) -> tuple[jax.Array]:
-    """d std / dx_i = (x_i - mean) / ((N - ddof) std) (infinite where std is 0, as JAX's); for a
-    complex x, conj(x_i - mean) in its place, as ``jax.vjp`` of ``jnp.std``."""
+    """d std / dx_i = (x_i - mean) / ((N - ddof) std), and 0 where std is 0 (PyTorch's; JAX's
+    is NaN there: 0 / 0, which a constant feature or a blank image would spread through a
+    whole model's gradients); for a complex x, conj(x_i - mean) in its place, as ``jax.vjp``
+    of ``jnp.std``."""
     x, y = res
     axis = _axes(axis, x.ndim)
     d = jnp.conj(x - jnp.mean(x, axis=axis, keepdims=True))
-    scale = _expand(g / y, d.shape, axis, keepdims)
+    scale = _expand(jnp.where(y == 0, 0, g / jnp.where(y == 0, 1, y)), d.shape, axis, keepdims)
     return (scale * d / _count(d, axis, ddof),)
 
 

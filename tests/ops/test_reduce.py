@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -195,3 +197,27 @@ def test_one_int_axis_matches_jnp_and_a_bad_one_raises(axis: int) -> None:
     np.testing.assert_allclose(tg.tensor(X).sum(axis=axis).numpy(), jnp.sum(X, axis), rtol=1e-6)
     with pytest.raises(tg.ShapeError, match="out of range"):
         tg.tensor(X).sum(axis=axis + 3 if axis >= 0 else axis - 3)
+
+
+def test_std_of_a_constant_has_gradient_zero_as_pytorch() -> None:
+    x = np.array([[1.0, 5.0], [2.0, 5.0], [3.0, 5.0]], np.float32)  # column 1 constant
+    a = tg.tensor(x).require_grad()
+    z = (a - a.mean(axis=0)) / (tg.std(a, axis=0) + 1e-5)  # z-scoring a constant feature
+    (z * tg.tensor([1.0, 2.0])).sum().backward()
+    assert a.grad is not None and np.isfinite(a.grad.numpy()).all()
+    np.testing.assert_array_equal(a.grad.numpy()[:, 1], 0.0)
+    b = tg.tensor(x).require_grad()
+    tg.std(b, axis=0).sum().backward()
+    want = jax.grad(lambda v: jnp.std(v[:, 0]))(jnp.asarray(x))  # the varying column: JAX's
+    assert b.grad is not None
+    np.testing.assert_allclose(b.grad.numpy()[:, 0], np.asarray(want)[:, 0], rtol=1e-6)
+    np.testing.assert_array_equal(b.grad.numpy()[:, 1], 0.0)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+def test_var_and_std_of_half_precision_sum_in_float32(dtype: Any) -> None:
+    h = jnp.asarray(np.linspace(-200, 200, 1000), dtype)  # its sum of squares overflows float16
+    for ours, theirs in ((tg.var, jnp.var), (tg.std, jnp.std)):
+        got = ours(tg.tensor(h))
+        assert got.dtype == dtype
+        np.testing.assert_allclose(float(got), float(theirs(h)), rtol=1e-2)
