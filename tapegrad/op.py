@@ -424,6 +424,18 @@ def as_operand(x: Any, op_name: str) -> Any:
     )
 
 
+def operand_shape(x: Any, op_name: str) -> tuple[int, ...]:
+    """The shape of an operand of ``op_name``, read by an entry point's shape checks before the
+    op converts its operands: a tensor's or an array's, or a Python scalar's ``()``.
+
+    Raises:
+        OperandTypeError: ``x`` is not a tensor, array or scalar (a list: convert it with
+            ``tg.tensor``), as ``as_operand`` raises.
+    """
+    shape = getattr(x, "shape", None)
+    return tuple(np.shape(as_operand(x, op_name)) if shape is None else shape)
+
+
 def refuse_torch(x: Any, op_name: str) -> None:
     """Refuse a PyTorch tensor as an operand of ``op_name`` (``as_operand``'s check, also for
     entry points that read an operand's shape or dtype before the op converts it).

@@ -219,3 +219,23 @@ def test_project_exceptions_subclass_the_promised_built_ins() -> None:
 def test_unsupported_operand_message_says_what_to_do(trigger: Callable[[tg.Tensor], Any]) -> None:
     err = error_of(TypeError, trigger, tg.tensor(X))
     assert "tg.tensor" in str(err) or "Tensor, a jax.Array" in str(err)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: tg.nn.Linear(3, 2)([[1.0, 2.0, 3.0]]),
+        lambda: tg.linear([[1.0, 2.0, 3.0]], tg.ones((2, 3))),
+        lambda: tg.nn.Conv2d(1, 1, 3)([[[[0.0] * 4] * 4]]),
+        lambda: tg.nn.LayerNorm(3)([1.0, 2.0, 3.0]),
+        lambda: tg.nn.MaxPool2d(2)([[[[0.0] * 4] * 4]]),
+        lambda: tg.scaled_dot_product_attention(
+            [[[[1.0]]]], tg.ones((1, 1, 1, 1)), tg.ones((1, 1, 1, 1))
+        ),
+    ],
+)
+def test_a_list_given_to_a_layer_is_a_type_error_saying_to_convert_it(call: Any) -> None:
+    with pytest.raises(
+        TypeError, match=r"unsupported operand type list.*convert lists with tg.tensor"
+    ):
+        call()

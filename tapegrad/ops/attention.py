@@ -13,7 +13,7 @@ import numpy as np
 from tapegrad._args import torch_keywords
 from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel
-from tapegrad.op import defop
+from tapegrad.op import defop, operand_shape
 
 if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
@@ -126,7 +126,8 @@ def scaled_dot_product_attention(
             too: an integer 0/1 mask would be added to the scores); a PyTorch keyword
             tapegrad does not take (see above).
     """
-    qs, ks, vs = tuple(q.shape), tuple(k.shape), tuple(v.shape)
+    name = "scaled_dot_product_attention"
+    qs, ks, vs = (operand_shape(t, name) for t in (q, k, v))
     if len(qs) < 2 or len(ks) < 2 or len(vs) < 2 or qs[-1] != ks[-1] or ks[-2] != vs[-2]:
         raise ShapeError(
             f"scaled_dot_product_attention: q {qs}, k {ks}, v {vs} must be (..., Lq, D), "

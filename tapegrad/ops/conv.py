@@ -12,7 +12,7 @@ from tapegrad._args import integer
 from tapegrad.derived import derived_vjp
 from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel
-from tapegrad.op import defop, refuse_torch
+from tapegrad.op import defop, operand_shape, refuse_torch
 from tapegrad.ops._window import Ints, Pairs, check_window, spatial
 
 if TYPE_CHECKING:
@@ -144,8 +144,8 @@ def conv(
     """
     for t in (x, w, bias):
         refuse_torch(t, "conv")  # before reading its shape and dtype, which are PyTorch's
-    w_shape = tuple(w.shape)
-    x_shape = tuple(x.shape)
+    w_shape = operand_shape(w, "conv")
+    x_shape = operand_shape(x, "conv")
     n = len(w_shape) - 2
     if n not in _LAYOUTS:
         raise ShapeError(

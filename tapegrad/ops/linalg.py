@@ -13,7 +13,7 @@ import numpy as np
 from tapegrad.derived import derived_vjp
 from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel
-from tapegrad.op import defop
+from tapegrad.op import defop, operand_shape
 
 if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
@@ -125,9 +125,11 @@ def linear(x: Any, weight: Any, bias: Any = None) -> Tensor:
     Raises:
         ShapeError: ``weight`` is not 2-D, ``x``'s last axis is not ``in_features``, or
             ``bias`` is not (out_features,).
+        OperandTypeError: an operand that is not a tensor or an array (a list: convert it
+            with ``tg.tensor``).
     """
-    w_shape = tuple(weight.shape)
-    x_shape = tuple(x.shape)
+    w_shape = operand_shape(weight, "linear")
+    x_shape = operand_shape(x, "linear")
     if len(w_shape) != 2:
         raise ShapeError(
             f"linear: weight of shape {w_shape} must be 2-D (out_features, in_features)."

@@ -15,7 +15,7 @@ from tapegrad.derived import compiled_vjp
 from tapegrad.errors import ShapeError, raise_instead
 from tapegrad.grad_mode import no_grad
 from tapegrad.kernels import kernel
-from tapegrad.op import defop
+from tapegrad.op import defop, operand_shape
 
 if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
@@ -126,7 +126,7 @@ def layer_norm(
         ShapeError: the trailing axes of ``x``, or weight/bias, do not have ``shape``.
     """
     norm_shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    x_shape = tuple(x.shape)
+    x_shape = operand_shape(x, "layer_norm")
     k = len(norm_shape)
     if not k or x_shape[len(x_shape) - k :] != norm_shape or len(x_shape) < k:
         raise ShapeError(

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from tapegrad.derived import derived_vjp
 from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel as compiled
-from tapegrad.op import defop
+from tapegrad.op import defop, operand_shape
 from tapegrad.ops._window import Ints, check_window, spatial
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ _avg_pool2d.defvjp(derived_vjp(_avg_pool_fn))
 
 
 def _pool_args(name: str, x: Any, kernel: Any, stride: Any, padding: Any) -> dict[str, Ints]:
-    shape = tuple(x.shape)
+    shape = operand_shape(x, name)
     if len(shape) not in (3, 4):
         raise ShapeError(f"{name}: input of shape {shape} must be (N, C, H, W) or (C, H, W).")
     k = spatial(kernel, 2, name, "kernel")
