@@ -1009,6 +1009,9 @@ def _binary(op: Any, a: Any, b: Any, reflected: str | None = None) -> Tensor:
 
 _TORCH_METHODS = {
     "view": "use x.reshape(...)",
+    "split": "use tg.split(x, sections_or_cut_indices, axis=...) (NumPy's split: PyTorch's "
+    "takes chunk sizes)",
+    "chunk": "use tg.split(x, n, axis=...) (n equal parts)",
     "view_as": "use x.reshape(other.shape)",
     "float": "use x.astype(tg.float32)",
     "double": "use x.astype(tg.float64) (with jax_enable_x64 on)",

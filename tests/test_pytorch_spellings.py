@@ -307,3 +307,23 @@ def test_load_state_dict_copies_a_jax_array_from_another_module() -> None:
     assert dst.weight.data is not src.weight.data  # as torch's copy_: no shared buffer
     src.weight.data.delete()  # what a tg.jit step donating src's arrays does
     assert dst(tg.ones((1, 2))).shape == (1, 2)
+
+
+def test_pytorch_names_tapegrad_spells_otherwise_say_what_to_write() -> None:
+    with pytest.raises(AttributeError, match=r"no Parameter: .*require_grad\(\)"):
+        _ = tg.nn.Parameter
+    with pytest.raises(AttributeError, match=r"no RNN: use nn.LSTM or nn.GRU"):
+        _ = tg.nn.RNN
+    with pytest.raises(AttributeError, match=r"has no attribute 'Missing'"):
+        _ = tg.nn.Missing
+    x = tg.arange(6)
+    for method in ("split", "chunk"):
+        with pytest.raises(AttributeError, match=r"tg\.split\(x, "):
+            getattr(x, method)
+
+    class Layer(tg.nn.Module):  # what the Parameter message says to write
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = tg.randn((3, 4), key=0).require_grad()
+
+    assert [name for name, _ in Layer().named_parameters()] == ["w"]

@@ -98,4 +98,16 @@ if not TYPE_CHECKING:  # mypy would otherwise accept any attribute of tapegrad.n
                 "tg.max_pool2d, tg.layer_norm, tg.pad, tg.one_hot, "
                 "tg.scaled_dot_product_attention, ... (axis= where PyTorch says dim=)."
             )
+        hint = _TORCH_NAMES.get(name)
+        if hint is not None:
+            raise AttributeError(f"tapegrad.nn has no {name}: {hint}")
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_TORCH_NAMES = {
+    "Parameter": "a parameter is a leaf tensor that requires grad; assign one as a Module "
+    "attribute and it is registered by name, as PyTorch's nn.Parameter: "
+    "self.w = tg.randn((3, 4)).require_grad().",
+    "RNN": "use nn.LSTM or nn.GRU, or write the loop: h = tg.tanh(x_t @ W.T + h @ U.T + b).",
+}
+"""PyTorch names tapegrad.nn spells otherwise: what to write instead."""
