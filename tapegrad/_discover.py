@@ -254,8 +254,9 @@ def discover(
 
 
 def _drop_rates_from_values(found: Found) -> None:
-    """A param group reached as a plain dict before its optimizer (a closure holding
-    ``opt.param_groups[0]``) had its ``"lr"`` read as a constant: the rate is an input."""
+    """Take the learning rates out of the constants (``values``): the walk read each rated
+    group's ``"lr"`` as a number, from its optimizer or, reached earlier as a plain dict,
+    from a closure holding ``opt.param_groups[0]``; the rate is an input instead."""
     rated = {id(d) for d, _ in found.rates}
     if not rated:
         return
@@ -320,14 +321,12 @@ def _object_children(obj: Any, label: str, found: Found) -> list[tuple[Any, str,
         for value in attrs.values():
             if isinstance(value, list) and all(isinstance(d, dict) for d in value):
                 for d in value:  # hyperparameter dicts (an optimizer's param_groups)
-                    lr = d.get("lr")
-                    if isinstance(obj, Optimizer) and rate(lr):
-                        if all(r is not d for r, _ in found.rates):
-                            found.rates.append((d, "lr"))  # an input (``Found.rates``)
-                        _scalars(d, ((k, v) for k, v in d.items() if k != "lr"), found)
-                        continue
-                    if isinstance(obj, Optimizer) and not scalar(lr):  # a schedule: held as is
-                        _entries(d, (("lr", lr),), found)
+                    if isinstance(obj, Optimizer):
+                        lr = d.get("lr")
+                        if rate(lr):  # an input (``Found.rates``), not one of ``values``
+                            found.rates.append((d, "lr"))
+                        elif not scalar(lr):  # a schedule: held as is
+                            _entries(d, (("lr", lr),), found)
                     _scalars(d, d.items(), found)
     else:  # a configuration object's numbers (``cfg.lr``)
         _scalars(attrs, attrs.items(), found, lambda k: f"{label}.{k}")
