@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -49,9 +50,57 @@ class _Dyn:
 _DYN = _Dyn()
 
 
-_CACHE: OrderedDict[tuple[Any, ...], Op] = OrderedDict()
+_CACHE: OrderedDict[tuple[Any, ...], tuple[Op, Callable[..., jax.Array]]] = OrderedDict()
 _CACHE_SIZE = 512
 _LOCK = threading.Lock()
+_USED: OrderedDict[tuple[Any, ...], tuple[bool, ...]] = OrderedDict()
+"""Which inputs a rule's function reads, by function and input avals (bounded like
+``_CACHE``)."""
+
+
+def _aval(a: Any) -> tuple[Any, ...]:
+    """The shape, dtype and weak type of a tensor or array (a ``_used`` key)."""
+    data = a.data if isinstance(a, Tensor) else a
+    return (data.shape, data.dtype, getattr(getattr(data, "aval", None), "weak_type", False))
+
+
+def _used(fn: Callable[..., jax.Array], args: list[Any]) -> tuple[bool, ...]:
+    """Which of ``args`` the output of ``fn(*args)`` depends on, from its jaxpr with the dead
+    code removed (traced once per function and input avals).
+
+    A residual the rule does not read for this parent (the output ``y`` of ``a ** b`` for
+    ``a``'s cotangent) would otherwise get a zero cotangent from JAX's pullback, and that zero
+    would flow back through the residual's own node: ``0 * inf`` is NaN where that node's
+    derivative is infinite (``x ** 0.5`` at 0), where nested ``jax.grad`` keeps the zero
+    symbolic and gives ``-inf``. All inputs count as read when JAX's dead-code pass is not
+    available (its internals moved) or the function does not trace abstractly."""
+    avals = tuple(_aval(a) for a in args)
+    key = (fn, avals)
+    with _LOCK:
+        used = _USED.get(key)
+    if used is not None:
+        return used
+    try:
+        from jax._src.interpreters import partial_eval as pe  # JAX's dead-code pass
+
+        specs = [
+            jax.ShapeDtypeStruct(shape, dtype, weak_type=weak)  # type: ignore[no-untyped-call]
+            for shape, dtype, weak in avals
+        ]
+        closed = jax.make_jaxpr(fn)(*specs)
+        used = tuple(pe.dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars))[1])
+    except Exception:  # noqa: BLE001 (any failure: keep every link, as before)
+        used = (True,) * len(args)
+    with _LOCK:
+        _USED[key] = used
+        if len(_USED) > _CACHE_SIZE:
+            _USED.popitem(last=False)
+    return used
+
+
+def _constant(a: Any) -> Any:
+    """``a`` without its link to the tape: the array itself."""
+    return a.data if isinstance(a, Tensor) else a
 
 
 def _vjp_op(
@@ -62,8 +111,9 @@ def _vjp_op(
     leaves: tuple[Any, ...],
     shape: tuple[int, ...],
     dtype: Any,
-) -> Op:
-    """The op computing ``op``'s cotangent for input ``index``, from a bounded LRU cache.
+) -> tuple[Op, Callable[..., jax.Array]]:
+    """The op computing ``op``'s cotangent for input ``index`` and the jnp function it
+    computes, from a bounded LRU cache.
     Static values are keyed by type and value (``static_key``): the op made for ``x[True]``
     (a new axis) is not the one for ``x[1]`` (a row)."""
     try:
@@ -90,10 +140,11 @@ def _build(
     leaves: tuple[Any, ...],
     shape: tuple[int, ...],
     dtype: Any,
-) -> Op:
-    """``derived_op`` of ``h(g, *dyn)``: the rule's cotangent for input ``index`` in the input's
-    shape and dtype; ``leaves`` holds the static leaves of ``(residuals, params)``, ``_DYN``
-    where an array goes (the arrays are ``h``'s inputs after ``g``, in leaf order)."""
+) -> tuple[Op, Callable[..., jax.Array]]:
+    """``derived_op`` of ``h(g, *dyn)``, with ``h``: the rule's cotangent for input ``index``
+    in the input's shape and dtype; ``leaves`` holds the static leaves of ``(residuals,
+    params)``, ``_DYN`` where an array goes (the arrays are ``h``'s inputs after ``g``, in
+    leaf order)."""
     dyn_at = tuple(i for i, leaf in enumerate(leaves) if leaf is _DYN)
     name = op.name
 
@@ -113,7 +164,7 @@ def _build(
         out: jax.Array = ct.astype(dtype) if ct.dtype != dtype else ct
         return out
 
-    return derived_op(h, f"vjp({name})")
+    return derived_op(h, f"vjp({name})"), h
 
 
 def _rule_on_tensors(
@@ -220,8 +271,12 @@ def vjp_on_tensors(
         if p is None or not wanted[i]:
             continue
         needs = tuple(j == i for j in range(count))
-        vop = _vjp_op(op, i, needs, treedef, frozen, p.shape, p.dtype)
-        ct = apply(vop, (g, *dyn), {}, depth=2)
+        vop, fn = _vjp_op(op, i, needs, treedef, frozen, p.shape, p.dtype)
+        args = [g, *dyn]
+        used = _used(fn, args)
+        if False in used:  # unlinked: no zero cotangent flows into a node it does not read
+            args = [a if u else _constant(a) for a, u in zip(args, used, strict=True)]
+        ct = apply(vop, tuple(args), {}, depth=2)
         _note(ct, made)
         out.append((p, ct))
     return out

@@ -129,6 +129,45 @@ def test_non_differentiable_ops_give_zero_higher_gradients_as_jax() -> None:
     assert h.tolist() == [0.0, 0.0, 0.0]
 
 
+@pytest.mark.parametrize(
+    ("p", "first", "second"),
+    [  # PyTorch's values at x = 0 (nested jax.grad gives NaN for p = 1.0 and p = 0.0)
+        (0.5, np.inf, -np.inf),
+        (-1.0, -np.inf, np.inf),
+        (1.0, 1.0, 0.0),
+        (0.0, 0.0, 0.0),
+        (2.5, 0.0, 0.0),
+    ],
+)
+def test_second_derivative_of_a_float_power_at_zero(p: float, first: float, second: float) -> None:
+    """A residual the rule for one input does not read (``y`` of ``x ** p`` for ``x``'s
+    cotangent) is not linked, so no zero cotangent meets an infinite derivative (0 * inf)."""
+    x = tg.tensor(np.float32(0.0)).require_grad()
+    (g,) = tg.grad(x**p, x, create_graph=True)
+    (h,) = tg.grad(g, x)
+    assert g.item() == first
+    assert h.item() == second
+    z = tg.tensor(np.array([0.0, 1.5], np.float32)).require_grad()
+    (gz,) = tg.grad((z**p).sum(), z, create_graph=True)
+    (hz,) = tg.grad(gz.sum(), z)
+    expected = jax.grad(lambda v: jax.grad(lambda u: jnp.sum(u**p))(v).sum())(z.data)
+    close(hz[1], expected[1])  # away from 0: JAX's value
+
+
+def test_an_exponent_that_requires_grad_keeps_its_second_derivative() -> None:
+    """gb = g * log(a) * y reads the output: its link stays (d/db of gb goes through y)."""
+    a = np.array([0.5, 2.0], np.float32)
+    x = tg.tensor(a)
+    b = tg.tensor(np.array([1.5, 0.5], np.float32)).require_grad()
+    (g,) = tg.grad((x**b).sum(), b, create_graph=True)
+    (h,) = tg.grad(g.sum(), b)
+
+    def f(e):
+        return jnp.sum(a**e)
+
+    close(h, jax.grad(lambda e: jax.grad(f)(e).sum())(b.data))
+
+
 def test_a_second_backward_through_a_consumed_create_graph_graph_raises() -> None:
     x = tg.tensor(np.array([0.5, 1.5], np.float32)).require_grad()
     y = x.tanh().sum()

@@ -117,11 +117,17 @@ def power(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
 def _power_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     """ga = g * b * a**(b-1) (0 where b == 0); gb = g * log(a) * y with log(0) read as 0
     (JAX's pow JVP rules, except that an exponent 0 gives 0 for a float exponent too, where
-    JAX 0.10 gives NaN at a = 0: PyTorch's value); each summed to its input's shape here."""
+    JAX 0.10 gives NaN at a = 0: PyTorch's value); each summed to its input's shape here.
+
+    Where b is 0 or 1, a**(b-1) is computed from a base of 1, so the rule itself has the
+    derivative 0 in a there (the factor is constant in a), not JAX's ``0 * 0**-1`` = NaN at
+    a = 0: the second derivatives of ``x ** 0.0`` and ``x ** 1.0`` at 0 are 0, PyTorch's."""
     a, b, y = res
     ga = gb = None
     if needs[0]:
-        ga = sum_to(g * jnp.where(b == 0, 0.0, b * jnp.power(a, b - 1)).astype(g.dtype), a.shape)
+        flat = (b == 0) | (b == 1)
+        factor = b * jnp.power(jnp.where(flat, jnp.ones_like(a), a), b - 1)
+        ga = sum_to(g * jnp.where(b == 0, 0.0, factor).astype(g.dtype), a.shape)
     if needs[1]:
         gb = sum_to(g * jnp.log(jnp.where(a == 0, 1.0, a)) * y, b.shape)
     return (ga, gb)
