@@ -25,6 +25,7 @@ import functools
 import inspect
 import math
 import operator
+import threading
 import types
 import warnings
 import weakref
@@ -321,6 +322,7 @@ class JitFunction(Generic[P, R]):
         self.donate = donate
         self.trace_count = 0
         self._plans: dict[Any, _Plan] = {}
+        self._lock = threading.RLock()  # one call at a time (``_run``)
         self._traced = False
         self._report: TraceReport | None = None
         self._shapes: dict[str, set[Any]] = {}
@@ -341,17 +343,38 @@ class JitFunction(Generic[P, R]):
             split = _split(leaves, flat=True)
         assert split is not None
         kinds, data, objects = split
-        if current_tape().allow_tracers or any(map(_traced_array, data)):
-            # inside another trace (a tg.jit step calling this one, jax.jit): run inline, as
-            # jax.jit nested in jax.jit does; the enclosing trace carries the state
+        if current_tape().allow_tracers:
+            # inside another tg.jit step's trace: run inline, as jax.jit nested in jax.jit
+            # does; the enclosing trace carries the state
             return self._fn(*args, **kwargs)
+        if any(map(_traced_array, data)):  # inside the user's jax.jit, vmap or grad: inline
+            try:
+                return self._fn(*args, **kwargs)
+            except TracerError as err:
+                raise TracerError(
+                    f"{self.__name__}: this tg.jit step was called with JAX tracers (inside "
+                    "jax.jit, vmap or grad), so it ran inline on the process tape, which "
+                    "records only concrete arrays; its ops on tensors that require grad "
+                    "could not be recorded. Call the step outside the JAX transformation "
+                    "(tg.jit compiles it whole already), or write the traced code as a pure "
+                    "function differentiated with jax.grad."
+                ) from err
         key = (treedef, tuple(kinds), statics)
+        with self._lock:
+            return self._run(key, data, objects, args, kwargs)
+
+    def _run(
+        self, key: Any, data: list[Any], objects: list[Any], args: Any, kwargs: dict[str, Any]
+    ) -> R:
+        """The compiled call of ``__call__``, under the step's lock: one call at a time, so
+        a call on another thread reads the state the previous call left (its parameters,
+        not arrays that call donated), as if the calls ran one after another eagerly."""
         plan = self._plans.get(key)
         if plan is None or not plan.valid(objects):
             if plan is not None:
                 self._note_numbers(plan.changed_numbers())
                 self._note_objects(plan, objects)
-            names = self._leaf_names(args, kwargs, flat=type(treedef) is int)
+            names = self._leaf_names(args, kwargs, flat=type(key[0]) is int)
             plan = self._plan(
                 key, objects, names, set() if plan is None else plan.changed_constants()
             )
@@ -868,7 +891,7 @@ class JitFunction(Generic[P, R]):
                 "every call as an argument (traced), "
                 "and keep counters the step does not need out of what it reaches."
             ),
-            stacklevel=3,
+            stacklevel=4,
         )
 
     def _note_objects(self, plan: _Plan, objects: list[Any]) -> None:
@@ -900,7 +923,7 @@ class JitFunction(Generic[P, R]):
                     "so each new one compiles again. Create them once, outside the loop."
                 )
             ),
-            stacklevel=3,
+            stacklevel=4,
         )
 
     def _note_shapes(self, plan: _Plan, data: list[Any]) -> None:
@@ -927,7 +950,7 @@ class JitFunction(Generic[P, R]):
                 "Each new one compiles again: pad or bucket it to a few shapes (e.g. drop "
                 "the last partial batch), or pass Python values as static arguments."
             ),
-            stacklevel=4,
+            stacklevel=5,
         )
 
 
