@@ -727,6 +727,29 @@ class Tensor:
         """Elementwise cosine."""
         return _ops.cos(self)
 
+    def floor(self) -> Tensor:
+        """Elementwise floor (round toward -inf); its gradient is 0."""
+        return _ops.floor(self)
+
+    def ceil(self) -> Tensor:
+        """Elementwise ceiling (round toward +inf); its gradient is 0."""
+        return _ops.ceil(self)
+
+    def round(self, decimals: int = 0) -> Tensor:
+        """Elementwise rounding to ``decimals`` places, halves to even; its gradient is 0."""
+        return _ops.round(self, decimals=decimals) if decimals else _ops.round(self)
+
+    def trunc(self) -> Tensor:
+        """Elementwise rounding toward 0; its gradient is 0."""
+        return _ops.trunc(self)
+
+    def sign(self) -> Tensor:
+        """Elementwise sign: -1, 0 or 1; its gradient is 0."""
+        return _ops.sign(self)
+
+    def __round__(self, ndigits: int | None = None) -> Tensor:
+        return self.round(ndigits or 0)
+
     @numpy_keywords
     def norm(
         self, ord: Any = None, axis: int | Sequence[int] | None = None, keepdims: bool = False
@@ -804,6 +827,18 @@ class Tensor:
 
     def __rtruediv__(self, other: Any) -> Tensor:
         return _binary(_ops.divide, other, self)
+
+    def __floordiv__(self, other: Any) -> Tensor:
+        return _binary(_ops.floor_divide, self, other, "__rfloordiv__")
+
+    def __rfloordiv__(self, other: Any) -> Tensor:
+        return _binary(_ops.floor_divide, other, self)
+
+    def __mod__(self, other: Any) -> Tensor:
+        return _binary(_ops.remainder, self, other, "__rmod__")
+
+    def __rmod__(self, other: Any) -> Tensor:
+        return _binary(_ops.remainder, other, self)
 
     def __pow__(self, other: Any) -> Tensor:
         if other.__class__ is int:
@@ -886,6 +921,12 @@ class Tensor:
 
     def __itruediv__(self, other: Any) -> Tensor:
         return self._inplace(_ops.divide, other, "/=")
+
+    def __ifloordiv__(self, other: Any) -> Tensor:
+        return self._inplace(_ops.floor_divide, other, "//=")
+
+    def __imod__(self, other: Any) -> Tensor:
+        return self._inplace(_ops.remainder, other, "%=")
 
     def __ipow__(self, other: Any) -> Tensor:
         return self._inplace(Tensor.__pow__, other, "**=")

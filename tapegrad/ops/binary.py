@@ -12,7 +12,18 @@ from tapegrad._arrays import sum_to
 from tapegrad.kernels import kernel
 from tapegrad.op import broadcast_check, defop
 
-__all__ = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "where"]
+__all__ = [
+    "add",
+    "subtract",
+    "multiply",
+    "divide",
+    "floor_divide",
+    "remainder",
+    "power",
+    "maximum",
+    "minimum",
+    "where",
+]
 
 Res = tuple[jax.Array, ...]
 Cts = tuple[jax.Array | None, ...]
@@ -89,6 +100,44 @@ def _divide_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
         sum_to(g / b, a.shape) if needs[0] else None,
         sum_to(-g * a / (b * b), b.shape) if needs[1] else None,
     )
+
+
+_floor_divide = kernel(jnp.floor_divide)
+
+
+@defop(check=broadcast_check)
+def floor_divide(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
+    """Elementwise ``a // b``, rounded toward -inf (Python's, NumPy's and PyTorch's ``//``)."""
+    return _floor_divide(a, b), ()
+
+
+@floor_divide.defvjp
+@partial(kernel, static_argnames=("needs",))
+def _floor_divide_vjp(res: tuple[()], g: jax.Array, needs: tuple[bool, ...]) -> Cts:
+    """Piecewise constant in both inputs: zeros (JAX's derivative; PyTorch raises instead)."""
+    zero = jnp.zeros_like(g)
+    return (zero if needs[0] else None, zero if needs[1] else None)
+
+
+_remainder = kernel(jnp.remainder)
+
+
+@defop(check=broadcast_check)
+def remainder(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
+    """Elementwise ``a % b`` with the sign of ``b`` (Python's, NumPy's and PyTorch's ``%``;
+    ``a - floor(a / b) * b``)."""
+    return _remainder(a, b), (a, b)
+
+
+@remainder.defvjp
+@partial(kernel, static_argnames=("needs",))
+def _remainder_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
+    """ga = g, gb = -g * floor(a / b) (PyTorch's ``remainder`` rule, from
+    ``a - floor(a / b) * b`` with the floor constant); each summed to its input's shape."""
+    a, b = res
+    ga = sum_to(g, a.shape) if needs[0] else None
+    gb = sum_to(-g * jnp.floor_divide(a, b).astype(g.dtype), b.shape) if needs[1] else None
+    return (ga, gb)
 
 
 @kernel

@@ -11,7 +11,7 @@ import numpy as np
 
 from tapegrad._tensor import Tensor
 from tapegrad.kernels import kernel
-from tapegrad.op import as_operand, defop
+from tapegrad.op import Op, as_operand, defop
 
 __all__ = [
     "exp",
@@ -24,6 +24,11 @@ __all__ = [
     "abs",
     "sin",
     "cos",
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "sign",
     "negative",
     "integer_pow",
     "copy",
@@ -248,6 +253,45 @@ def _integer_pow_vjp(res: Res, g: jax.Array, *, n: int) -> tuple[jax.Array]:
     if n == 0:
         return (jnp.zeros_like(g),)
     return (g * (n * jax.lax.integer_pow(x, n - 1)).astype(g.dtype),)
+
+
+_zeros_like = kernel(jnp.zeros_like)
+
+
+def _zero_vjp(res: tuple[()], g: jax.Array, **params: Any) -> tuple[jax.Array]:
+    """A piecewise constant function's derivative: 0 (almost everywhere; at the jumps too,
+    as JAX's and PyTorch's rules for floor, ceil, round, trunc and sign give), whatever its
+    parameters (``decimals``)."""
+    return (_zeros_like(g),)
+
+
+def _piecewise_constant(fn: Any, name: str, doc: str, **static: Any) -> Op:
+    """A registered op computing ``fn`` (compiled, its keyword parameters ``static``) whose
+    VJP is ``_zero_vjp``: the output requires grad when the input does, as in PyTorch, and
+    gradients through it are zeros."""
+    compiled = kernel(fn, static_argnames=tuple(static)) if static else kernel(fn)
+
+    def forward(x: jax.Array, **params: Any) -> tuple[jax.Array, tuple[()]]:
+        return compiled(x, **params), ()
+
+    forward.__name__ = forward.__qualname__ = name
+    forward.__doc__ = doc
+    op = defop(forward)
+    op.defvjp(_zero_vjp)
+    return op
+
+
+floor = _piecewise_constant(jnp.floor, "floor", "Elementwise floor (round toward -inf).")
+ceil = _piecewise_constant(jnp.ceil, "ceil", "Elementwise ceiling (round toward +inf).")
+round = _piecewise_constant(  # noqa: A001 - jnp's and PyTorch's name
+    jnp.round,
+    "round",
+    "Elementwise rounding to ``decimals`` decimal places (a keyword, default 0), halves to "
+    "even (NumPy's, JAX's and PyTorch's rule: ``round(2.5) == 2``).",
+    decimals=0,
+)
+trunc = _piecewise_constant(jnp.trunc, "trunc", "Elementwise rounding toward 0.")
+sign = _piecewise_constant(jnp.sign, "sign", "Elementwise sign: -1, 0 or 1 (0 at 0).")
 
 
 _copy = kernel(jnp.copy)

@@ -523,6 +523,16 @@ SPECS: tuple[OpSpec, ...] = (
     _unary_spec("abs"),
     _unary_spec("sin"),
     _unary_spec("cos"),
+    # piecewise constant: gradient zeros, as jax.vjp of the jnp twin gives
+    _unary_spec("floor"),
+    _unary_spec("ceil"),
+    OpSpec(
+        _R["round"],
+        (*unary(), Case("decimals=1", arrays_in(SHAPES).map(lambda x: (x,)), {"decimals": 1})),
+        jnp.round,
+    ),
+    _unary_spec("trunc"),
+    _unary_spec("sign"),
     _unary_spec("negative"),
     _unary_spec("copy"),
     OpSpec(
@@ -572,6 +582,8 @@ SPECS: tuple[OpSpec, ...] = (
     _binary_spec("subtract"),
     _binary_spec("multiply"),
     _binary_spec("divide", REALS, NONZERO),
+    _binary_spec("floor_divide", REALS, NONZERO),
+    _binary_spec("remainder", REALS, NONZERO),
     _binary_spec("power", POSITIVE, Domain(-2.0, 2.0), rtol=2e-5),
     _binary_spec("maximum"),
     _binary_spec("minimum"),

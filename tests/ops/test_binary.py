@@ -172,3 +172,66 @@ def test_astype_follows_jnp_for_every_pair() -> None:
             )
     weak = tg.tensor(2.0).astype(tg.float32).data
     assert not weak.weak_type and weak.dtype == jnp.float32
+
+
+def test_floor_division_and_remainder_match_python_and_torch() -> None:
+    """``//`` rounds toward -inf and ``%`` takes the divisor's sign, on floats and ints, with
+    scalars on either side; gradients: zeros for ``//``, (g, -g * floor(a / b)) for ``%``
+    (PyTorch's values)."""
+    torch = pytest.importorskip("torch")
+    a = np.array([5.0, -7.5, 3.0, -4.0], F32)
+    b = np.array([2.0, 3.0, -2.0, -3.0], F32)
+    ta, tb = tg.tensor(a).require_grad(), tg.tensor(b).require_grad()
+    pa = torch.tensor(a, requires_grad=True)
+    pb = torch.tensor(b, requires_grad=True)
+    np.testing.assert_array_equal((ta // tb).numpy(), (pa // pb).detach().numpy())
+    r = ta % tb
+    pr = pa % pb
+    np.testing.assert_array_equal(r.numpy(), pr.detach().numpy())
+    w = np.array([1.0, 2.0, 3.0, 4.0], F32)
+    (r * tg.tensor(w)).sum().backward()
+    (pr * torch.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(ta.grad.numpy(), pa.grad.numpy())
+    np.testing.assert_array_equal(tb.grad.numpy(), pb.grad.numpy())
+    ga, gb = tg.grad((ta // tb).sum(), [ta, tb])
+    assert ga.tolist() == [0.0] * 4 and gb.tolist() == [0.0] * 4
+    i = tg.tensor(np.array([7, -7], np.int32))
+    assert (i // 2).tolist() == [7 // 2, -7 // 2] and (i // 2).dtype == tg.int32
+    assert (i % 3).tolist() == [7 % 3, -7 % 3]
+    assert (7 // tg.tensor([2.0, -2.0])).tolist() == [3.0, -4.0]
+    assert (7.5 % tg.tensor([2.0, -2.0])).tolist() == [1.5, -0.5]
+
+
+def test_in_place_floor_division_and_remainder() -> None:
+    """``//=`` and ``%=`` follow the other in-place operators: refused on a leaf that requires
+    grad under grad mode, an update under no_grad, a rebinding on a non-leaf."""
+    w = tg.tensor([7.0, 9.0]).require_grad()
+    with pytest.raises(tg.InPlaceError, match="//="):
+        w //= 2
+    with tg.no_grad():
+        w %= 4
+    assert w.tolist() == [3.0, 1.0] and w.requires_grad
+    h = w * 1.0
+    h //= 2
+    assert h.tolist() == [1.0, 0.0] and h.requires_grad
+
+
+@pytest.mark.parametrize("name", ["floor", "ceil", "round", "trunc", "sign"])
+def test_rounding_methods_match_numpy_and_have_zero_gradients(name: str) -> None:
+    """Each is a method and a function; the output requires grad (as in PyTorch), its
+    gradient is zeros; ``round`` rounds halves to even."""
+    a = np.array([-2.5, -1.2, -0.0, 0.5, 1.5, 2.7], F32)
+    x = tg.tensor(a).require_grad()
+    y = getattr(x, name)()
+    np.testing.assert_array_equal(y.numpy(), getattr(np, "rint" if name == "round" else name)(a))
+    assert getattr(tg, name)(x).tolist() == y.tolist()
+    assert y.requires_grad
+    (g,) = tg.grad((y * 3.0).sum(), x)
+    assert g.tolist() == [0.0] * 6
+
+
+def test_round_with_decimals_and_the_builtin() -> None:
+    x = tg.tensor(np.array([1.26, -0.35, 2.5], F32))
+    np.testing.assert_allclose(x.round(1).numpy(), np.round(x.numpy(), 1))
+    np.testing.assert_allclose(round(x, 1).numpy(), np.round(x.numpy(), 1))
+    assert round(x).tolist() == [1.0, -0.0, 2.0]
