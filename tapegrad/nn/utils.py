@@ -1,4 +1,4 @@
-"""Training utilities on parameters' gradients: ``clip_grad_norm_``."""
+"""Training utilities on parameters' gradients: ``clip_grad_norm_``, ``clip_grad_value_``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tapegrad._placement import device_groups
 from tapegrad._tensor import Tensor
 from tapegrad.kernels import kernel
 
-__all__ = ["clip_grad_norm_"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_"]
 
 
 def _norm(grads: tuple[jax.Array, ...], norm_type: float) -> jax.Array:
@@ -78,6 +78,62 @@ def _clip_groups(
     return total, clipped
 
 
+def _with_grad(parameters: Tensor | Iterable[Tensor], who: str) -> list[Tensor]:
+    """The tensors of ``parameters`` (one tensor or an iterable) that have a ``.grad``.
+
+    Raises:
+        TypeError: something other than a tensor among them.
+    """
+    params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    for i, p in enumerate(params):
+        if not isinstance(p, Tensor):
+            raise TypeError(
+                f"{who}: parameter {i} is a {type(p).__name__}, not a tapegrad Tensor; pass "
+                "model.parameters() or a list of tensors."
+            )
+    return [p for p in params if p.grad is not None]
+
+
+@kernel
+def _clamped(grads: tuple[jax.Array, ...], limit: jax.Array) -> tuple[jax.Array, ...]:
+    """Each of ``grads`` clamped to ``[-limit, limit]``, in its own dtype."""
+    return tuple(jnp.clip(g, -limit, limit).astype(g.dtype) for g in grads)
+
+
+@torch_keywords(
+    {
+        "foreach": "tapegrad does not support it and does not need it: clip_grad_value_ "
+        "already clamps all gradients in one compiled call. Remove it."
+    },
+    defaults={"foreach": None},
+)
+def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float) -> None:
+    """Clamp the gradients of ``parameters`` in place to ``[-clip_value, clip_value]``
+    (PyTorch's ``clip_grad_value_``), each element on its own; parameters without ``.grad``
+    are ignored. One compiled call per group of devices the gradients live on.
+
+    Args:
+        parameters: a tensor or an iterable of tensors (e.g. ``model.parameters()``).
+        clip_value: the largest absolute value a gradient element keeps (>= 0).
+
+    Raises:
+        ValueError: a negative (or NaN) ``clip_value``.
+        TypeError: something other than a tensor among ``parameters``; ``foreach=`` other
+            than PyTorch's default (``None``).
+    """
+    limit = float(clip_value)
+    if not limit >= 0:
+        raise ValueError(f"clip_grad_value_: clip_value must be >= 0, got {clip_value}.")
+    with_grad = _with_grad(parameters, "clip_grad_value_")
+    if not with_grad:
+        return
+    grads = tuple(p.grad.data for p in with_grad if p.grad is not None)
+    for group in device_groups(grads):
+        clamped = _clamped(tuple(grads[i] for i in group), jnp.float32(limit))
+        for i, g in zip(group, clamped, strict=True):
+            with_grad[i].grad = Tensor(g)
+
+
 @torch_keywords(
     {
         "foreach": "tapegrad does not support it and does not need it: clip_grad_norm_ "
@@ -122,14 +178,7 @@ def clip_grad_norm_(
             f"clip_grad_norm_: max_norm must be >= 0 and norm_type > 0, got {max_norm}, "
             f"{norm_type}."
         )
-    params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
-    for i, p in enumerate(params):
-        if not isinstance(p, Tensor):
-            raise TypeError(
-                f"clip_grad_norm_: parameter {i} is a {type(p).__name__}, not a tapegrad "
-                "Tensor; pass model.parameters() or a list of tensors."
-            )
-    with_grad = [p for p in params if p.grad is not None]
+    with_grad = _with_grad(parameters, "clip_grad_norm_")
     if not with_grad:
         return Tensor(jnp.zeros((), jnp.float32))
     grads = tuple(p.grad.data for p in with_grad if p.grad is not None)

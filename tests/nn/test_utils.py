@@ -1,4 +1,4 @@
-"""nn.utils.clip_grad_norm_ against PyTorch."""
+"""nn.utils.clip_grad_norm_ and clip_grad_value_ against PyTorch."""
 
 from __future__ import annotations
 
@@ -45,3 +45,37 @@ def test_clip_grad_norm_edge_cases() -> None:
 def test_something_other_than_a_tensor_is_refused() -> None:
     with pytest.raises(TypeError, match="parameter 0 is a ndarray, not a tapegrad Tensor"):
         nn.utils.clip_grad_norm_([np.zeros(2)], 1.0)
+
+
+def test_clip_grad_value_matches_torch() -> None:
+    torch.manual_seed(0)
+    ours = nn.Linear(4, 3, key=0)
+    theirs = torch.nn.Linear(4, 3)
+    ours.load_state_dict(theirs.state_dict())
+    x = np.random.default_rng(1).standard_normal((5, 4)).astype(np.float32)
+    (ours(tg.tensor(x)) ** 2).sum().backward()
+    (theirs(torch.tensor(x)) ** 2).sum().backward()
+    assert nn.utils.clip_grad_value_(ours.parameters(), 0.5) is None
+    torch.nn.utils.clip_grad_value_(theirs.parameters(), 0.5)
+    for name, p in ours.named_parameters():
+        assert p.grad is not None and not p.grad.requires_grad
+        want = getattr(theirs, name).grad.numpy()
+        np.testing.assert_allclose(np.asarray(p.grad), want, rtol=1e-5, atol=1e-7)
+        assert float(abs(p.grad).max()) == 0.5  # clamped (the unclipped gradients exceed it)
+
+
+def test_clip_grad_value_edge_cases() -> None:
+    p = tg.ones(3).require_grad()
+    q = tg.ones(2).require_grad()
+    nn.utils.clip_grad_value_([p, q], 1.0)  # no gradients: nothing to do
+    assert p.grad is None
+    p.grad = tg.tensor([-3.0, 0.25, 2.0])
+    nn.utils.clip_grad_value_(p, 1.0)  # one tensor; q without .grad is skipped
+    assert p.grad.tolist() == [-1.0, 0.25, 1.0]
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="clip_value must be >= 0"):
+            nn.utils.clip_grad_value_(p, bad)
+    with pytest.raises(TypeError, match="clip_grad_value_: parameter 0 is a ndarray"):
+        nn.utils.clip_grad_value_([np.ones(3)], 1.0)
+    with pytest.raises(TypeError, match="foreach"):
+        nn.utils.clip_grad_value_(p, 1.0, foreach=True)
