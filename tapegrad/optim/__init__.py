@@ -1,13 +1,13 @@
 """tapegrad.optim: PyTorch-style optimizers and learning-rate schedules on optax.
 
-``SGD``, ``Adam``, ``AdamW`` and ``RMSprop`` follow PyTorch's update rules and defaults;
-``Optimizer`` applies any ``optax.GradientTransformation``. ``lr_scheduler`` holds
+``SGD``, ``Adam``, ``AdamW``, ``RMSprop`` and ``Adagrad`` follow PyTorch's update rules and
+defaults; ``Optimizer`` applies any ``optax.GradientTransformation``. ``lr_scheduler`` holds
 ``StepLR``, ``MultiStepLR``, ``ExponentialLR``, ``CosineAnnealingLR``, ``LambdaLR`` and
 ``LinearWarmup``.
 """
 
 from tapegrad.optim import lr_scheduler
 from tapegrad.optim.optimizer import Optimizer
-from tapegrad.optim.rules import SGD, Adam, AdamW, RMSprop
+from tapegrad.optim.rules import SGD, Adagrad, Adam, AdamW, RMSprop
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "lr_scheduler"]

@@ -7,7 +7,7 @@ as PyTorch does); Adam and AdamW take ``amsgrad``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +16,7 @@ import optax
 from tapegrad._tensor import Tensor
 from tapegrad.optim.optimizer import Optimizer, sgd_options, torch_options
 
-__all__ = ["SGD", "Adam", "AdamW", "RMSprop"]
+__all__ = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad"]
 
 _Params = Iterable[Tensor] | Iterable[Mapping[str, Any]]
 _LR = float | Callable[[Any], Any]  # a number or an optax schedule of the step count
@@ -129,6 +129,58 @@ def _rmsprop(
         optax.add_decayed_weights(weight_decay),
         scale(decay=alpha, eps=eps, eps_in_sqrt=False),
         optax.trace(decay=momentum) if has_momentum else optax.identity(),
+        optax.scale_by_learning_rate(learning_rate),
+    )
+
+
+class ScaleByAdagradState(NamedTuple):
+    """Adagrad's state: each parameter's step count and running sum of squared gradients."""
+
+    steps: tuple[jax.Array, ...]
+    sum_of_squares: Any
+
+
+def _scale_by_adagrad(lr_decay: Any, eps: Any, initial: Any) -> optax.GradientTransformation:
+    """PyTorch's Adagrad scaling: ``s += g^2`` (``s`` starts at ``initial``), step
+    ``g / (sqrt(s) + eps) / (1 + (t - 1) * lr_decay)`` with ``t`` counted per parameter (a
+    skipped parameter keeps its count, as in ``_scale_by_adam``). optax's ``scale_by_rss``
+    puts ``eps`` inside the root and has no ``lr_decay``: other steps where ``s`` is small."""
+
+    def init(params: Any) -> ScaleByAdagradState:
+        count = tuple(jnp.zeros([], jnp.int32) for _ in params)
+        return ScaleByAdagradState(count, tuple(jnp.full_like(p, initial) for p in params))
+
+    def update(
+        g: Any, state: Any, params: Any = None, skip: tuple[bool, ...] | None = None, **_: Any
+    ) -> tuple[Any, Any]:
+        del params
+        skip = skip or (False,) * len(g)
+        tick = optax.safe_int32_increment
+        count = tuple(c if s else tick(c) for c, s in zip(state.steps, skip, strict=True))
+        sums = tuple(v + x * x for v, x in zip(state.sum_of_squares, g, strict=True))
+        step = tuple(
+            x / (jnp.sqrt(v) + eps) / (1 + (t - 1) * lr_decay)
+            for x, v, t in zip(g, sums, count, strict=True)
+        )
+        return step, ScaleByAdagradState(count, sums)
+
+    return optax.GradientTransformationExtraArgs(init, update)
+
+
+def _adagrad(
+    learning_rate: Any,
+    lr_decay: Any,
+    weight_decay: Any,
+    initial_accumulator_value: Any,
+    eps: Any,
+    *,
+    maximize: bool,
+) -> optax.GradientTransformation:
+    """PyTorch's Adagrad: ``g += wd * p``, then ``_scale_by_adagrad`` and the learning rate."""
+    return optax.chain(
+        *_sign(maximize),
+        optax.add_decayed_weights(weight_decay),
+        _scale_by_adagrad(lr_decay, eps, initial_accumulator_value),
         optax.scale_by_learning_rate(learning_rate),
     )
 
@@ -399,3 +451,55 @@ class RMSprop(_Builtin):
     def _flags(self, group: Mapping[str, Any]) -> dict[str, bool]:
         centered, has_momentum = bool(group["centered"]), group["momentum"] > 0
         return {**super()._flags(group), "centered": centered, "has_momentum": has_momentum}
+
+
+class Adagrad(_Builtin):
+    """Adagrad (Duchi et al. 2011) with PyTorch's rule and defaults: ``s += g^2``,
+    ``p -= lr / (1 + (t - 1) * lr_decay) * g / (sqrt(s) + eps)`` (``eps`` outside the square
+    root, as PyTorch; ``optax.adagrad`` puts it inside), ``t`` counted per parameter.
+
+    Args:
+        params: leaf tensors, or a list of group dicts (see :class:`Optimizer`).
+        lr: the learning rate, or an optax schedule.
+        lr_decay: the learning rate at step ``t`` is ``lr / (1 + (t - 1) * lr_decay)``.
+        weight_decay: L2 penalty added to the gradient.
+        initial_accumulator_value: the starting value of the sum of squared gradients.
+        eps: added to the denominator.
+        maximize: ascend: negate the gradients (before weight decay, as PyTorch does).
+
+    Raises:
+        ValueError: negative hyperparameters, bad ``params``.
+        TypeError: a PyTorch option tapegrad does not take (``foreach=``, ``fused=``, ...;
+            the message says what to do instead).
+    """
+
+    _make = staticmethod(_adagrad)
+
+    @torch_options
+    def __init__(
+        self,
+        params: _Params,
+        lr: _LR = 1e-2,
+        lr_decay: float = 0.0,
+        weight_decay: float = 0.0,
+        initial_accumulator_value: float = 0.0,
+        eps: float = 1e-10,
+        *,
+        maximize: bool = False,
+    ) -> None:
+        defaults = {
+            "lr": lr,
+            "lr_decay": lr_decay,
+            "weight_decay": weight_decay,
+            "initial_accumulator_value": initial_accumulator_value,
+            "eps": eps,
+            "maximize": maximize,
+        }
+        super().__init__(params, defaults=defaults)
+
+    def _check_hyper(self, group: Mapping[str, Any]) -> None:
+        super()._check_hyper(group)
+        _nonneg(group, "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
+
+    def _numbers(self, group: Mapping[str, Any]) -> dict[str, Any]:
+        return _numbers_of(group, "lr_decay", "weight_decay", "initial_accumulator_value", "eps")

@@ -105,6 +105,13 @@ def test_sgd_matches_torch(options: dict[str, Any]) -> None:
         (optim.AdamW, "AdamW", {"lr": 0.01, "amsgrad": True, "maximize": True}),
         (optim.Adam, "Adam", {"lr": 0.01, "maximize": True, "weight_decay": 0.1}),
         (optim.RMSprop, "RMSprop", {"lr": 0.01, "momentum": 0.9, "maximize": True}),
+        (optim.Adagrad, "Adagrad", {"lr": 0.05}),
+        (
+            optim.Adagrad,
+            "Adagrad",
+            {"lr": 0.05, "lr_decay": 0.1, "weight_decay": 0.05, "initial_accumulator_value": 0.1},
+        ),
+        (optim.Adagrad, "Adagrad", {"lr": 0.05, "eps": 1e-3, "maximize": True}),
     ],
     ids=[
         "adam",
@@ -118,6 +125,9 @@ def test_sgd_matches_torch(options: dict[str, Any]) -> None:
         "adamw-amsgrad-maximize",
         "adam-maximize-l2",
         "rmsprop-maximize",
+        "adagrad",
+        "adagrad-decay-wd-initial",
+        "adagrad-eps-maximize",
     ],
 )
 def test_adaptive_optimizers_match_torch(
@@ -206,6 +216,42 @@ def test_a_parameter_without_gradient_on_some_steps_keeps_its_own_step_count(
             np.testing.assert_allclose(
                 np.asarray(mine), theirs.detach().numpy(), rtol=1e-5, atol=1e-7, err_msg=f"{i}"
             )
+
+
+def test_adagrad_counts_its_lr_decay_steps_per_parameter() -> None:
+    """``b`` gets a gradient only at steps 2 and 4: its learning rate decays by its own
+    count (PyTorch's ``state[p]["step"]``), and its sum of squares only grows then."""
+    options = {"lr": 0.1, "lr_decay": 0.5, "initial_accumulator_value": 0.05}
+    a, b = (tg.tensor(_w0(), requires_grad=True) for _ in range(2))
+    ta, tb = (torch.tensor(_w0(), requires_grad=True) for _ in range(2))
+    opt = optim.Adagrad([a, b], **options)
+    topt = torch.optim.Adagrad([ta, tb], **options)
+    for i, g in enumerate(_gradients()[:6]):
+        a.grad, ta.grad = tg.tensor(g), torch.tensor(g)
+        b.grad, tb.grad = (tg.tensor(-g), torch.tensor(-g)) if i in (2, 4) else (None, None)
+        opt.step()
+        topt.step()
+        for mine, theirs in ((a, ta), (b, tb)):
+            np.testing.assert_allclose(
+                np.asarray(mine), theirs.detach().numpy(), rtol=1e-5, atol=1e-7, err_msg=f"{i}"
+            )
+
+
+def test_adagrad_differs_from_optax_which_puts_eps_inside_the_root() -> None:
+    """Why tapegrad writes its own Adagrad: with small gradients optax's steps differ."""
+    p = torch.tensor(_w0(), requires_grad=True)
+    topt = torch.optim.Adagrad([p], lr=0.1, eps=1e-3)
+    rule = optax.chain(
+        optax.scale_by_rss(initial_accumulator_value=0.0, eps=1e-3), optax.scale(-0.1)
+    )
+    x = jnp.asarray(_w0())
+    state = rule.init(x)
+    for g in _gradients():
+        p.grad = torch.tensor(g * 1e-3)
+        topt.step()
+        update, state = rule.update(jnp.asarray(g * 1e-3), state)
+        x = x + update
+    assert not np.allclose(np.asarray(x), p.detach().numpy(), rtol=1e-2)
 
 
 def test_amsgrad_differs_from_optax_which_maxes_the_corrected_moment() -> None:
