@@ -563,6 +563,11 @@ class Tensor:
         return _ops.any(self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords
+    def prod(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        """Product over ``axis`` (``None`` for all); its gradient is JAX's, exact at zeros."""
+        return _ops.prod(self, axis=axis, keepdims=keepdims)
+
+    @numpy_keywords
     def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Mean over ``axis``."""
         if axis is None and keepdims is False:  # the op's defaults: no parameters to check
@@ -726,6 +731,49 @@ class Tensor:
     def cos(self) -> Tensor:
         """Elementwise cosine."""
         return _ops.cos(self)
+
+    def square(self) -> Tensor:
+        """Elementwise ``x * x``."""
+        return _ops.square(self)
+
+    def rsqrt(self) -> Tensor:
+        """Elementwise ``1 / sqrt(x)``."""
+        return _ops.rsqrt(self)
+
+    def erf(self) -> Tensor:
+        """Elementwise Gauss error function."""
+        return _ops.erf(self)
+
+    def isnan(self) -> Tensor:
+        """Elementwise: whether the value is NaN (a boolean tensor, never requiring grad)."""
+        return _ops.isnan(self)
+
+    def isfinite(self) -> Tensor:
+        """Elementwise: whether the value is finite (a boolean tensor)."""
+        return _ops.isfinite(self)
+
+    def isinf(self) -> Tensor:
+        """Elementwise: whether the value is +inf or -inf (a boolean tensor)."""
+        return _ops.isinf(self)
+
+    def flip(self, *axis: Any) -> Tensor:
+        """Reverse the elements along the given axes (``x.flip(0)``, ``x.flip(0, 1)``,
+        ``x.flip((0, 1))``; none: every axis), as ``tg.flip``."""
+        if len(axis) == 1 and isinstance(axis[0], (tuple, list)):
+            axis = tuple(axis[0])
+        return _ops.flip(self, axis=None if not axis else axis[0] if len(axis) == 1 else axis)
+
+    def roll(self, shift: Any, axis: Any = None) -> Tensor:
+        """Shift the elements along ``axis``, wrapping around (``tg.roll``)."""
+        return _ops.roll(self, shift, axis)
+
+    def tril(self, k: int = 0) -> Tensor:
+        """The lower triangle of the last two axes (``tg.tril``)."""
+        return _ops.tril(self, k)
+
+    def triu(self, k: int = 0) -> Tensor:
+        """The upper triangle of the last two axes (``tg.triu``)."""
+        return _ops.triu(self, k)
 
     def floor(self) -> Tensor:
         """Elementwise floor (round toward -inf); its gradient is 0."""

@@ -1,5 +1,5 @@
-"""Non-differentiable ops: comparisons, bitwise (logical on booleans) and argmax/argmin (never
-recorded, never require grad)."""
+"""Non-differentiable ops: comparisons, bitwise (logical on booleans), the float tests
+(isnan, isfinite, isinf) and argmax/argmin (never recorded, never require grad)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,9 @@ __all__ = [
     "bitwise_or",
     "bitwise_xor",
     "bitwise_not",
+    "isnan",
+    "isfinite",
+    "isinf",
     "argmax",
     "argmin",
 ]
@@ -119,6 +122,33 @@ _bitwise_not = kernel(jnp.bitwise_not)
 def bitwise_not(x: jax.Array) -> tuple[jax.Array, tuple[()]]:
     """Elementwise ``~x``: logical not of booleans, bitwise not of integers."""
     return _bitwise_not(x), ()
+
+
+_isnan = kernel(jnp.isnan)
+
+
+@defop(differentiable=False)
+def isnan(x: jax.Array) -> tuple[jax.Array, tuple[()]]:
+    """Elementwise: whether ``x`` is NaN (a boolean mask)."""
+    return _isnan(x), ()
+
+
+_isfinite = kernel(jnp.isfinite)
+
+
+@defop(differentiable=False)
+def isfinite(x: jax.Array) -> tuple[jax.Array, tuple[()]]:
+    """Elementwise: whether ``x`` is neither NaN nor infinite (a boolean mask)."""
+    return _isfinite(x), ()
+
+
+_isinf = kernel(jnp.isinf)
+
+
+@defop(differentiable=False)
+def isinf(x: jax.Array) -> tuple[jax.Array, tuple[()]]:
+    """Elementwise: whether ``x`` is +inf or -inf (a boolean mask)."""
+    return _isinf(x), ()
 
 
 def _arg_axis(name: str, x: jax.Array, axis: int | None) -> int | None:

@@ -9,12 +9,26 @@ import jax
 import jax.numpy as jnp
 
 from tapegrad._arrays import normalize_axes
+from tapegrad.derived import derived_vjp
 from tapegrad.kernels import kernel
 from tapegrad.op import defop
 
-__all__ = ["sum", "mean", "max", "min", "logsumexp", "var", "std", "cumsum", "all", "any"]
+__all__ = [
+    "sum",
+    "mean",
+    "prod",
+    "max",
+    "min",
+    "logsumexp",
+    "var",
+    "std",
+    "cumsum",
+    "all",
+    "any",
+]
 
 Axis = int | tuple[int, ...] | None
+Res1 = tuple[jax.Array]
 
 
 def _expand(g: jax.Array, in_shape: tuple[int, ...], axis: Axis, keepdims: bool) -> jax.Array:
@@ -155,6 +169,22 @@ def _min_vjp(
 ) -> tuple[jax.Array]:
     """d min / dx = [x == min] / (number of ties)."""
     return _chooser_vjp(res, g, axis, keepdims)
+
+
+def _prod_fn(x: jax.Array, *, axis: Axis = None, keepdims: bool = False) -> jax.Array:
+    return jnp.prod(x, axis=_axes(axis, x.ndim), keepdims=keepdims)
+
+
+_jprod = _static(jnp.prod)
+
+
+@defop
+def prod(x: jax.Array, *, axis: Axis = None, keepdims: bool = False) -> tuple[jax.Array, Res1]:
+    """The product over ``axis`` (``None``: all elements)."""
+    return _jprod(x, axis=_axes(axis, x.ndim), keepdims=keepdims), (x,)
+
+
+prod.defvjp(derived_vjp(_prod_fn))  # JAX's: exact where entries are 0 (no division by x)
 
 
 _jlogsumexp = _static(jax.nn.logsumexp)

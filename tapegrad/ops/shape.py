@@ -1,5 +1,6 @@
 """Shape manipulation: reshape, transpose (and its PyTorch forms permute, swapaxes), squeeze,
-expand_dims, concatenate, stack, pad, flatten, split."""
+expand_dims, concatenate, stack, pad, flatten, split, flip, roll, and the triangles tril and
+triu."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tapegrad._args import integer, numpy_keywords, shape_keywords
+from tapegrad._args import axis as axis_arg
+from tapegrad._args import integer, numpy_keywords, shape_keywords, torch_keywords
+from tapegrad._arrays import axis_check
 from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel
 from tapegrad.op import defop
@@ -32,6 +35,10 @@ __all__ = [
     "pad",
     "flatten",
     "split",
+    "flip",
+    "roll",
+    "tril",
+    "triu",
 ]
 
 Shape = tuple[int, ...]
@@ -400,3 +407,131 @@ def split(x: Any, indices_or_sections: int | Sequence[int], axis: int = 0) -> li
     bounds = zip([0, *cuts], [*cuts, n], strict=True)
     lead = (slice(None),) * axis
     return [t[(*lead, slice(a, b))] for a, b in bounds]
+
+
+_jflip = partial(kernel, static_argnames=("axis",))(jnp.flip)
+
+
+@defop(check=axis_check)
+def flip(x: jax.Array, *, axis: int | Shape | None = None) -> tuple[jax.Array, tuple[()]]:
+    """Reverse the order of the elements along ``axis`` (an int or a tuple; ``None``: every
+    axis), NumPy's ``flip`` (PyTorch's ``flip(dims)``: ``x.flip(0)``, ``x.flip((0, 1))``).
+
+    Raises:
+        ShapeError: an axis out of range.
+    """
+    return _jflip(x, axis=axis), ()
+
+
+@flip.defvjp
+def _flip_vjp(res: tuple[()], g: jax.Array, *, axis: int | Shape | None = None) -> tuple[jax.Array]:
+    """Flip g back along the same axes."""
+    return (_jflip(g, axis=axis),)
+
+
+_jroll = partial(kernel, static_argnames=("shift", "axis"))(jnp.roll)
+
+
+@defop(name="roll", check=axis_check)
+def _roll(
+    x: jax.Array, *, shift: int | Shape, axis: int | Shape | None = None
+) -> tuple[jax.Array, tuple[()]]:
+    """``jnp.roll``: elements shifted by ``shift`` along ``axis``, wrapping around."""
+    return _jroll(x, shift=shift, axis=axis), ()
+
+
+@_roll.defvjp
+def _roll_vjp(
+    res: tuple[()], g: jax.Array, *, shift: int | Shape, axis: int | Shape | None = None
+) -> tuple[jax.Array]:
+    """Roll g back: the same axes, the opposite shifts."""
+    back = -shift if isinstance(shift, int) else tuple(-s for s in shift)
+    return (_jroll(g, shift=back, axis=axis),)
+
+
+@torch_keywords({"shifts": "pass the shift by position: x.roll(1, 0)", "dims": "use axis="})
+def roll(x: Any, shift: int | Sequence[int], axis: int | Sequence[int] | None = None) -> Tensor:
+    """Shift the elements by ``shift`` places along ``axis``, wrapping around (NumPy's
+    ``roll``; PyTorch's ``roll(shifts, dims)`` by position: ``x.roll(1, 0)``). Without an
+    axis the flattened tensor is rolled, in its shape. Several axes take one shift each.
+
+    Raises:
+        TypeError: a shift or axis is not an integer.
+        ShapeError: an axis out of range.
+        ValueError: not one shift per axis.
+    """
+    shifts = axis_arg(shift, "roll: shift")
+    axes = axis_arg(axis, "roll: axis")
+    if isinstance(shifts, tuple) != isinstance(axes, tuple) or (
+        isinstance(shifts, tuple) and isinstance(axes, tuple) and len(shifts) != len(axes)
+    ):
+        raise ValueError(
+            f"roll: give one shift per axis, got shift={shift!r} and axis={axis!r} (x.roll(1, "
+            "0), or x.roll((1, 2), (0, 1)) for two axes)."
+        )
+    return _roll(x, shift=shifts, axis=axes)
+
+
+def _triangle_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
+    if jnp.ndim(arrays[0]) < 2:
+        raise ShapeError(
+            f"{name}: needs a tensor of 2 or more dimensions (the last two are the matrix), "
+            f"got shape {tuple(jnp.shape(arrays[0]))}."
+        )
+
+
+_jtril = partial(kernel, static_argnames=("k",))(jnp.tril)
+_jtriu = partial(kernel, static_argnames=("k",))(jnp.triu)
+
+
+@defop(name="tril", check=_triangle_check)
+def _tril(x: jax.Array, *, k: int = 0) -> tuple[jax.Array, tuple[()]]:
+    """The lower triangle of the last two axes: entries above diagonal ``k`` set to 0."""
+    _triangle_check("tril", [x], {})
+    return _jtril(x, k=k), ()
+
+
+@_tril.defvjp
+def _tril_vjp(res: tuple[()], g: jax.Array, *, k: int = 0) -> tuple[jax.Array]:
+    """The gradient flows to the kept triangle: tril(g, k)."""
+    return (_jtril(g, k=k),)
+
+
+@defop(name="triu", check=_triangle_check)
+def _triu(x: jax.Array, *, k: int = 0) -> tuple[jax.Array, tuple[()]]:
+    """The upper triangle of the last two axes: entries below diagonal ``k`` set to 0."""
+    _triangle_check("triu", [x], {})
+    return _jtriu(x, k=k), ()
+
+
+@_triu.defvjp
+def _triu_vjp(res: tuple[()], g: jax.Array, *, k: int = 0) -> tuple[jax.Array]:
+    """The gradient flows to the kept triangle: triu(g, k)."""
+    return (_jtriu(g, k=k),)
+
+
+_DIAGONAL = {"diagonal": "use k= (NumPy's name): x.tril(k=-1)"}
+
+
+@torch_keywords(_DIAGONAL)
+def tril(x: Any, k: int = 0) -> Tensor:
+    """The lower triangle of the last two axes, entries above diagonal ``k`` (0: the main
+    diagonal, > 0 above it) set to 0 (NumPy's ``tril``; PyTorch's ``diagonal=`` is ``k``).
+
+    Raises:
+        ShapeError: fewer than two dimensions.
+        TypeError: ``k`` is not an integer.
+    """
+    return _tril(x, k=integer(k, "tril: k"))
+
+
+@torch_keywords(_DIAGONAL)
+def triu(x: Any, k: int = 0) -> Tensor:
+    """The upper triangle of the last two axes, entries below diagonal ``k`` set to 0 (NumPy's
+    ``triu``; PyTorch's ``diagonal=`` is ``k``).
+
+    Raises:
+        ShapeError: fewer than two dimensions.
+        TypeError: ``k`` is not an integer.
+    """
+    return _triu(x, k=integer(k, "triu: k"))

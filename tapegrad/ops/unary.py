@@ -21,6 +21,9 @@ __all__ = [
     "relu",
     "sigmoid",
     "sqrt",
+    "square",
+    "rsqrt",
+    "erf",
     "abs",
     "sin",
     "cos",
@@ -161,6 +164,58 @@ def _sqrt_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
     """d/dx sqrt(x) = 1 / (2 sqrt(x)): gx = g * 0.5 / y."""
     (y,) = res
     return (g * 0.5 / y,)
+
+
+_square = kernel(jnp.square)
+
+
+@defop
+def square(x: jax.Array) -> tuple[jax.Array, Res]:
+    """Elementwise ``x * x``."""
+    return _square(x), (x,)
+
+
+@square.defvjp
+@kernel
+def _square_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """d/dx x^2 = 2x (for a complex x, JAX's cotangent g * 2 conj(x))."""
+    (x,) = res
+    return (g * (2 * jnp.conj(x)),)
+
+
+_rsqrt = kernel(jax.lax.rsqrt)
+
+
+@defop
+def rsqrt(x: jax.Array) -> tuple[jax.Array, Res]:
+    """Elementwise ``1 / sqrt(x)`` (PyTorch's ``rsqrt``, ``lax.rsqrt``)."""
+    y = _rsqrt(x)
+    return y, (y,)
+
+
+@rsqrt.defvjp
+@kernel
+def _rsqrt_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """d/dx x^(-1/2) = -x^(-3/2) / 2 = -y^3 / 2 (JAX's rule for lax.rsqrt)."""
+    (y,) = res
+    return (g * (-0.5 * y * y * y),)
+
+
+_erf = kernel(jax.scipy.special.erf)
+
+
+@defop
+def erf(x: jax.Array) -> tuple[jax.Array, Res]:
+    """Elementwise Gauss error function ``2 / sqrt(pi) * integral_0^x exp(-t^2) dt``."""
+    return _erf(x), (x,)
+
+
+@erf.defvjp
+@kernel
+def _erf_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """d/dx erf(x) = 2 / sqrt(pi) * exp(-x^2)."""
+    (x,) = res
+    return (g * (2 / np.sqrt(np.pi) * jnp.exp(-x * x)).astype(g.dtype),)
 
 
 _abs = kernel(jnp.abs)

@@ -520,6 +520,9 @@ SPECS: tuple[OpSpec, ...] = (
     OpSpec(_R["relu"], unary(NONZERO), jax.nn.relu),
     OpSpec(_R["sigmoid"], unary(), jax.nn.sigmoid),
     _unary_spec("sqrt", POSITIVE),
+    _unary_spec("square"),
+    OpSpec(_R["rsqrt"], unary(POSITIVE), jax.lax.rsqrt, rtol=2e-5),
+    OpSpec(_R["erf"], unary(), jax.scipy.special.erf),
     _unary_spec("abs"),
     _unary_spec("sin"),
     _unary_spec("cos"),
@@ -594,8 +597,13 @@ SPECS: tuple[OpSpec, ...] = (
     ),
     *(OpSpec(_R[name], _masks(binary()), _jnp(name), differentiable=False) for name in BITWISE),
     OpSpec(_R["bitwise_not"], _masks(unary()), jnp.bitwise_not, differentiable=False),
+    *(
+        OpSpec(_R[n], unary(), _jnp(n), differentiable=False)
+        for n in ("isnan", "isfinite", "isinf")
+    ),
     # reductions
     *(OpSpec(_R[name], reduction(), _jnp(name)) for name in ("sum", "mean", "max", "min")),
+    OpSpec(_R["prod"], reduction(), jnp.prod, rtol=2e-5),
     # linear algebra
     OpSpec(_R["matmul"], matmul_cases(), jnp.matmul),
     OpSpec(
@@ -647,6 +655,33 @@ SPECS: tuple[OpSpec, ...] = (
             fixed((1,), {"axis": 0}),
         ),
         jnp.squeeze,
+    ),
+    OpSpec(
+        _R["flip"],
+        (
+            fixed((2, 3), {"axis": None}),
+            fixed((2, 3), {"axis": 0}),
+            fixed((2, 3, 4), {"axis": -1}),
+            fixed((2, 3, 4), {"axis": (0, 2)}),
+        ),
+        jnp.flip,
+    ),
+    OpSpec(
+        _R["roll"],
+        (
+            fixed((2, 3), {"shift": 1, "axis": None}),
+            fixed((2, 3), {"shift": -2, "axis": 1}),
+            fixed((2, 3, 4), {"shift": (1, 3), "axis": (0, -1)}),
+        ),
+        jnp.roll,
+    ),
+    *(
+        OpSpec(
+            _R[name],
+            (fixed((3, 3), {}), fixed((2, 3, 4), {"k": 1}), fixed((4, 3), {"k": -1})),
+            _jnp(name),
+        )
+        for name in ("tril", "triu")
     ),
     OpSpec(
         _R["expand_dims"],

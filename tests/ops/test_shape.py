@@ -141,3 +141,25 @@ def test_reshape_minus_one_beside_a_zero_raises_shape_error(
     want = re.escape(f"shape {shape}") + ".* into " + re.escape(f"{new}; -1 cannot be")
     with pytest.raises(tg.ShapeError, match=want):
         tg.zeros(shape).reshape(*new)
+
+
+def test_flip_roll_and_triangles_refuse_bad_arguments_clearly() -> None:
+    x = tg.ones((2, 3))
+    with pytest.raises(tg.ShapeError, match="axis 2 is out of range"):
+        x.flip(2)
+    with pytest.raises(ValueError, match="one shift per axis"):
+        x.roll((1, 2), 0)
+    with pytest.raises(ValueError, match="one shift per axis"):
+        x.roll((1, 2), (0, 1, 1))
+    with pytest.raises(tg.ShapeError, match="axis -3 is out of range"):
+        x.roll(1, -3)
+    with pytest.raises(TypeError, match="roll: shift must be an integer"):
+        x.roll(1.5, 0)
+    with pytest.raises(TypeError, match="dims="):
+        tg.roll(x, 1, dims=0)
+    with pytest.raises(tg.ShapeError, match="tril: needs a tensor of 2 or more dimensions"):
+        tg.ones(3).tril()
+    with pytest.raises(TypeError, match="use k="):
+        tg.triu(x, diagonal=1)
+    with pytest.raises(TypeError, match="triu: k must be an integer"):
+        x.triu(0.5)

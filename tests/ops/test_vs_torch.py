@@ -156,6 +156,28 @@ ROWS: list[tuple[str, Callable[..., Any], Callable[..., Any], tuple[np.ndarray, 
         lambda a, b: torch.einsum("bij,bkj->bik", a, b),
         (f32(2, 3, 4), f32(2, 5, 4)),
     ),
+    ("square", lambda x: x.square(), torch.square, (f32(3, 4),)),
+    ("rsqrt", lambda x: x.rsqrt(), torch.rsqrt, (np.abs(f32(3, 4)) + 0.5,)),
+    ("erf", lambda x: x.erf(), torch.erf, (f32(3, 4, scale=2),)),
+    (
+        "prod with a zero in a row",  # the zero's gradient is the product of the others
+        lambda x: x.prod(axis=1),
+        lambda x: x.prod(dim=1),
+        (np.concatenate([np.array([[0.0, 2.0, -1.5]], np.float32), f32(2, 3)]),),
+    ),
+    ("prod of all", lambda x: x.prod(), lambda x: x.prod(), (f32(2, 3),)),
+    ("flip", lambda x: x.flip(0, 2), lambda x: x.flip(0, 2), (f32(2, 3, 4),)),
+    ("flip tuple", lambda x: x.flip((1,)), lambda x: x.flip((1,)), (f32(2, 3, 4),)),
+    ("roll", lambda x: x.roll(2, 1), lambda x: x.roll(2, 1), (f32(2, 5),)),
+    ("roll flat", lambda x: x.roll(-3), lambda x: x.roll(-3), (f32(2, 5),)),
+    (
+        "roll two axes",
+        lambda x: x.roll((1, -1), (0, 1)),
+        lambda x: x.roll((1, -1), (0, 1)),
+        (f32(3, 4),),
+    ),
+    ("tril", lambda x: x.tril(-1), lambda x: x.tril(-1), (f32(2, 4, 4),)),
+    ("triu", lambda x: tg.triu(x, 1), lambda x: torch.triu(x, 1), (f32(3, 5),)),
 ]
 
 
@@ -445,3 +467,13 @@ def test_loss_layers_take_ignore_index_and_axis_as_torch() -> None:
     assert ours.state_dict().keys() == theirs.state_dict().keys() == {"weight"}
     np.testing.assert_allclose(float(got), float(want), rtol=1e-6)
     np.testing.assert_allclose(float(got_nll), float(want_nll), rtol=1e-6)
+
+
+def test_float_tests_match_torch() -> None:
+    a = np.array([0.0, np.nan, np.inf, -np.inf, -2.5], np.float32)
+    x = tg.tensor(a).require_grad()
+    for name in ("isnan", "isfinite", "isinf"):
+        got = getattr(x, name)()
+        assert got.dtype == tg.bool_ and not got.requires_grad
+        assert got.tolist() == getattr(torch, name)(torch.tensor(a)).tolist()
+        assert getattr(tg, name)(x).tolist() == got.tolist()
