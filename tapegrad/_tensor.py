@@ -622,6 +622,21 @@ class Tensor:
         return _ops.cumsum(self, axis=axis)
 
     @numpy_keywords
+    def argsort(self, axis: int = -1, descending: bool = False) -> Tensor:
+        """The indices that sort the tensor along ``axis`` (stable; not differentiable)."""
+        return _ops.argsort(self, axis=axis, descending=descending)
+
+    def sort(self, *args: Any, **kwargs: Any) -> _ops.SortResult:
+        """``tg.sort(self, axis=-1, descending=False)``: ``(values, indices)`` sorted along
+        ``axis``, as PyTorch's."""
+        return _ops.sort(self, *args, **kwargs)
+
+    def topk(self, *args: Any, **kwargs: Any) -> _ops.SortResult:
+        """``tg.topk(self, k, axis=-1, largest=True)``: the ``k`` largest (or smallest)
+        values along ``axis`` with their indices, as PyTorch's."""
+        return _ops.topk(self, *args, **kwargs)
+
+    @numpy_keywords
     def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
         """Index of the largest element along ``axis`` (not differentiable)."""
         return _ops.argmax(self, axis=axis, keepdims=keepdims)

@@ -1,9 +1,10 @@
-"""Indexing: ``t[...]`` (slices, integer arrays, boolean masks), take_along_axis, embedding."""
+"""Indexing: ``t[...]`` (slices, integer arrays, boolean masks), take_along_axis, argsort, sort
+and topk (values picked by argsort), embedding."""
 
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -11,6 +12,7 @@ import numpy as np
 from jax import lax
 
 from tapegrad._args import integer, torch_keywords
+from tapegrad._arrays import axis_check
 from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel
 from tapegrad.op import defop, index_arguments, int_arguments
@@ -18,7 +20,16 @@ from tapegrad.op import defop, index_arguments, int_arguments
 if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
 
-__all__ = ["getitem", "normalize_index", "take_along_axis", "embedding"]
+__all__ = [
+    "getitem",
+    "normalize_index",
+    "take_along_axis",
+    "argsort",
+    "sort",
+    "topk",
+    "SortResult",
+    "embedding",
+]
 
 Shape = tuple[int, ...]
 
@@ -321,6 +332,91 @@ def take_along_axis(x: Any, indices: Any, axis: int) -> Tensor:
     n = shape[axis] if -len(shape) <= axis < len(shape) else 0
     indices = _host_indices(indices, "take_along_axis", -n, n, f"axis {axis} of {shape}")
     return _take_along_axis(x, indices, axis=axis)
+
+
+_argsort = partial(kernel, static_argnames=("axis", "descending"))(jnp.argsort)
+
+
+@defop(differentiable=False, check=axis_check)
+def argsort(
+    x: jax.Array, *, axis: int = -1, descending: bool = False
+) -> tuple[jax.Array, tuple[()]]:
+    """The indices that sort ``x`` along ``axis`` (ascending, or ``descending``); stable: equal
+    values keep their order (NumPy's ``argsort(kind="stable")``, PyTorch's
+    ``argsort(stable=True)``). A 0-d ``x`` gives ``0``.
+
+    Raises:
+        ShapeError: ``axis`` out of range.
+    """
+    if x.ndim == 0:  # one element: index 0, in argsort's integer dtype
+        return _argsort(x.reshape(1), axis=0, descending=descending).reshape(()), ()
+    return _argsort(x, axis=axis, descending=descending), ()
+
+
+class SortResult(NamedTuple):
+    """What ``sort`` and ``topk`` return, as PyTorch's ``torch.return_types``: the values
+    (differentiable) and their integer indices in the input along the axis."""
+
+    values: Tensor
+    indices: Tensor
+
+
+_SORT_ADVICE = {
+    "stable": "remove it: tapegrad's sort is always stable (equal values keep their order)"
+}
+
+
+@torch_keywords(_SORT_ADVICE)
+def sort(x: Any, axis: int = -1, descending: bool = False) -> SortResult:
+    """Sort along ``axis``: ``(values, indices)``, as PyTorch's ``sort`` (NumPy's ``sort``
+    returns the values only: take ``.values``). Stable (equal values keep their order); the
+    values are ``take_along_axis(x, indices, axis)``, so their gradient goes back to the
+    positions they came from.
+
+    Raises:
+        ShapeError: ``axis`` out of range.
+        TypeError: ``axis`` is not an integer; PyTorch's ``dim=``.
+    """
+    return topk(x, None, axis, largest=descending)
+
+
+@torch_keywords(
+    {"sorted": "remove it: topk's values come sorted, which sorted=False allows too"},
+    defaults={"sorted": True},
+)
+def topk(x: Any, k: int | None, axis: int = -1, largest: bool = True) -> SortResult:
+    """The ``k`` largest (or with ``largest=False`` smallest) values along ``axis``, sorted,
+    with their indices: PyTorch's ``topk`` (its ``sorted=True``); ``k=None``: all of them
+    (``sort``). Among equal values the first ones come first. The values' gradient goes back
+    to the positions they came from.
+
+    Raises:
+        ValueError: ``k`` is negative or larger than the axis.
+        ShapeError: ``axis`` out of range.
+        TypeError: ``k`` or ``axis`` is not an integer.
+    """
+    from tapegrad._tensor import Tensor  # tensor.py imports the ops last
+
+    t = x if isinstance(x, Tensor) else Tensor(x)
+    what = "topk" if k is not None else "sort"
+    axis = integer(axis, f"{what}: axis")
+    shape = t.shape
+    span = max(len(shape), 1)
+    if not -span <= axis < span:
+        raise ShapeError(f"{what}: axis {axis} is out of range for a tensor of shape {shape}.")
+    if not shape:  # one element: PyTorch's sort and topk of a 0-d tensor
+        one = topk(t.reshape(1), k, 0, largest)
+        return SortResult(one.values.reshape(()), one.indices.reshape(()))
+    axis %= len(shape)
+    order = argsort(t, axis=axis, descending=largest)
+    if k is not None:
+        k = integer(k, "topk: k")
+        if not 0 <= k <= shape[axis]:
+            raise ValueError(
+                f"topk: k={k} is out of range for axis {axis} of length {shape[axis]}."
+            )
+        order = Tensor(order.data[(slice(None),) * axis + (slice(0, k),)])
+    return SortResult(_take_along_axis(t, order, axis=axis), order)
 
 
 @kernel

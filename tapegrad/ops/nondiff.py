@@ -1,5 +1,6 @@
 """Non-differentiable ops: comparisons, bitwise (logical on booleans), the float tests
-(isnan, isfinite, isinf) and argmax/argmin (never recorded, never require grad)."""
+(isnan, isfinite, isinf) and argmax/argmin (never recorded, never require grad); argsort lives
+with sort in ``indexing``."""
 
 from __future__ import annotations
 

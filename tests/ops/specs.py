@@ -601,6 +601,18 @@ SPECS: tuple[OpSpec, ...] = (
         OpSpec(_R[n], unary(), _jnp(n), differentiable=False)
         for n in ("isnan", "isfinite", "isinf")
     ),
+    OpSpec(
+        _R["argsort"],
+        (
+            fixed((2, 3), {}),
+            fixed((2, 3, 4), {"axis": 0, "descending": True}),
+            fixed((4,), {"axis": -1, "descending": False}),
+        ),
+        lambda x, axis=-1, descending=False: jnp.argsort(
+            x, axis=axis, descending=descending, stable=True
+        ),
+        differentiable=False,
+    ),
     # reductions
     *(OpSpec(_R[name], reduction(), _jnp(name)) for name in ("sum", "mean", "max", "min")),
     OpSpec(_R["prod"], reduction(), jnp.prod, rtol=2e-5),

@@ -178,6 +178,20 @@ ROWS: list[tuple[str, Callable[..., Any], Callable[..., Any], tuple[np.ndarray, 
     ),
     ("tril", lambda x: x.tril(-1), lambda x: x.tril(-1), (f32(2, 4, 4),)),
     ("triu", lambda x: tg.triu(x, 1), lambda x: torch.triu(x, 1), (f32(3, 5),)),
+    ("sort", lambda x: x.sort(), lambda x: torch.sort(x), (f32(3, 5),)),
+    (
+        "sort descending axis 0",
+        lambda x: tg.sort(x, axis=0, descending=True),
+        lambda x: torch.sort(x, dim=0, descending=True),
+        (f32(4, 3),),
+    ),
+    ("topk", lambda x: x.topk(2), lambda x: torch.topk(x, 2), (f32(3, 5),)),
+    (
+        "topk smallest axis 0",
+        lambda x: tg.topk(x, 3, axis=0, largest=False),
+        lambda x: torch.topk(x, 3, dim=0, largest=False),
+        (f32(4, 2),),
+    ),
 ]
 
 
@@ -477,3 +491,19 @@ def test_float_tests_match_torch() -> None:
         assert got.dtype == tg.bool_ and not got.requires_grad
         assert got.tolist() == getattr(torch, name)(torch.tensor(a)).tolist()
         assert getattr(tg, name)(x).tolist() == got.tolist()
+
+
+def test_sort_and_topk_keep_the_order_of_ties_and_take_0_d() -> None:
+    """Stable: equal values keep their order (torch's ``stable=True``); the gradient of a
+    value goes to the position it came from."""
+    a = np.array([2.0, 1.0, 2.0, 1.0], np.float32)
+    x = tg.tensor(a).require_grad()
+    values, indices = x.sort()
+    assert indices.tolist() == torch.sort(torch.tensor(a), stable=True).indices.tolist()
+    assert x.sort(descending=True).indices.tolist() == [0, 2, 1, 3]
+    assert x.topk(3).indices.tolist() == [0, 2, 1]
+    (g,) = tg.grad((values * tg.tensor([1.0, 2.0, 3.0, 4.0])).sum(), x)
+    assert g.tolist() == [3.0, 1.0, 4.0, 2.0]
+    s = tg.tensor(5.0)
+    assert s.sort().values.item() == 5.0 and s.sort().indices.item() == 0
+    assert s.topk(1).values.item() == 5.0 and tg.argsort(s).item() == 0
