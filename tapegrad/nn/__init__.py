@@ -25,7 +25,18 @@ saying so.
 from typing import TYPE_CHECKING
 
 from tapegrad.nn import utils
-from tapegrad.nn.activation import GELU, ReLU, Sigmoid, SiLU, Tanh
+from tapegrad.nn.activation import (
+    ELU,
+    GELU,
+    LeakyReLU,
+    LogSoftmax,
+    ReLU,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softplus,
+    Tanh,
+)
 from tapegrad.nn.attention import MultiheadAttention
 from tapegrad.nn.container import ModuleDict, ModuleList, Sequential
 from tapegrad.nn.conv import Conv1d, Conv2d, Conv3d
@@ -41,7 +52,7 @@ from tapegrad.nn.loss import (
     SmoothL1Loss,
 )
 from tapegrad.nn.module import LoadResult, Module
-from tapegrad.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm
+from tapegrad.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 from tapegrad.nn.pooling import AvgPool2d, MaxPool2d
 from tapegrad.nn.rnn import GRU, LSTM
 from tapegrad.nn.shape import Flatten
@@ -61,6 +72,7 @@ __all__ = [
     "Flatten",
     "Embedding",
     "LayerNorm",
+    "RMSNorm",
     "GroupNorm",
     "BatchNorm1d",
     "BatchNorm2d",
@@ -70,6 +82,11 @@ __all__ = [
     "SiLU",
     "Tanh",
     "Sigmoid",
+    "LeakyReLU",
+    "ELU",
+    "Softplus",
+    "Softmax",
+    "LogSoftmax",
     "MultiheadAttention",
     "TransformerEncoderLayer",
     "LSTM",

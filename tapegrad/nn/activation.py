@@ -1,12 +1,25 @@
-"""Elementwise activation layers: ReLU, GELU, SiLU, Tanh, Sigmoid."""
+"""Activation layers: ReLU, GELU, SiLU, Tanh, Sigmoid, LeakyReLU, ELU, Softplus (elementwise),
+Softmax and LogSoftmax (along an axis)."""
 
 from __future__ import annotations
 
 from tapegrad import ops
+from tapegrad._args import integer, numpy_keywords
 from tapegrad._tensor import Tensor
 from tapegrad.nn.module import Module
 
-__all__ = ["ReLU", "GELU", "SiLU", "Tanh", "Sigmoid"]
+__all__ = [
+    "ReLU",
+    "GELU",
+    "SiLU",
+    "Tanh",
+    "Sigmoid",
+    "LeakyReLU",
+    "ELU",
+    "Softplus",
+    "Softmax",
+    "LogSoftmax",
+]
 
 
 class ReLU(Module):
@@ -86,3 +99,95 @@ class Sigmoid(Module):
     def forward(self, x: Tensor) -> Tensor:
         """Apply the sigmoid elementwise."""
         return x.sigmoid()
+
+
+class LeakyReLU(Module):
+    """``x`` where ``x > 0``, else ``negative_slope * x``: ``tg.leaky_relu``.
+
+    Args:
+        negative_slope: the slope below 0.
+        inplace: accepted for PyTorch's signature and changes nothing (see :class:`ReLU`).
+    """
+
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
+        super().__init__()
+        self.negative_slope = float(negative_slope)
+        self.inplace = bool(inplace)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply the leaky ReLU elementwise."""
+        return ops.leaky_relu(x, negative_slope=self.negative_slope)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
+
+
+class ELU(Module):
+    """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)``: ``tg.elu``.
+
+    Args:
+        alpha: the value the negative side tends to, ``-alpha``.
+        inplace: accepted for PyTorch's signature and changes nothing (see :class:`ReLU`).
+    """
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.alpha = float(alpha)
+        self.inplace = bool(inplace)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply the ELU elementwise."""
+        return ops.elu(x, alpha=self.alpha)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class Softplus(Module):
+    """``log(1 + exp(beta * x)) / beta``, linear above ``threshold``: ``tg.softplus``.
+
+    Args:
+        beta: the sharpness.
+        threshold: above ``beta * x > threshold`` the output is ``x``.
+    """
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
+        super().__init__()
+        self.beta = float(beta)
+        self.threshold = float(threshold)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply softplus elementwise."""
+        return ops.softplus(x, beta=self.beta, threshold=self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class Softmax(Module):
+    """``tg.softmax`` along ``axis`` (PyTorch's ``dim``; required there too in effect: its
+    default ``None`` is deprecated).
+
+    Raises:
+        TypeError: ``axis`` is not an integer; PyTorch's ``dim=`` (names ``axis=``).
+    """
+
+    @numpy_keywords
+    def __init__(self, axis: int = -1) -> None:
+        super().__init__()
+        self.axis = integer(axis, f"{type(self).__name__}: axis")
+
+    def forward(self, x: Tensor) -> Tensor:
+        """The softmax of ``x`` along ``axis``."""
+        return ops.softmax(x, axis=self.axis)
+
+    def extra_repr(self) -> str:
+        return f"axis={self.axis}"
+
+
+class LogSoftmax(Softmax):
+    """``tg.log_softmax`` along ``axis`` (PyTorch's ``dim``)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        """The log-softmax of ``x`` along ``axis``."""
+        return ops.log_softmax(x, axis=self.axis)

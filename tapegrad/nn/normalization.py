@@ -1,5 +1,5 @@
-"""Normalisation layers: ``LayerNorm``, ``GroupNorm``, ``BatchNorm1d``, ``BatchNorm2d``
-(running statistics as buffers)."""
+"""Normalisation layers: ``LayerNorm``, ``RMSNorm``, ``GroupNorm``, ``BatchNorm1d``,
+``BatchNorm2d`` (running statistics as buffers)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 import jax.numpy as jnp
+import numpy as np
 
 from tapegrad import ops
 from tapegrad._args import integer
@@ -17,7 +18,7 @@ from tapegrad.grad_mode import no_grad
 from tapegrad.nn import _init
 from tapegrad.nn.module import Module
 
-__all__ = ["LayerNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d"]
+__all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d"]
 
 
 class LayerNorm(Module):
@@ -56,6 +57,61 @@ class LayerNorm(Module):
     def forward(self, x: Tensor) -> Tensor:
         """Normalise ``x`` of shape ``(..., *normalized_shape)``."""
         return ops.layer_norm(x, self.normalized_shape, self.weight, self.bias, eps=self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, affine={self.weight is not None}"
+
+
+class RMSNorm(Module):
+    """Divide by the root mean square over the last ``len(normalized_shape)`` axes, then
+    scale (Zhang & Sennrich 2019; PyTorch's ``RMSNorm``): ``x / sqrt(mean(x**2) + eps) *
+    weight``.
+
+    Args:
+        normalized_shape: the trailing shape normalised over (an int for the last axis).
+        eps: added to the mean square; ``None`` (PyTorch's default): the machine epsilon of
+            the dtype computed in (float32 for a float16 or bfloat16 input, which is
+            normalised in float32 and rounded back, as PyTorch does).
+        elementwise_affine: learn ``weight`` (ones) of that shape.
+        dtype: a floating dtype for the parameter.
+
+    Raises:
+        ShapeError: (calling it) the input's trailing shape is not ``normalized_shape``.
+    """
+
+    weight: Tensor | None
+
+    def __init__(
+        self,
+        normalized_shape: int | tuple[int, ...],
+        eps: float | None = None,
+        elementwise_affine: bool = True,
+        *,
+        dtype: Any = jnp.float32,
+    ) -> None:
+        super().__init__()
+        check_float(dtype, "RMSNorm")
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        self.normalized_shape = tuple(integer(d, "RMSNorm: normalized_shape") for d in shape)
+        self.eps = None if eps is None else float(eps)
+        affine = elementwise_affine
+        self.weight = _init.constant(self.normalized_shape, 1.0, dtype) if affine else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Normalise ``x`` of shape ``(..., *normalized_shape)``."""
+        n = len(self.normalized_shape)
+        if tuple(x.shape[len(x.shape) - n :]) != self.normalized_shape or len(x.shape) < n:
+            raise ShapeError(
+                f"RMSNorm: input of shape {tuple(x.shape)} does not end in the normalized "
+                f"shape {self.normalized_shape}."
+            )
+        low = x.dtype in (jnp.float16, jnp.bfloat16)  # computed in float32, as PyTorch
+        xs = x.astype(jnp.float32) if low else x
+        eps = float(np.finfo(xs.dtype).eps) if self.eps is None else self.eps
+        axes = tuple(range(-n, 0))
+        y = xs * ((xs * xs).mean(axis=axes, keepdims=True) + eps).rsqrt()
+        y = y.astype(x.dtype) if low else y
+        return y if self.weight is None else y * self.weight
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, affine={self.weight is not None}"

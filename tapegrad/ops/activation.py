@@ -1,4 +1,5 @@
-"""Smooth activations of neural networks: gelu, silu, softplus (elementwise, one input)."""
+"""Activations of neural networks: gelu, silu, softplus, leaky_relu, elu (elementwise, one
+input)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import jax.numpy as jnp
 from tapegrad.kernels import kernel
 from tapegrad.op import defop
 
-__all__ = ["gelu", "silu", "softplus"]
+__all__ = ["gelu", "silu", "softplus", "leaky_relu", "elu"]
 
 Res = tuple[jax.Array, ...]
 
@@ -101,3 +102,41 @@ def _softplus_vjp(
     (x,) = res
     bx = x * beta
     return (g * jnp.where(bx > threshold, 1.0, jax.nn.sigmoid(bx)).astype(g.dtype),)
+
+
+@partial(kernel, static_argnames=("negative_slope",))
+def _leaky_relu(x: jax.Array, negative_slope: float) -> jax.Array:
+    return jnp.where(x > 0, x, x * negative_slope)
+
+
+@defop
+def leaky_relu(x: jax.Array, *, negative_slope: float = 0.01) -> tuple[jax.Array, Res]:
+    """``x`` where ``x > 0``, else ``negative_slope * x`` (PyTorch's ``leaky_relu``)."""
+    return _leaky_relu(x, negative_slope=float(negative_slope)), (x,)
+
+
+@leaky_relu.defvjp
+@partial(kernel, static_argnames=("negative_slope",))
+def _leaky_relu_vjp(res: Res, g: jax.Array, *, negative_slope: float = 0.01) -> tuple[jax.Array]:
+    """1 where x > 0, else ``negative_slope`` (at 0 too: PyTorch's and JAX's)."""
+    (x,) = res
+    return (jnp.where(x > 0, g, g * negative_slope),)
+
+
+@partial(kernel, static_argnames=("alpha",))
+def _elu(x: jax.Array, alpha: float) -> jax.Array:
+    return jnp.where(x > 0, x, alpha * jnp.expm1(jnp.minimum(x, 0)))
+
+
+@defop
+def elu(x: jax.Array, *, alpha: float = 1.0) -> tuple[jax.Array, Res]:
+    """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)`` (PyTorch's ``elu``)."""
+    return _elu(x, alpha=float(alpha)), (x,)
+
+
+@elu.defvjp
+@partial(kernel, static_argnames=("alpha",))
+def _elu_vjp(res: Res, g: jax.Array, *, alpha: float = 1.0) -> tuple[jax.Array]:
+    """1 where x > 0, else ``alpha * exp(x)`` (at 0 too, as PyTorch's)."""
+    (x,) = res
+    return (jnp.where(x > 0, g, g * (alpha * jnp.exp(jnp.minimum(x, 0)))).astype(g.dtype),)

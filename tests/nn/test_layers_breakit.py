@@ -494,3 +494,50 @@ def test_transformer_activation_given_as_a_class_says_to_instantiate_it() -> Non
     constructor ("approximate must be 'none' or 'tanh', got tensor(...)")."""
     with pytest.raises(TypeError, match=r"nn\.GELU\(\)"):
         nn.TransformerEncoderLayer(8, 2, 16, activation=nn.GELU)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs"),
+    [
+        (lambda: nn.LeakyReLU(0.2, inplace=True), lambda: torch.nn.LeakyReLU(0.2)),
+        (lambda: nn.ELU(1.5), lambda: torch.nn.ELU(1.5)),
+        (lambda: nn.Softplus(2.0, 1.0), lambda: torch.nn.Softplus(2.0, 1.0)),
+        (lambda: nn.Softmax(1), lambda: torch.nn.Softmax(1)),
+        (lambda: nn.LogSoftmax(axis=-1), lambda: torch.nn.LogSoftmax(dim=-1)),
+        (lambda: nn.RMSNorm(4), lambda: torch.nn.RMSNorm(4)),
+        (lambda: nn.RMSNorm((3, 4), eps=1e-3), lambda: torch.nn.RMSNorm((3, 4), eps=1e-3)),
+        (
+            lambda: nn.RMSNorm(4, elementwise_affine=False),
+            lambda: torch.nn.RMSNorm(4, elementwise_affine=False),
+        ),
+    ],
+    ids=["leaky_relu", "elu", "softplus", "softmax", "log_softmax", "rms", "rms2", "rms-plain"],
+)
+def test_more_layers_match_torch(ours: Any, theirs: Any) -> None:
+    """Outputs and input gradients equal PyTorch's (values at 0 included: leaky ReLU's slope,
+    ELU's alpha)."""
+    x = np.random.default_rng(3).standard_normal((2, 3, 4)).astype(np.float32)
+    x[0, 0, :2] = 0.0
+    layer, twin = ours(), theirs()
+    t, p = tg.tensor(x).require_grad(), torch.tensor(x, requires_grad=True)
+    y, q = layer(t), twin(p)
+    np.testing.assert_allclose(np.asarray(y), q.detach().numpy(), rtol=1e-5, atol=1e-6)
+    w = np.random.default_rng(4).standard_normal(x.shape).astype(np.float32)
+    (g,) = tg.grad((y * tg.tensor(w)).sum(), t)
+    (h,) = torch.autograd.grad((q * torch.tensor(w)).sum(), p)
+    np.testing.assert_allclose(np.asarray(g), h.numpy(), rtol=1e-5, atol=1e-6)
+    assert [n for n, _ in layer.named_parameters()] == [n for n, _ in twin.named_parameters()]
+
+
+def test_rms_norm_and_softmax_refuse_bad_input_clearly() -> None:
+    with pytest.raises(tg.ShapeError, match=r"RMSNorm: input of shape \(2, 4\) does not end"):
+        nn.RMSNorm(5)(tg.ones((2, 4)))
+    with pytest.raises(TypeError, match="use axis="):
+        nn.Softmax(dim=1)
+    with pytest.raises(TypeError, match="Softmax: axis must be an integer"):
+        nn.Softmax(1.0)
+    norm = nn.RMSNorm(4, dtype=tg.bfloat16)
+    out = norm(tg.ones((2, 4), dtype=tg.bfloat16))  # eps None: bfloat16's machine epsilon
+    want = torch.nn.RMSNorm(4, dtype=torch.bfloat16)(torch.ones(2, 4, dtype=torch.bfloat16))
+    assert out.dtype == tg.bfloat16
+    np.testing.assert_allclose(np.asarray(out, np.float32), want.float().detach().numpy())

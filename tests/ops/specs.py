@@ -519,6 +519,22 @@ SPECS: tuple[OpSpec, ...] = (
     # follows jax.nn.relu (0 at 0, docs/api.md): so 0 itself is tested in test_unary.py.
     OpSpec(_R["relu"], unary(NONZERO), jax.nn.relu),
     OpSpec(_R["sigmoid"], unary(), jax.nn.sigmoid),
+    OpSpec(
+        _R["leaky_relu"],
+        (
+            *unary(NONZERO),
+            Case("slope", arrays_in(SHAPES, NONZERO).map(lambda x: (x,)), {"negative_slope": 0.3}),
+        ),
+        lambda x, negative_slope=0.01: jax.nn.leaky_relu(x, negative_slope),
+    ),
+    OpSpec(
+        _R["elu"],
+        (
+            *unary(NONZERO),
+            Case("alpha", arrays_in(SHAPES, NONZERO).map(lambda x: (x,)), {"alpha": 1.5}),
+        ),
+        lambda x, alpha=1.0: jax.nn.elu(x, alpha),
+    ),
     _unary_spec("sqrt", POSITIVE),
     _unary_spec("square"),
     OpSpec(_R["rsqrt"], unary(POSITIVE), jax.lax.rsqrt, rtol=2e-5),
