@@ -58,10 +58,11 @@ _USED: OrderedDict[tuple[Any, ...], tuple[bool, ...]] = OrderedDict()
 ``_CACHE``)."""
 
 
-def _aval(a: Any) -> tuple[Any, ...]:
-    """The shape, dtype and weak type of a tensor or array (a ``_used`` key)."""
-    data = a.data if isinstance(a, Tensor) else a
-    return (data.shape, data.dtype, getattr(getattr(data, "aval", None), "weak_type", False))
+def _aval(a: Any) -> Any:
+    """The abstract value (shape, dtype, weak type) of a tensor or array: a ``_used`` key."""
+    data = a._data if a.__class__ is Tensor else a
+    aval = getattr(data, "aval", None)  # arrays and tracers; NumPy arrays have none
+    return aval if aval is not None else jax.core.ShapedArray(np.shape(data), data.dtype)
 
 
 def _used(fn: Callable[..., jax.Array], args: list[Any]) -> tuple[bool, ...]:
@@ -74,7 +75,7 @@ def _used(fn: Callable[..., jax.Array], args: list[Any]) -> tuple[bool, ...]:
     derivative is infinite (``x ** 0.5`` at 0), where nested ``jax.grad`` keeps the zero
     symbolic and gives ``-inf``. All inputs count as read when JAX's dead-code pass is not
     available (its internals moved) or the function does not trace abstractly."""
-    avals = tuple(_aval(a) for a in args)
+    avals = tuple([_aval(a) for a in args])
     key = (fn, avals)
     with _LOCK:
         used = _USED.get(key)
@@ -84,8 +85,8 @@ def _used(fn: Callable[..., jax.Array], args: list[Any]) -> tuple[bool, ...]:
         from jax._src.interpreters import partial_eval as pe  # JAX's dead-code pass
 
         specs = [
-            jax.ShapeDtypeStruct(shape, dtype, weak_type=weak)  # type: ignore[no-untyped-call]
-            for shape, dtype, weak in avals
+            jax.ShapeDtypeStruct(v.shape, v.dtype, weak_type=v.weak_type)  # type: ignore[no-untyped-call]
+            for v in avals
         ]
         closed = jax.make_jaxpr(fn)(*specs)
         used = tuple(pe.dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars))[1])
