@@ -9,7 +9,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from tapegrad._args import numpy_keywords, shape_keywords
+from tapegrad._args import numpy_keywords, shape_keywords, torch_keywords
 from tapegrad._arrays import deleted, is_torch
 from tapegrad._dtypes import DIFFERENTIABLE, as_dtype
 from tapegrad._placement import placement_key
@@ -771,16 +771,24 @@ class Tensor:
         """Elementwise: whether the value is +inf or -inf (a boolean tensor)."""
         return _ops.isinf(self)
 
-    def flip(self, *axis: Any) -> Tensor:
+    @torch_keywords({"dims": "pass the axes by position: x.flip(0, 1)"})
+    def flip(self, *axes: Any, axis: Any = None) -> Tensor:
         """Reverse the elements along the given axes (``x.flip(0)``, ``x.flip(0, 1)``,
-        ``x.flip((0, 1))``; none: every axis), as ``tg.flip``."""
-        if len(axis) == 1 and isinstance(axis[0], (tuple, list)):
-            axis = tuple(axis[0])
-        return _ops.flip(self, axis=None if not axis else axis[0] if len(axis) == 1 else axis)
+        ``x.flip((0, 1))`` or ``x.flip(axis=0)``; none: every axis), as ``tg.flip``.
 
-    def roll(self, shift: Any, axis: Any = None) -> Tensor:
-        """Shift the elements along ``axis``, wrapping around (``tg.roll``)."""
-        return _ops.roll(self, shift, axis)
+        Raises:
+            TypeError: axes given both by position and as ``axis=``.
+        """
+        if axes:
+            if axis is not None:
+                raise TypeError("flip: give the axes by position or as axis=, not both.")
+            axis = axes[0] if len(axes) == 1 else axes
+        return _ops.flip(self, axis=tuple(axis) if isinstance(axis, list) else axis)
+
+    def roll(self, *args: Any, **kwargs: Any) -> Tensor:
+        """``tg.roll(self, shift, axis=None)``: shift the elements along ``axis``, wrapping
+        around."""
+        return _ops.roll(self, *args, **kwargs)
 
     def tril(self, k: int = 0) -> Tensor:
         """The lower triangle of the last two axes (``tg.tril``)."""

@@ -27,7 +27,7 @@ import numpy as np
 
 from tapegrad._arrays import broadcast_axes
 from tapegrad._dtypes import DIFFERENTIABLE
-from tapegrad._tensor import Tensor, node_of, wrap
+from tapegrad._tensor import Tensor, array_of, node_of, wrap
 from tapegrad.derived import derived_op
 from tapegrad.errors import VJPShapeError
 from tapegrad.kernels import static_key
@@ -60,7 +60,7 @@ _USED: OrderedDict[tuple[Any, ...], tuple[bool, ...]] = OrderedDict()
 
 def _aval(a: Any) -> Any:
     """The abstract value (shape, dtype, weak type) of a tensor or array: a ``_used`` key."""
-    data = a._data if a.__class__ is Tensor else a
+    data = array_of(a) if a.__class__ is Tensor else a
     aval = getattr(data, "aval", None)  # arrays and tracers; NumPy arrays have none
     return aval if aval is not None else jax.core.ShapedArray(np.shape(data), data.dtype)
 
