@@ -235,3 +235,15 @@ def test_round_with_decimals_and_the_builtin() -> None:
     np.testing.assert_allclose(x.round(1).numpy(), np.round(x.numpy(), 1))
     np.testing.assert_allclose(round(x, 1).numpy(), np.round(x.numpy(), 1))
     assert round(x).tolist() == [1.0, -0.0, 2.0]
+
+
+def test_integer_floor_division_by_a_zero_number_raises() -> None:
+    """Python's and PyTorch's ZeroDivisionError (XLA would return garbage); floats give
+    inf/NaN, as in PyTorch."""
+    i = tg.tensor(np.array([5, -5], np.int32))
+    for compute in (lambda: i // 0, lambda: i % np.int64(0)):
+        with pytest.raises(ZeroDivisionError, match="division or modulo by zero"):
+            compute()
+    f = tg.tensor([5.0, -5.0])
+    assert (f // 0).tolist() == [np.inf, -np.inf]
+    assert np.isnan((f % 0).numpy()).all()
