@@ -70,6 +70,7 @@ from tapegrad.functional import hvp
 from tapegrad.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from tapegrad.jax_op import jax_op
 from tapegrad.jit import JitFunction, TraceReport, jit
+from tapegrad.nn.loss import huber_loss, l1_loss, smooth_l1_loss
 from tapegrad.op import Op, defop, registry
 from tapegrad.ops import (
     abs,
@@ -259,6 +260,9 @@ __all__ = [
     "topk",
     "leaky_relu",
     "elu",
+    "l1_loss",
+    "smooth_l1_loss",
+    "huber_loss",
     "gelu",
     "silu",
     "softplus",

@@ -7,7 +7,15 @@ import os
 import sys
 from types import CodeType, FrameType
 
-__all__ = ["user_frame", "user_site", "line_of", "display_path", "format_origin", "function_name"]
+__all__ = [
+    "user_frame",
+    "user_site",
+    "user_stacklevel",
+    "line_of",
+    "display_path",
+    "format_origin",
+    "function_name",
+]
 
 _PKG_PREFIX = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _INTERNAL: dict[str, bool] = {}
@@ -33,6 +41,20 @@ def _outside(f: FrameType | None) -> FrameType | None:
             return f
         f = f.f_back
     return None
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` for a ``warnings.warn`` call made by the caller of this function
+    that names the first frame outside the tapegrad package (the user's line, whether the
+    call came through a function, a module's ``__call__`` or both)."""
+    caller = sys._getframe(1)
+    user = _outside(caller)
+    f: FrameType | None = caller
+    level = 1
+    while f is not None and f is not user:
+        f = f.f_back
+        level += 1
+    return level if f is not None else 1
 
 
 def user_frame(depth: int = 2) -> tuple[CodeType | None, int]:

@@ -15,6 +15,9 @@ from tapegrad.nn.module import Module
 from tapegrad.ops.nn import warn_broadcast_loss
 
 __all__ = [
+    "l1_loss",
+    "smooth_l1_loss",
+    "huber_loss",
     "CrossEntropyLoss",
     "NLLLoss",
     "MSELoss",
@@ -38,22 +41,27 @@ _TORCH_ADVICE = {
 }
 
 
+def _check_reduction(name: str, reduction: Any, weighted: bool = False) -> None:
+    """Raise ``ValueError`` unless ``reduction`` is ``"mean"``, ``"sum"`` or ``"none"``
+    (``weighted``: the loss takes ``weight=``, PyTorch's first positional argument)."""
+    if not isinstance(reduction, str) or reduction not in _REDUCTIONS:
+        first = (
+            "; PyTorch's first positional argument is weight: pass weight= by keyword"
+            if not isinstance(reduction, str) and weighted
+            else ""
+        )
+        raise ValueError(
+            f"{name}: reduction must be one of {_REDUCTIONS}, got {reduction!r}{first}."
+        )
+
+
 class _Loss(Module):
     _weighted = False  # takes weight= (PyTorch's first positional argument)
 
     @torch_keywords(_TORCH_ADVICE)
     def __init__(self, reduction: str = "mean") -> None:
         super().__init__()
-        if not isinstance(reduction, str) or reduction not in _REDUCTIONS:
-            first = (
-                "; PyTorch's first positional argument is weight: pass weight= by keyword"
-                if not isinstance(reduction, str) and self._weighted
-                else ""
-            )
-            raise ValueError(
-                f"{type(self).__name__}: reduction must be one of {_REDUCTIONS}, got "
-                f"{reduction!r}{first}."
-            )
+        _check_reduction(type(self).__name__, reduction, self._weighted)
         self.reduction = reduction
 
     def extra_repr(self) -> str:
@@ -161,7 +169,7 @@ class MSELoss(_Loss):
 def _difference(name: str, a: Tensor, b: Any) -> Tensor:
     """``a - b``, warning as ``mse_loss`` (and PyTorch) does when the shapes differ but
     broadcast."""
-    warn_broadcast_loss(name, a, b, stacklevel=5)  # the line calling the loss module
+    warn_broadcast_loss(name, a, b)
     diff: Tensor = a - b
     return diff
 
@@ -180,6 +188,72 @@ def _reduced(per: Tensor, reduction: str) -> Tensor:
     return per.sum() if reduction == "sum" else per
 
 
+def _l1(name: str, a: Tensor, b: Any, reduction: str) -> Tensor:
+    return _reduced(_absolute(_difference(name, a, b)), reduction)
+
+
+def _smooth_l1(name: str, a: Tensor, b: Any, reduction: str, beta: float) -> Tensor:
+    d = _difference(name, a, b)
+    size = _absolute(d)
+    if beta == 0.0:
+        return _reduced(size, reduction)
+    small = size < beta
+    dq = ops.where(small, d, 0.0)  # the square of the branch not taken stays finite
+    per = ops.where(small, dq * dq * (0.5 / beta), size - 0.5 * beta)
+    return _reduced(per, reduction)
+
+
+def _huber(name: str, a: Tensor, b: Any, reduction: str, delta: float) -> Tensor:
+    d = _difference(name, a, b)
+    size = _absolute(d)
+    small = size <= delta
+    dq = ops.where(small, d, 0.0)  # no 0 * inf = nan gradient at an infinite error
+    per = ops.where(small, dq * dq * 0.5, (size - 0.5 * delta) * delta)
+    return _reduced(per, reduction)
+
+
+def l1_loss(a: Tensor, b: Any, *, reduction: str = "mean") -> Tensor:
+    """The absolute error ``|a - b|``, reduced: ``"mean"`` over all elements, ``"sum"`` or
+    ``"none"`` (PyTorch's ``F.l1_loss``; :class:`L1Loss`). Its gradient at ``a == b`` is 0,
+    as PyTorch's.
+
+    Raises:
+        ValueError: an unknown reduction.
+
+    Warns:
+        TapegradWarning: ``a`` and ``b`` of different shapes that broadcast (as PyTorch).
+    """
+    _check_reduction("l1_loss", reduction)
+    return _l1("l1_loss", a, b, reduction)
+
+
+def smooth_l1_loss(a: Tensor, b: Any, *, reduction: str = "mean", beta: float = 1.0) -> Tensor:
+    """``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``, for ``d = a - b``,
+    reduced (PyTorch's ``F.smooth_l1_loss``; :class:`SmoothL1Loss`; ``beta=0`` is the L1
+    loss).
+
+    Raises:
+        ValueError: an unknown reduction or a negative ``beta``.
+    """
+    _check_reduction("smooth_l1_loss", reduction)
+    if not beta >= 0:
+        raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}.")
+    return _smooth_l1("smooth_l1_loss", a, b, reduction, float(beta))
+
+
+def huber_loss(a: Tensor, b: Any, *, reduction: str = "mean", delta: float = 1.0) -> Tensor:
+    """``0.5 d**2`` where ``|d| <= delta``, else ``delta (|d| - 0.5 delta)``, for
+    ``d = a - b``, reduced (PyTorch's ``F.huber_loss``; :class:`HuberLoss`).
+
+    Raises:
+        ValueError: an unknown reduction or a ``delta`` that is not positive.
+    """
+    _check_reduction("huber_loss", reduction)
+    if not delta > 0:
+        raise ValueError(f"huber_loss: delta must be > 0, got {delta}.")
+    return _huber("huber_loss", a, b, reduction, float(delta))
+
+
 class L1Loss(_Loss):
     """The absolute error ``|a - b|``, reduced (PyTorch's ``L1Loss``); the gradient at
     ``a == b`` is 0, as PyTorch's.
@@ -196,7 +270,7 @@ class L1Loss(_Loss):
 
     def forward(self, a: Tensor, b: Any) -> Tensor:
         """The loss between ``a`` and ``b`` (same shape)."""
-        return _reduced(_absolute(_difference("L1Loss", a, b)), self.reduction)
+        return _l1("L1Loss", a, b, self.reduction)
 
 
 class SmoothL1Loss(_Loss):
@@ -220,14 +294,7 @@ class SmoothL1Loss(_Loss):
 
     def forward(self, a: Tensor, b: Any) -> Tensor:
         """The loss between ``a`` and ``b`` (same shape)."""
-        d = _difference("SmoothL1Loss", a, b)
-        size = _absolute(d)
-        if self.beta == 0.0:
-            return _reduced(size, self.reduction)
-        small = size < self.beta
-        dq = ops.where(small, d, 0.0)  # the square of the branch not taken stays finite
-        per = ops.where(small, dq * dq * (0.5 / self.beta), size - 0.5 * self.beta)
-        return _reduced(per, self.reduction)
+        return _smooth_l1("SmoothL1Loss", a, b, self.reduction, self.beta)
 
     def extra_repr(self) -> str:
         return f"reduction={self.reduction!r}, beta={self.beta}"
@@ -255,12 +322,7 @@ class HuberLoss(_Loss):
 
     def forward(self, a: Tensor, b: Any) -> Tensor:
         """The loss between ``a`` and ``b`` (same shape)."""
-        d = _difference("HuberLoss", a, b)
-        size = _absolute(d)
-        small = size <= self.delta
-        dq = ops.where(small, d, 0.0)  # no 0 * inf = nan gradient at an infinite error
-        per = ops.where(small, dq * dq * 0.5, (size - 0.5 * self.delta) * self.delta)
-        return _reduced(per, self.reduction)
+        return _huber("HuberLoss", a, b, self.reduction, self.delta)
 
     def extra_repr(self) -> str:
         return f"reduction={self.reduction!r}, delta={self.delta}"

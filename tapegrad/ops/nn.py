@@ -17,6 +17,7 @@ from tapegrad._arrays import axis_check
 from tapegrad.errors import ShapeError, TapegradWarning
 from tapegrad.kernels import kernel
 from tapegrad.op import broadcast_check, defop
+from tapegrad.origin import user_stacklevel
 
 if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
@@ -643,15 +644,15 @@ def mse_loss(a: Any, b: Any, *, reduction: Reduction = "mean") -> Tensor:
         ShapeError: the shapes do not broadcast. ValueError: an unknown reduction.
     """
     _check_reduction("mse_loss", reduction)
-    warn_broadcast_loss("mse_loss", a, b, stacklevel=3)
+    warn_broadcast_loss("mse_loss", a, b)
     return _mse_loss(a, b, reduction=reduction)
 
 
-def warn_broadcast_loss(name: str, a: Any, b: Any, stacklevel: int) -> None:
+def warn_broadcast_loss(name: str, a: Any, b: Any) -> None:
     """Warn (``TapegradWarning``, as PyTorch's losses do) when the prediction ``a`` and the
     target ``b`` of an elementwise loss have different shapes that broadcast; shapes that do
-    not broadcast are left to the op's ``ShapeError``. ``stacklevel`` as ``warnings.warn``'s,
-    counted from the caller of this function."""
+    not broadcast are left to the op's ``ShapeError``. The warning names the user's line
+    (the first frame outside tapegrad: a loss function's caller, or a loss module's)."""
     sa, sb = getattr(a, "shape", None), getattr(b, "shape", None)
     if sa is None or sb is None or tuple(sa) == tuple(sb):
         return
@@ -664,7 +665,7 @@ def warn_broadcast_loss(name: str, a: Any, b: Any, stacklevel: int) -> None:
         f"broadcast to {shape} (PyTorch warns here too). Reshape one so the shapes match, "
         "e.g. target.reshape(pred.shape).",
         TapegradWarning,
-        stacklevel=stacklevel,
+        stacklevel=user_stacklevel(),
     )
 
 

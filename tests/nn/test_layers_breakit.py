@@ -293,6 +293,16 @@ def test_l1_family_losses_match_torch(name: str, kwargs: dict[str, float], reduc
     (got * tg.tensor(v)).sum().backward()
     np.testing.assert_allclose(np.asarray(oa.grad), ta.grad.numpy(), rtol=1e-6, atol=1e-7)
     assert repr(ours).startswith(name)
+    function = {"L1Loss": "l1_loss", "SmoothL1Loss": "smooth_l1_loss", "HuberLoss": "huber_loss"}
+    plain = getattr(tg, function[name])(tg.tensor(a), b, reduction=reduction, **kwargs)
+    np.testing.assert_allclose(np.asarray(plain), np.asarray(got), rtol=1e-6, atol=1e-7)
+    twin = getattr(torch.nn.functional, function[name])
+    np.testing.assert_allclose(
+        np.asarray(plain),
+        twin(torch.tensor(a), torch.tensor(b), reduction=reduction, **kwargs).numpy(),
+        rtol=1e-6,
+        atol=1e-7,
+    )
 
 
 def test_l1_family_losses_refuse_bad_arguments_and_warn_on_broadcast() -> None:
@@ -304,8 +314,17 @@ def test_l1_family_losses_refuse_bad_arguments_and_warn_on_broadcast() -> None:
         nn.L1Loss("avg")
     with pytest.raises(TypeError, match=r"size_average"):
         nn.L1Loss(size_average=True)
-    with pytest.warns(tg.TapegradWarning, match=r"^L1Loss: prediction shape \(3, 4\)"):
+    with pytest.warns(tg.TapegradWarning, match=r"^L1Loss: prediction shape \(3, 4\)") as w:
         nn.L1Loss()(tg.ones((3, 4)), tg.ones((3, 1)))
+    with pytest.warns(tg.TapegradWarning, match=r"^huber_loss: prediction shape") as v:
+        tg.huber_loss(tg.ones((3, 4)), tg.ones((3, 1)))
+    with pytest.warns(tg.TapegradWarning, match=r"^mse_loss: prediction shape") as u:
+        nn.MSELoss()(tg.ones((3, 4)), tg.ones((3, 1)))
+    assert {r.filename for r in (*w, *v, *u)} == {__file__}  # the caller's line, not ours
+    with pytest.raises(ValueError, match=r"^smooth_l1_loss: beta must be >= 0"):
+        tg.smooth_l1_loss(tg.ones(2), tg.ones(2), beta=-1.0)
+    with pytest.raises(ValueError, match=r"^l1_loss: reduction must be one of"):
+        tg.l1_loss(tg.ones(2), tg.ones(2), reduction="avg")
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
