@@ -1,5 +1,5 @@
 """Linear algebra: matmul with NumPy's rules (1-D operands, batch broadcasting), the fused
-affine map ``linear``, norm, einsum."""
+affine map ``linear``, norm (and from it normalize and cosine_similarity), einsum."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tapegrad.op import defop, operand_shape
 if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
 
-__all__ = ["matmul", "linear", "norm", "einsum"]
+__all__ = ["matmul", "linear", "norm", "normalize", "cosine_similarity", "einsum"]
 
 
 def _matmul_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
@@ -222,6 +222,34 @@ def _norm_vjp(
     derivative of ``jnp.linalg.norm`` for the other orders."""
     (x,) = res
     return (_jnorm_vjp(x, g, ord, axis, keepdims),)
+
+
+def normalize(x: Any, p: float = 2.0, axis: int = -1, eps: float = 1e-12) -> Tensor:
+    """``x / max(norm_p(x), eps)`` along ``axis`` (PyTorch's ``F.normalize``, whose default
+    axis is 1: tapegrad's is the last, the features of ``(N, D)`` rows either way); a zero
+    vector stays zero, with a finite gradient.
+
+    Raises:
+        ShapeError: ``axis`` out of range.
+        TypeError: ``axis`` is not an integer; PyTorch's ``dim=``.
+    """
+    size = norm(x, ord=p, axis=axis, keepdims=True)
+    out: Tensor = x / size.clip(eps, None)
+    return out
+
+
+def cosine_similarity(a: Any, b: Any, axis: int = -1, eps: float = 1e-8) -> Tensor:
+    """The cosine of the angle between ``a`` and ``b`` along ``axis`` (broadcast against each
+    other): the sum of ``normalize(a, eps=eps) * normalize(b, eps=eps)``, each norm clamped
+    to at least ``eps`` (PyTorch's ``F.cosine_similarity``; its default axis is 1, tapegrad's
+    the last). The values are PyTorch's; for a nonzero vector whose norm is below ``eps``
+    the gradient is that of the clamped norm (constant), where PyTorch's differs.
+
+    Raises:
+        ShapeError: the shapes do not broadcast, or ``axis`` is out of range.
+    """
+    product: Tensor = normalize(a, axis=axis, eps=eps) * normalize(b, axis=axis, eps=eps)
+    return product.sum(axis=axis)
 
 
 @partial(kernel, static_argnames=("subscripts",))
