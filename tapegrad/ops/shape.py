@@ -420,13 +420,13 @@ def flip(x: jax.Array, *, axis: int | Shape | None = None) -> tuple[jax.Array, t
     Raises:
         ShapeError: an axis out of range.
     """
-    return _jflip(x, axis=axis), ()
+    return _jflip(x, axis=None if x.ndim == 0 else axis), ()  # 0-d: PyTorch's one element
 
 
 @flip.defvjp
 def _flip_vjp(res: tuple[()], g: jax.Array, *, axis: int | Shape | None = None) -> tuple[jax.Array]:
     """Flip g back along the same axes."""
-    return (_jflip(g, axis=axis),)
+    return (_jflip(g, axis=None if g.ndim == 0 else axis),)
 
 
 _jroll = partial(kernel, static_argnames=("shift", "axis"))(jnp.roll)

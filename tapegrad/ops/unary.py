@@ -327,6 +327,11 @@ def _piecewise_constant(fn: Any, name: str, doc: str, **static: Any) -> Op:
     compiled = kernel(fn, static_argnames=tuple(static)) if static else kernel(fn)
 
     def forward(x: jax.Array, **params: Any) -> tuple[jax.Array, tuple[()]]:
+        if params.get("decimals", 0) < 0 and x.dtype.kind in "iu":
+            raise TypeError(
+                f"{name}: decimals < 0 on an integer tensor is not supported (JAX rounds "
+                "integers to decimals >= 0 only); cast it first: x.astype(tg.float32)."
+            )
         return compiled(x, **params), ()
 
     forward.__name__ = forward.__qualname__ = name

@@ -247,3 +247,9 @@ def test_integer_floor_division_by_a_zero_number_raises() -> None:
     f = tg.tensor([5.0, -5.0])
     assert (f // 0).tolist() == [np.inf, -np.inf]
     assert np.isnan((f % 0).numpy()).all()
+
+
+def test_round_to_negative_decimals_refuses_integers_clearly() -> None:
+    with pytest.raises(TypeError, match="decimals < 0 on an integer tensor"):
+        tg.tensor([15]).round(-1)
+    assert tg.tensor([14.0, 26.0]).round(-1).tolist() == [10.0, 30.0]

@@ -163,3 +163,12 @@ def test_flip_roll_and_triangles_refuse_bad_arguments_clearly() -> None:
         tg.triu(x, diagonal=1)
     with pytest.raises(TypeError, match="triu: k must be an integer"):
         x.triu(0.5)
+
+
+def test_flip_of_a_0_d_tensor_is_itself_for_its_one_axis() -> None:
+    """PyTorch counts a 0-d tensor as one axis (``flip(0)``), as the reductions here do."""
+    x = tg.tensor(2.0).require_grad()
+    y = x.flip(0)
+    assert y.item() == 2.0 and tg.flip(x).item() == 2.0
+    (g,) = tg.grad(y * 3.0, x)
+    assert g.item() == 3.0
