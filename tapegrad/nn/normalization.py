@@ -105,13 +105,21 @@ class RMSNorm(Module):
                 f"RMSNorm: input of shape {tuple(x.shape)} does not end in the normalized "
                 f"shape {self.normalized_shape}."
             )
+        if not jnp.issubdtype(x.dtype, jnp.floating):
+            raise TypeError(
+                f"RMSNorm takes floating inputs, got {x.dtype}; cast it first: "
+                "x.astype(tg.float32)."
+            )
         low = x.dtype in (jnp.float16, jnp.bfloat16)  # computed in float32, as PyTorch
         xs = x.astype(jnp.float32) if low else x
         eps = float(np.finfo(xs.dtype).eps) if self.eps is None else self.eps
         axes = tuple(range(-n, 0))
         y = xs * ((xs * xs).mean(axis=axes, keepdims=True) + eps).rsqrt()
         y = y.astype(x.dtype) if low else y
-        return y if self.weight is None else y * self.weight
+        if self.weight is None:
+            return y
+        out = y * self.weight
+        return out.astype(x.dtype) if low else out  # the input's dtype, as PyTorch
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, affine={self.weight is not None}"

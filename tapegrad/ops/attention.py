@@ -143,7 +143,7 @@ def scaled_dot_product_attention(
         ) from None
     if mask is not None:
         kind = np.dtype(mask.dtype)
-        if kind != np.bool_ and not np.issubdtype(kind, np.floating):
+        if kind != np.bool_ and not jnp.issubdtype(kind, jnp.floating):  # bfloat16 too
             raise TypeError(
                 f"scaled_dot_product_attention: mask has dtype {kind}; pass a boolean mask "
                 "(True where a query may attend) or a float one added to the scores (-inf "

@@ -560,3 +560,14 @@ def test_rms_norm_and_softmax_refuse_bad_input_clearly() -> None:
     want = torch.nn.RMSNorm(4, dtype=torch.bfloat16)(torch.ones(2, 4, dtype=torch.bfloat16))
     assert out.dtype == tg.bfloat16
     np.testing.assert_allclose(np.asarray(out, np.float32), want.float().detach().numpy())
+
+
+def test_bfloat16_attention_takes_a_float_mask_and_rms_norm_keeps_half_dtypes() -> None:
+    """A bfloat16 additive mask is a float mask (np.issubdtype said no); RMSNorm of a float16
+    input with a float32 weight returns float16, as PyTorch; an integer input is refused."""
+    q = tg.ones((1, 2, 3, 4), dtype=tg.bfloat16)
+    mask = tg.zeros((3, 3), dtype=tg.bfloat16)
+    assert tg.scaled_dot_product_attention(q, q, q, mask=mask).dtype == tg.bfloat16
+    assert nn.RMSNorm(4)(tg.ones((2, 4), dtype=tg.float16)).dtype == tg.float16
+    with pytest.raises(TypeError, match="RMSNorm takes floating inputs"):
+        nn.RMSNorm(4)(tg.ones((2, 4), dtype=tg.int32))
