@@ -748,8 +748,8 @@ class Tensor:
         return _ops.cos(self)
 
     def square(self) -> Tensor:
-        """Elementwise ``x * x``."""
-        return _ops.square(self)
+        """Elementwise ``x * x`` (``x ** 2``)."""
+        return self**2
 
     def rsqrt(self) -> Tensor:
         """Elementwise ``1 / sqrt(x)``."""
@@ -808,7 +808,7 @@ class Tensor:
 
     def round(self, decimals: int = 0) -> Tensor:
         """Elementwise rounding to ``decimals`` places, halves to even; its gradient is 0."""
-        return _ops.round(self, decimals=decimals) if decimals else _ops.round(self)
+        return _ops.round(self, decimals=decimals)
 
     def trunc(self) -> Tensor:
         """Elementwise rounding toward 0; its gradient is 0."""

@@ -101,7 +101,7 @@ def _used(fn: Callable[..., jax.Array], args: list[Any]) -> tuple[bool, ...]:
 
 def _constant(a: Any) -> Any:
     """``a`` without its link to the tape: the array itself."""
-    return a.data if isinstance(a, Tensor) else a
+    return array_of(a) if isinstance(a, Tensor) else a
 
 
 def _vjp_op(

@@ -57,7 +57,7 @@ from tapegrad._tensor import (
 from tapegrad.current import current_tape, use_tape
 from tapegrad.errors import DeviceError, RetraceWarning, TracerError, raise_instead
 from tapegrad.optim.optimizer import Optimizer
-from tapegrad.origin import format_origin
+from tapegrad.origin import format_origin, user_stacklevel
 from tapegrad.records import Snapshot
 from tapegrad.tape import Tape, saved_on_any_tape
 
@@ -891,7 +891,7 @@ class JitFunction(Generic[P, R]):
                 "every call as an argument (traced), "
                 "and keep counters the step does not need out of what it reaches."
             ),
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
 
     def _note_objects(self, plan: _Plan, objects: list[Any]) -> None:
@@ -923,7 +923,7 @@ class JitFunction(Generic[P, R]):
                     "so each new one compiles again. Create them once, outside the loop."
                 )
             ),
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
 
     def _note_shapes(self, plan: _Plan, data: list[Any]) -> None:
@@ -950,7 +950,7 @@ class JitFunction(Generic[P, R]):
                 "Each new one compiles again: pad or bucket it to a few shapes (e.g. drop "
                 "the last partial batch), or pass Python values as static arguments."
             ),
-            stacklevel=5,
+            stacklevel=user_stacklevel(),
         )
 
 

@@ -115,11 +115,9 @@ class RMSNorm(Module):
         eps = float(np.finfo(xs.dtype).eps) if self.eps is None else self.eps
         axes = tuple(range(-n, 0))
         y = xs * ((xs * xs).mean(axis=axes, keepdims=True) + eps).rsqrt()
-        y = y.astype(x.dtype) if low else y
-        if self.weight is None:
-            return y
-        out = y * self.weight
-        return out.astype(x.dtype) if low else out  # the input's dtype, as PyTorch
+        if self.weight is not None:
+            y = y * self.weight
+        return y.astype(x.dtype) if low else y  # the input's dtype, as PyTorch
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, affine={self.weight is not None}"

@@ -166,21 +166,10 @@ def _sqrt_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
     return (g * 0.5 / y,)
 
 
-_square = kernel(jnp.square)
-
-
-@defop
-def square(x: jax.Array) -> tuple[jax.Array, Res]:
-    """Elementwise ``x * x``."""
-    return _square(x), (x,)
-
-
-@square.defvjp
-@kernel
-def _square_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
-    """d/dx x^2 = 2x (for a complex x, JAX's cotangent g * 2 conj(x))."""
-    (x,) = res
-    return (g * (2 * jnp.conj(x)),)
+def square(x: Any) -> Tensor:
+    """Elementwise ``x * x``: ``x ** 2``, the ``integer_pow`` op (its VJP ``2 x g``)."""
+    t: Tensor = (x if isinstance(x, Tensor) else Tensor(x)) ** 2
+    return t
 
 
 _rsqrt = kernel(jax.lax.rsqrt)

@@ -536,7 +536,6 @@ SPECS: tuple[OpSpec, ...] = (
         lambda x, alpha=1.0: jax.nn.elu(x, alpha),
     ),
     _unary_spec("sqrt", POSITIVE),
-    _unary_spec("square"),
     OpSpec(_R["rsqrt"], unary(POSITIVE), jax.lax.rsqrt, rtol=2e-5),
     OpSpec(_R["erf"], unary(), jax.scipy.special.erf),
     _unary_spec("abs"),
