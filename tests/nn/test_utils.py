@@ -31,6 +31,51 @@ def test_clip_grad_norm_matches_torch(max_norm: float, norm_type: float) -> None
         np.testing.assert_allclose(got, getattr(theirs, name).grad.numpy(), rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, float("inf")])
+def test_clip_grad_norm_mixed_dtypes_equal_the_traced_path(norm_type: float) -> None:
+    """Gradients of several dtypes and shapes (one vector per dtype in the eager kernel, one
+    reduction per gradient under tg.jit): the same norm and clipped gradients as float64."""
+    rng = np.random.default_rng(3)
+    dtypes = [tg.float32, tg.bfloat16, tg.float32, tg.float16, tg.float32]
+    shapes = [(3, 4), (5,), (), (2, 2), (0,)]
+    values = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+
+    def params() -> list[tg.Tensor]:
+        out = []
+        for v, dt in zip(values, dtypes, strict=True):
+            p = tg.tensor(v).astype(dt).require_grad()
+            p.grad = tg.tensor(v).astype(dt)
+            out.append(p)
+        return out
+
+    eager = params()
+    total = nn.utils.clip_grad_norm_(eager, 0.5, norm_type)
+    traced = params()
+    tg.jit(lambda ps: nn.utils.clip_grad_norm_(ps, 0.5, norm_type))(traced)
+    exact = [np.asarray(p.grad, np.float64).ravel() for p in params()]
+    flat = np.concatenate(exact)
+    want = (
+        np.max(np.abs(flat))
+        if norm_type == float("inf")
+        else np.sum(np.abs(flat) ** norm_type) ** (1 / norm_type)
+    )
+    np.testing.assert_allclose(float(total), want, rtol=1e-3)
+    for e, t, x in zip(eager, traced, exact, strict=True):
+        assert e.grad.dtype == t.grad.dtype == e.dtype
+        np.testing.assert_allclose(
+            np.asarray(e.grad, np.float64).ravel(),
+            np.asarray(t.grad, np.float64).ravel(),
+            rtol=1e-2,
+            atol=1e-3,
+        )
+        np.testing.assert_allclose(
+            np.asarray(e.grad, np.float64).ravel(),
+            x * min(1.0, 0.5 / (want + 1e-6)),
+            rtol=1e-2,
+            atol=1e-3,
+        )
+
+
 def test_clip_grad_norm_edge_cases() -> None:
     p = tg.ones(3).require_grad()
     assert float(nn.utils.clip_grad_norm_([p], 1.0)) == 0.0  # no gradients: nothing to clip
