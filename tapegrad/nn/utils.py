@@ -35,9 +35,20 @@ def _norm(grads: tuple[jax.Array, ...], norm_type: float, whole: bool) -> jax.Ar
 
 
 def _whole(grads: tuple[jax.Array, ...]) -> bool:
-    """Whether each of ``grads`` is a concrete array on one device, so that concatenating
-    them (``_norm``) moves no data between devices; not for sharded gradients or tracers."""
-    return not any(isinstance(g, jax.core.Tracer) or len(g.sharding.device_set) > 1 for g in grads)
+    """Whether ``_norm`` may concatenate ``grads``: each is a concrete array on one device
+    (concatenating moves no data between devices; not sharded gradients, not tracers), and
+    together they take at most ``_CONCAT_MAX`` bytes (XLA materializes the concatenation: a
+    large model's gradients are reduced one by one instead, without that copy)."""
+    total = 0
+    for g in grads:
+        if isinstance(g, jax.core.Tracer) or len(g.sharding.device_set) > 1:
+            return False
+        total += g.nbytes
+    return total <= _CONCAT_MAX
+
+
+_CONCAT_MAX = 16 << 20
+"""The most gradient bytes ``clip_grad_norm_`` concatenates to reduce them (``_whole``)."""
 
 
 def _total(part: jax.Array, max_norm: jax.Array, norm_type: float) -> tuple[jax.Array, jax.Array]:

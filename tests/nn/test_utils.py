@@ -32,9 +32,12 @@ def test_clip_grad_norm_matches_torch(max_norm: float, norm_type: float) -> None
 
 
 @pytest.mark.parametrize("norm_type", [2.0, 1.0, float("inf")])
-def test_clip_grad_norm_mixed_dtypes_equal_the_traced_path(norm_type: float) -> None:
-    """Gradients of several dtypes and shapes (one vector per dtype in the eager kernel, one
-    reduction per gradient under tg.jit): the same norm and clipped gradients as float64."""
+def test_clip_grad_norm_mixed_dtypes_equal_the_traced_path(
+    norm_type: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Gradients of several dtypes and shapes (one vector per dtype in the eager kernel; one
+    reduction per gradient under tg.jit and beyond the concatenation's byte limit): the
+    same norm and clipped gradients as float64."""
     rng = np.random.default_rng(3)
     dtypes = [tg.float32, tg.bfloat16, tg.float32, tg.float16, tg.float32]
     shapes = [(3, 4), (5,), (), (2, 2), (0,)]
@@ -52,6 +55,9 @@ def test_clip_grad_norm_mixed_dtypes_equal_the_traced_path(norm_type: float) -> 
     total = nn.utils.clip_grad_norm_(eager, 0.5, norm_type)
     traced = params()
     tg.jit(lambda ps: nn.utils.clip_grad_norm_(ps, 0.5, norm_type))(traced)
+    monkeypatch.setattr(nn.utils, "_CONCAT_MAX", 0)
+    large = params()
+    assert float(nn.utils.clip_grad_norm_(large, 0.5, norm_type)) == pytest.approx(float(total))
     exact = [np.asarray(p.grad, np.float64).ravel() for p in params()]
     flat = np.concatenate(exact)
     want = (
@@ -60,8 +66,9 @@ def test_clip_grad_norm_mixed_dtypes_equal_the_traced_path(norm_type: float) -> 
         else np.sum(np.abs(flat) ** norm_type) ** (1 / norm_type)
     )
     np.testing.assert_allclose(float(total), want, rtol=1e-3)
-    for e, t, x in zip(eager, traced, exact, strict=True):
+    for e, t, big, x in zip(eager, traced, large, exact, strict=True):
         assert e.grad.dtype == t.grad.dtype == e.dtype
+        np.testing.assert_array_equal(np.asarray(big.grad), np.asarray(t.grad))
         np.testing.assert_allclose(
             np.asarray(e.grad, np.float64).ravel(),
             np.asarray(t.grad, np.float64).ravel(),
