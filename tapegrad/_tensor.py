@@ -621,6 +621,11 @@ class Tensor:
         """Running sum along ``axis`` (``None``: over the flattened tensor)."""
         return _ops.cumsum(self, axis=axis)
 
+    def gather(self, *args: Any, **kwargs: Any) -> Tensor:
+        """``tg.gather(self, axis, indices)``: PyTorch's ``gather(dim, index)``, values picked
+        along ``axis`` by integer ``indices`` of the same rank."""
+        return _ops.gather(self, *args, **kwargs)
+
     @numpy_keywords
     def argsort(self, axis: int = -1, descending: bool = False) -> Tensor:
         """The indices that sort the tensor along ``axis`` (stable; not differentiable)."""

@@ -1,5 +1,5 @@
-"""Indexing: ``t[...]`` (slices, integer arrays, boolean masks), take_along_axis, argsort, sort
-and topk (values picked by argsort), embedding."""
+"""Indexing: ``t[...]`` (slices, integer arrays, boolean masks), take_along_axis, gather,
+argsort, sort and topk (values picked by argsort), embedding."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ __all__ = [
     "getitem",
     "normalize_index",
     "take_along_axis",
+    "gather",
     "argsort",
     "sort",
     "topk",
@@ -332,6 +333,51 @@ def take_along_axis(x: Any, indices: Any, axis: int) -> Tensor:
     n = shape[axis] if -len(shape) <= axis < len(shape) else 0
     indices = _host_indices(indices, "take_along_axis", -n, n, f"axis {axis} of {shape}")
     return _take_along_axis(x, indices, axis=axis)
+
+
+@torch_keywords({"index": "tapegrad spells it indices= (NumPy's take_along_axis's name)"})
+def gather(x: Any, axis: int, indices: Any) -> Tensor:
+    """PyTorch's ``gather(input, dim, index)``: ``y[i][j] = x[indices[i][j]][j]`` along
+    ``axis`` 0 (alike for any axis and rank). ``indices`` has the rank of ``x`` and may be
+    smaller than ``x`` along the other axes, which then read ``x``'s leading part; where it
+    is not smaller this is ``take_along_axis(x, indices, axis)``. The gradient is
+    scatter-added back to the positions read (repeats accumulate); the indices get none.
+
+    Raises:
+        IndexError: host indices (a list or NumPy array) outside ``[-n, n)``, n the length of
+            ``axis``; device indices out of range give NaN (JAX's fill convention).
+        ShapeError: ``indices`` has another rank, is larger than ``x`` along another axis, or
+            ``axis`` is out of range.
+        TypeError: the indices are not integers, or ``axis`` is not an integer; PyTorch's
+            ``dim=`` and ``index=`` (tapegrad's ``axis=`` and ``indices=``).
+    """
+    from tapegrad._tensor import Tensor  # tensor.py imports the ops last
+
+    t = x if isinstance(x, Tensor) else Tensor(x)
+    axis = integer(axis, "gather: axis")
+    shape = t.shape
+    index_shape = tuple(np.shape(indices))
+    span = max(len(shape), 1)  # a 0-d tensor has the one axis 0 (or -1), as in PyTorch
+    if len(index_shape) != len(shape) or not -span <= axis < span:
+        raise ShapeError(
+            f"gather: indices of shape {index_shape} and axis {axis} do not fit a tensor of "
+            f"shape {shape}; indices need the same number of dimensions (PyTorch's rule)."
+        )
+    if not shape:  # a 0-d tensor and index: PyTorch's gather of one element
+        one = indices.reshape(1) if isinstance(indices, Tensor) else np.reshape(indices, 1)
+        return gather(t.reshape(1), 0, one).reshape(())
+    axis %= len(shape)
+    indices = _host_indices(indices, "gather", -shape[axis], shape[axis], f"axis {axis} of {shape}")
+    larger = [d for d in range(len(shape)) if d != axis and index_shape[d] > shape[d]]
+    if larger:
+        raise ShapeError(
+            f"gather: indices of shape {index_shape} are larger than the tensor of shape "
+            f"{shape} along axis {larger[0]}; along axes other than {axis} they may be equal "
+            "or smaller (PyTorch's rule)."
+        )
+    if any(index_shape[d] < shape[d] for d in range(len(shape)) if d != axis):
+        t = t[tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(index_shape))]
+    return take_along_axis(t, indices, axis)
 
 
 _argsort = partial(kernel, static_argnames=("axis", "descending"))(jnp.argsort)

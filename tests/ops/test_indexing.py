@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
+from tapegrad.errors import ShapeError
 from tapegrad.testing import check_program
 
 X = np.arange(12, dtype=np.float32).reshape(3, 4)
@@ -147,6 +148,26 @@ def test_embedding_and_take_along_axis_reject_bad_inputs() -> None:
         tg.take_along_axis(w, [[3], [0], [0], [0], [0]], axis=1)
     with pytest.raises(ValueError, match="same number of dimensions"):
         tg.take_along_axis(w, jnp.array([0]), axis=1)
+
+
+def test_gather_refuses_what_pytorch_refuses() -> None:
+    x = tg.ones((4, 5), requires_grad=True)
+    with pytest.raises(ShapeError, match="larger than the tensor of shape"):
+        x.gather(0, [[0, 1, 2, 3, 0, 1]])  # six columns for five
+    with pytest.raises(ShapeError, match="same number of dimensions"):
+        x.gather(1, [0, 1])
+    with pytest.raises(ShapeError, match="axis 2"):
+        x.gather(2, [[0]])
+    with pytest.raises(IndexError, match=r"gather: 1 indices .*axis 0 of \(4, 5\)"):
+        x.gather(0, [[4]])
+    with pytest.raises(TypeError, match="integers"):
+        x.gather(0, [[0.5]])
+    with pytest.raises(TypeError, match="dim=.*axis="):
+        x.gather(dim=0, indices=[[0]])
+    with pytest.raises(TypeError, match="index=.*indices="):
+        x.gather(0, index=[[0]])
+    (x.gather(1, [[4], [4]]).sum() * 2).backward()  # the tape is fine after the refusals
+    assert x.grad.numpy()[:2, 4].tolist() == [2.0, 2.0] and x.grad.numpy().sum() == 4.0
 
 
 def test_a_big_endian_index_array_works_as_a_native_one() -> None:

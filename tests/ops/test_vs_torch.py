@@ -119,6 +119,18 @@ ROWS: list[tuple[str, Callable[..., Any], Callable[..., Any], tuple[np.ndarray, 
         lambda x, i: torch.gather(x, 1, i),
         (f32(3, 4), ints(4, 3, 6)),
     ),
+    (
+        "gather-smaller-index",
+        lambda x, i: x.gather(0, i),
+        lambda x, i: torch.gather(x, 0, i),
+        (f32(4, 5, 3), ints(4, 6, 2, 3)),
+    ),
+    (
+        "gather-0d",
+        lambda x, i: tg.gather(x, -1, i),
+        lambda x, i: torch.gather(x, -1, i),
+        (f32(), ints(1)),
+    ),
     ("embedding", tg.embedding, F.embedding, (ints(5, 2, 6), f32(5, 3))),
     (
         "pad",
