@@ -74,6 +74,8 @@ from tapegrad.nn.loss import huber_loss, l1_loss, smooth_l1_loss
 from tapegrad.op import Op, defop, registry
 from tapegrad.ops import (
     abs,
+    adaptive_avg_pool1d,
+    adaptive_avg_pool2d,
     all,
     any,
     argmax,
@@ -292,6 +294,8 @@ __all__ = [
     "conv3d",
     "max_pool2d",
     "avg_pool2d",
+    "adaptive_avg_pool1d",
+    "adaptive_avg_pool2d",
     "layer_norm",
     "batch_norm",
     "scaled_dot_product_attention",

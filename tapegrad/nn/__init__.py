@@ -53,7 +53,7 @@ from tapegrad.nn.loss import (
 )
 from tapegrad.nn.module import LoadResult, Module
 from tapegrad.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
-from tapegrad.nn.pooling import AvgPool2d, MaxPool2d
+from tapegrad.nn.pooling import AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from tapegrad.nn.rnn import GRU, LSTM
 from tapegrad.nn.shape import Flatten
 from tapegrad.nn.sparse import Embedding
@@ -69,6 +69,8 @@ __all__ = [
     "Conv3d",
     "MaxPool2d",
     "AvgPool2d",
+    "AdaptiveAvgPool1d",
+    "AdaptiveAvgPool2d",
     "Flatten",
     "Embedding",
     "LayerNorm",

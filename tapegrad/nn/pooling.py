@@ -1,13 +1,16 @@
-"""Pooling layers over NCHW inputs: ``MaxPool2d``, ``AvgPool2d``."""
+"""Pooling layers: ``MaxPool2d``, ``AvgPool2d`` over NCHW inputs, ``AdaptiveAvgPool1d`` and
+``AdaptiveAvgPool2d`` to a fixed output size."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from tapegrad import ops
 from tapegrad._args import torch_keywords
 from tapegrad._tensor import Tensor
 from tapegrad.nn.module import Module
 
-__all__ = ["MaxPool2d", "AvgPool2d"]
+__all__ = ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d"]
 
 _Size = int | tuple[int, int]
 
@@ -107,3 +110,41 @@ class AvgPool2d(_Pool2d):
         return super().extra_repr() + (
             "" if self.count_include_pad else ", count_include_pad=False"
         )
+
+
+class _AdaptivePool(Module):
+    def __init__(self, output_size: Any) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(_AdaptivePool):
+    """Average over PyTorch's adaptive windows of x ``(N, C, L)`` to length ``output_size``
+    (an int): ``tg.adaptive_avg_pool1d``.
+
+    Raises:
+        At call time, as ``tg.adaptive_avg_pool1d``: ``ShapeError``, ``ValueError`` or
+        ``TypeError`` for a wrong input or ``output_size``.
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Pool ``x``."""
+        return ops.adaptive_avg_pool1d(x, self.output_size)
+
+
+class AdaptiveAvgPool2d(_AdaptivePool):
+    """Average over PyTorch's adaptive windows of x ``(N, C, H, W)`` to ``output_size``
+    (``(H_out, W_out)``, one int for both, ``None`` to keep a size; ``1`` is global average
+    pooling, as ResNet's head): ``tg.adaptive_avg_pool2d``.
+
+    Raises:
+        At call time, as ``tg.adaptive_avg_pool2d``: ``ShapeError``, ``ValueError`` or
+        ``TypeError`` for a wrong input or ``output_size``.
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Pool ``x``."""
+        return ops.adaptive_avg_pool2d(x, self.output_size)

@@ -1,4 +1,5 @@
-"""2-D pooling over NCHW inputs with PyTorch's arguments: max_pool2d and avg_pool2d."""
+"""Pooling with PyTorch's arguments: max_pool2d and avg_pool2d over NCHW inputs, and adaptive
+average pooling (``adaptive_avg_pool1d``/``2d``) to a fixed output size."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from tapegrad.derived import derived_vjp
 from tapegrad.errors import ShapeError
@@ -17,7 +19,7 @@ from tapegrad.ops._window import Ints, check_window, spatial
 if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
 
-__all__ = ["max_pool2d", "avg_pool2d"]
+__all__ = ["max_pool2d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d"]
 
 
 def _window(x: jax.Array, kernel: Ints, stride: Ints, padding: Ints) -> dict[str, Any]:
@@ -137,3 +139,94 @@ def avg_pool2d(
     VJP is JAX's derivative of the forward (each window's g spread over what it averaged)."""
     args = _pool_args("avg_pool2d", x, kernel, stride, padding)
     return _avg_pool2d(x, **args, count_include_pad=bool(count_include_pad))
+
+
+def _averaging(n_in: int, n_out: int) -> np.ndarray:
+    """The (n_out, n_in) matrix of PyTorch's adaptive windows: row i averages the inputs
+    ``floor(i * n_in / n_out)`` to ``ceil((i + 1) * n_in / n_out)`` (exclusive)."""
+    a = np.zeros((n_out, n_in), np.float32)
+    for i in range(n_out):
+        start, stop = (i * n_in) // n_out, -((-(i + 1) * n_in) // n_out)
+        a[i, start:stop] = 1.0 / (stop - start)
+    return a
+
+
+@partial(compiled, static_argnames=("size",))
+def _adaptive_avg_fn(x: jax.Array, *, size: Ints) -> jax.Array:
+    """The jnp forward: each pooled axis (the last ``len(size)``) contracted with its
+    averaging matrix (a constant of the compiled program)."""
+    n = len(size)
+    for k, n_out in enumerate(size):
+        axis = x.ndim - n + k
+        a = jnp.asarray(_averaging(x.shape[axis], n_out), x.dtype)
+        x = jnp.moveaxis(jnp.tensordot(x, a, axes=((axis,), (1,))), -1, axis)
+    return x
+
+
+@defop(name="adaptive_avg_pool")
+def _adaptive_avg_pool(x: jax.Array, *, size: Ints) -> tuple[jax.Array, tuple[jax.Array]]:
+    """The mean of PyTorch's adaptive windows over the last ``len(size)`` axes."""
+    return _adaptive_avg_fn(x, size=size), (x,)
+
+
+_adaptive_avg_pool.defvjp(derived_vjp(_adaptive_avg_fn))
+
+
+def _adaptive(name: str, x: Any, output_size: Any, n: int) -> Tensor:
+    shape = operand_shape(x, name)
+    layout = "(N, C, L) or (C, L)" if n == 1 else "(N, C, H, W) or (C, H, W)"
+    if len(shape) not in (n + 1, n + 2) or 0 in shape[-n:]:
+        raise ShapeError(f"{name}: input of shape {shape} must be {layout}, spatial sizes > 0.")
+    dtype = x.dtype if hasattr(x, "dtype") else np.result_type(x)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise TypeError(
+            f"{name}: a {dtype} input cannot be averaged in its own dtype (PyTorch refuses it "
+            "too); cast it first: x.astype(tg.float32)."
+        )
+    given = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * n
+    if len(given) != n:
+        raise ValueError(f"{name}: output_size={output_size!r} must be an int or {n} ints.")
+    keep = tuple(shape[-n + k] if v is None else v for k, v in enumerate(given))  # None: as is
+    return _adaptive_avg_pool(x, size=spatial(keep, n, name, "output_size"))
+
+
+def adaptive_avg_pool1d(x: Any, output_size: int) -> Tensor:
+    """Adaptive average pooling over the last axis, PyTorch's ``F.adaptive_avg_pool1d``:
+    output element i averages inputs ``floor(i L / L_out)`` to ``ceil((i + 1) L / L_out)``.
+
+    Args:
+        x: (N, C, L) or (C, L).
+        output_size: ``L_out``, an int >= 1.
+
+    Returns:
+        (N, C, L_out) or (C, L_out), in ``x``'s dtype.
+
+    The forward contracts the axis with a constant averaging matrix; the VJP is JAX's
+    derivative of it (each output's g spread evenly over its window), compiled per shape.
+
+    Raises:
+        ShapeError: the input is not 2- or 3-D, or its length is 0.
+        ValueError: ``output_size`` below 1 or of the wrong count.
+        TypeError: ``output_size`` not an int; an input that is not floating point.
+    """
+    return _adaptive("adaptive_avg_pool1d", x, output_size, 1)
+
+
+def adaptive_avg_pool2d(x: Any, output_size: int | tuple[int | None, int | None]) -> Tensor:
+    """Adaptive average pooling over the last two axes, PyTorch's ``F.adaptive_avg_pool2d``
+    (``adaptive_avg_pool1d``'s windows along each; ``(1, 1)`` is global average pooling).
+
+    Args:
+        x: (N, C, H, W) or (C, H, W).
+        output_size: ``(H_out, W_out)`` or one int for both; ``None`` keeps that size.
+
+    Returns:
+        (N, C, H_out, W_out) or (C, H_out, W_out), in ``x``'s dtype.
+
+    Raises:
+        ShapeError: the input is not 3- or 4-D, or a spatial size is 0.
+        ValueError: an output size below 1 or of the wrong count.
+        TypeError: an output size that is not an int or ``None``; an input that is not
+            floating point.
+    """
+    return _adaptive("adaptive_avg_pool2d", x, output_size, 2)

@@ -63,6 +63,8 @@ def test_pooling_flatten_and_activations() -> None:
             nn.MaxPool2d(2, ceil_mode=False, dilation=1, return_indices=False),  # the defaults
             torch.nn.MaxPool2d(2),
         ),
+        (nn.AdaptiveAvgPool2d((4, None)), torch.nn.AdaptiveAvgPool2d((4, None))),
+        (nn.AdaptiveAvgPool2d(1), torch.nn.AdaptiveAvgPool2d(1)),
         (nn.Flatten(), torch.nn.Flatten()),
         (nn.GELU(), torch.nn.GELU()),
         (nn.GELU("tanh"), torch.nn.GELU("tanh")),
@@ -73,6 +75,7 @@ def test_pooling_flatten_and_activations() -> None:
     ]
     for ours, theirs in layers:
         check_against_torch(ours, theirs, [_x(2, 3, 6, 6)])
+    check_against_torch(nn.AdaptiveAvgPool1d(4), torch.nn.AdaptiveAvgPool1d(4), [_x(2, 3, 7)])
 
 
 def test_embedding_and_layer_norm() -> None:

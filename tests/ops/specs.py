@@ -380,6 +380,30 @@ def _pool_ref(reducer: str) -> Callable[..., jax.Array]:
     return ref
 
 
+def _adaptive_avg_ref(x: jax.Array, *, size: Any) -> jax.Array:
+    """Each output the mean of its slice, PyTorch's windows along each pooled axis."""
+    for k, n_out in enumerate(size):
+        axis = x.ndim - len(size) + k
+        n_in = x.shape[axis]
+        x = jnp.concatenate(
+            [
+                jnp.mean(
+                    jax.lax.slice_in_dim(
+                        x, i * n_in // n_out, -(-(i + 1) * n_in // n_out), 1, axis
+                    ),
+                    axis=axis,
+                    keepdims=True,
+                )
+                for i in range(n_out)
+            ],
+            axis=axis,
+        )
+    return x
+
+
+ADAPTIVE_CASES = (((2, 3, 7, 5), (3, 2)), ((2, 4, 6), (4,)), ((1, 2, 5, 6), (7, 9)))
+
+
 POOL_CASES = (
     ((2, 3, 6, 5), {"kernel": (2, 2), "stride": (2, 2), "padding": (0, 0)}),
     ((1, 2, 5, 5), {"kernel": (3, 3), "stride": (2, 1), "padding": (1, 1)}),
@@ -873,6 +897,16 @@ SPECS: tuple[OpSpec, ...] = (
             _pool_ref(kind),
         )
         for kind in ("max", "avg")
+    ),
+    OpSpec(
+        _R["adaptive_avg_pool"],
+        tuple(
+            Case(f"{s}-{size}", arrays(s).map(lambda x: (x,)), {"size": size})
+            for s, size in ADAPTIVE_CASES
+        ),
+        _adaptive_avg_ref,
+        rtol=1e-5,
+        atol=1e-6,
     ),
     # normalization
     OpSpec(

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
+from tapegrad.errors import ShapeError
 
 X = np.linspace(-1.0, 1.0, 2 * 4 * 5 * 5, dtype=np.float32).reshape(2, 4, 5, 5)
 W = np.linspace(-0.5, 0.5, 3 * 4 * 3 * 3, dtype=np.float32).reshape(3, 4, 3, 3)
@@ -67,6 +68,17 @@ def _fails(fn: Callable[[], Any], kind: type[Exception], match: str) -> None:
         (lambda: tg.max_pool2d(X, 6), ValueError, r"window spans \(6, 6\).*\(5, 5\)"),
         (lambda: tg.avg_pool2d(X, 2, padding=2), ValueError, "at most half"),
         (lambda: tg.max_pool2d(X[0, 0], 2), ValueError, r"\(N, C, H, W\)"),
+        (lambda: tg.adaptive_avg_pool2d(X[0, 0], 2), ShapeError, r"\(N, C, H, W\)"),
+        (lambda: tg.adaptive_avg_pool1d(X, 2), ShapeError, r"\(N, C, L\)"),
+        (lambda: tg.adaptive_avg_pool2d(X[:, :, :0], 2), ShapeError, "spatial sizes > 0"),
+        (
+            lambda: tg.adaptive_avg_pool2d(X, 0),
+            ValueError,
+            r"output_size=\(0, 0\) must be an int >= 1",
+        ),
+        (lambda: tg.adaptive_avg_pool2d(X, (2, 2, 2)), ValueError, "must be an int or 2 ints"),
+        (lambda: tg.adaptive_avg_pool2d(X, 1.5), TypeError, "output_size"),
+        (lambda: tg.adaptive_avg_pool2d(X.astype(np.int32), 2), TypeError, "cast it first"),
     ],
 )
 def test_bad_shapes_raise_before_jax_and_leave_the_tape(

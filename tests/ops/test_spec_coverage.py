@@ -24,6 +24,7 @@ TORCH_NAMES = {
     "conv",
     "max_pool2d",
     "avg_pool2d",
+    "adaptive_avg_pool",  # F.adaptive_avg_pool1d and 2d, one op
     "layer_norm",
     "batch_norm",
     "scaled_dot_product_attention",

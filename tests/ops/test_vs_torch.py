@@ -284,6 +284,24 @@ MODEL_ROWS: list[tuple[str, Callable[..., Any], Callable[..., Any], tuple[np.nda
         (f32(2, 2, 5, 4),),
     ),
     (
+        "adaptive_avg_pool2d",
+        lambda x: tg.adaptive_avg_pool2d(x, (3, None)),
+        lambda x: F.adaptive_avg_pool2d(x, (3, None)),
+        (f32(2, 3, 7, 5),),
+    ),
+    (
+        "adaptive_avg_pool2d-global",
+        lambda x: tg.adaptive_avg_pool2d(x, 1),
+        lambda x: F.adaptive_avg_pool2d(x, 1),
+        (f32(3, 6, 4),),
+    ),
+    (
+        "adaptive_avg_pool1d-larger",
+        lambda x: tg.adaptive_avg_pool1d(x, 7),
+        lambda x: F.adaptive_avg_pool1d(x, 7),
+        (f32(2, 3, 5),),
+    ),
+    (
         "avg_pool2d-padded",
         lambda x: tg.avg_pool2d(x, 3, 2, 1),
         lambda x: F.avg_pool2d(x, 3, 2, 1),
