@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import runpy
 import sys
+import textwrap
+import threading
 import traceback
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 from rich.console import Console
 from rich.text import Text
 
 import tapegrad as tg
+from diagnostics.history import on_tape
 from diagnostics.render import render_cleanup, terminal_console
-from diagnostics.report import leak_report
+from diagnostics.report import LeakReport, leak_report
+from tapegrad.tape import live_tapes
 
 __all__ = ["INTERRUPTED", "main"]
 
@@ -22,41 +29,77 @@ INTERRUPTED = 130
 """The status of a script stopped by ``KeyboardInterrupt``: what ``python SCRIPT`` gives
 (128 + SIGINT)."""
 
-_DESCRIPTION = """\
-Show what the tapegrad tape holds that it should not: hanging nodes (freed by
-tg.graph_cleanup()), graphs kept alive by mistake (fix the code), where each node was created,
-and how many bytes it holds."""
+_DESCRIPTION = (
+    "Show what the tapegrad tape holds that it should not: hanging nodes (freed by "
+    "tg.graph_cleanup()), graphs kept alive by mistake (fix the code), where each node was "
+    "created, and how many bytes it holds."
+)
 
-_EPILOG = """\
-subcommands:
-  demo [--model {mlp,cnn,transformer}] [--epochs N] [--no-cleanup] [--fixed] [--seed S]
-       [--checkpoint PATH] [--steps N] [--jit]
-      Train a network on real data with a planted graph-memory mistake typical of its kind,
-      printing the leak report at each epoch end and cleaning up.
-        --model M      mlp (default; hanging tensors), cnn (a running loss kept as a tensor),
-                       transformer (attention maps kept with their graphs)
-        --epochs N     number of epochs
-        --no-cleanup   do not call graph_cleanup() at epoch ends (watch the tape grow)
-        --fixed        run the corrected training loop (no leak to report)
-        --seed S       random seed
-        --checkpoint P cnn/transformer: resume from P if it exists, save after each epoch
-        --steps N      cnn/transformer: at most N batches per epoch
-        --jit          mlp: compile the training step with tg.jit
-  run [--cleanup] [--html PATH] SCRIPT [ARGS...]
-      Run SCRIPT as __main__ with ARGS as its sys.argv[1:], then print a leak report (also
-      when the script raises: its traceback is shown and its exit status kept).
-        --cleanup      after the report, call graph_cleanup() and print what it freed
-        --html PATH    also write the report, its graph picture and the epoch history (if
-                       the script called epoch_end) to one self-contained HTML file
+# One line per entry: ``_HelpFormatter`` wraps them to the terminal's width.
+_EPILOG = "\n".join(
+    [
+        "subcommands:",
+        "  demo [--model {mlp,cnn,transformer}] [--epochs N] [--no-cleanup] [--fixed] [--seed S]"
+        " [--checkpoint PATH] [--steps N] [--jit]",
+        "      Train a network on real data with a planted graph-memory mistake typical of its"
+        " kind, printing the leak report at each epoch end and cleaning up.",
+        "        --model M          mlp (default; hanging tensors), cnn (a running loss kept as a"
+        " tensor), transformer (attention maps kept with their graphs)",
+        "        --epochs N         number of epochs",
+        "        --no-cleanup       do not call graph_cleanup() at epoch ends (watch the tape"
+        " grow)",
+        "        --fixed            run the corrected training loop (no leak to report)",
+        "        --seed S           random seed (0 or more)",
+        "        --checkpoint PATH  cnn/transformer: resume from PATH if it exists, save after each"
+        " epoch",
+        "        --steps N          cnn/transformer: at most N batches per epoch",
+        "        --jit              mlp: compile the training step with tg.jit",
+        "  run [--cleanup] [--html PATH] SCRIPT [ARGS...]",
+        "      Run SCRIPT as __main__ with ARGS as its sys.argv[1:] (exactly, a -- included), wait"
+        " for the threads it started, then print a leak report of each tape that holds something"
+        " (also when the script raises: its traceback is shown and its exit status kept).",
+        "        --cleanup          after each report, clean that tape up and print what it freed",
+        "        --html PATH        also write the report, its graph picture and the epoch history"
+        " (if the script called epoch_end) to one self-contained HTML file (another tape's to"
+        " PATH numbered: leak-2.html)",
+        "",
+        "exit status of run: the script's (0, its SystemExit code, 130 when interrupted with"
+        " Ctrl-C, or 1 for another exception); 2 when SCRIPT is missing or unreadable.",
+        "",
+        "examples:",
+        "  python -m diagnostics demo --epochs 3",
+        "  python -m diagnostics demo --model transformer --checkpoint run.safetensors",
+        "  python -m diagnostics run --cleanup train.py --lr 0.1",
+        "  python -m diagnostics run --html leak.html train.py",
+    ]
+)
 
-exit status of run: the script's (0, its SystemExit code, 130 when interrupted with Ctrl-C,
-or 1 for another exception); 2 when SCRIPT is missing or unreadable.
+_HANG = re.compile(r" *(?:[a-z]+ (?=\[)|-\S+(?: [A-Z]+)? +)?")
+"""What a wrapped epilog line continues under: a usage line's first argument, an option's
+description, else the line's own indent."""
+_BRACKETS = re.compile(r"\[[^]]*\]")  # an optional argument of a usage line: never split
+_NBSP = "\xa0"
 
-examples:
-  python -m diagnostics demo --epochs 3
-  python -m diagnostics demo --model transformer --checkpoint run.safetensors
-  python -m diagnostics run --cleanup train.py --lr 0.1
-  python -m diagnostics run --html leak.html train.py"""
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Wraps the description and the epilog to the terminal's width as argparse does, but
+    line by line: each line keeps its indent, and continues under its text (``_HANG``)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        lines: list[str] = []
+        for line in text.splitlines():
+            # _HANG matches every line (each of its parts is optional): never None
+            hang = indent + " " * _HANG.match(line).end()  # type: ignore[union-attr]
+            whole = _BRACKETS.sub(lambda m: m[0].replace(" ", _NBSP), line)  # [--seed S]
+            lines += textwrap.wrap(
+                whole,
+                width,
+                initial_indent=indent,
+                subsequent_indent=hang,
+                break_long_words=False,
+                break_on_hyphens=False,  # --no-cleanup, tg.graph_cleanup() whole
+            ) or [""]
+        return "\n".join(lines).replace(_NBSP, " ")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -64,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m diagnostics",
         description=_DESCRIPTION,
         epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="{demo,run}", required=True)
     sub.add_parser(
@@ -82,10 +125,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--html", metavar="PATH", help="also write the report to one self-contained HTML file"
     )
-    # SCRIPT optional to argparse, checked in main: argparse counts a REMAINDER as required
-    # and said "required: SCRIPT, ARGS" when both were missing, though ARGS may be empty
-    run.add_argument("script", metavar="SCRIPT", nargs="?", help="path of the Python script")
-    run.add_argument("args", metavar="ARGS", nargs=argparse.REMAINDER, help="its arguments")
+    # One REMAINDER for SCRIPT and ARGS: argparse keeps a "--" there (it drops one that
+    # follows a SCRIPT of its own), and main names SCRIPT alone when it is missing.
+    run.add_argument(
+        "argv",
+        metavar="SCRIPT [ARGS...]",
+        nargs=argparse.REMAINDER,
+        help="path of the Python script, then its arguments, passed on exactly",
+    )
     run.set_defaults(run_parser=run)
     return parser
 
@@ -106,9 +153,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = demo.main(args[1:])
         return int(status) if isinstance(status, int) else 0
     ns = _parser().parse_args(args)
-    if ns.script is None:
+    argv = ns.argv[1:] if ns.argv[:1] == ["--"] else ns.argv  # ``run -- SCRIPT``: run's own
+    if not argv:
         ns.run_parser.error("the following arguments are required: SCRIPT")
-    return run_script(ns.script, ns.args, cleanup=ns.cleanup, html=ns.html)
+    return run_script(argv[0], argv[1:], cleanup=ns.cleanup, html=ns.html)
 
 
 def run_script(
@@ -119,17 +167,20 @@ def run_script(
     console: Console | None = None,
     html: str | None = None,
 ) -> int:
-    """Run ``script`` as ``__main__`` with ``args``, then print a leak report.
+    """Run ``script`` as ``__main__`` with ``args``, then print a leak report of every live
+    tape that holds something (the current tape's always, first).
 
-    The report is taken while the script's globals still exist (so a global keeping a graph
-    alive is named), also when the script raises.
+    As ``python SCRIPT`` does before it exits, the report waits for the non-daemon threads
+    the script started. It is taken while the script's globals still exist (so a global
+    keeping a graph alive is named), also when the script raises.
 
     Args:
         script: path of the script, or of a folder holding a ``__main__.py``.
-        args: its ``sys.argv[1:]``.
-        cleanup: after the report, run ``tg.graph_cleanup()`` and print what it freed.
-        console: where the report goes (stdout by default).
-        html: also write the report as a self-contained HTML file there (``save_html``).
+        args: its ``sys.argv[1:]``, passed exactly (a ``--`` included).
+        cleanup: after each report, clean up that tape and print what it freed.
+        console: where the reports go (stdout by default).
+        html: also write the current tape's report as a self-contained HTML file there
+            (``save_html``), and another tape's next to it, numbered (``leak-2.html``).
 
     Returns:
         0; the ``SystemExit`` code; ``INTERRUPTED`` (130) when it was interrupted (Ctrl-C),
@@ -144,7 +195,13 @@ def run_script(
         reason = exc.strerror or type(exc).__name__
         print(f"python -m diagnostics run: cannot read {entry!r}: {reason}", file=sys.stderr)
         return 2
-    console = console if console is not None else terminal_console()
+    run = _Run(
+        console if console is not None else terminal_console(),
+        cleanup,
+        html,
+        tg.current_tape(),
+        set(threading.enumerate()),
+    )
     saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
     sys.argv = [script, *args]
     path = os.path.abspath(entry)  # as ``python SCRIPT``: ``__file__`` and origins absolute,
@@ -155,13 +212,13 @@ def run_script(
         namespace = runpy.run_path(path, run_name="__main__")
     except SystemExit as exc:
         status = _exit_status(exc.code)
-        _report(console, cleanup, html)
+        run.report()
     except BaseException as exc:  # the script's error: show it, keep its status, still report
         _print_traceback(exc, path)
         status = INTERRUPTED if isinstance(exc, KeyboardInterrupt) else 1
-        _report(console, cleanup, html)
+        run.report()
     else:
-        _report(console, cleanup, html)  # ``namespace`` keeps the script's globals alive meanwhile
+        run.report()  # ``namespace`` keeps the script's globals alive meanwhile
         del namespace
     finally:
         sys.argv = saved_argv
@@ -191,20 +248,76 @@ def _exit_status(code: object) -> int:
     return 1
 
 
-def _report(console: Console, cleanup: bool, html: str | None) -> None:
-    """Print the report (and write its HTML); called inside the handlers, while the script's
-    globals still exist."""
-    report = leak_report(explain=True)
-    console.print(report)
-    if html is not None:
-        try:
-            path = report.save_html(html)
-        except OSError as exc:
-            print(f"python -m diagnostics run: cannot write {html!r}: {exc}", file=sys.stderr)
-        else:
-            console.print(Text(f"report written to {path}"))
-    if cleanup:
-        console.print(render_cleanup(tg.graph_cleanup()))
+@dataclass(frozen=True)
+class _Run:
+    """How ``run_script`` reports: where, with what, on which tape first, and the threads
+    that were running before the script (it does not wait for those)."""
+
+    console: Console
+    cleanup: bool
+    html: str | None
+    home: tg.Tape
+    threads: set[threading.Thread]
+
+    def report(self) -> None:
+        """Wait for the script's threads, then print the report of each tape that holds
+        something (and write its HTML); called inside the handlers, while the script's
+        globals still exist."""
+        _join_threads(self.threads)
+        others = sorted((t for t in live_tapes() if t is not self.home), key=lambda t: t.name)
+        reports = []
+        for tape in [self.home, *others]:
+            with tg.use_tape(tape):
+                report = leak_report(explain=True)
+            if tape is self.home or report.total_nodes or report.swept_nodes:
+                reports.append((tape, report))
+        for n, (tape, report) in enumerate(reports, start=1):
+            if len(reports) > 1:
+                report = replace(report, label=f"tape {tape.name!r}")
+            self._print(tape, report, n)
+
+    def _print(self, tape: tg.Tape, report: LeakReport, n: int) -> None:
+        self.console.print(report)
+        if self.html is not None:
+            where = Path(self.html)
+            if n > 1:
+                where = where.with_name(f"{where.stem}-{n}{where.suffix}")
+            try:
+                written = report.save_html(where, history=on_tape(tape))
+            except OSError as exc:
+                print(
+                    f"python -m diagnostics run: cannot write {str(where)!r}: {exc}",
+                    file=sys.stderr,
+                )
+            else:
+                self.console.print(Text(f"report written to {written}"))
+        if self.cleanup:
+            self.console.print(render_cleanup(tape.cleanup()))
+
+
+def _join_threads(before: set[threading.Thread]) -> None:
+    """Wait for the non-daemon threads started since ``before`` (also those they start), as
+    the interpreter does before it exits, but for the workers of ``concurrent.futures``
+    pools: the interpreter stops those (idle, they wait for work forever) through their
+    pools' exit hooks."""
+    while True:
+        waiting = [
+            t
+            for t in threading.enumerate()
+            if t not in before and not t.daemon and not _pool_worker(t)
+        ]
+        if not waiting:
+            return
+        for thread in waiting:
+            thread.join()
+
+
+def _pool_worker(thread: threading.Thread) -> bool:
+    """Whether ``thread`` runs for a ``concurrent.futures`` pool (its target or its class
+    comes from there)."""
+    target = getattr(thread, "_target", None)  # Thread's own; deleted once run() returns
+    module = getattr(target, "__module__", None) or type(thread).__module__
+    return module.startswith("concurrent.futures.")
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from rich import box
 from rich.console import Console
 from rich.filesize import decimal
 from rich.progress import Progress
@@ -42,7 +41,7 @@ from rich.table import Table
 import tapegrad as tg
 from diagnostics import clear_history, epoch_end
 from diagnostics.render import plural, terminal_console
-from diagnostics.training import progress_bar
+from diagnostics.training import epoch_table, progress_bar
 from tapegrad import nn, optim
 
 __all__ = ["main", "build_parser", "Data", "load_data", "make_model", "EpochRecord"]
@@ -98,6 +97,17 @@ class EpochRecord:
     nodes_after: int
 
 
+MAX_SEED = 2**32 - 1
+"""The largest ``--seed`` (NumPy's generators take no negative seed)."""
+
+
+def _seed(text: str) -> int:
+    """``--seed``: an integer from 0 to ``MAX_SEED``, else an argparse usage error."""
+    if not (text.isdecimal() and int(text) <= MAX_SEED):  # "-3", "1.5", "x"
+        raise argparse.ArgumentTypeError(f"must be an integer from 0 to {MAX_SEED}, got {text!r}")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The demo's command line (docs/api.md: ``[--epochs N] [--no-cleanup] [--fixed]
     [--seed S]``)."""
@@ -123,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--fixed", action="store_true", help="remove the planted mistakes: nothing hangs"
     )
     parser.add_argument(
-        "--seed", type=int, default=0, metavar="S", help="seed of init, shuffling, jitter"
+        "--seed", type=_seed, default=0, metavar="S", help="seed of init, shuffling, jitter"
     )
     parser.add_argument("--jit", action="store_true", help="compile the training step with tg.jit")
     parser.add_argument(
@@ -264,13 +274,8 @@ def _evaluate(model: nn.Module, data: Data, fixed: bool) -> float:
 
 def _summary(records: Sequence[EpochRecord], cleanup: bool) -> Table:
     """Nodes and saved bytes at each epoch end: before cleanup, freed, after."""
-    table = Table(title="the tape at each epoch end", title_justify="left", box=box.SIMPLE)
-    for name in ("epoch", "test acc", "nodes", "saved", "hanging"):
-        table.add_column(name, justify="right")
-    if cleanup:
-        table.add_column("freed nodes", justify="right")
-        table.add_column("freed", justify="right")
-    table.add_column("nodes after", justify="right")
+    freed = ["freed nodes", "freed"] if cleanup else []
+    rows = []
     for r in records:
         row = [
             str(r.epoch),
@@ -282,8 +287,10 @@ def _summary(records: Sequence[EpochRecord], cleanup: bool) -> Table:
         if cleanup:
             row += [f"{r.nodes_freed or 0:,}", decimal(r.bytes_freed or 0)]
         row.append(f"{r.nodes_after:,}")
-        table.add_row(*row)
-    return table
+        rows.append(row)
+    return epoch_table(
+        ["epoch", "test acc", "nodes", "saved", "hanging", *freed, "nodes after"], rows
+    )
 
 
 def run(

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from diagnostics.demo import Data
 from diagnostics.render import plural
-from diagnostics.training import Task, fit, summary
+from diagnostics.training import CheckpointError, Task, fit, summary
 
 __all__ = ["run_model"]
 
@@ -21,7 +21,7 @@ def run_model(args: argparse.Namespace, console: Console, data: Data) -> int:
     """Run the demo ``args.model`` (``"cnn"`` or ``"transformer"``) with the parsed flags.
 
     Returns:
-        The exit status: 0, or 2 for bad arguments.
+        The exit status: 0, or 2 for bad arguments (a ``--checkpoint`` it cannot resume).
     """
     if getattr(args, "jit", False):
         print("python -m diagnostics demo: --jit applies to --model mlp only", file=sys.stderr)
@@ -56,20 +56,23 @@ def run_model(args: argparse.Namespace, console: Console, data: Data) -> int:
         highlight=False,
     )
     start = time.perf_counter()
-    records = fit(
-        task,
-        args.epochs,
-        seed=args.seed,
-        cleanup=not args.no_cleanup,
-        fixed=args.fixed,
-        checkpoint=args.checkpoint,
-        console=console,
-    )
+    try:
+        records = fit(
+            task,
+            args.epochs,
+            seed=args.seed,
+            cleanup=not args.no_cleanup,
+            fixed=args.fixed,
+            checkpoint=args.checkpoint,
+            console=console,
+        )
+    except CheckpointError as err:
+        print(f"python -m diagnostics demo: {err}", file=sys.stderr)
+        return 2
     seconds = time.perf_counter() - start
-    if records:
-        console.print(summary(records))
+    console.print(summary(records))
     if args.model == "cnn":
-        accuracy = records[-1].metrics["test acc"] if records else float("nan")
+        accuracy = records[-1].metrics["test acc"]
         console.print(
             f"final test accuracy: {accuracy:.1%} after {plural(args.epochs, 'epoch')} "
             f"({seconds:.1f} s)",

@@ -12,14 +12,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from diagnostics.report import LeakReport
+from diagnostics.report import KINDS, LeakReport
 
 __all__ = [
+    "ADVICE",
     "GROWTH_EPOCHS",
     "Growth",
     "LeakWarning",
     "clear_history",
     "growth",
+    "held",
     "history",
     "record",
 ]
@@ -29,6 +31,19 @@ GROWTH_EPOCHS = 3
 
 MAX_ORIGINS = 5
 """Origins a growth warning names (those that grew most)."""
+
+ADVICE: dict[str, str] = {
+    "hanging": "Hanging nodes are freed by graph_cleanup() (epoch_end's cleanup=True); to make "
+    "none, run that code under tg.no_grad() or without requires_grad: see the report's hanging "
+    "rows.",
+    "kept-alive": "Graphs that cleanup cannot free are kept alive by the code: see the report's "
+    "kept-alive rows and 'why alive'.",
+    "live": "Live graphs grew: the code holds on to more tensors that require grad each epoch "
+    "(keep .item() or .detach() of what it stores).",
+    "consumed": "Backward markers stay while the code holds tensors that reach them: see 'why "
+    "alive'.",
+}
+"""What a growth warning advises for each class that grew."""
 
 _reports: list[tuple[LeakReport, weakref.ref[Any]]] = []  # each with the tape it read
 
@@ -54,22 +69,26 @@ class Growth:
         nodes: ``(first, last)`` nodes on the tape over the window.
         saved_bytes: ``(first, last)`` saved bytes over the window.
         origins: ``(origin, nodes gained)`` for the rows that grew most, largest first.
+        kinds: the classes whose nodes or bytes on the tape grew over the window, in
+            ``KINDS`` order.
     """
 
     epochs: int
     nodes: tuple[int, int]
     saved_bytes: tuple[int, int]
     origins: tuple[tuple[str, int], ...]
+    kinds: tuple[str, ...] = ()
 
     @property
     def message(self) -> str:
-        """One line: what grew, by how much, and where."""
+        """One line: what grew, by how much, where, and what to do about each class that
+        grew (``ADVICE``)."""
         where = ", ".join(f"{o} (+{n})" for o, n in self.origins) or "no single origin"
+        advice = "".join(f" {ADVICE[kind]}" for kind in self.kinds)
         return (
             f"the tape grew {self.epochs} epochs in a row: {self.nodes[0]:,} -> "
             f"{self.nodes[1]:,} nodes, {self.saved_bytes[0]:,} -> {self.saved_bytes[1]:,} "
-            f"saved bytes; grown most at {where}. Graphs that cleanup cannot free are kept "
-            "alive by the code: see the report's kept-alive rows and 'why alive'."
+            f"saved bytes; grown most at {where}.{advice}"
         )
 
 
@@ -98,8 +117,14 @@ def on_tape(tape: Any) -> list[LeakReport]:
     return [report for report, read in _reports if read() is tape]
 
 
-def _on_tape(report: LeakReport) -> tuple[int, int]:
-    return report.total_nodes, report.saved_bytes
+def held(report: LeakReport) -> dict[str, tuple[int, int]]:
+    """Per class (``KINDS``), the nodes on the tape (swept ones are gone: not counted) and
+    their rows' bytes."""
+    out: dict[str, tuple[int, int]] = dict.fromkeys(KINDS, (0, 0))
+    for row in report.rows:
+        nodes, nbytes = out[row.kind]
+        out[row.kind] = (nodes + row.count - row.swept, nbytes + row.bytes)
+    return out
 
 
 def growth(reports: Sequence[LeakReport], epochs: int = GROWTH_EPOCHS) -> Growth | None:
@@ -113,18 +138,20 @@ def growth(reports: Sequence[LeakReport], epochs: int = GROWTH_EPOCHS) -> Growth
     if len(reports) <= epochs:
         return None
     window = reports[-epochs - 1 :]
-    held = [_on_tape(r) for r in window]
-    grew_nodes = all(b[0] > a[0] for a, b in zip(held, held[1:], strict=False))
-    grew_bytes = all(b[1] > a[1] for a, b in zip(held, held[1:], strict=False))
+    held_now = [(r.total_nodes, r.saved_bytes) for r in window]
+    grew_nodes = all(b[0] > a[0] for a, b in zip(held_now, held_now[1:], strict=False))
+    grew_bytes = all(b[1] > a[1] for a, b in zip(held_now, held_now[1:], strict=False))
     if not (grew_nodes or grew_bytes):
         return None
     # Consumed records are what a kept graph holds on to: name them only when nothing else grew.
     gained = _gained(window[0], window[-1], skip="consumed") or _gained(window[0], window[-1])
+    first, last = held(window[0]), held(window[-1])
     return Growth(
         epochs=epochs,
-        nodes=(held[0][0], held[-1][0]),
-        saved_bytes=(held[0][1], held[-1][1]),
+        nodes=(held_now[0][0], held_now[-1][0]),
+        saved_bytes=(held_now[0][1], held_now[-1][1]),
         origins=tuple(gained[:MAX_ORIGINS]),
+        kinds=tuple(k for k in KINDS if any(b > a for a, b in zip(first[k], last[k], strict=True))),
     )
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from diagnostics.history import GROWTH_EPOCHS, growth, history
+from diagnostics.history import GROWTH_EPOCHS, growth, held, history
 from diagnostics.report import KINDS, LeakReport
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["COLOURS", "plot_history"]
+__all__ = ["COLOURS", "distinct_bytes", "plot_history"]
 
 COLOURS: dict[str, str] = {
     "hanging": "#d62728",
@@ -26,10 +26,16 @@ COLOURS: dict[str, str] = {
 """One colour per class, shared with the graph picture."""
 
 
-def _held(report: LeakReport, kind: str) -> tuple[int, int]:
-    """Nodes and bytes of one class held on the tape (swept nodes are gone: not counted)."""
-    rows = [r for r in report.rows if r.kind == kind]
-    return sum(r.count - r.swept for r in rows), sum(r.bytes for r in rows)
+def distinct_bytes(report: LeakReport) -> dict[str, float]:
+    """Per class, its part of the tape's distinct saved bytes (``saved_bytes``, each array
+    once), so that the parts add up to it: the hanging nodes' own arrays (``bytes_held``,
+    what cleanup frees), and the rest shared among the other classes in proportion to their
+    rows' bytes (exact when one class holds it all; the rows count an array saved by several
+    nodes once per node, and the snapshot does not say which nodes share one)."""
+    rows = {kind: nbytes for kind, (_, nbytes) in held(report).items() if kind != "hanging"}
+    rest, weights = report.saved_bytes - report.bytes_held, sum(rows.values())
+    parts = {kind: rest * nbytes / weights if weights else 0.0 for kind, nbytes in rows.items()}
+    return {"hanging": float(report.bytes_held), **parts}
 
 
 def plot_history(reports: Sequence[LeakReport] | None = None) -> Figure:
@@ -40,7 +46,9 @@ def plot_history(reports: Sequence[LeakReport] | None = None) -> Figure:
             default.
 
     Returns:
-        A matplotlib ``Figure`` with two panels (nodes, bytes). Epoch ends where the tape had
+        A matplotlib ``Figure`` with two panels: nodes, and bytes (each class's part of the
+        distinct total, ``distinct_bytes``: the class lines add up to the total line and never
+        rise above it). Epoch ends where the tape had
         grown ``GROWTH_EPOCHS`` epochs in a row (what ``epoch_end`` warns about) are shaded,
         and the origins that grew most are written under the title. An empty history gives a
         figure that says so.
@@ -58,13 +66,14 @@ def plot_history(reports: Sequence[LeakReport] | None = None) -> Figure:
         nodes_ax.text(0.5, 0.5, "no epoch_end report yet", ha="center", va="center")
         return fig
     xs = list(range(1, len(reports) + 1))
+    nodes = [held(r) for r in reports]
+    parts = [distinct_bytes(r) for r in reports]
     for kind in KINDS:
-        held = [_held(r, kind) for r in reports]
         style = {"color": COLOURS[kind], "marker": "o", "label": kind}
-        nodes_ax.plot(xs, [h[0] for h in held], **style)
-        bytes_ax.plot(xs, [h[1] for h in held], **style)
+        nodes_ax.plot(xs, [n[kind][0] for n in nodes], **style)
+        bytes_ax.plot(xs, [p[kind] for p in parts], **style)
     nodes_ax.plot(xs, [r.total_nodes for r in reports], "k--", label="total")
-    bytes_ax.plot(xs, [r.saved_bytes for r in reports], "k--", label="total (distinct)")
+    total = bytes_ax.plot(xs, [r.saved_bytes for r in reports], "k--", label="total (distinct)")
     grown = [i for i in range(len(reports)) if growth(reports[: i + 1]) is not None]
     for i in grown:
         for ax in (nodes_ax, bytes_ax):
@@ -85,4 +94,5 @@ def plot_history(reports: Sequence[LeakReport] | None = None) -> Figure:
     labels = [r.label or str(x) for r, x in zip(reports, xs, strict=True)]
     bytes_ax.set_xticks(xs, [label.removeprefix("epoch ") for label in labels])
     nodes_ax.legend(fontsize="small", ncols=3)
+    bytes_ax.legend(handles=total, fontsize="small")  # the classes' colours: in the panel above
     return fig

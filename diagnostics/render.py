@@ -6,9 +6,11 @@ Renderers return renderables and never print to a global console: the caller cho
 
 from __future__ import annotations
 
+import re
 from io import StringIO
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.filesize import decimal
 from rich.jupyter import JUPYTER_HTML_FORMAT
@@ -19,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 import tapegrad as tg
-from diagnostics.report import CONSEQUENCES, KINDS, LeakReport
+from diagnostics.report import CONSEQUENCES, KINDS, LeakReport, LeakRow
 
 __all__ = [
     "STYLES",
@@ -71,12 +73,13 @@ def render_report(report: LeakReport, *, max_rows: int = MAX_ROWS) -> Renderable
     return Group(*parts)
 
 
+def _swept(report: LeakReport) -> str:
+    """``"+9998 nodes sweeps already removed"``: what the hanging figure adds in words."""
+    return f"+{plural(report.swept_nodes, 'node')} sweeps already removed"
+
+
 def _summary(report: LeakReport) -> Panel:
-    swept = (
-        f" (+{plural(report.swept_nodes, 'node')} sweeps already removed)"
-        if report.swept_nodes
-        else ""
-    )
+    swept = f" ({_swept(report)})" if report.swept_nodes else ""
     figures = {
         "hanging": f"{plural(report.hanging_nodes, 'node')} "
         f"({plural(report.hanging_leaves, 'leaf', 'leaves')}), "
@@ -119,14 +122,18 @@ def _summary(report: LeakReport) -> Panel:
 
 
 def render_line(report: LeakReport) -> Text:
-    """The report in one line: hanging nodes on the tape (and how many are new since the
-    baseline, swept ones included), bytes held, kept-alive graphs, nodes on the tape."""
+    """The report in one line, with the full report's figures: hanging nodes on the tape
+    (with those sweeps already removed, and how many are new since the baseline, swept ones
+    included), bytes held, kept-alive graphs, nodes on the tape."""
     text = Text(report.title, style="bold")
     text.append(": ")
     text.append(plural(report.hanging_nodes, "hanging node"), style=STYLES["hanging"])
+    notes = [_swept(report)] if report.swept_nodes else []
     if any(r.delta is not None for r in report.rows):
         new = sum(r.delta for r in report.rows if r.kind == "hanging" and r.delta)
-        text.append(f" ({new:+d} since the last report)")
+        notes.append(f"{new:+d} since the last report")
+    if notes:
+        text.append(f" ({'; '.join(notes)})")
     text.append(f", {human_bytes(report.bytes_held)} held; ")
     text.append(
         plural(report.kept_alive_graphs, "kept-alive graph"),
@@ -159,8 +166,39 @@ class _Rows:
 
 
 FOLD_WIDTHS = {"origin": 16, "function": 8}
-"""The narrowest the folded columns may get in the table (less when their text is shorter);
-below that a report's rows are drawn as blocks."""
+"""The narrowest the folded columns may get in the table (less when their text is shorter,
+more when a piece of it is longer: ``_Breakable``); below that a report's rows are drawn as
+blocks."""
+
+
+class _Breakable:
+    """An origin or a function name that wraps only after a separator (a path's ``/``, a
+    qualified name's ``.``), so that no file or identifier is cut in the middle; a piece wider
+    than the whole width folds. Its least width is its widest piece."""
+
+    def __init__(self, text: str, separators: str, style: str = "") -> None:
+        self.text = text
+        self.pieces = re.split(f"(?<=[{re.escape(separators)}])", text)
+        self.style = style
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(max(cell_len(p) for p in self.pieces), cell_len(self.text))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        lines = [""]
+        for piece in self.pieces:
+            if lines[-1] and cell_len(lines[-1] + piece) > options.max_width:
+                lines.append("")
+            lines[-1] += piece
+        yield Text("\n".join(lines), style=self.style, overflow="fold")
+
+
+def _origin(row: LeakRow) -> _Breakable:
+    return _Breakable(row.origin, "/\\")
+
+
+def _function(row: LeakRow, style: str = "") -> _Breakable:
+    return _Breakable(row.function, ".", style)
 
 
 def _least_width(table: Table, console: Console, options: ConsoleOptions) -> int:
@@ -172,10 +210,11 @@ def _least_width(table: Table, console: Console, options: ConsoleOptions) -> int
     share = 0.0
     ratios = sum(column.ratio or 0 for column in table.columns)
     for column in table.columns:
-        cells = [column.header, *column.cells]
-        widest = max(Measurement.get(console, options, c).maximum for c in cells)
+        sizes = [Measurement.get(console, options, c) for c in [column.header, *column.cells]]
+        widest = max(size.maximum for size in sizes)
         if column.ratio:
-            least = min(widest, FOLD_WIDTHS.get(str(column.header), widest))
+            piece = max(size.minimum for size in sizes)  # an unbreakable piece: kept whole
+            least = min(widest, max(piece, FOLD_WIDTHS.get(str(column.header), widest)))
             share = max(share, least * ratios / column.ratio)
         else:
             fixed += widest
@@ -197,8 +236,8 @@ def _blocks(report: LeakReport, max_rows: int) -> Group:
             head.append(f"  Δ {row.delta:+d}" if row.delta else "  Δ 0")
         style = "dim" if row.kind == "consumed" else ""
         lines.append(Text.assemble(head, style=style, overflow="fold"))
-        lines.append(Padding(Text(row.origin, overflow="fold"), (0, 0, 0, 2)))
-        lines.append(Padding(Text(row.function, style="dim", overflow="fold"), (0, 0, 0, 2)))
+        lines.append(Padding(_origin(row), (0, 0, 0, 2)))
+        lines.append(Padding(_function(row, "dim"), (0, 0, 0, 2)))
     if rest:
         more = f"… {plural(len(rest), 'more row')}: ×{sum(r.count for r in rest)}, "
         lines.append(Text(more + human_bytes(sum(r.bytes for r in rest)), style="italic"))
@@ -229,8 +268,8 @@ def _table(report: LeakReport, max_rows: int) -> Table:
     for row in shown:
         cells: list[RenderableType] = [
             Text(row.kind, style=STYLES.get(row.kind, "")),
-            Text(row.origin),  # user text: never parsed as rich markup
-            Text(row.function),
+            _origin(row),  # user text: never parsed as rich markup
+            _function(row),
             Text(row.op),
             str(row.count),
             *([str(row.swept) if row.swept else ""] if with_swept else []),

@@ -166,8 +166,10 @@ class LeakReport:
         kept_alive_graphs: live graphs that are probably a mistake (``classify.py``).
         total_nodes: records on the tape, consumed ones included.
         bytes_held: what ``graph_cleanup()`` would free now: the bytes of the distinct saved
-            arrays only hanging nodes hold (``Snapshot.hanging_bytes``); in a report since a
-            baseline, the sum of the new hanging rows' bytes (a shared array once a node).
+            arrays only hanging nodes hold (``Snapshot.hanging_bytes``), with or without a
+            baseline (a baseline changes only ``delta`` and the kept-alive rules); in a
+            ``no_leaks`` guard's report (``build_report(since=...)``), the bytes of the
+            hanging nodes made inside the block (a shared array once a node).
         rows: one per origin and op (``LeakRow``), split by class when nodes of one line
             fall in several (say 99 hanging and 1 live), largest bytes then count first.
         explanations: with ``explain=True``, why the largest kept-alive graphs are alive.
@@ -440,7 +442,7 @@ def _report(
         live_graphs=len(tally.graphs & classes.live_graphs),
         kept_alive_graphs=len(kept_ids),
         total_nodes=tally.nodes,
-        # the tape's own figure, each array once (rule 7); since a baseline, the new rows'
+        # the tape's own figure, each array once (rule 7); for a guard (``since``), its block's
         bytes_held=getattr(snap, "hanging_bytes", 0) if since < 0 else tally.bytes_held,
         rows=tuple(ordered),
         explanations=explanations,

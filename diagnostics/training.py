@@ -4,6 +4,7 @@ end, a summary table, and checkpoints that resume (``--checkpoint``)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,7 @@ from diagnostics.history import clear_history
 from diagnostics.render import terminal_console
 from tapegrad import nn, optim
 
-__all__ = ["Task", "Record", "fit", "progress_bar", "summary"]
+__all__ = ["CheckpointError", "Task", "Record", "epoch_table", "fit", "progress_bar", "summary"]
 
 
 class Task:
@@ -105,38 +106,77 @@ def progress_bar(console: Console) -> Progress:
     )
 
 
-def summary(records: list[Record]) -> Table:
-    """Metrics and the tape at each epoch end, one row per epoch."""
-    table = Table(title="the tape at each epoch end", title_justify="left", box=box.SIMPLE)
-    names = list(records[0].metrics) if records else []
-    for name in ("epoch", *names, "nodes", "saved", "hanging", "kept alive", "nodes after"):
-        table.add_column(name, justify="right")
-    for r in records:
-        table.add_row(
-            str(r.epoch),
-            *(f"{r.metrics[n]:.3f}" for n in names),
-            f"{r.nodes:,}",
-            decimal(r.saved_bytes),
-            f"{r.hanging_nodes:,}",
-            f"{r.kept_alive_graphs:,}",
-            f"{r.nodes_after:,}",
-        )
+def epoch_table(columns: Sequence[str], rows: Iterable[Sequence[str]]) -> Table:
+    """The table of the tape at each epoch end: one right-aligned column per name. A header
+    takes one line per word and a value folds rather than being cut, so that a narrow
+    terminal (60 columns) shows every value whole."""
+    table = Table(
+        title="the tape at each epoch end",
+        title_justify="left",
+        box=box.SIMPLE,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for name in columns:
+        table.add_column(name.replace(" ", "\n"), justify="right", overflow="fold")
+    for row in rows:
+        table.add_row(*row)
     return table
 
 
-def _resume(task: Task, path: str, console: Console) -> int:
-    """Load ``path`` into the task's model and optimizer; the first epoch still to run."""
+def summary(records: list[Record]) -> Table:
+    """Metrics and the tape at each epoch end, one row per epoch."""
+    names = list(records[0].metrics) if records else []
+    return epoch_table(
+        ["epoch", *names, "nodes", "saved", "hanging", "kept alive", "nodes after"],
+        (
+            [
+                str(r.epoch),
+                *(f"{r.metrics[n]:.3f}" for n in names),
+                f"{r.nodes:,}",
+                decimal(r.saved_bytes),
+                f"{r.hanging_nodes:,}",
+                f"{r.kept_alive_graphs:,}",
+                f"{r.nodes_after:,}",
+            ]
+            for r in records
+        ),
+    )
+
+
+class CheckpointError(ValueError):
+    """``--checkpoint`` cannot be resumed: unreadable, another model's, or already past the
+    last epoch to run."""
+
+
+def _resume(task: Task, path: str, epochs: int, console: Console) -> int:
+    """Load ``path`` into the task's model and optimizer; the first epoch still to run.
+
+    Raises:
+        CheckpointError: ``path`` cannot be read, holds no checkpoint of ``task``'s model, or
+            was saved after epoch ``epochs`` or later (nothing left to run).
+    """
     if not os.path.exists(path):
         return 1
-    ck = tg.load(path)
+    try:
+        ck = tg.load(path)
+    except (OSError, ValueError) as err:
+        raise CheckpointError(f"cannot read --checkpoint {path!r}: {err}") from err
     if ck.get("model_name") != task.name:
-        raise ValueError(
+        raise CheckpointError(
             f"--checkpoint {path!r} holds a {ck.get('model_name')!r} model, not {task.name!r}; "
             "pass another path."
         )
+    done = int(ck["epoch"])
+    if done >= epochs:
+        raise CheckpointError(
+            f"--checkpoint {path!r} was saved after epoch {done}: nothing left to run up to "
+            f"--epochs {epochs}; pass --epochs {done + 1} or more, or another path."
+        )
     task.load_state_dict(ck)
-    console.print(f"resumed from {path} after epoch {ck['epoch']}", highlight=False)
-    return int(ck["epoch"]) + 1
+    console.print(f"resumed from {path} after epoch {done}", highlight=False)
+    return done + 1
 
 
 def fit(
@@ -163,9 +203,12 @@ def fit(
 
     Returns:
         One record per epoch run.
+
+    Raises:
+        CheckpointError: ``checkpoint`` exists but cannot be resumed (see ``_resume``).
     """
     console = console if console is not None else terminal_console()
-    first = _resume(task, checkpoint, console) if checkpoint else 1
+    first = _resume(task, checkpoint, epochs, console) if checkpoint else 1
     clear_history()  # a new run: no baseline from an earlier one
     records: list[Record] = []
     progress = progress_bar(console)

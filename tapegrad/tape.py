@@ -124,6 +124,12 @@ def _entry(
 # ----------------------------------------------------------------------------- the tape
 
 
+def live_tapes() -> list[Tape]:
+    """Every tape still alive, in no particular order (read-only: what ``python -m
+    diagnostics run`` reports on)."""
+    return [tape for tape in (ref() for ref in tuple(_TAPES)) if tape is not None]
+
+
 def saved_on_any_tape(arrays: Sequence[Any]) -> bool:
     """Whether a node on any live tape saves one of ``arrays`` (what ``tg.jit``'s donation
     must spare, docs/design.md "Compiled steps")."""

@@ -6,9 +6,11 @@ import os
 import re
 import subprocess
 import sys
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 import diagnostics.demo as demo
 import tapegrad as tg
@@ -186,3 +188,52 @@ def test_a_flag_of_the_other_models_is_a_usage_error_for_the_mlp(
     err = capsys.readouterr().err
     assert f"{flag} applies to --model cnn or transformer" in err, err
     assert not (tmp_path / "ck.safetensors").exists()
+
+
+@pytest.mark.parametrize("seed", ["-3", "1.5", str(demo.MAX_SEED + 1)])
+def test_a_seed_numpy_refuses_is_a_usage_error(
+    seed: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--seed -3`` ended in NumPy's traceback ("expected non-negative integer")."""
+    with pytest.raises(SystemExit) as info:
+        demo.main(["--seed", seed, "--epochs", "1"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --seed: must be an integer from 0 to {demo.MAX_SEED}, got '{seed}'" in err
+
+
+def test_a_checkpoint_it_cannot_resume_is_one_line_and_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another model's checkpoint ended in a traceback, an unreadable one too, and one saved
+    after the last epoch asked for printed "final test accuracy: nan%"."""
+    other, later, broken = (tmp_path / n for n in ("other.st", "later.st", "broken.st"))
+    tg.save({"model_name": "transformer", "epoch": 1}, other)
+    tg.save({"model_name": "cnn", "epoch": 3}, later)
+    broken.write_bytes(b"garbage\n")
+    cases = {
+        other: "holds a 'transformer' model, not 'cnn'; pass another path.",
+        later: "was saved after epoch 3: nothing left to run up to --epochs 2; pass --epochs 4",
+        broken: f"cannot read --checkpoint {str(broken)!r}: tg.load:",
+    }
+    for path, message in cases.items():
+        argv = ["--model", "cnn", "--epochs", "2", "--steps", "1", "--checkpoint", str(path)]
+        assert demo.main(argv) == 2
+        captured = capsys.readouterr()
+        (line,) = captured.err.splitlines()
+        assert line.startswith("python -m diagnostics demo: ") and message in line, line
+        assert "nan" not in captured.out and "epoch 1/2" not in captured.out
+
+
+def test_the_epoch_table_keeps_every_value_whole_at_60_columns() -> None:
+    """At ``COLUMNS=60`` the table cut values ("91.…", "epo…"): headers now take a line a
+    word, values are never cut."""
+    records = [
+        demo.EpochRecord(e, 0.1, 0.916, 301, 3_400_000, 297, 297, 3_400_000, 4) for e in (1, 2)
+    ]
+    out = StringIO()
+    Console(file=out, width=60, color_system=None).print(demo._summary(records, cleanup=True))
+    text = out.getvalue()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 60
+    assert [_int(row["freed"]) for row in _rows(text)] == [297, 297]
+    assert all(row["acc"] == "91.6" and row["saved"] == "3.4 MB" for row in _rows(text))

@@ -145,14 +145,17 @@ def test_run_without_a_script_names_only_the_script_as_missing(
     )
 
 
-def test_help_explains_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+def test_help_explains_every_subcommand(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # each entry on one line
     with pytest.raises(SystemExit) as info:
         main(["--help"])
     assert info.value.code == 0
     out = capsys.readouterr().out
     for text in (
         "demo [--model {mlp,cnn,transformer}] [--epochs N] [--no-cleanup] [--fixed] [--seed S]",
-        "--checkpoint P",
+        "--checkpoint PATH",
         "--steps N",
         "--epochs N",
         "--no-cleanup",
@@ -228,3 +231,98 @@ def test_run_names_a_local_of_the_function_that_raised_or_exited(tmp_path: Path)
         done = run_cli(tmp_path, "run", "mainfn.py", how)
         assert done.returncode == status, done.stderr
         assert "local running in main() → Tensor(shape=(), origin=mainfn.py:11)" in done.stdout
+
+
+@pytest.mark.parametrize("columns", [60, 80])
+def test_help_is_wrapped_to_the_terminal_by_argparse(
+    columns: int, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The epilog was wrapped by hand at about 95 columns: argparse now wraps it, each line
+    under its own text, and never inside ``--no-cleanup`` or ``[--seed S]``."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= columns
+    text = "\n".join(lines)
+    assert "--no-cleanup" in text and "[--seed S]" in text and "tg.graph_cleanup()" in text
+    (option,) = [i for i, line in enumerate(lines) if line.lstrip().startswith("--model M")]
+    column = lines[option].index("mlp")
+    assert len(lines[option + 1]) - len(lines[option + 1].lstrip()) == column  # under its text
+
+
+def test_run_passes_the_scripts_arguments_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``run train.py -- --flag``: argparse dropped the ``--`` (a script parsing its own
+    arguments then failed with status 2); a ``--`` before SCRIPT ends run's own options."""
+    seen: list[tuple[str, list[str], bool]] = []
+
+    def fake(script: str, args: list[str], *, cleanup: bool, html: str | None) -> int:
+        seen.append((script, list(args), cleanup))
+        return 0
+
+    monkeypatch.setattr("diagnostics.__main__.run_script", fake)
+    main(["run", "train.py", "--", "--flag"])
+    main(["run", "--cleanup", "train.py", "a", "--", "b", "--cleanup"])
+    main(["run", "--", "train.py", "--"])
+    assert seen == [
+        ("train.py", ["--", "--flag"], False),
+        ("train.py", ["a", "--", "b", "--cleanup"], True),
+        ("train.py", ["--"], False),
+    ]
+
+
+TAPES_AND_THREADS = """\
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import tapegrad as tg
+
+mine = tg.Tape("mine")
+with tg.use_tape(mine):
+    for _ in range(3):
+        tg.ones(4).require_grad() * 2.0  # hanging on the script's own tape
+
+
+def late():
+    time.sleep(0.3)
+    tg.ones(2).require_grad()  # after the main code returned
+    print("worker done", flush=True)
+
+
+threading.Thread(target=late).start()
+pool = ThreadPoolExecutor(1)  # left open: its idle worker must not be waited for
+pool.submit(print, "pool ran").result()
+print("argv", sys.argv[1:], flush=True)
+"""
+
+
+def test_run_reports_every_tape_after_the_scripts_threads(tmp_path: Path) -> None:
+    """The review found a script's own ``tg.Tape`` reported as "0 nodes" (only the process
+    tape was read), a leak of a thread still running when the main code returned left out
+    (python waits for such threads before it exits), and the ``--`` of the script's
+    arguments dropped."""
+    (tmp_path / "tapes.py").write_text(TAPES_AND_THREADS)
+    done = run_cli(tmp_path, "run", "--cleanup", "--html", "leak.html", "tapes.py", "--", "-x")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "argv ['--', '-x']" in out
+    assert out.index("worker done") < out.index("tapegrad leak report")
+    process, mine = out.split("tapegrad leak report — tape 'mine'")
+    assert "tapegrad leak report — tape 'process'" in process
+    assert "tapes.py:16" in process  # the thread's leaf
+    assert "graph_cleanup() freed 1 node (1 leaf, 1 graph)" in process
+    assert "6 nodes (3 leaves), 3 dead graphs" in mine
+    assert "tapes.py:11" in mine
+    assert "graph_cleanup() freed 6 nodes (3 leaves, 3 graphs)" in mine
+    assert "report written to leak.html" in process and "report written to leak-2.html" in mine
+    assert "tapes.py:11" in (tmp_path / "leak-2.html").read_text(encoding="utf-8")
+
+
+def test_an_empty_tape_of_the_script_adds_no_report(tmp_path: Path) -> None:
+    (tmp_path / "empty.py").write_text("import tapegrad as tg\nspare = tg.Tape('spare')\n")
+    done = run_cli(tmp_path, "run", "empty.py")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("tapegrad leak report") == 1
+    assert "spare" not in done.stdout

@@ -11,7 +11,8 @@ from rich.console import Console
 
 import diagnostics
 import tapegrad as tg
-from diagnostics.history import GROWTH_EPOCHS, growth
+from diagnostics.history import ADVICE, GROWTH_EPOCHS, Growth, growth
+from diagnostics.render import render_text
 from diagnostics.report import LeakReport, LeakRow
 
 
@@ -154,3 +155,46 @@ def test_an_epoch_end_on_another_tape_is_no_baseline() -> None:
         assert deltas == {("live", "multiply"): 0, ("live", "leaf"): 0, ("hanging", "leaf"): 1}
     tg.graph_cleanup()
     del x, y
+
+
+def test_the_summary_line_counts_what_sweeps_removed_as_the_full_report_does() -> None:
+    """``epoch_end(full=False)`` printed "4002 hanging nodes (+14000 since the last report)"
+    after a sweep, where the full report says what sweeps already removed."""
+    tape = tg.Tape("swept")
+    tape.set_cleanup_policy("threshold", threshold=10)
+    lines = []
+    with tg.use_tape(tape):
+        for epoch in range(2):
+            for _ in range(7):
+                tg.ones(4).require_grad() * 2.0  # 14 hanging nodes: one sweep at 10
+            out = StringIO()
+            report, _ = diagnostics.epoch_end(
+                epoch, console=Console(file=out, width=200, color_system=None), full=False
+            )
+            assert report.swept_nodes > 0
+            full = render_text(report, width=200)
+            swept = f"(+{report.swept_nodes} nodes sweeps already removed"
+            assert swept in full
+            lines.append(out.getvalue().splitlines()[0])
+            assert f"{report.hanging_nodes} hanging nodes {swept}" in lines[-1]
+    assert "removed), " in lines[0] and "since the last report" not in lines[0]
+    assert "removed; +14 since the last report), " in lines[1]
+
+
+def test_the_growth_warning_advises_by_the_class_that_grew() -> None:
+    """The advice pointed to kept-alive graphs for every growth, also for hanging nodes that
+    ``graph_cleanup()`` frees (an ``epoch_end(cleanup=False)`` loop)."""
+    tape = tg.Tape("hanging")
+    with tg.use_tape(tape):
+        with pytest.warns(diagnostics.LeakWarning) as caught:
+            for epoch in range(GROWTH_EPOCHS + 1):
+                tg.ones(4).require_grad() * 2.0
+                diagnostics.epoch_end(epoch, cleanup=False, console=quiet())
+        tg.graph_cleanup()
+    (warning,) = caught
+    grown = warning.message.growth  # type: ignore[union-attr]
+    assert grown.kinds == ("hanging",)
+    assert ADVICE["hanging"] in grown.message and ADVICE["kept-alive"] not in grown.message
+    kept = LeakReport(rows=(LeakRow("t.py:1", "f", "add", "kept-alive", 1, 0),))
+    assert "'why alive'" in Growth(3, (1, 4), (0, 0), (), ("kept-alive",)).message
+    assert growth([kept] * 4) is None

@@ -6,8 +6,10 @@ import io
 from pathlib import Path
 
 import matplotlib.colors as mcolors
+import pytest
 
 import diagnostics
+import tapegrad as tg
 from diagnostics.plot import COLOURS
 from diagnostics.report import LeakReport, LeakRow
 
@@ -18,7 +20,9 @@ def epoch(n: int, kept: int, label: str) -> LeakReport:
         LeakRow("t.py:2", "f", "add", "kept-alive", kept, 8 * kept),
         LeakRow("t.py:3", "f", "leaf", "live", 4, 0),
     )
-    return LeakReport(total_nodes=14 + kept, saved_bytes=40 + 8 * kept, rows=rows, label=label)
+    return LeakReport(
+        total_nodes=14 + kept, saved_bytes=40 + 8 * kept, bytes_held=40, rows=rows, label=label
+    )
 
 
 def test_lines_per_class_and_growth_shaded() -> None:
@@ -62,3 +66,31 @@ def test_dollar_signs_in_origins_are_not_mathtext() -> None:
     ]
     fig = diagnostics.plot_history(reports)
     fig.savefig(io.BytesIO(), format="png")  # draws the title: no mathtext error
+
+
+def test_class_bytes_add_up_to_the_distinct_total_and_never_rise_above_it() -> None:
+    """Graphs kept in a list all save the same input: the rows count it once per node, so
+    the kept-alive line rose above the "total (distinct)" line (608 bytes against 1,216 at
+    the second epoch end). Each class now draws its part of the distinct total."""
+    tape = tg.Tape("shared")
+    with tg.use_tape(tape):
+        w = tg.randn((8, 1), key=0).require_grad()
+        x = tg.randn((16, 8), key=1)
+        kept, reports = [], []
+        for _ in range(4):
+            kept.append(((x @ w) ** 2).mean())  # each saves x: one array, many nodes
+            tg.ones(100).require_grad() * 2.0  # hanging: its own bytes
+            reports.append(diagnostics.leak_report(baseline=reports[-1] if reports else None))
+        assert reports[-1].rows_bytes > reports[-1].saved_bytes  # shared arrays
+        fig = diagnostics.plot_history(reports)
+        lines = {line.get_label(): list(line.get_ydata()) for line in fig.axes[1].get_lines()}
+        total = lines.pop("total (distinct)")
+        assert total == [r.saved_bytes for r in reports]
+        for i, report in enumerate(reports):
+            assert sum(ys[i] for ys in lines.values()) == pytest.approx(total[i])
+            assert lines["hanging"][i] == report.bytes_held
+        assert lines["kept-alive"][-1] > 0
+        legend = fig.axes[1].get_legend()
+        assert [t.get_text() for t in legend.get_texts()] == ["total (distinct)"]
+        tg.graph_cleanup()
+        del kept, w

@@ -92,7 +92,7 @@ def test_classes_are_coloured() -> None:
 
 
 def test_long_origins_are_wrapped_never_cut() -> None:
-    origin = "/".join(f"directory{i}" for i in range(12)) + "/train_with_a_long_name.py:1234"
+    origin = "/".join(f"directory{i}" for i in range(12)) + "/train.py:1234"
     report = LeakReport(hanging_nodes=1, rows=(LeakRow(origin, "f", "exp", "hanging", 1, 0),))
     text = render_text(report, width=72)
     assert "…" not in text
@@ -102,6 +102,27 @@ def test_long_origins_are_wrapped_never_cut() -> None:
     pieces = [line[start:end].strip() for line in lines[header + 2 :]]
     assert "".join(pieces) == origin
     assert len(pieces) > 1
+    assert all(piece.endswith("/") for piece in pieces[:-1])  # wrapped after a folder
+
+
+def test_cells_wrap_after_a_separator_never_inside_a_name() -> None:
+    """At 80 columns the demos' rows folded ``demo_cnn.py`` into ``d`` + ``emo_cnn.py`` and
+    ``CNNTask.train_step`` into ``CNNTask.tra`` + ``in_step``: origins now wrap after a
+    ``/``, functions after a ``.``; a piece too wide for the table makes blocks instead."""
+    where = "/home/me/projects/diagnostics/demo_cnn.py"
+    rows = (
+        LeakRow(f"{where}:90", "CNNTask.train_step", "add", "kept-alive", 42, 0),
+        LeakRow(f"{where}:37", "ConvNet.__init__", "leaf", "live", 2, 0),
+    )
+    text = render_text(LeakReport(rows=rows), width=80).split("╯")[-1]
+    assert text.lstrip().startswith("kind")  # still a table
+    lines = [line.split() for line in text.splitlines()[3:]]
+    assert lines[0][1:3] == ["/home/me/projects/diagnostics/", "CNNTask."]
+    assert lines[1] == ["demo_cnn.py:90", "train_step"]
+    assert lines[3] == ["demo_cnn.py:37", "__init__"]
+    long = LeakRow("/home/a_module_with_a_long_name.py:1", "Model.__init__", "leaf", "live", 1, 0)
+    blocks = render_text(LeakReport(rows=(long,)), width=70).split("╯")[-1]  # room to fold it
+    assert "  /home/a_module_with_a_long_name.py:1" in [x.rstrip() for x in blocks.splitlines()]
 
 
 def test_many_rows_are_summed_up_after_max_rows() -> None:
@@ -167,4 +188,5 @@ def test_a_narrow_console_gets_one_block_per_row_and_loses_no_column() -> None:
         assert origin in "".join(pieces)
         assert "Trainer.training_step" in "".join(pieces)
     wide = render_text(report, width=120)
-    assert "kind" in wide.split("╯")[-1] and "Trainer.training_st" in wide  # a table
+    assert "kind" in wide.split("╯")[-1] and " Trainer. " in wide  # a table
+    assert " training_step " in wide  # wrapped after the dot, never inside the name

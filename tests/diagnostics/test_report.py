@@ -407,6 +407,23 @@ def test_swept_nodes_count_in_the_hanging_rows_and_deltas_show_what_is_new() -> 
     assert (second.hanging_nodes, second.swept_nodes) == (0, 151)
 
 
+def test_bytes_held_is_what_cleanup_frees_with_or_without_a_baseline() -> None:
+    """docs/api.md said a report against a baseline counts only the new rows' bytes; as the
+    API contract says (bytes held by hanging nodes), the code counts every hanging node's (a
+    baseline changes only the deltas and the kept-alive rules): what cleanup then frees."""
+    tape = tg.Tape("bytes")
+    with tg.use_tape(tape):
+        for _ in range(3):
+            tg.ones(100).require_grad() * 2.0
+        before = diagnostics.leak_report()
+        for _ in range(5):
+            tg.ones(100).require_grad() * 2.0
+        alone, against = diagnostics.leak_report(), diagnostics.leak_report(baseline=before)
+        assert 0 < before.bytes_held < alone.bytes_held == against.bytes_held
+        assert sorted(r.delta for r in against.rows) == [0, 0, 5, 5]  # leaf, multiply
+        assert tg.graph_cleanup().bytes_freed == against.bytes_held
+
+
 def test_the_guard_counts_only_what_was_swept_after_its_start() -> None:
     now = with_ledger(snap(), ("train.py:1", "leaf", 7), ("train.py:2", "exp", 3))
     report = build_report(now, since=-1, swept_before={("train.py:1", "train", "leaf"): 5})  # type: ignore[arg-type]
