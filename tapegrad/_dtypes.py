@@ -54,6 +54,14 @@ def is_differentiable(dtype: Any) -> bool:
     return DIFFERENTIABLE[np.dtype(dtype)]
 
 
+def summed_in(dtype: Any) -> Any:
+    """The dtype a sum of squares or a mean of ``dtype`` values is computed in: float32 for a
+    float narrower than 32 bits (float16, bfloat16, float8: their sums overflow at 65,504 or
+    lose digits, so PyTorch and ``jnp.var`` accumulate them in float32), else ``dtype``."""
+    dt = np.dtype(dtype)
+    return np.dtype(np.float32) if _FLOAT[dt] and dt.itemsize < 4 else dt
+
+
 def is_float(dtype: Any) -> bool:
     """Whether ``dtype`` is a real floating dtype JAX supports (``bfloat16`` and ``float8_*``
     included; complex excluded)."""

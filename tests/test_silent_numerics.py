@@ -126,3 +126,69 @@ def test_logsumexp_gradient_with_an_infinite_entry_is_jaxs() -> None:
     (g,) = tg.grad(tg.logsumexp(x), [x])
     want = jax.grad(jax.nn.logsumexp)(jnp.array([np.inf, 1.0]))
     np.testing.assert_array_equal(g.numpy(), np.asarray(want))  # [nan, 0], not [nan, nan]
+
+
+# ------------------------------------------------------ half precision and degenerate counts
+
+
+def _pair(values: Any, dtype: str) -> tuple[tg.Tensor, Any]:
+    torch = pytest.importorskip("torch")
+    ours = tg.tensor(np.asarray(values, np.float32)).astype(getattr(tg, dtype)).require_grad()
+    theirs = torch.tensor(np.asarray(values, np.float32)).to(getattr(torch, dtype))
+    return ours, theirs.requires_grad_()
+
+
+def _close(ours: tg.Tensor, theirs: Any, rtol: float) -> None:
+    np.testing.assert_allclose(
+        np.asarray(ours, np.float64), theirs.detach().double().numpy(), rtol=rtol, atol=1e-6
+    )
+
+
+def test_float16_norms_sum_their_squares_in_float32_as_pytorch() -> None:
+    """300 x 8 in float16: the sum of squares (720,000) overflows float16; the norm (848.5)
+    does not. It was inf with a zero gradient, and normalize and clip_grad_norm_ zeroed."""
+    torch = pytest.importorskip("torch")
+    x, t = _pair([300.0] * 8, "float16")
+    y, z = x.norm(), t.norm()
+    y.backward()
+    z.backward()
+    _close(y, z, 1e-3)
+    _close(x.grad, t.grad, 1e-3)
+    x, t = _pair([300.0] * 8, "float16")
+    w = np.arange(8.0, dtype=np.float32)
+    (tg.normalize(x) * tg.tensor(w).astype(tg.float16)).sum().backward()
+    (torch.nn.functional.normalize(t, dim=-1) * torch.tensor(w).half()).sum().backward()
+    _close(x.grad, t.grad, 1e-2)  # needs the divide VJP's -(g * (a / b)) / b: b * b overflows
+    p = tg.ones(8).astype(tg.float16).require_grad()
+    p.grad = tg.full((8,), 300.0).astype(tg.float16)
+    total = tg.nn.utils.clip_grad_norm_([p], 1.0)
+    assert float(total) == pytest.approx(848.53, rel=1e-3)
+    np.testing.assert_allclose(np.asarray(p.grad, np.float32), 0.3535, rtol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_layer_norm_normalizes_in_float32_as_pytorch(dtype: str) -> None:
+    torch = pytest.importorskip("torch")
+    x, t = _pair([[1000.0, 1001.0, 1002.0, 1003.0]], dtype)
+    y, z = tg.layer_norm(x, 4), torch.nn.functional.layer_norm(t, (4,))
+    assert y.dtype == x.dtype
+    _close(y, z, 1e-2)  # bfloat16 statistics gave [0, 0, 0, 2]
+    g = np.array([[1.0, -2.0, 0.5, 3.0]], np.float32)
+    y.backward(tg.tensor(g).astype(x.dtype))
+    assert x.grad.dtype == x.dtype
+    v = np.asarray(x, np.float64)  # the rounded inputs; PyTorch's bfloat16 gradient is
+    m, r = v.mean(), 1 / np.sqrt(v.var() + 1e-5)  # further from this float64 one than ours
+    h = (v - m) * r
+    exact = r * (g - g.mean() - h * (g * h).mean())
+    np.testing.assert_allclose(np.asarray(x.grad, np.float64), exact, rtol=2e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("op", ["var", "std"])
+def test_variance_of_n_samples_with_ddof_n_has_a_nan_gradient(op: str) -> None:
+    """ddof = N divides by zero: NaN values and gradients, as PyTorch (var's backward raised a
+    Python ZeroDivisionError)."""
+    x = tg.ones((1, 3)).require_grad()
+    y = getattr(tg, op)(x, axis=0, ddof=1)
+    assert np.isnan(y.numpy()).all()
+    y.sum().backward()
+    assert np.isnan(x.grad.numpy()).all()

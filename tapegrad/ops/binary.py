@@ -94,11 +94,13 @@ def divide(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
 @divide.defvjp
 @partial(kernel, static_argnames=("needs",))
 def _divide_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
-    """ga = g / b, gb = -g * a / b**2 (each summed to its input's shape here)."""
+    """ga = g / b, gb = -g * a / b**2, computed as -(g * (a / b)) / b (PyTorch's order: b * b
+    overflows float16 from b = 256 on, and underflows it below b = 2e-4), each summed to its
+    input's shape here."""
     a, b = res
     return (
         sum_to(g / b, a.shape) if needs[0] else None,
-        sum_to(-g * a / (b * b), b.shape) if needs[1] else None,
+        sum_to(-(g * (a / b)) / b, b.shape) if needs[1] else None,
     )
 
 

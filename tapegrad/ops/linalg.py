@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tapegrad._dtypes import summed_in
 from tapegrad.derived import derived_vjp
 from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel
@@ -154,8 +155,11 @@ Ord = int | float | str | None
 
 @partial(kernel, static_argnames=("ord", "axis", "keepdims"))
 def _jnorm(x: jax.Array, ord: Ord, axis: Any, keepdims: bool) -> jax.Array:
-    y: jax.Array = jnp.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
-    return y
+    """The norm, of a float16 or bfloat16 x computed in float32 (``summed_in``: their sums of
+    squares overflow at 65,504; PyTorch accumulates in float32 too) and rounded back."""
+    xs = x.astype(summed_in(x.dtype))
+    y = jnp.linalg.norm(xs, ord=ord, axis=axis, keepdims=keepdims)
+    return y.astype(jnp.real(x).dtype)
 
 
 def _norm_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
@@ -202,8 +206,9 @@ def _jnorm_vjp(x: jax.Array, g: jax.Array, ord: Ord, axis: Any, keepdims: bool) 
         fn = partial(_safe_euclidean, axis=axis, keepdims=keepdims)
     else:
         fn = partial(jnp.linalg.norm, ord=ord, axis=axis, keepdims=keepdims)
-    _, pullback = jax.vjp(fn, x)
-    return pullback(g)[0]  # type: ignore[no-any-return]
+    wide = summed_in(x.dtype)  # float32 for float16 and bfloat16, as the forward
+    _, pullback = jax.vjp(fn, x.astype(wide))
+    return pullback(g.astype(summed_in(g.dtype)))[0].astype(x.dtype)  # type: ignore[no-any-return]
 
 
 @norm.defvjp

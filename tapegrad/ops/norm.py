@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tapegrad._dtypes import summed_in
 from tapegrad._placement import mixed_devices_error
 from tapegrad.derived import compiled_vjp
 from tapegrad.errors import ShapeError, raise_instead
@@ -50,9 +51,11 @@ def _affine(w: jax.Array, ndim: int, channel: int | None) -> jax.Array:
 def _normalize(
     x: jax.Array, w: jax.Array, b: jax.Array, *, axes: Axes, eps: float, channel: int | None
 ) -> jax.Array:
-    """y = (x - mean) / sqrt(var + eps) * w + b over ``axes`` (biased variance)."""
-    xhat, _ = _stats(x, axes, eps)
-    return xhat * _affine(w, x.ndim, channel) + _affine(b, x.ndim, channel)
+    """y = (x - mean) / sqrt(var + eps) * w + b over ``axes`` (biased variance); a float16 or
+    bfloat16 x is normalized in float32 (``summed_in``, as PyTorch) and y rounded back."""
+    xhat, _ = _stats(x.astype(summed_in(x.dtype)), axes, eps)
+    y = xhat * _affine(w, x.ndim, channel) + _affine(b, x.ndim, channel)
+    return y.astype(jnp.result_type(x, w, b))
 
 
 @partial(kernel, static_argnames=("needs", "axes", "eps", "channel", "w_shape"))
@@ -70,7 +73,9 @@ def _normalize_vjp(
     gx = rstd (gh - mean(gh) - xhat mean(gh xhat)) (means over ``axes``), gw = sum(g xhat),
     gb = sum(g) (sums over the axes w is broadcast along, then w's shape)."""
     x, w = res
-    xhat, rstd = _stats(x, axes, eps)
+    low = summed_in(x.dtype)  # float32 for a float16 or bfloat16 x, as the forward
+    xhat, rstd = _stats(x.astype(low), axes, eps)
+    g = g.astype(jnp.promote_types(g.dtype, low))
     gh = g * _affine(w, x.ndim, channel)
     gx = None
     if needs[0]:
@@ -78,12 +83,13 @@ def _normalize_vjp(
             gh
             - jnp.mean(gh, axis=axes, keepdims=True)
             - xhat * jnp.mean(gh * xhat, axis=axes, keepdims=True)
-        )
+        ).astype(x.dtype)
     lead = tuple(i for i in range(g.ndim) if i != channel) if channel is not None else None
     if lead is None:  # layer norm: w spans the trailing axes
         lead = tuple(range(g.ndim - len(w_shape)))
-    gw = jnp.sum(g * xhat, axis=lead).reshape(w_shape) if needs[1] else None
-    gb = jnp.sum(g, axis=lead).reshape(w_shape) if needs[2] else None
+    wt = jnp.result_type(w)
+    gw = jnp.sum(g * xhat, axis=lead).reshape(w_shape).astype(wt) if needs[1] else None
+    gb = jnp.sum(g, axis=lead).reshape(w_shape).astype(wt) if needs[2] else None
     return gx, gw, gb
 
 

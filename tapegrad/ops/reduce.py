@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from tapegrad._arrays import normalize_axes
+from tapegrad._dtypes import summed_in
 from tapegrad.derived import derived_vjp
 from tapegrad.kernels import kernel
 from tapegrad.op import defop
@@ -222,14 +223,13 @@ def _count(x: jax.Array, axis: Axis, ddof: int) -> int:
 @partial(kernel, static_argnames=("axis", "keepdims", "ddof", "root"))
 def _moments(x: jax.Array, axis: Axis, keepdims: bool, ddof: int, root: bool) -> jax.Array:
     """The variance (or its square root), in one dispatch; real for a complex ``x``:
-    ``|x - mean|**2``, as NumPy and PyTorch. float16 and bfloat16 are summed in float32 (as
-    ``jnp.var`` and PyTorch: their sum of squares overflows at 65,504) and rounded back."""
-    low = x.dtype in (jnp.float16, jnp.bfloat16)
-    xs = x.astype(jnp.float32) if low else x
+    ``|x - mean|**2``, as NumPy and PyTorch. float16 and bfloat16 are summed in float32
+    (``summed_in``) and rounded back."""
+    xs = x.astype(summed_in(x.dtype))
     d = xs - jnp.mean(xs, axis=axis, keepdims=True)
     v = jnp.sum(jnp.real(d * jnp.conj(d)), axis=axis, keepdims=keepdims) / _count(x, axis, ddof)
     v = jnp.sqrt(v) if root else v
-    return v.astype(x.dtype) if low else v
+    return v.astype(jnp.real(x).dtype)  # real, in x's precision
 
 
 @defop
@@ -254,7 +254,8 @@ def _var_vjp(
     (x,) = res
     axis = _axes(axis, x.ndim)
     d = jnp.conj(x - jnp.mean(x, axis=axis, keepdims=True))
-    return (_expand(g, d.shape, axis, keepdims) * d * (2.0 / _count(d, axis, ddof)),)
+    n = _count(d, axis, ddof)  # 0 when ddof is N: d / 0 as IEEE divides (PyTorch's NaN, inf)
+    return (_expand(g, d.shape, axis, keepdims) * d * (2.0 / n if n else math.inf),)
 
 
 @defop
