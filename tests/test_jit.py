@@ -292,6 +292,24 @@ def test_hyperparameters_changed_between_calls_are_followed() -> None:
     assert step.trace_count == 1  # the learning rate is an input: a new value compiles nothing
 
 
+def test_a_scheduler_stepped_inside_the_step_says_to_step_it_after() -> None:
+    """Its count is Python state a compiled step cannot advance: it raised a TracerError
+    about a traced value at the user's call line, with nothing about the scheduler."""
+    model, opt = make(key=36)
+    sched = optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+
+    def step(x: tg.Tensor, y: tg.Tensor) -> tg.Tensor:
+        loss = train_step(model, opt, x, y)
+        sched.step()
+        return loss
+
+    with pytest.raises(tg.TracerError, match=r"StepLR.step\(\) was called inside a tg.jit step"):
+        tg.jit(step)(X, Y)
+    assert sched.last_epoch == 0 and opt.param_groups[0]["lr"] == 0.1  # nothing advanced
+    step(X, Y)  # eagerly it works, as in PyTorch
+    assert opt.param_groups[0]["lr"] == 0.05
+
+
 def test_grads_none_then_set_compiles_once_and_accumulation_reads_them() -> None:
     model, opt = make(key=30)
     step = tg.jit(train_step)

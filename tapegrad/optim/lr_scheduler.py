@@ -27,7 +27,8 @@ from typing import Any
 import optax
 
 from tapegrad._args import torch_keywords
-from tapegrad.errors import TapegradWarning
+from tapegrad.current import current_tape
+from tapegrad.errors import TapegradWarning, TracerError
 from tapegrad.optim.optimizer import Optimizer
 
 __all__ = [
@@ -147,7 +148,16 @@ class LRScheduler:
         Raises:
             TypeError: a group added since (``add_param_group``) whose ``"lr"`` is an optax
                 schedule.
+            TracerError: called inside a ``tg.jit`` step (call it after the step).
         """
+        if current_tape().allow_tracers:  # inside a tg.jit step (its private tape)
+            raise TracerError(
+                f"{type(self).__name__}.step() was called inside a tg.jit step: its count is "
+                "Python state, which a compiled step cannot advance call by call. Call "
+                "sched.step() after the compiled step returns (the step reads the new rate "
+                "as an input: nothing compiles again), or give the optimizer an optax "
+                "schedule as its lr."
+            )
         if len(self._schedules) < len(self.optimizer.param_groups):
             self._adopt()
         self._check_chained()
