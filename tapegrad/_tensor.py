@@ -905,14 +905,12 @@ class Tensor:
         return _binary(_ops.divide, other, self)
 
     def __floordiv__(self, other: Any) -> Tensor:
-        _integer_zero(self, other, "//")
         return _binary(_ops.floor_divide, self, other, "__rfloordiv__")
 
     def __rfloordiv__(self, other: Any) -> Tensor:
         return _binary(_ops.floor_divide, other, self)
 
     def __mod__(self, other: Any) -> Tensor:
-        _integer_zero(self, other, "%")
         return _binary(_ops.remainder, self, other, "__rmod__")
 
     def __rmod__(self, other: Any) -> Tensor:
@@ -1110,26 +1108,6 @@ def _zero_d(what: str) -> str:
 
 
 _NO_PARAMS: dict[str, Any] = {}  # an operator's op parameters: none (read-only, shared)
-
-
-def _integer_zero(t: Tensor, divisor: Any, symbol: str) -> None:
-    """Refuse an integer tensor ``//`` or ``%`` a Python (or NumPy) integer 0, as Python and
-    PyTorch do; XLA would return a meaningless number. (A tensor divisor is not checked: that
-    would wait for the device.)
-
-    Raises:
-        ZeroDivisionError: the divisor is an integer 0 and the tensor holds integers.
-    """
-    if (
-        isinstance(divisor, (int, np.integer))
-        and not isinstance(divisor, bool)
-        and divisor == 0
-        and t._data.dtype.kind in "iu"
-    ):
-        raise ZeroDivisionError(
-            f"integer division or modulo by zero ({t.dtype} tensor {symbol} 0): XLA would give "
-            "meaningless numbers; divide by a nonzero value, or cast to float first for inf/NaN."
-        )
 
 
 def _binary(op: Any, a: Any, b: Any, reflected: str | None = None) -> Tensor:

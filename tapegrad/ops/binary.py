@@ -105,11 +105,31 @@ def _divide_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
 
 
 _floor_divide = kernel(jnp.floor_divide)
+_holds_zero = kernel(lambda b: jnp.any(b == 0))
+
+
+def _integer_zero(a: Any, b: Any, symbol: str) -> None:
+    """Refuse integer ``a // b`` or ``a % b`` where the divisor ``b`` holds a 0, as Python and
+    PyTorch do (XLA returns meaningless numbers: 7 // 0 gave -2). A divisor array's check
+    waits for its value; a traced divisor (inside ``tg.jit``) is not checked.
+
+    Raises:
+        ZeroDivisionError: both operands are integers (or booleans) and ``b`` holds a 0.
+    """
+    if jnp.result_type(a, b).kind not in "iub" or isinstance(b, jax.core.Tracer):
+        return  # floats divide to inf/NaN, as in PyTorch
+    if b == 0 if isinstance(b, int) else bool(_holds_zero(b)):
+        raise ZeroDivisionError(
+            f"integer division or modulo by zero (a {symbol} b, with a 0 in b): XLA would give "
+            "meaningless numbers; divide by nonzero values, or cast to float first for inf/NaN."
+        )
 
 
 @defop(check=broadcast_check)
 def floor_divide(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
-    """Elementwise ``a // b``, rounded toward -inf (Python's, NumPy's and PyTorch's ``//``)."""
+    """Elementwise ``a // b``, rounded toward -inf (Python's, NumPy's and PyTorch's ``//``).
+    Integers: a 0 in ``b`` raises ``ZeroDivisionError`` (``_integer_zero``)."""
+    _integer_zero(a, b, "//")
     return _floor_divide(a, b), ()
 
 
@@ -127,7 +147,8 @@ _remainder = kernel(jnp.remainder)
 @defop(check=broadcast_check)
 def remainder(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
     """Elementwise ``a % b`` with the sign of ``b`` (Python's, NumPy's and PyTorch's ``%``;
-    ``a - floor(a / b) * b``)."""
+    ``a - floor(a / b) * b``). Integers: a 0 in ``b`` raises ``ZeroDivisionError``."""
+    _integer_zero(a, b, "%")
     return _remainder(a, b), (a, b)
 
 

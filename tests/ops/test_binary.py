@@ -237,13 +237,27 @@ def test_round_with_decimals_and_the_builtin() -> None:
     assert round(x).tolist() == [1.0, -0.0, 2.0]
 
 
-def test_integer_floor_division_by_a_zero_number_raises() -> None:
+def test_integer_floor_division_by_a_zero_raises() -> None:
     """Python's and PyTorch's ZeroDivisionError (XLA would return garbage); floats give
     inf/NaN, as in PyTorch."""
     i = tg.tensor(np.array([5, -5], np.int32))
-    for compute in (lambda: i // 0, lambda: i % np.int64(0)):
+    zero_in = tg.tensor(np.array([2, 0], np.int32))  # gave [2, -2]: XLA's garbage for 5 // 0
+    for compute in (
+        lambda: i // 0,
+        lambda: i % np.int64(0),
+        lambda: i // zero_in,
+        lambda: i % zero_in,
+        lambda: 7 // zero_in,
+        lambda: tg.remainder(i, zero_in),
+        lambda: tg.tensor([True]) // tg.tensor([False]),
+    ):
         with pytest.raises(ZeroDivisionError, match="division or modulo by zero"):
             compute()
+    j = tg.tensor(np.array([5, -5], np.int32))
+    with pytest.raises(ZeroDivisionError):
+        j //= zero_in
+    assert j.tolist() == [5, -5]  # unchanged
+    assert (i // tg.tensor(np.array([2, 3], np.int32))).tolist() == [2, -2]
     f = tg.tensor([5.0, -5.0])
     assert (f // 0).tolist() == [np.inf, -np.inf]
     assert np.isnan((f % 0).numpy()).all()
