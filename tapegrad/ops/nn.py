@@ -33,14 +33,20 @@ __all__ = [
 ]
 
 
+def _one(x: jax.Array, axis: int) -> int | None:
+    """``axis``, or ``None`` (all of its one element) for a 0-d ``x`` with axis 0 or -1: a
+    0-d tensor's softmax is over itself, as PyTorch's (JAX's raises)."""
+    return None if x.ndim == 0 and axis in (0, -1) else axis
+
+
 _softmax = partial(kernel, static_argnames=("axis",))(jax.nn.softmax)
 _log_softmax = partial(kernel, static_argnames=("axis",))(jax.nn.log_softmax)
 
 
 @defop(check=axis_check)
 def softmax(x: jax.Array, *, axis: int = -1) -> tuple[jax.Array, tuple[jax.Array]]:
-    """exp(x) / sum(exp(x)) along ``axis``, computed stably."""
-    y = _softmax(x, axis=axis)
+    """exp(x) / sum(exp(x)) along ``axis``, computed stably (a 0-d x: its one element, 1)."""
+    y = _softmax(x, axis=_one(x, axis))
     return y, (y,)
 
 
@@ -49,13 +55,13 @@ def softmax(x: jax.Array, *, axis: int = -1) -> tuple[jax.Array, tuple[jax.Array
 def _softmax_vjp(res: tuple[jax.Array], g: jax.Array, *, axis: int = -1) -> tuple[jax.Array]:
     """gx = y * (g - sum(g * y, axis)) (the softmax Jacobian y_i (delta_ij - y_j))."""
     (y,) = res
-    return (y * (g - jnp.sum(g * y, axis=axis, keepdims=True)),)
+    return (y * (g - jnp.sum(g * y, axis=_one(y, axis), keepdims=True)),)
 
 
 @defop(check=axis_check)
 def log_softmax(x: jax.Array, *, axis: int = -1) -> tuple[jax.Array, tuple[jax.Array]]:
-    """x - logsumexp(x) along ``axis``."""
-    y = _log_softmax(x, axis=axis)
+    """x - logsumexp(x) along ``axis`` (a 0-d x: its one element, 0)."""
+    y = _log_softmax(x, axis=_one(x, axis))
     return y, (y,)
 
 
@@ -64,7 +70,7 @@ def log_softmax(x: jax.Array, *, axis: int = -1) -> tuple[jax.Array, tuple[jax.A
 def _log_softmax_vjp(res: tuple[jax.Array], g: jax.Array, *, axis: int = -1) -> tuple[jax.Array]:
     """gx = g - exp(y) * sum(g, axis) (d log_softmax_i / dx_j = delta_ij - softmax_j)."""
     (y,) = res
-    return (g - jnp.exp(y) * jnp.sum(g, axis=axis, keepdims=True),)
+    return (g - jnp.exp(y) * jnp.sum(g, axis=_one(y, axis), keepdims=True),)
 
 
 Reduction = str

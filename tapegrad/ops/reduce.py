@@ -210,7 +210,7 @@ def _logsumexp_vjp(
     entry's gradient is NaN, the others' 0): gx = g * softmax(x)."""
     (x,) = res
     axis = _axes(axis, x.ndim)
-    m = jnp.max(x, axis=axis, keepdims=True)
+    m = jnp.max(x, axis=axis, keepdims=True, initial=-jnp.inf)  # empty axes: no entries
     e = jnp.exp(x - jnp.where(jnp.isfinite(m), m, 0))
     return (_expand(g, x.shape, axis, keepdims) * (e / jnp.sum(e, axis=axis, keepdims=True)),)
 

@@ -221,3 +221,12 @@ def test_var_and_std_of_half_precision_sum_in_float32(dtype: Any) -> None:
         got = ours(tg.tensor(h))
         assert got.dtype == dtype
         np.testing.assert_allclose(float(got), float(theirs(h)), rtol=1e-2)
+
+
+def test_logsumexp_over_an_empty_axis_has_an_empty_gradient() -> None:
+    """-inf, as PyTorch; its backward raised NumPy's zero-size reduction error."""
+    x = tg.zeros((2, 0)).require_grad()
+    y = tg.logsumexp(x, axis=-1)
+    assert y.tolist() == [-np.inf, -np.inf]
+    y.sum().backward()
+    assert x.grad.shape == (2, 0)

@@ -119,6 +119,8 @@ ROWS: list[tuple[str, Callable[..., Any], Callable[..., Any], tuple[np.ndarray, 
         lambda x, i: torch.gather(x, 1, i),
         (f32(3, 4), ints(4, 3, 6)),
     ),
+    ("softmax-0d", tg.softmax, lambda x: torch.softmax(x, -1), (f32(),)),
+    ("log_softmax-0d", tg.log_softmax, lambda x: torch.log_softmax(x, -1), (f32(),)),
     (
         "gather-smaller-index",
         lambda x, i: x.gather(0, i),
