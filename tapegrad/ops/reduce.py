@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -11,6 +12,7 @@ import jax.numpy as jnp
 from tapegrad._arrays import normalize_axes
 from tapegrad._dtypes import summed_in
 from tapegrad.derived import derived_vjp
+from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel
 from tapegrad.op import defop
 
@@ -136,7 +138,20 @@ def _chooser_vjp(
     return (g * hit / count,)
 
 
-@defop
+def _extremum_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
+    """``max``'s and ``min``'s ``check``: a ``ShapeError`` for an axis out of range, or for
+    reduced axes with no element (JAX's error is NumPy's "zero-size array" message)."""
+    shape = tuple(jnp.shape(arrays[0]))
+    axes = normalize_axes(params.get("axis"), len(shape))
+    if 0 in [shape[a] for a in axes]:  # (this module's ``any`` is the op)
+        raise ShapeError(
+            f"{name}: a tensor of shape {shape} has no elements along the reduced "
+            f"axes {axes}, so there is no {name} (PyTorch raises too); check the size first, or "
+            "reduce along an axis that is not empty."
+        )
+
+
+@defop(check=_extremum_check)
 def max(  # noqa: A001 - jnp's name
     x: jax.Array, *, axis: Axis = None, keepdims: bool = False
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
@@ -154,7 +169,7 @@ def _max_vjp(
     return _chooser_vjp(res, g, axis, keepdims)
 
 
-@defop
+@defop(check=_extremum_check)
 def min(  # noqa: A001 - jnp's name
     x: jax.Array, *, axis: Axis = None, keepdims: bool = False
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:

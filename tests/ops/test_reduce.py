@@ -230,3 +230,14 @@ def test_logsumexp_over_an_empty_axis_has_an_empty_gradient() -> None:
     assert y.tolist() == [-np.inf, -np.inf]
     y.sum().backward()
     assert x.grad.shape == (2, 0)
+
+
+@pytest.mark.parametrize(("op", "shape", "axis"), [("max", (0,), None), ("min", (2, 0), 1)])
+def test_max_and_min_of_no_elements_raise_a_shape_error(
+    op: str, shape: tuple[int, ...], axis: int | None
+) -> None:
+    """PyTorch raises too; the message was NumPy's "zero-size array to reduction operation"."""
+    x = tg.zeros(shape).require_grad()
+    with pytest.raises(tg.ShapeError, match=f"no elements along the reduced axes.*no {op}"):
+        getattr(x, op)(axis=axis)
+    assert getattr(tg.zeros((2, 0)), op)(axis=0).shape == (0,)  # an empty result is fine
