@@ -103,6 +103,14 @@ class Module:
             target = "_buffers"
         else:
             target = None
+        if name in self._parameters and target != "_parameters" and value is not None:
+            raise TypeError(  # PyTorch's rule: a tensor would silently become a frozen buffer
+                f"cannot assign a {type(value).__name__} that is not a leaf tensor requiring "
+                f"grad as parameter {name!r} of {type(self).__name__}: it would stop training. "
+                "Assign a parameter "
+                f"(self.{name} = t.detach().require_grad()), set its value in place "
+                f"(self.{name}.data = t), or del self.{name} first to store a buffer there."
+            )
         # A name already in its registry is replaced where it is (PyTorch's dict assignment):
         # ``model.fc = new_head`` and ``layers[1] = m`` keep the order of ``state_dict()``,
         # ``named_parameters()`` and iteration.

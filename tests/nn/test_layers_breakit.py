@@ -47,6 +47,25 @@ def test_replacing_a_module_parameter_or_buffer_keeps_its_place_as_in_torch() ->
     assert [n for n, _ in ours.named_buffers()] == [n for n, _ in theirs.named_buffers()]
 
 
+def test_assigning_a_plain_tensor_to_a_parameter_name_is_refused_as_in_torch() -> None:
+    """``fc.weight = tg.tensor(w)`` (a tensor not requiring grad) would silently turn the
+    parameter into a frozen buffer; PyTorch raises TypeError, and so do we, leaving the
+    parameter in place. ``del`` first, or a parameter, or ``.data =`` work."""
+    fc = nn.Linear(2, 2, key=0)
+    with pytest.raises(TypeError, match="parameter 'weight' of Linear"):
+        fc.weight = tg.tensor(np.ones((2, 2), np.float32))
+    with pytest.raises(TypeError):
+        torch.nn.Linear(2, 2).weight = torch.ones(2, 2)
+    assert [n for n, _ in fc.named_parameters()] == ["weight", "bias"]
+    fc.weight.data = tg.tensor(np.ones((2, 2), np.float32))
+    assert fc.weight.requires_grad and float(fc.weight.sum()) == 4.0
+    fc.weight = tg.zeros((2, 2)).require_grad()
+    del fc.bias
+    fc.bias = tg.zeros(2)
+    assert [n for n, _ in fc.named_parameters()] == ["weight"]
+    assert [n for n, _ in fc.named_buffers()] == ["bias"]
+
+
 def test_module_list_and_dict_setitem_replace_in_place() -> None:
     """``layers[1] = m`` replaces the second layer: iteration and indexing keep the order (it
     used to move the new layer to the end, so ``layers[1]`` was the old third one)."""

@@ -58,6 +58,9 @@ def test_parameters_are_registered_by_attribute_in_order() -> None:
 
 def test_reassigning_and_deleting_attributes_updates_the_registries() -> None:
     block = Block(0)
+    with pytest.raises(TypeError, match="parameter 'scale'"):
+        block.scale = tg.full(3, 2.0)  # PyTorch's rule: a parameter name takes parameters
+    del block.scale
     block.scale = tg.full(3, 2.0)  # now a buffer
     assert [n for n, _ in block.named_parameters()] == ["fc.weight", "fc.bias"]
     assert [n for n, _ in block.named_buffers()] == ["offset", "scale"]
