@@ -340,7 +340,7 @@ class Tensor:
                 changes.
             ShapeError: ``grad`` has another shape.
             TypeError: both ``grad`` and ``gradient``; an ``inputs`` entry that does not
-                require grad.
+                require grad; ``retain_graph`` or ``create_graph`` is not a bool.
             ValueError: ``inputs`` is empty.
         """
         if gradient is not None:
@@ -487,13 +487,22 @@ class Tensor:
                 f"processes: jax.experimental.multihost_utils.process_allgather(t.data) gathers "
                 f"it>, {head})"
             )
-        body = np.array2string(np.asarray(data), separator=", ", prefix="tensor(")
+        values = np.asarray(data)
+        if values.dtype.kind == "V":  # ml_dtypes' floats (bfloat16, float8): NumPy prints 1.0
+            values = values.astype(np.float32)  # as "1"; float32 holds each value exactly
+        body = np.array2string(values, separator=", ", prefix="tensor(")
         return f"tensor({body}, {head})"
 
     def __format__(self, spec: str) -> str:
-        if spec and self._data.size == 1:
+        if not spec:
+            return repr(self)
+        if self._data.size == 1:
             return format(self.item(), spec)
-        return repr(self) if not spec else format(np.asarray(self._data), spec)
+        raise TypeError(
+            f"unsupported format string passed to Tensor.__format__: {spec!r} formats a "
+            f"one-element tensor, this one has shape {tuple(self._data.shape)}; format its "
+            f"values one by one ([f'{{v:{spec}}}' for v in t.tolist()]) or print it whole."
+        )
 
     __hash__ = object.__hash__
 

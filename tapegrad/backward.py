@@ -381,9 +381,11 @@ def backward(
         GraphConsumedError: the graph was consumed by an earlier backward.
         TapeMismatchError: with ``create_graph``, ``grad`` requires grad on another tape;
             an entry of ``inputs`` is on another tape than ``t``.
-        TypeError: an entry of ``inputs`` does not require grad.
+        TypeError: an entry of ``inputs`` does not require grad; ``retain_graph`` or
+            ``create_graph`` is not a bool.
         ValueError: ``inputs`` is empty.
     """
+    _check_flags(retain_graph, create_graph, "backward()")
     node = _root(t, "The tensor passed to backward()")
     tape = tape_of(t)
     assert tape is not None  # a tensor with a node has its tape
@@ -428,7 +430,13 @@ def _input_nodes(ins: Sequence[Any], what: str) -> list[Node]:
     """
     nodes = []
     for i, x in enumerate(ins):
-        node = node_of(x) if isinstance(x, Tensor) else None
+        if not isinstance(x, Tensor):
+            raise TypeError(
+                f"{what} {i} is a {type(x).__name__}, not a Tensor; pass the tensors (or a "
+                "sequence of them) whose gradients you want, the ones the outputs were computed "
+                "from."
+            )
+        node = node_of(x)
         if node is None:
             raise TypeError(
                 f"{what} {i} does not require grad, so it has no gradient; call "
@@ -436,6 +444,25 @@ def _input_nodes(ins: Sequence[Any], what: str) -> list[Node]:
             )
         nodes.append(node)
     return nodes
+
+
+def _check_flags(retain_graph: Any, create_graph: Any, where: str) -> None:
+    """Refuse a ``retain_graph`` or ``create_graph`` that is not a bool (``retain_graph`` may
+    also be ``None``): a string such as ``"no"`` would count as true.
+
+    Raises:
+        TypeError: naming the argument and the value passed.
+    """
+    for name, value, optional in (
+        ("retain_graph", retain_graph, True),
+        ("create_graph", create_graph, False),
+    ):
+        if not (isinstance(value, (bool, np.bool_)) or (optional and value is None)):
+            raise TypeError(
+                f"{where}: {name} must be True or False"
+                + (" (or None for the default)" if optional else "")
+                + f", got {value!r}; nothing ran."
+            )
 
 
 def _write_grads(results: dict[int, tuple[Node, Any]], create_graph: bool) -> None:
@@ -537,8 +564,9 @@ def grad(
         input they do not reach with ``allow_unused=True``.
 
     Raises:
-        TypeError: an input does not require grad; an output, or a ``grad_outputs`` entry,
-            is not a tensor (or an array).
+        TypeError: an input is not a tensor that requires grad; an output, or a
+            ``grad_outputs`` entry, is not a tensor (or an array); ``retain_graph`` or
+            ``create_graph`` is not a bool.
         ValueError: not one ``grad_outputs`` entry per output (``ShapeError``: one whose
             shape is not its output's); ``materialize_grads`` with ``allow_unused=False``.
         RuntimeError: with ``allow_unused=False``, an input the outputs do not reach;
@@ -552,6 +580,7 @@ def grad(
             ``create_graph``) a ``grad_outputs`` tensor that requires grad to another (a
             ``RuntimeError``).
     """
+    _check_flags(retain_graph, create_graph, "tg.grad")
     if materialize_grads and allow_unused is False:
         raise ValueError(
             "tg.grad: materialize_grads=True gives zeros for unused inputs, allow_unused=False "

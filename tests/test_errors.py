@@ -48,6 +48,19 @@ CATALOGUE: list[tuple[str, Trigger, type[BaseException], tuple[str, ...]]] = [
     ("grad-input", lambda w, m: tg.grad(w.sum(), tg.ones(3)), TypeError, (".require_grad()",)),
     ("grad-output", lambda w, m: tg.grad(tg.ones(3).sum(), w), RuntimeError, ("require_grad",)),
     ("retain-grad", lambda w, m: tg.ones(3).retain_grad(), RuntimeError, ("require_grad()",)),
+    ("grad-input-str", lambda w, m: tg.grad(w.sum(), "w"), TypeError, ("is a str, not a Tensor",)),
+    (
+        "retain-graph-str",
+        lambda w, m: (w * 2.0).sum().backward(retain_graph="no"),
+        TypeError,
+        ("retain_graph must be True or False", "'no'"),
+    ),
+    (
+        "create-graph-int",
+        lambda w, m: tg.grad((w * 2.0).sum(), w, create_graph=2),
+        TypeError,
+        ("create_graph must be True or False",),
+    ),
     # shape mismatches: ValueError even where JAX raises TypeError
     ("add-bcast", lambda w, m: w + tg.ones(4), ValueError, ("broadcast", "reshape")),
     ("mul-bcast", lambda w, m: m * tg.ones((3, 2)), ValueError, ("broadcast", "reshape")),
@@ -92,6 +105,7 @@ CATALOGUE: list[tuple[str, Trigger, type[BaseException], tuple[str, ...]]] = [
     ("data-dtype", set_attr("data", jnp.ones(3, jnp.int32)), TypeError, ("astype",)),
     ("grad-attr-shape", set_attr("grad", tg.ones(4)), ValueError, ("shape",)),
     ("item-multi", lambda w, m: w.item(), ValueError, (".sum()", ".tolist()")),
+    ("format-multi", lambda w, m: f"{w:.3f}", TypeError, ("Tensor.__format__", "tolist()")),
     ("bool-multi", lambda w, m: bool(w), ValueError, ("reduce it",)),
     ("randn-key", lambda w, m: tg.randn(3, key=1.5), TypeError, ("key=0",)),
     ("grad-mode-flag", lambda w, m: tg.set_grad_enabled("yes"), TypeError, ("bool",)),

@@ -1054,6 +1054,9 @@ def test_repr_shows_shape_dtype_values_and_op() -> None:
     assert repr(w * 2) == "tensor([2., 4.], shape=(2,), dtype=float32, op=multiply)"
     assert repr((w * 2).sum()) == "tensor(6., shape=(), dtype=float32, op=sum)"
     assert "op=matmul" in repr(tg.ones((2, 2)).require_grad() @ tg.ones(2))
+    # bfloat16 and float8 print as floats ("1.", not NumPy's "1" for ml_dtypes' types)
+    assert repr(tg.tensor([1.0, 2.5]).astype(tg.bfloat16)).startswith("tensor([1. , 2.5]")
+    assert repr(tg.tensor([1.0]).astype(jnp.float8_e4m3fn)).startswith("tensor([1.]")
 
 
 def test_format_one_element_tensor() -> None:
