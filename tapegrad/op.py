@@ -23,6 +23,7 @@ from tapegrad.errors import (
     DuplicateOpError,
     MissingVJPError,
     ShapeError,
+    VJPShapeError,
     donated_error,
     raise_instead,
 )
@@ -134,11 +135,27 @@ class Op:
         return rule
 
     def call_vjp(self, saved: Any, g: Any, needs: tuple[bool, ...], params: dict[str, Any]) -> Any:
-        """Run the VJP rule; returns its tuple of cotangents."""
+        """Run the VJP rule; returns its tuple of cotangents (a list is taken as one).
+
+        Raises:
+            VJPShapeError: the rule returned something else, such as a bare array (whose
+                rows would be taken for the cotangents of several inputs).
+        """
         assert self.vjp is not None
         if self._vjp_needs:
-            return self.vjp(saved, g, needs, **params)
-        return self.vjp(saved, g, **params)
+            cts = self.vjp(saved, g, needs, **params)
+        else:
+            cts = self.vjp(saved, g, **params)
+        if cts.__class__ is tuple:
+            return cts
+        if isinstance(cts, (tuple, list)):
+            return tuple(cts)
+        raise VJPShapeError(
+            f"VJP of {self.name!r} returned a value of type {type(cts).__name__}, not a tuple of "
+            "cotangents; "
+            "return one per tensor input, in a tuple ((g * 2,) for an op of one input; None "
+            "where one is not needed)."
+        )
 
     def __call__(self, *inputs: Any, **params: Any) -> Tensor:
         """Apply the op; parameters may also follow the tensor inputs positionally, in the
