@@ -158,7 +158,7 @@ def _jnorm(x: jax.Array, ord: Ord, axis: Any, keepdims: bool) -> jax.Array:
     """The norm, of a float16 or bfloat16 x computed in float32 (``summed_in``: their sums of
     squares overflow at 65,504; PyTorch accumulates in float32 too) and rounded back."""
     xs = x.astype(summed_in(x.dtype))
-    y = jnp.linalg.norm(xs, ord=ord, axis=axis, keepdims=keepdims)
+    y: jax.Array = jnp.linalg.norm(xs, ord=ord, axis=axis, keepdims=keepdims)
     return y.astype(jnp.real(x).dtype)
 
 
