@@ -14,8 +14,9 @@ from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor, optional_output
 from tapegrad.errors import ShapeError
 from tapegrad.nn import _init
-from tapegrad.nn.dropout import Dropout, check_p
+from tapegrad.nn.dropout import check_p
 from tapegrad.nn.module import Module
+from tapegrad.random import key_of, split_key
 
 __all__ = ["LSTM", "GRU"]
 
@@ -72,9 +73,19 @@ class _RNNBase(Module):
             if bias:
                 setattr(self, f"bias_ih_l{layer}", _init.uniform(kbi, (g,), k, dtype))
                 setattr(self, f"bias_hh_l{layer}", _init.uniform(kbh, (g,), k, dtype))
-        self.dropout = Dropout(
-            check_p(name, dropout), key=layer_keys[-1] if key is not None else None
-        )
+        self.dropout = check_p(name, dropout)  # a float, as PyTorch's (code sets it too)
+        self._dropout_key = None if key is None else key_of(layer_keys[-1])
+
+    def _drop(self, x: Tensor) -> Tensor:
+        """Dropout with probability ``self.dropout`` (read at each call: PyTorch code sets
+        ``rnn.dropout = 0.3``) on a layer's outputs while training; with a ``key``, the layer's
+        own key is split once per call, as ``nn.Dropout``'s."""
+        if not self.training or self.dropout == 0.0:
+            return x
+        key = None
+        if self._dropout_key is not None:
+            self._dropout_key, key = split_key(self._dropout_key)
+        return ops.dropout(x, self.dropout, training=True, key=key)
 
     def _check(self, x: Tensor) -> tuple[Tensor, bool]:
         """``x`` as time-major ``(L, N, in)``; whether it was unbatched."""
@@ -160,6 +171,7 @@ class _RNNBase(Module):
         return (
             f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, "
             f"batch_first={self.batch_first}"
+            + (f", dropout={self.dropout}" if self.dropout else "")
         )
 
 
@@ -240,7 +252,7 @@ class LSTM(_RNNBase):
             cs.append(c)
             x = ops.stack(outs, axis=0)
             if layer < self.num_layers - 1:
-                x = self.dropout(x)
+                x = self._drop(x)
         return self._output(x, unbatched), (self._final(hs, unbatched), self._final(cs, unbatched))
 
 
@@ -307,5 +319,5 @@ class GRU(_RNNBase):
             hs.append(h)
             x = ops.stack(outs, axis=0)
             if layer < self.num_layers - 1:
-                x = self.dropout(x)
+                x = self._drop(x)
         return self._output(x, unbatched), self._final(hs, unbatched)

@@ -590,3 +590,24 @@ def test_bfloat16_attention_takes_a_float_mask_and_rms_norm_keeps_half_dtypes() 
     assert nn.RMSNorm(4)(tg.ones((2, 4), dtype=tg.float16)).dtype == tg.float16
     with pytest.raises(TypeError, match="RMSNorm takes floating inputs"):
         nn.RMSNorm(4)(tg.ones((2, 4), dtype=tg.int32))
+
+
+@pytest.mark.parametrize("name", ["LSTM", "GRU"])
+def test_rnn_dropout_is_the_probability_as_in_torch(name: str) -> None:
+    """``rnn.dropout`` is PyTorch's float (it was a ``Dropout`` submodule, so code reading it
+    got a module and ``rnn.dropout = 0.5`` broke the next call); there is no submodule, and a
+    new value set on the layer is the one used."""
+    ours = getattr(nn, name)(3, 4, num_layers=2, dropout=0.3, key=0)
+    theirs = getattr(torch.nn, name)(3, 4, num_layers=2, dropout=0.3)
+    assert ours.dropout == theirs.dropout == 0.3
+    assert [n for n, _ in ours.named_modules()] == [n for n, _ in theirs.named_modules()]
+    x = tg.ones((5, 2, 3))
+    ours.dropout = 1.0  # every output of the first layer dropped: the second sees zeros
+    dropped = ours(x)[0]
+    ours.eval()
+    assert not np.allclose(np.asarray(ours(x)[0]), np.asarray(dropped))
+    ours.train()
+    ours.dropout = 0.0
+    np.testing.assert_allclose(np.asarray(ours(x)[0]), np.asarray(ours.eval()(x)[0]))
+    a, b = (getattr(nn, name)(3, 4, num_layers=2, dropout=0.5, key=1) for _ in range(2))
+    np.testing.assert_array_equal(np.asarray(a(x)[0]), np.asarray(b(x)[0]))  # keyed: same masks
