@@ -8,7 +8,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from tapegrad import ops
-from tapegrad._args import torch_keywords
+from tapegrad._args import integer, torch_keywords
 from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor, optional_output
 from tapegrad.errors import ShapeError
@@ -70,6 +70,7 @@ class MultiheadAttention(Module):
         dtype: a floating dtype for the parameters.
 
     Raises:
+        TypeError: ``embed_dim`` or ``num_heads`` not an integer (NumPy's are).
         ValueError: ``embed_dim`` not divisible by ``num_heads``; dropout outside ``[0, 1]``.
     """
 
@@ -92,6 +93,8 @@ class MultiheadAttention(Module):
         dtype: Any = jnp.float32,
     ) -> None:
         super().__init__()
+        embed_dim = integer(embed_dim, "MultiheadAttention: embed_dim")
+        num_heads = integer(num_heads, "MultiheadAttention: num_heads")
         if embed_dim <= 0 or num_heads <= 0 or embed_dim % num_heads:
             raise ValueError(
                 f"MultiheadAttention: embed_dim ({embed_dim}) must be a positive multiple of "

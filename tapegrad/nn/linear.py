@@ -6,6 +6,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
+from tapegrad._args import integer
 from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor
 from tapegrad.nn import _init
@@ -36,7 +37,8 @@ class Linear(Module):
 
     Raises:
         ValueError: a negative size.
-        TypeError: ``key`` is neither an int nor a key, or ``dtype`` is not floating.
+        TypeError: a size that is not an integer (NumPy's are), ``key`` is neither an int nor
+            a key, or ``dtype`` is not floating.
     """
 
     weight: Tensor
@@ -52,11 +54,12 @@ class Linear(Module):
         dtype: Any = jnp.float32,
     ) -> None:
         super().__init__()
+        in_features = integer(in_features, "Linear: in_features")
+        out_features = integer(out_features, "Linear: out_features")
         if in_features < 0 or out_features < 0:
             raise ValueError(f"Linear({in_features}, {out_features}): sizes must be non-negative.")
         check_float(dtype, "Linear")
-        self.in_features = int(in_features)
-        self.out_features = int(out_features)
+        self.in_features, self.out_features = in_features, out_features
         k = _init.fan_in_bound(in_features)
         kw, kb = _init.keys(key, 2)
         self.weight = _init.uniform(kw, (out_features, in_features), k, dtype)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tapegrad import ops
-from tapegrad._args import integer
+from tapegrad._args import dims, integer
 from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor
 from tapegrad.errors import ShapeError
@@ -19,6 +19,20 @@ from tapegrad.nn import _init
 from tapegrad.nn.module import Module
 
 __all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d"]
+
+
+def _normalized_shape(value: Any, owner: str) -> tuple[int, ...]:
+    """``normalized_shape`` (one integer of any kind, ``np.int64`` included, or a sequence of
+    them) as a tuple of ints, as PyTorch takes it.
+
+    Raises:
+        TypeError: an entry is not an integer (a float is not truncated).
+        ValueError: a negative size.
+    """
+    shape = dims(value, f"{owner}: normalized_shape")
+    if any(d < 0 for d in shape):
+        raise ValueError(f"{owner}: normalized_shape {shape} has a negative size.")
+    return shape
 
 
 class LayerNorm(Module):
@@ -31,6 +45,10 @@ class LayerNorm(Module):
         elementwise_affine: learn ``weight`` (ones) and ``bias`` (zeros) of that shape.
         bias: with ``elementwise_affine``, also learn ``bias``.
         dtype: a floating dtype for the parameters.
+
+    Raises:
+        TypeError: a size that is not an integer (NumPy's are).
+        ValueError: a negative size.
     """
 
     weight: Tensor | None
@@ -47,8 +65,7 @@ class LayerNorm(Module):
     ) -> None:
         super().__init__()
         check_float(dtype, "LayerNorm")
-        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
-        self.normalized_shape = tuple(int(d) for d in shape)
+        self.normalized_shape = _normalized_shape(normalized_shape, "LayerNorm")
         self.eps = float(eps)
         affine = elementwise_affine
         self.weight = _init.constant(self.normalized_shape, 1.0, dtype) if affine else None
@@ -76,6 +93,8 @@ class RMSNorm(Module):
         dtype: a floating dtype for the parameter.
 
     Raises:
+        TypeError: a size that is not an integer (NumPy's are).
+        ValueError: a negative size.
         ShapeError: (calling it) the input's trailing shape is not ``normalized_shape``.
     """
 
@@ -91,8 +110,7 @@ class RMSNorm(Module):
     ) -> None:
         super().__init__()
         check_float(dtype, "RMSNorm")
-        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
-        self.normalized_shape = tuple(integer(d, "RMSNorm: normalized_shape") for d in shape)
+        self.normalized_shape = _normalized_shape(normalized_shape, "RMSNorm")
         self.eps = None if eps is None else float(eps)
         affine = elementwise_affine
         self.weight = _init.constant(self.normalized_shape, 1.0, dtype) if affine else None
@@ -217,6 +235,7 @@ class _BatchNorm(Module):
     ) -> None:
         super().__init__()
         name = type(self).__name__
+        num_features = integer(num_features, f"{name}: num_features")
         if num_features <= 0:
             raise ValueError(f"{name}({num_features}): num_features must be positive.")
         if momentum is None:
@@ -295,6 +314,7 @@ class BatchNorm1d(_BatchNorm):
         dtype: a floating dtype for parameters and running statistics.
 
     Raises:
+        TypeError: ``num_features`` is not an integer (NumPy's are).
         ValueError: a non-positive ``num_features``; ``momentum`` outside [0, 1], or ``None``
             (PyTorch's cumulative average, not supported: the message says what to pass).
     """

@@ -34,8 +34,9 @@ class Embedding(Module):
     Raises:
         ValueError: a non-positive size, or ``padding_idx`` outside ``[-num_embeddings,
             num_embeddings)``.
-        TypeError: PyTorch's ``max_norm=``, ``scale_grad_by_freq=``, ``sparse=`` (not
-            supported: the message says what to do; their PyTorch defaults are accepted).
+        TypeError: a size that is not an integer (NumPy's are); PyTorch's ``max_norm=``,
+            ``scale_grad_by_freq=``, ``sparse=`` (not supported: the message says what to do;
+            their PyTorch defaults are accepted).
         IndexError: at call time (from ``tg.embedding``), an index outside
             ``[0, num_embeddings)`` in indices held on the host. Indices on the device are not
             read back: one out of range (negative ones included) reads a row of NaN.
@@ -54,6 +55,8 @@ class Embedding(Module):
         dtype: Any = jnp.float32,
     ) -> None:
         super().__init__()
+        num_embeddings = integer(num_embeddings, "Embedding: num_embeddings")
+        embedding_dim = integer(embedding_dim, "Embedding: embedding_dim")
         if num_embeddings <= 0 or embedding_dim <= 0:
             raise ValueError(
                 f"Embedding({num_embeddings}, {embedding_dim}): sizes must be positive."

@@ -611,3 +611,39 @@ def test_rnn_dropout_is_the_probability_as_in_torch(name: str) -> None:
     np.testing.assert_allclose(np.asarray(ours(x)[0]), np.asarray(ours.eval()(x)[0]))
     a, b = (getattr(nn, name)(3, 4, num_layers=2, dropout=0.5, key=1) for _ in range(2))
     np.testing.assert_array_equal(np.asarray(a(x)[0]), np.asarray(b(x)[0]))  # keyed: same masks
+
+
+def test_layer_sizes_are_checked_as_conv_checks_them() -> None:
+    """``LayerNorm(np.int64(3))`` was "not iterable" (PyTorch takes it); floats and negative
+    sizes of LayerNorm, RMSNorm, BatchNorm, Linear, Embedding and MultiheadAttention failed
+    inside NumPy or JAX; they now name the layer and the argument, as Conv2d's do."""
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    for ours, theirs in (
+        (nn.LayerNorm(np.int64(3)), torch.nn.LayerNorm(np.int64(3))),
+        (nn.RMSNorm(np.int64(3)), torch.nn.RMSNorm(np.int64(3))),
+        (nn.LayerNorm([np.int32(3)]), torch.nn.LayerNorm([3])),
+    ):
+        assert type(ours.normalized_shape[0]) is int
+        want = theirs(torch.tensor(x)).detach().numpy()
+        np.testing.assert_allclose(np.asarray(ours(tg.tensor(x))), want, rtol=1e-5, atol=1e-6)
+    assert nn.BatchNorm1d(np.int64(3)).num_features == 3
+    assert nn.Embedding(np.int64(5), np.int64(2), key=0).weight.shape == (5, 2)
+    assert nn.MultiheadAttention(np.int64(8), np.int64(2), key=0).head_dim == 4
+    bad = [
+        (lambda: nn.LayerNorm(2.5), TypeError, r"^LayerNorm: normalized_shape must be an integer"),
+        (lambda: nn.LayerNorm((2, 3.0)), TypeError, r"^LayerNorm: normalized_shape must be an"),
+        (lambda: nn.RMSNorm(2.5), TypeError, r"^RMSNorm: normalized_shape must be an integer"),
+        (lambda: nn.LayerNorm(-1), ValueError, r"^LayerNorm: normalized_shape \(-1,\) has a neg"),
+        (lambda: nn.BatchNorm1d(3.0), TypeError, r"^BatchNorm1d: num_features must be an integ"),
+        (lambda: nn.BatchNorm2d(2.5), TypeError, r"^BatchNorm2d: num_features must be an integ"),
+        (lambda: nn.Linear(2.5, 3), TypeError, r"^Linear: in_features must be an integer"),
+        (lambda: nn.Linear(2, 3.0), TypeError, r"^Linear: out_features must be an integer"),
+        (lambda: nn.Linear(-1, 3), ValueError, r"sizes must be non-negative"),
+        (lambda: nn.Embedding(5.0, 3), TypeError, r"^Embedding: num_embeddings must be an int"),
+        (lambda: nn.Embedding(5, -3), ValueError, r"sizes must be positive"),
+        (lambda: nn.MultiheadAttention(8.0, 2), TypeError, r"^MultiheadAttention: embed_dim must"),
+        (lambda: nn.MultiheadAttention(8, 2.0), TypeError, r"^MultiheadAttention: num_heads must"),
+    ]
+    for make, error, message in bad:
+        with pytest.raises(error, match=message):
+            make()
