@@ -262,7 +262,9 @@ class _BatchNorm(Module):
 
         In training mode the running mean and (unbiased) variance are updated in place
         (``buffer.data = ...``: the buffers keep their tensor objects) with
-        ``momentum``, and ``num_batches_tracked`` counts the batches, as PyTorch does.
+        ``momentum``, and ``num_batches_tracked`` counts the batches, as PyTorch does. An empty
+        batch gives an empty output and leaves the running statistics as they are (it is still
+        counted), as PyTorch's.
 
         Raises:
             ShapeError: ``x`` is not ``(N, C, ...)`` with ``C == num_features`` and one of
@@ -276,13 +278,22 @@ class _BatchNorm(Module):
             )
         use_batch = self.training or not self.track_running_stats
         tracked = self.track_running_stats
+        empty = math.prod(x.shape) == 0
+        mean: Tensor | None
+        var: Tensor | None
+        if use_batch and empty:  # PyTorch: an empty output, the running statistics as they were
+            c = (self.num_features,)
+            mean, var = Tensor(jnp.zeros(c, x.dtype)), Tensor(jnp.ones(c, x.dtype))
+        else:
+            mean = self.running_mean if tracked else None
+            var = self.running_var if tracked else None
         y = ops.batch_norm(
             x,
-            self.running_mean if tracked else None,
-            self.running_var if tracked else None,
+            mean,
+            var,
             self.weight,
             self.bias,
-            training=use_batch,
+            training=use_batch and not empty,
             momentum=self.momentum,
             eps=self.eps,
         )

@@ -647,3 +647,35 @@ def test_layer_sizes_are_checked_as_conv_checks_them() -> None:
     for make, error, message in bad:
         with pytest.raises(error, match=message):
             make()
+
+
+@pytest.mark.parametrize("tracked", [True, False])
+@pytest.mark.parametrize("shape", [(0, 3), (0, 3, 5), (2, 3, 0), (0, 3, 2, 2)])
+def test_batch_norm_of_an_empty_batch_is_empty_as_torch(
+    shape: tuple[int, ...], tracked: bool
+) -> None:
+    """Training on an empty batch used to raise "training needs more than one value per
+    channel"; PyTorch returns an empty output, keeps the running statistics and counts the
+    batch; the parameters' gradients are zeros."""
+    name = "BatchNorm2d" if len(shape) == 4 else "BatchNorm1d"
+    ours = getattr(nn, name)(3, track_running_stats=tracked)
+    theirs = getattr(torch.nn, name)(3, track_running_stats=tracked)
+    if tracked:  # statistics an update would change
+        ours.running_mean.data, theirs.running_mean.data = tg.full(3, 5.0), torch.full((3,), 5.0)
+        ours.running_var.data, theirs.running_var.data = tg.full(3, 2.0), torch.full((3,), 2.0)
+    x = np.zeros(shape, np.float32)
+    t, p = tg.tensor(x).require_grad(), torch.tensor(x, requires_grad=True)
+    y, q = ours(t), theirs(p)
+    assert y.shape == tuple(q.shape) == shape
+    y.sum().backward()
+    q.sum().backward()
+    assert t.grad is not None and t.grad.shape == shape
+    for (name_ours, a), (name_theirs, b) in zip(
+        ours.named_parameters(), theirs.named_parameters(), strict=True
+    ):
+        assert name_ours == name_theirs
+        np.testing.assert_array_equal(np.asarray(a.grad), b.grad.numpy())
+    for (_, a), (_, b) in zip(ours.named_buffers(), theirs.named_buffers(), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), b.numpy())
+    ours.eval()
+    assert ours(tg.tensor(x)).shape == shape
