@@ -170,6 +170,8 @@ class MultiheadAttention(Module):
             (averaged) or ``(N, H, L, S)``, or ``None`` without ``need_weights``. While
             training with dropout, the weights are those the output used, after dropout (as
             PyTorch returns them): zeros where dropped, the rest scaled by ``1 / (1 - p)``.
+            With no keys (``S == 0``) each query attends to nothing: the output is
+            ``out_proj`` of zeros, as PyTorch's.
 
         Raises:
             ShapeError: inputs that are not 3-D or whose last axis is not ``embed_dim``;
@@ -194,7 +196,7 @@ class MultiheadAttention(Module):
         mask = _combine(*attend, is_causal, q.shape[2], k.shape[2])
         drop = self.dropout if self.training else 0.0
         weights: Tensor | None = None
-        if need_weights or drop > 0.0:
+        if need_weights or drop > 0.0 or k.shape[2] == 0:  # no keys: zeros, as PyTorch's
             scores = (q @ k.transpose(0, 1, 3, 2)) * (1.0 / math.sqrt(self.head_dim))
             if mask is not None and mask.dtype == jnp.bool_:
                 scores = ops.where(mask, scores, float("-inf"))

@@ -679,3 +679,31 @@ def test_batch_norm_of_an_empty_batch_is_empty_as_torch(
         np.testing.assert_array_equal(np.asarray(a), b.numpy())
     ours.eval()
     assert ours(tg.tensor(x)).shape == shape
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_multihead_attention_over_no_keys_gives_zeros_as_torch(
+    need_weights: bool, batch_first: bool
+) -> None:
+    """Zero keys (S == 0) used to fail inside JAX ("zero-size array to reduction operation
+    max"); PyTorch attends to nothing: the output is out_proj of zeros (its bias), the
+    weights (N, L, 0), and the gradients are zeros (the output bias's: L * N)."""
+    ours = nn.MultiheadAttention(8, 2, batch_first=batch_first, key=0)
+    theirs = torch.nn.MultiheadAttention(8, 2, batch_first=batch_first)
+    with torch.no_grad():
+        theirs.out_proj.bias.uniform_()  # a non-zero output: out_proj's bias
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 3, 8) if batch_first else (3, 1, 8)).astype(np.float32)
+    kv = np.zeros((1, 0, 8) if batch_first else (0, 1, 8), np.float32)
+    mask = np.zeros((3, 0), bool)
+
+    def call(m: Any, xs: list[Any]) -> Any:
+        out, weights = m(xs[0], xs[1], xs[1], need_weights=need_weights, attn_mask=xs[2])
+        if need_weights:
+            assert tuple(weights.shape) == (1, 3, 0)
+        else:
+            assert weights is None
+        return out
+
+    check_against_torch(ours, theirs, [x, kv, mask], call=call)
