@@ -158,7 +158,7 @@ def test_float16_norms_sum_their_squares_in_float32_as_pytorch() -> None:
     w = np.arange(8.0, dtype=np.float32)
     (tg.normalize(x) * tg.tensor(w).astype(tg.float16)).sum().backward()
     (torch.nn.functional.normalize(t, dim=-1) * torch.tensor(w).half()).sum().backward()
-    _close(x.grad, t.grad, 1e-2)  # needs the divide VJP's -(g * (a / b)) / b: b * b overflows
+    _close(x.grad, t.grad, 1e-2)  # needs the divide VJP's -g * ((a / b) / b): b * b overflows
     p = tg.ones(8).astype(tg.float16).require_grad()
     p.grad = tg.full((8,), 300.0).astype(tg.float16)
     total = tg.nn.utils.clip_grad_norm_([p], 1.0)

@@ -94,13 +94,14 @@ def divide(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
 @divide.defvjp
 @partial(kernel, static_argnames=("needs",))
 def _divide_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
-    """ga = g / b, gb = -g * a / b**2, computed as -(g * (a / b)) / b (PyTorch's order: b * b
-    overflows float16 from b = 256 on, and underflows it below b = 2e-4), each summed to its
+    """ga = g / b, gb = -g * a / b**2, computed as -g * ((a / b) / b) (PyTorch's
+    ``div_tensor_other_backward``: b * b overflows float16 from b = 256 on and underflows it
+    below b = 2e-4, g * (a / b) overflows before the division by b), each summed to its
     input's shape here."""
     a, b = res
     return (
         sum_to(g / b, a.shape) if needs[0] else None,
-        sum_to(-(g * (a / b)) / b, b.shape) if needs[1] else None,
+        sum_to(-g * ((a / b) / b), b.shape) if needs[1] else None,
     )
 
 
@@ -108,15 +109,16 @@ _floor_divide = kernel(jnp.floor_divide)
 _holds_zero = kernel(lambda b: jnp.any(b == 0))
 
 
-def _integer_zero(a: Any, b: Any, symbol: str) -> None:
-    """Refuse integer ``a // b`` or ``a % b`` where the divisor ``b`` holds a 0, as Python and
-    PyTorch do (XLA returns meaningless numbers: 7 // 0 gave -2). A divisor array's check
-    waits for its value; a traced divisor (inside ``tg.jit``) is not checked.
+def _integer_zero(y: Any, b: Any, symbol: str) -> None:
+    """Refuse an integer result ``y`` of ``a // b`` or ``a % b`` where the divisor ``b`` holds
+    a 0, as Python and PyTorch do (XLA returns meaningless numbers: 7 // 0 gave -2). A divisor
+    array's check waits for its value; inside a trace (``tg.jit``: ``y`` is a tracer) nothing
+    is checked, and an empty result divided nothing (PyTorch returns it).
 
     Raises:
-        ZeroDivisionError: both operands are integers (or booleans) and ``b`` holds a 0.
+        ZeroDivisionError: the result is integer (or boolean), not empty, and ``b`` holds a 0.
     """
-    if jnp.result_type(a, b).kind not in "iub" or isinstance(b, jax.core.Tracer):
+    if y.dtype.kind not in "iub" or isinstance(y, jax.core.Tracer) or not y.size:
         return  # floats divide to inf/NaN, as in PyTorch
     if b == 0 if isinstance(b, int) else bool(_holds_zero(b)):
         raise ZeroDivisionError(
@@ -129,8 +131,9 @@ def _integer_zero(a: Any, b: Any, symbol: str) -> None:
 def floor_divide(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[()]]:
     """Elementwise ``a // b``, rounded toward -inf (Python's, NumPy's and PyTorch's ``//``).
     Integers: a 0 in ``b`` raises ``ZeroDivisionError`` (``_integer_zero``)."""
-    _integer_zero(a, b, "//")
-    return _floor_divide(a, b), ()
+    y = _floor_divide(a, b)
+    _integer_zero(y, b, "//")
+    return y, ()
 
 
 @floor_divide.defvjp
@@ -148,8 +151,9 @@ _remainder = kernel(jnp.remainder)
 def remainder(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
     """Elementwise ``a % b`` with the sign of ``b`` (Python's, NumPy's and PyTorch's ``%``;
     ``a - floor(a / b) * b``). Integers: a 0 in ``b`` raises ``ZeroDivisionError``."""
-    _integer_zero(a, b, "%")
-    return _remainder(a, b), (a, b)
+    y = _remainder(a, b)
+    _integer_zero(y, b, "%")
+    return y, (a, b)
 
 
 @remainder.defvjp

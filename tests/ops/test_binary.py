@@ -261,6 +261,36 @@ def test_integer_floor_division_by_a_zero_raises() -> None:
     f = tg.tensor([5.0, -5.0])
     assert (f // 0).tolist() == [np.inf, -np.inf]
     assert np.isnan((f % 0).numpy()).all()
+    empty = tg.tensor(np.zeros(0, np.int32))  # divides nothing: PyTorch returns it
+    assert (empty // 0).shape == (0,) and (empty % zero_in[1:]).shape == (0,)
+
+
+def test_integer_floor_division_inside_tg_jit_is_not_checked() -> None:
+    """Inside a compiled step the divisor is a constant of the trace: no check, no error (a
+    step computing ``pos // 2`` raised a TracerError)."""
+    p = tg.tensor(np.array([7, -7, 5, -5], np.int32))
+
+    @tg.jit
+    def step(x: tg.Tensor) -> tuple[tg.Tensor, tg.Tensor, tg.Tensor]:
+        return x // 2, x % 3, tg.floor_divide(x, np.int32(2))
+
+    q, r, f = step(p)
+    assert q.tolist() == f.tolist() == [3, -4, 2, -3]
+    assert r.tolist() == [1, 2, 2, 1]
+
+
+def test_float16_divide_gradient_does_not_overflow_as_in_torch() -> None:
+    """d(a / b)/db = -g * ((a / b) / b), PyTorch's order: -(g * (a / b)) / b overflowed
+    float16 (g = 1000, a = 200, b = 2 gave -inf; torch and jax.grad -49984)."""
+    torch = pytest.importorskip("torch")
+    a = tg.tensor(np.array([200.0, 100.0], np.float16))
+    b = tg.tensor(np.array([2.0, 4.0], np.float16)).require_grad()
+    (a / b).backward(tg.tensor(np.array([1000.0, 1024.0], np.float16)))
+    ta = torch.tensor([200.0, 100.0], dtype=torch.float16)
+    tb = torch.tensor([2.0, 4.0], dtype=torch.float16, requires_grad=True)
+    (ta / tb).backward(torch.tensor([1000.0, 1024.0], dtype=torch.float16))
+    assert b.grad is not None and tb.grad is not None
+    assert b.grad.tolist() == tb.grad.tolist() == [-49984.0, -6400.0]
 
 
 def test_round_to_negative_decimals_refuses_integers_clearly() -> None:
