@@ -13,6 +13,7 @@ from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor, optional_output
 from tapegrad.errors import ShapeError
 from tapegrad.nn import _init
+from tapegrad.nn._inputs import as_input
 from tapegrad.nn.dropout import check_p
 from tapegrad.nn.linear import Linear
 from tapegrad.nn.module import Module
@@ -179,6 +180,10 @@ class MultiheadAttention(Module):
                 ``query``'s; a mask of another shape than given above.
             TypeError: a mask that is neither boolean nor floating point.
         """
+        given = (query, key, value)
+        query = as_input(query, "MultiheadAttention")  # one tensor for one input given thrice
+        key = query if given[1] is given[0] else as_input(key, "MultiheadAttention")
+        value = key if given[2] is given[1] else as_input(value, "MultiheadAttention")
         for name, t in (("query", query), ("key", key), ("value", value)):
             if t.ndim != 3 or t.shape[-1] != self.embed_dim:
                 raise ShapeError(

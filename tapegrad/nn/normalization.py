@@ -16,6 +16,7 @@ from tapegrad._tensor import Tensor
 from tapegrad.errors import ShapeError
 from tapegrad.grad_mode import no_grad
 from tapegrad.nn import _init
+from tapegrad.nn._inputs import as_input
 from tapegrad.nn.module import Module
 
 __all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d"]
@@ -117,6 +118,7 @@ class RMSNorm(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """Normalise ``x`` of shape ``(..., *normalized_shape)``."""
+        x = as_input(x, "RMSNorm")
         n = len(self.normalized_shape)
         if tuple(x.shape[len(x.shape) - n :]) != self.normalized_shape or len(x.shape) < n:
             raise ShapeError(
@@ -191,6 +193,7 @@ class GroupNorm(Module):
         Raises:
             ShapeError: ``x`` is not at least 2-D with ``num_channels`` on axis 1.
         """
+        x = as_input(x, "GroupNorm")
         if x.ndim < 2 or x.shape[1] != self.num_channels:
             raise ShapeError(
                 f"GroupNorm({self.num_groups}, {self.num_channels}) expects input (N, "
@@ -271,6 +274,7 @@ class _BatchNorm(Module):
                 the ranks this layer takes.
         """
         name = type(self).__name__
+        x = as_input(x, name)
         if x.ndim not in self._ndims or x.shape[1] != self.num_features:
             raise ShapeError(
                 f"{name}({self.num_features}) expects input of rank {self._ndims} with "

@@ -14,6 +14,7 @@ from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor, optional_output
 from tapegrad.errors import ShapeError
 from tapegrad.nn import _init
+from tapegrad.nn._inputs import as_input
 from tapegrad.nn.dropout import check_p
 from tapegrad.nn.module import Module
 from tapegrad.random import key_of, split_key
@@ -89,6 +90,7 @@ class _RNNBase(Module):
 
     def _check(self, x: Tensor) -> tuple[Tensor, bool]:
         """``x`` as time-major ``(L, N, in)``; whether it was unbatched."""
+        x = as_input(x, type(self).__name__)
         if x.ndim not in (2, 3) or x.shape[-1] != self.input_size:
             raise ShapeError(
                 f"{type(self).__name__}: input must be (L, N, {self.input_size}) "

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 from tapegrad import ops
 from tapegrad._tensor import Tensor
 from tapegrad.nn import _init
+from tapegrad.nn._inputs import as_input
 from tapegrad.nn.attention import MultiheadAttention
 from tapegrad.nn.dropout import Dropout
 from tapegrad.nn.linear import Linear
@@ -146,7 +147,7 @@ class TransformerEncoderLayer(Module):
                 float mask added to the scores).
             is_causal: each position attends only to itself and earlier positions.
         """
-        x = src
+        x = as_input(src, "TransformerEncoderLayer")
         if self.norm_first:
             x = x + self._sa(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
             return x + self._ff(self.norm2(x))

@@ -707,3 +707,35 @@ def test_multihead_attention_over_no_keys_gives_zeros_as_torch(
         return out
 
     check_against_torch(ours, theirs, [x, kv, mask], call=call)
+
+
+def test_layers_take_arrays_and_name_a_list_as_ops_do() -> None:
+    """A list given to GRU, LSTM, MultiheadAttention, TransformerEncoderLayer, GroupNorm,
+    BatchNorm or RMSNorm failed with "'list' object has no attribute 'ndim'"; it now raises
+    the ops' TypeError (as nn.Linear's: convert it with tg.tensor), and NumPy arrays are taken
+    as ops take them."""
+    x = np.random.default_rng(0).standard_normal((3, 2, 4)).astype(np.float32)
+    layers = [
+        (nn.GRU(4, 3, key=0), lambda m, a: m(a)[0]),
+        (nn.LSTM(4, 3, key=0), lambda m, a: m(a)[0]),
+        (nn.MultiheadAttention(4, 2, key=0), lambda m, a: m(a, a, a)[0]),
+        (nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0, key=0), lambda m, a: m(a)),
+        (nn.GroupNorm(1, 2), lambda m, a: m(a)),
+        (nn.BatchNorm1d(2), lambda m, a: m(a)),
+        (nn.RMSNorm(4), lambda m, a: m(a)),
+    ]
+    for layer, call in layers:
+        name = type(layer).__name__
+        message = rf"^{name}: unsupported operand type list; .*tg\.tensor"
+        with pytest.raises(TypeError, match=message):
+            call(layer, x.tolist())
+        np.testing.assert_allclose(
+            np.asarray(call(layer, x)), np.asarray(call(layer, tg.tensor(x))), rtol=1e-6
+        )
+    with pytest.raises(TypeError, match=r"^GRU: a PyTorch tensor"):
+        nn.GRU(4, 3, key=0)(torch.tensor(x))
+    mha = nn.MultiheadAttention(4, 2, key=0)
+    q = tg.tensor(x)
+    want = mha(q, q, q, attn_mask=tg.tensor(np.triu(np.ones((3, 3), bool), 1)))[0]
+    got = mha(q, q, q, attn_mask=np.triu(np.ones((3, 3), bool), 1).tolist())[0]
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
