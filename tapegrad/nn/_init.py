@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 
 from tapegrad import random
 from tapegrad._arrays import filled
+from tapegrad._placement import place
 from tapegrad._tensor import Tensor
 from tapegrad.random import key_of
 
-__all__ = ["keys", "uniform", "normal", "constant", "fan_in_bound"]
+if TYPE_CHECKING:
+    from tapegrad.nn.module import Module
+
+__all__ = ["keys", "uniform", "normal", "constant", "fan_in_bound", "to_device"]
 
 
 def keys(key: Any, n: int) -> list[jax.Array]:
@@ -48,3 +52,18 @@ def constant(shape: tuple[int, ...], value: float, dtype: Any, *, param: bool = 
     """A tensor filled with ``value``: a parameter, or with ``param=False`` a buffer."""
     t = Tensor(filled(shape, value, dtype))
     return t.require_grad() if param else t
+
+
+def to_device(module: Module, device: Any, what: str) -> None:
+    """PyTorch's ``device=`` of a layer's constructor: put ``module``'s parameters and buffers
+    on ``device`` as ``tg.zeros(..., device=)`` places its result (``_placement.place``: a
+    ``jax.Device``, an index into ``jax.devices()``, a string such as ``"cpu"`` or ``"gpu:0"``);
+    ``None`` leaves them on JAX's default device, as PyTorch's ``device=None``.
+
+    Raises:
+        DeviceError: no such device (the message names ``what`` and lists the devices).
+    """
+    if device is None:
+        return
+    for t in (*module.parameters(), *module.buffers()):
+        t.data = place(t.data, device, what)

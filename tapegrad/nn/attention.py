@@ -69,6 +69,8 @@ class MultiheadAttention(Module):
         batch_first: inputs and outputs are ``(N, L, E)``; else ``(L, N, E)``.
         key: an int seed or a key; ``None`` draws from the process random state.
         dtype: a floating dtype for the parameters.
+        device: where the parameters and buffers are made, as ``tg.zeros(..., device=)``
+            (``"cpu"``, ``"gpu:0"``, a ``jax.Device``); ``None``: JAX's default device.
 
     Raises:
         TypeError: ``embed_dim`` or ``num_heads`` not an integer (NumPy's are).
@@ -92,6 +94,7 @@ class MultiheadAttention(Module):
         *,
         key: Any = None,
         dtype: Any = jnp.float32,
+        device: Any = None,
     ) -> None:
         super().__init__()
         embed_dim = integer(embed_dim, "MultiheadAttention: embed_dim")
@@ -116,6 +119,7 @@ class MultiheadAttention(Module):
             # Zeroed in place, as PyTorch's ``constant_``: a new tensor would leave the bias
             # leaf Linear made hanging on the tape.
             out_bias.data = jnp.zeros_like(out_bias.data)
+        _init.to_device(self, device, "nn.MultiheadAttention")
 
     def _heads(self, x: Tensor, i: int) -> Tensor:
         """Project ``x`` (N, L, E) with the ``i``-th third of the input projection and split

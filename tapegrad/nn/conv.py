@@ -62,6 +62,7 @@ class _ConvNd(Module):
         *,
         key: Any = None,
         dtype: Any = jnp.float32,
+        device: Any = None,
     ) -> None:
         super().__init__()
         name = type(self).__name__
@@ -109,6 +110,7 @@ class _ConvNd(Module):
         shape = (out_channels, in_channels // groups, *self.kernel_size)
         self.weight = _init.uniform(kw, shape, k, dtype)
         self.bias = _init.uniform(kb, (out_channels,), k, dtype) if bias else None
+        _init.to_device(self, device, f"nn.{name}")
 
     def forward(self, x: Tensor) -> Tensor:
         """Convolve ``x`` of shape ``(N, C_in, *spatial)`` (or unbatched ``(C_in, *spatial)``);
@@ -155,6 +157,8 @@ class Conv1d(_ConvNd):
         bias: add a learned bias per output channel.
         key: an int seed or a key; ``None`` draws from the process random state.
         dtype: a floating dtype for the parameters.
+        device: where the parameters and buffers are made, as ``tg.zeros(..., device=)``
+            (``"cpu"``, ``"gpu:0"``, a ``jax.Device``); ``None``: JAX's default device.
 
     Raises:
         TypeError: ``in_channels``, ``out_channels`` or ``groups`` not an integer (NumPy's
@@ -187,6 +191,8 @@ class Conv2d(_ConvNd):
         bias: add a learned bias per output channel.
         key: an int seed or a key; ``None`` draws from the process random state.
         dtype: a floating dtype for the parameters.
+        device: where the parameters and buffers are made, as ``tg.zeros(..., device=)``
+            (``"cpu"``, ``"gpu:0"``, a ``jax.Device``); ``None``: JAX's default device.
 
     Raises:
         TypeError: ``in_channels``, ``out_channels`` or ``groups`` not an integer (NumPy's
@@ -219,6 +225,8 @@ class Conv3d(_ConvNd):
         bias: add a learned bias per output channel.
         key: an int seed or a key; ``None`` draws from the process random state.
         dtype: a floating dtype for the parameters.
+        device: where the parameters and buffers are made, as ``tg.zeros(..., device=)``
+            (``"cpu"``, ``"gpu:0"``, a ``jax.Device``); ``None``: JAX's default device.
 
     Raises:
         TypeError: ``in_channels``, ``out_channels`` or ``groups`` not an integer (NumPy's

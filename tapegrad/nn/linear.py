@@ -30,6 +30,8 @@ class Linear(Module):
         key: an int seed or a ``jax.random`` key; ``None`` draws from the process random
             state (``tg.manual_seed``).
         dtype: a floating dtype for the parameters (float32 by default).
+        device: where the parameters and buffers are made, as ``tg.zeros(..., device=)``
+            (``"cpu"``, ``"gpu:0"``, a ``jax.Device``); ``None``: JAX's default device.
 
     Attributes:
         weight: parameter of shape ``(out_features, in_features)``.
@@ -52,6 +54,7 @@ class Linear(Module):
         *,
         key: Any = None,
         dtype: Any = jnp.float32,
+        device: Any = None,
     ) -> None:
         super().__init__()
         in_features = integer(in_features, "Linear: in_features")
@@ -64,6 +67,7 @@ class Linear(Module):
         kw, kb = _init.keys(key, 2)
         self.weight = _init.uniform(kw, (out_features, in_features), k, dtype)
         self.bias = _init.uniform(kb, (out_features,), k, dtype) if bias else None
+        _init.to_device(self, device, "nn.Linear")
 
     def forward(self, x: Tensor) -> Tensor:
         """Apply the layer to ``x`` of shape ``(..., in_features)``: one ``tg.linear`` op (one

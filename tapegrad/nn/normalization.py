@@ -46,6 +46,8 @@ class LayerNorm(Module):
         elementwise_affine: learn ``weight`` (ones) and ``bias`` (zeros) of that shape.
         bias: with ``elementwise_affine``, also learn ``bias``.
         dtype: a floating dtype for the parameters.
+        device: where the parameters and buffers are made, as ``tg.zeros(..., device=)``
+            (``"cpu"``, ``"gpu:0"``, a ``jax.Device``); ``None``: JAX's default device.
 
     Raises:
         TypeError: a size that is not an integer (NumPy's are).
@@ -63,6 +65,7 @@ class LayerNorm(Module):
         bias: bool = True,
         *,
         dtype: Any = jnp.float32,
+        device: Any = None,
     ) -> None:
         super().__init__()
         check_float(dtype, "LayerNorm")
@@ -71,6 +74,7 @@ class LayerNorm(Module):
         affine = elementwise_affine
         self.weight = _init.constant(self.normalized_shape, 1.0, dtype) if affine else None
         self.bias = _init.constant(self.normalized_shape, 0.0, dtype) if affine and bias else None
+        _init.to_device(self, device, "nn.LayerNorm")
 
     def forward(self, x: Tensor) -> Tensor:
         """Normalise ``x`` of shape ``(..., *normalized_shape)``."""
@@ -92,6 +96,8 @@ class RMSNorm(Module):
             normalised in float32 and rounded back, as PyTorch does).
         elementwise_affine: learn ``weight`` (ones) of that shape.
         dtype: a floating dtype for the parameter.
+        device: where the parameters and buffers are made, as ``tg.zeros(..., device=)``
+            (``"cpu"``, ``"gpu:0"``, a ``jax.Device``); ``None``: JAX's default device.
 
     Raises:
         TypeError: a size that is not an integer (NumPy's are).
@@ -108,6 +114,7 @@ class RMSNorm(Module):
         elementwise_affine: bool = True,
         *,
         dtype: Any = jnp.float32,
+        device: Any = None,
     ) -> None:
         super().__init__()
         check_float(dtype, "RMSNorm")
@@ -115,6 +122,7 @@ class RMSNorm(Module):
         self.eps = None if eps is None else float(eps)
         affine = elementwise_affine
         self.weight = _init.constant(self.normalized_shape, 1.0, dtype) if affine else None
+        _init.to_device(self, device, "nn.RMSNorm")
 
     def forward(self, x: Tensor) -> Tensor:
         """Normalise ``x`` of shape ``(..., *normalized_shape)``."""
@@ -154,6 +162,8 @@ class GroupNorm(Module):
         eps: added to the variance before the square root.
         affine: learn ``weight`` (ones) and ``bias`` (zeros) of shape ``(C,)``.
         dtype: a floating dtype for the parameters.
+        device: where the parameters and buffers are made, as ``tg.zeros(..., device=)``
+            (``"cpu"``, ``"gpu:0"``, a ``jax.Device``); ``None``: JAX's default device.
 
     Raises:
         TypeError: a size that is not an integer.
@@ -171,6 +181,7 @@ class GroupNorm(Module):
         affine: bool = True,
         *,
         dtype: Any = jnp.float32,
+        device: Any = None,
     ) -> None:
         super().__init__()
         num_groups = integer(num_groups, "GroupNorm: num_groups")
@@ -186,6 +197,7 @@ class GroupNorm(Module):
         c = (num_channels,)
         self.weight = _init.constant(c, 1.0, dtype) if affine else None
         self.bias = _init.constant(c, 0.0, dtype) if affine else None
+        _init.to_device(self, device, "nn.GroupNorm")
 
     def forward(self, x: Tensor) -> Tensor:
         """Normalise ``x`` ``(N, C, *)``.
@@ -235,6 +247,7 @@ class _BatchNorm(Module):
         track_running_stats: bool = True,
         *,
         dtype: Any = jnp.float32,
+        device: Any = None,
     ) -> None:
         super().__init__()
         name = type(self).__name__
@@ -259,6 +272,7 @@ class _BatchNorm(Module):
             self.running_mean = _init.constant(c, 0.0, dtype, param=False)
             self.running_var = _init.constant(c, 1.0, dtype, param=False)
             self.num_batches_tracked = Tensor(jnp.zeros((), jnp.int32))
+        _init.to_device(self, device, f"nn.{name}")
 
     def forward(self, x: Tensor) -> Tensor:
         """Normalise ``x`` with batch statistics (training) or the running ones (eval).
@@ -327,6 +341,8 @@ class BatchNorm1d(_BatchNorm):
         affine: learn ``weight`` and ``bias``.
         track_running_stats: keep running statistics (else batch statistics always).
         dtype: a floating dtype for parameters and running statistics.
+        device: where the parameters and buffers are made, as ``tg.zeros(..., device=)``
+            (``"cpu"``, ``"gpu:0"``, a ``jax.Device``); ``None``: JAX's default device.
 
     Raises:
         TypeError: ``num_features`` is not an integer (NumPy's are).

@@ -52,6 +52,7 @@ class _RNNBase(Module):
         *,
         key: Any = None,
         dtype: Any = jnp.float32,
+        device: Any = None,
     ) -> None:
         super().__init__()
         name = type(self).__name__
@@ -76,6 +77,7 @@ class _RNNBase(Module):
                 setattr(self, f"bias_hh_l{layer}", _init.uniform(kbh, (g,), k, dtype))
         self.dropout = check_p(name, dropout)  # a float, as PyTorch's (code sets it too)
         self._dropout_key = None if key is None else key_of(layer_keys[-1])
+        _init.to_device(self, device, f"nn.{name}")
 
     def _drop(self, x: Tensor) -> Tensor:
         """Dropout with probability ``self.dropout`` (read at each call: PyTorch code sets
@@ -195,6 +197,8 @@ class LSTM(_RNNBase):
         dropout: dropout on the outputs of every layer but the last, while training.
         key: an int seed or a key; ``None`` draws from the process random state.
         dtype: a floating dtype for the parameters.
+        device: where the parameters and buffers are made, as ``tg.zeros(..., device=)``
+            (``"cpu"``, ``"gpu:0"``, a ``jax.Device``); ``None``: JAX's default device.
 
     Raises:
         TypeError: a size that is not an integer; PyTorch's ``bidirectional=True`` or
@@ -273,6 +277,8 @@ class GRU(_RNNBase):
         dropout: dropout on the outputs of every layer but the last, while training.
         key: an int seed or a key; ``None`` draws from the process random state.
         dtype: a floating dtype for the parameters.
+        device: where the parameters and buffers are made, as ``tg.zeros(..., device=)``
+            (``"cpu"``, ``"gpu:0"``, a ``jax.Device``); ``None``: JAX's default device.
 
     Raises:
         TypeError: a size that is not an integer; PyTorch's ``bidirectional=True`` or

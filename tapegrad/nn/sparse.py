@@ -30,6 +30,8 @@ class Embedding(Module):
             gradient is always zero, so it stays as it is while training (PyTorch's).
         key: an int seed or a key; ``None`` draws from the process random state.
         dtype: a floating dtype for the table.
+        device: where the parameters and buffers are made, as ``tg.zeros(..., device=)``
+            (``"cpu"``, ``"gpu:0"``, a ``jax.Device``); ``None``: JAX's default device.
 
     Raises:
         ValueError: a non-positive size, or ``padding_idx`` outside ``[-num_embeddings,
@@ -53,6 +55,7 @@ class Embedding(Module):
         *,
         key: Any = None,
         dtype: Any = jnp.float32,
+        device: Any = None,
     ) -> None:
         super().__init__()
         num_embeddings = integer(num_embeddings, "Embedding: num_embeddings")
@@ -77,6 +80,7 @@ class Embedding(Module):
         if padding_idx is not None:
             weight.data = weight.data.at[padding_idx].set(0)
         self.weight = weight
+        _init.to_device(self, device, "nn.Embedding")
 
     def forward(self, indices: Any) -> Tensor:
         """Look up ``indices`` (an integer tensor or array of any shape)."""

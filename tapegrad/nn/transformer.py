@@ -53,6 +53,8 @@ class TransformerEncoderLayer(Module):
         bias: learn biases in the linear layers, the attention and the layer norms.
         key: an int seed or a key; ``None`` draws from the process random state.
         dtype: a floating dtype for the parameters.
+        device: where the parameters and buffers are made, as ``tg.zeros(..., device=)``
+            (``"cpu"``, ``"gpu:0"``, a ``jax.Device``); ``None``: JAX's default device.
 
     Raises:
         ValueError: an unknown activation name, ``d_model`` not divisible by ``nhead``,
@@ -75,6 +77,7 @@ class TransformerEncoderLayer(Module):
         *,
         key: Any = None,
         dtype: Any = jnp.float32,
+        device: Any = None,
     ) -> None:
         super().__init__()
         if isinstance(activation, str) and activation not in ("relu", "gelu"):
@@ -112,6 +115,7 @@ class TransformerEncoderLayer(Module):
         else:
             act = activation
         self.activation = act
+        _init.to_device(self, device, "nn.TransformerEncoderLayer")
 
     def _sa(self, x: Tensor, mask: Any, padding: Any, is_causal: bool) -> Tensor:
         out, _ = self.self_attn(

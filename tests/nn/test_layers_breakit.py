@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _parity import check_against_torch
+from _parity import check_against_torch, first
 
 import tapegrad as tg
 from tapegrad import nn
@@ -739,3 +739,52 @@ def test_layers_take_arrays_and_name_a_list_as_ops_do() -> None:
     want = mha(q, q, q, attn_mask=tg.tensor(np.triu(np.ones((3, 3), bool), 1)))[0]
     got = mha(q, q, q, attn_mask=np.triu(np.ones((3, 3), bool), 1).tolist())[0]
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+
+
+_ON_DEVICE = [
+    lambda device: nn.Linear(2, 3, key=0, device=device),
+    lambda device: nn.Conv1d(1, 2, 3, key=0, device=device),
+    lambda device: nn.Conv2d(1, 2, 3, key=0, device=device),
+    lambda device: nn.LayerNorm(3, device=device),
+    lambda device: nn.RMSNorm(3, device=device),
+    lambda device: nn.GroupNorm(1, 2, device=device),
+    lambda device: nn.BatchNorm1d(3, device=device),
+    lambda device: nn.BatchNorm2d(3, device=device),
+    lambda device: nn.Embedding(4, 2, key=0, device=device),
+    lambda device: nn.LSTM(3, 4, key=0, device=device),
+    lambda device: nn.GRU(3, 4, key=0, device=device),
+    lambda device: nn.MultiheadAttention(4, 2, key=0, device=device),
+    lambda device: nn.TransformerEncoderLayer(4, 2, 8, key=0, device=device),
+]
+
+
+@pytest.mark.parametrize("make", _ON_DEVICE)
+def test_layers_take_pytorchs_device_keyword_as_tensor_factories_do(make: Any) -> None:
+    """``device=None`` (PyTorch's default) and ``device="cpu"`` were a bare "unexpected keyword
+    argument"; every layer that takes ``dtype=`` takes ``device=`` and places its parameters
+    and buffers as ``tg.zeros(..., device=)`` places a tensor; a device that does not exist is
+    a DeviceError naming the layer."""
+    import jax
+
+    from tapegrad._placement import committed
+
+    default = make(None)
+    tensors = [*default.parameters(), *default.buffers()]
+    assert tensors and not any(committed(t.data) for t in tensors)  # as tg.zeros(shape)
+    for device in ("cpu", "cpu:0", 0, jax.devices("cpu")[0]):
+        placed = make(device)
+        want = tg.zeros(3, device=device).data
+        for t in (*placed.parameters(), *placed.buffers()):
+            assert committed(t.data) and t.data.sharding == want.sharding
+        assert all(t.requires_grad for t in placed.parameters())
+    name = type(default).__name__
+    with pytest.raises(tg.DeviceError, match=rf"^nn\.{name} at .*there is no device 'cpu:99'"):
+        make("cpu:99")
+    x = np.zeros((2, 3), np.int32 if name == "Embedding" else np.float32)
+    if name in ("Linear", "LayerNorm", "RMSNorm", "BatchNorm1d", "Embedding", "LSTM", "GRU"):
+        moved = make("cpu")
+        inputs = x[:, :2] if name == "Linear" else x
+        np.testing.assert_allclose(
+            np.asarray(first(moved(tg.tensor(inputs)))),
+            np.asarray(first(make(None)(tg.tensor(inputs)))),
+        )
