@@ -183,6 +183,43 @@ def test_half_layer_norm_normalizes_in_float32_as_pytorch(dtype: str) -> None:
     np.testing.assert_allclose(np.asarray(x.grad, np.float64), exact, rtol=2e-2, atol=1e-2)
 
 
+def test_bfloat16_batch_norm_keeps_float32_running_statistics_as_pytorch() -> None:
+    """A bfloat16 batch's mean and variance blend into float32 running statistics in float32
+    (the batch mean was rounded to bfloat16: 299.96 against torch's 299.56 after 50 steps),
+    and evaluation returns bfloat16 as training does (float32 stats promoted it)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    mean, var = tg.zeros(4), tg.ones(4)
+    t_mean, t_var = torch.zeros(4), torch.ones(4)
+    for _ in range(20):
+        x = torch.tensor(rng.standard_normal((64, 4)).astype(np.float32) * 3 + 301).bfloat16()
+        ours = tg.tensor(x.float().numpy()).astype(tg.bfloat16)
+        assert tg.batch_norm(ours, mean, var, training=True).dtype == tg.bfloat16
+        torch.nn.functional.batch_norm(x, t_mean, t_var, training=True)
+    np.testing.assert_allclose(mean.numpy(), t_mean.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(var.numpy(), t_var.numpy(), rtol=1e-5)
+    x = torch.tensor(rng.standard_normal((4, 4)).astype(np.float32) * 3 + 301).bfloat16()
+    y = tg.batch_norm(tg.tensor(x.float().numpy()).astype(tg.bfloat16), mean, var, training=False)
+    assert y.dtype == tg.bfloat16
+    z = torch.nn.functional.batch_norm(x, t_mean, t_var, training=False)
+    np.testing.assert_allclose(np.asarray(y, np.float32), z.float().numpy(), rtol=1e-2)
+
+
+def test_clip_grad_norm_of_complex_gradients_is_a_real_norm_as_pytorch() -> None:
+    """The total norm of complex gradients is real (float32), as torch's: it was complex64,
+    so float(total) raised."""
+    torch = pytest.importorskip("torch")
+    for norm_type in (2.0, 1.0, float("inf")):
+        p = tg.tensor(np.array([1 + 2j, 3 - 1j], np.complex64)).require_grad()
+        p.grad = tg.tensor(np.array([1 + 2j, 3 - 4j], np.complex64))
+        q = torch.tensor([1 + 2j, 3 - 1j], requires_grad=True)
+        q.grad = torch.tensor([1 + 2j, 3 - 4j])
+        total = tg.nn.utils.clip_grad_norm_([p], 100.0, norm_type=norm_type)
+        want = torch.nn.utils.clip_grad_norm_([q], 100.0, norm_type=norm_type)
+        assert total.dtype == tg.float32
+        assert float(total) == pytest.approx(float(want), rel=1e-6)
+
+
 @pytest.mark.parametrize("op", ["var", "std"])
 def test_variance_of_n_samples_with_ddof_n_has_a_nan_gradient(op: str) -> None:
     """ddof = N divides by zero: NaN values and gradients, as PyTorch (var's backward raised a

@@ -31,7 +31,7 @@ def _norm(grads: tuple[jax.Array, ...], norm_type: float, whole: bool) -> jax.Ar
         for g in grads:
             by_dtype.setdefault(g.dtype, []).append(jnp.ravel(g))
         pieces = tuple(jnp.concatenate(v) if len(v) > 1 else v[0] for v in by_dtype.values())
-    sizes = [jnp.abs(p).astype(summed_in(p.dtype)) for p in pieces]  # float16: in float32
+    sizes = [a.astype(summed_in(a.dtype)) for a in map(jnp.abs, pieces)]  # float16: float32
     if norm_type == float("inf"):
         return jnp.max(jnp.stack([jnp.max(a, initial=0.0) for a in sizes]))
     return jnp.sum(jnp.stack([jnp.sum(a**norm_type) for a in sizes]))

@@ -159,12 +159,15 @@ def layer_norm(
 def _bn_eval_fn(
     x: jax.Array, mean: jax.Array, var: jax.Array, w: jax.Array, b: jax.Array, *, eps: float
 ) -> jax.Array:
-    """Evaluation: normalize with the running statistics (constants per channel)."""
+    """Evaluation: normalize with the running statistics (constants per channel); a float16
+    or bfloat16 x in float32, and y in training's dtype (``x``, ``w`` and ``b``'s: float32
+    running statistics do not promote a bfloat16 output, as in PyTorch)."""
     shape = (-1,) + (1,) * (x.ndim - 2)
     scale = jax.lax.rsqrt(jnp.reshape(var, shape) + eps)
-    w = jnp.reshape(w, shape) if jnp.ndim(w) else w
-    b = jnp.reshape(b, shape) if jnp.ndim(b) else b
-    return (x - jnp.reshape(mean, shape)) * scale * w + b
+    wide = x.astype(summed_in(x.dtype))
+    ws = jnp.reshape(w, shape) if jnp.ndim(w) else w
+    bs = jnp.reshape(b, shape) if jnp.ndim(b) else b
+    return ((wide - jnp.reshape(mean, shape)) * scale * ws + bs).astype(jnp.result_type(x, w, b))
 
 
 @defop(name="batch_norm")
@@ -208,9 +211,11 @@ def _batch_norm_vjp(
 def _running(
     x: jax.Array, mean: jax.Array, var: jax.Array, momentum: float
 ) -> tuple[jax.Array, jax.Array]:
-    """PyTorch's update: mean and the *unbiased* variance of the batch, blended by momentum."""
+    """PyTorch's update: mean and the *unbiased* variance of the batch, blended by momentum;
+    float16 and bfloat16 batches in float32 (``summed_in``), as PyTorch keeps them."""
     axes = (0, *range(2, x.ndim))
     n = math.prod(x.shape[a] for a in axes)
+    x = x.astype(summed_in(x.dtype))
     batch_var = jnp.var(x, axis=axes) * (n / (n - 1))
     new_mean = (1 - momentum) * mean + momentum * jnp.mean(x, axis=axes)
     new_var = (1 - momentum) * var + momentum * batch_var
