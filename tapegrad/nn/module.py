@@ -23,6 +23,7 @@ Parameters are ordinary tape leaves: an optimizer step replaces their value with
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
@@ -38,6 +39,31 @@ from tapegrad.nn._state import plan_load, state_entries
 __all__ = ["Module", "LoadResult"]
 
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
+
+_PARAMETERS: dict[int, weakref.ref[Tensor]] = {}
+"""Tensors that have been a module's parameter, by ``id``, held weakly: a frozen one
+(``requires_grad_(False)``) is still a parameter where it is assigned next, as PyTorch's
+``nn.Parameter`` keeps its type (``head.weight = frozen_embedding.weight``), while a tensor
+that never was one is refused at a parameter's name (``fc.weight = tg.tensor(w)``)."""
+
+
+def _remember(t: Tensor) -> None:
+    """Note ``t`` as a parameter (``_PARAMETERS``); its entry goes when ``t`` does."""
+    key = id(t)
+    ref = _PARAMETERS.get(key)
+    if ref is None or ref() is not t:
+
+        def forget(dead: weakref.ref[Tensor]) -> None:
+            if _PARAMETERS.get(key) is dead:
+                del _PARAMETERS[key]
+
+        _PARAMETERS[key] = weakref.ref(t, forget)
+
+
+def _was_parameter(value: Any) -> bool:
+    """Whether ``value`` is a tensor that has been a module's parameter."""
+    ref = _PARAMETERS.get(id(value))
+    return ref is not None and ref() is value
 
 
 class LoadResult(NamedTuple):
@@ -97,8 +123,13 @@ class Module:
             return
         if isinstance(value, Module):
             target: str | None = "_modules"
-        elif isinstance(value, Tensor) and value.requires_grad and value.is_leaf:
+        elif (
+            isinstance(value, Tensor)
+            and value.is_leaf
+            and (value.requires_grad or _was_parameter(value))
+        ):
             target = "_parameters"
+            _remember(value)
         elif _is_buffer_value(value):
             target = "_buffers"
         else:
@@ -129,7 +160,10 @@ class Module:
         for registry in _REGISTRIES:
             entries = d.get(registry)
             if entries is not None and name in entries:
-                return entries[name]
+                value = entries[name]
+                if registry == "_parameters" and value is not None:
+                    _remember(value)  # a copied module's (deepcopy): tied or moved next
+                return value
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __delattr__(self, name: str) -> None:
@@ -253,6 +287,7 @@ class Module:
             self.__dict__[registry].pop(name, None)
         self.__dict__.pop(name, None)
         self._parameters[name] = param
+        _remember(param)
 
     def _check_free(self, name: str, registry: str, method: str) -> None:
         """``KeyError`` unless ``name`` is free for ``registry`` (PyTorch's "attribute already

@@ -4,6 +4,7 @@ arguments, error messages)."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,27 @@ def test_assigning_a_plain_tensor_to_a_parameter_name_is_refused_as_in_torch() -
     fc.bias = tg.zeros(2)
     assert [n for n, _ in fc.named_parameters()] == ["weight"]
     assert [n for n, _ in fc.named_buffers()] == ["bias"]
+
+
+def test_a_frozen_parameter_stays_a_parameter_where_it_is_assigned_as_in_torch() -> None:
+    """PyTorch's ``nn.Parameter`` keeps its type when frozen: tying a frozen embedding to a
+    head, ``m.weight = m.weight`` and swapping frozen weights work, in a deep copy too, and
+    the weight is listed as the head's parameter (it was refused, or became a buffer)."""
+    emb, head = nn.Embedding(5, 3, key=0), nn.Linear(3, 5, bias=False, key=1)
+    emb.weight.requires_grad_(False)
+    head.weight = emb.weight
+    assert head.weight is emb.weight and [n for n, _ in head.named_parameters()] == ["weight"]
+    a, b = nn.Linear(2, 2, key=0), nn.Linear(2, 2, key=1)
+    a.requires_grad_(False)
+    b.requires_grad_(False)
+    a.weight, b.weight = b.weight, a.weight
+    a.weight = a.weight
+    assert [n for n, _ in a.named_parameters()] == ["weight", "bias"]
+    twin = copy.deepcopy(a)
+    with pytest.raises(TypeError, match="parameter 'bias'"):
+        twin.bias = twin.weight[0].detach()  # a new tensor at a parameter's name
+    twin.bias = copy.deepcopy(twin).bias  # a parameter of another (copied) module
+    assert [n for n, _ in twin.named_parameters()] == ["weight", "bias"]
 
 
 def test_module_list_and_dict_setitem_replace_in_place() -> None:
