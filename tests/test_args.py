@@ -196,16 +196,20 @@ def test_size_is_numpys_attribute_and_calling_it_names_shape() -> None:
             " (count_include_pad=)",
         ),
         (lambda: tg.nn.MaxPool2d(2, 2, 0, 1), "(kernel_size, stride, padding), got 4", ""),
-        (lambda: tg.nn.Embedding(5, 3, None, 2.0), "padding_idx), got 4", " (key=, dtype=)"),
+        (
+            lambda: tg.nn.Embedding(5, 3, None, 2.0),
+            "padding_idx), got 4",
+            " (key=, dtype=, device=)",
+        ),
         (
             lambda: tg.nn.LSTM(3, 4, 1, True, False, 0.0, False),
             "dropout), got 7",
-            " (key=, dtype=)",
+            " (key=, dtype=, device=)",
         ),
         (
             lambda: tg.nn.Conv2d(1, 2, 3, 1, 0, 1, 1, True, "zeros"),
             "bias), got 9",
-            " (key=, dtype=)",
+            " (key=, dtype=, device=)",
         ),
         (lambda: tg.nn.MSELoss(None, None, "mean"), "(reduction), got 3", ""),
     ],

@@ -13,7 +13,7 @@ import numpy as np
 from tapegrad._args import torch_keywords
 from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel
-from tapegrad.op import defop, operand_shape
+from tapegrad.op import as_operand, defop, operand_shape
 
 if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
@@ -38,7 +38,7 @@ def _attention(
         s = jnp.where(jnp.tril(jnp.ones((lq, lk), jnp.bool_)), s, -jnp.inf)
     # softmax, safe for a row with nothing to attend (all -inf): its weights are 0, so its
     # output and every gradient through it are 0, as PyTorch's (``_safe_softmax``), not NaN
-    top = jnp.max(s, axis=-1, keepdims=True)
+    top = jnp.max(s, axis=-1, keepdims=True, initial=-jnp.inf)  # no keys: -inf
     e = jnp.exp(s - jnp.where(jnp.isfinite(top), top, 0.0))
     total = jnp.sum(e, axis=-1, keepdims=True)
     p = e / jnp.where(total == 0, 1.0, total)
@@ -142,6 +142,7 @@ def scaled_dot_product_attention(
             f"grouped-query attention: {_TORCH_KEYWORDS['enable_gqa'].split(': ', 1)[1]}"
         ) from None
     if mask is not None:
+        mask = as_operand(mask, name) if not hasattr(mask, "dtype") else mask
         kind = np.dtype(mask.dtype)
         if kind != np.bool_ and not jnp.issubdtype(kind, jnp.floating):  # bfloat16 too
             raise TypeError(

@@ -121,6 +121,25 @@ def test_attention_row_with_nothing_to_attend_is_zero_with_finite_gradients() ->
         np.testing.assert_allclose(mine.grad.numpy(), theirs.grad.numpy(), atol=1e-5)
 
 
+def test_attention_over_zero_keys_is_zero_as_in_torch() -> None:
+    """No keys: every row has nothing to attend; PyTorch returns zeros and zero gradients
+    (it raised inside JAX: a max over an empty axis)."""
+    torch = pytest.importorskip("torch")
+    q0 = RNG.standard_normal((1, 2, 3, 4)).astype(np.float32)
+    q = tg.tensor(q0, requires_grad=True)
+    k, v = (tg.zeros((1, 2, 0, 4)).require_grad() for _ in range(2))
+    y = tg.scaled_dot_product_attention(q, k, v)
+    (y * 2.0).sum().backward()
+    tq = torch.tensor(q0, requires_grad=True)
+    ty = torch.nn.functional.scaled_dot_product_attention(
+        tq, torch.zeros(1, 2, 0, 4), torch.zeros(1, 2, 0, 4)
+    )
+    (ty * 2.0).sum().backward()
+    assert y.shape == tuple(ty.shape) and not y.numpy().any()
+    assert q.grad is not None and tq.grad is not None and not q.grad.numpy().any()
+    assert k.grad is not None and k.grad.shape == (1, 2, 0, 4)
+
+
 def test_attention_refuses_heads_that_do_not_broadcast_and_an_integer_mask() -> None:
     q = tg.tensor(RNG.standard_normal((2, 6, 3, 4)).astype(np.float32))
     kv = tg.tensor(RNG.standard_normal((2, 3, 3, 4)).astype(np.float32))
@@ -128,6 +147,8 @@ def test_attention_refuses_heads_that_do_not_broadcast_and_an_integer_mask() -> 
         tg.scaled_dot_product_attention(q, kv, kv)
     with pytest.raises(TypeError, match="dtype int32.*astype\\(bool\\)"):
         tg.scaled_dot_product_attention(q, q, q, mask=np.ones((3, 3), np.int32))
+    with pytest.raises(TypeError, match="convert lists with tg.tensor"):
+        tg.scaled_dot_product_attention(q, q, q, mask=[[True] * 3] * 3)
 
 
 def test_bce_with_logits_gradient_at_zero_is_sigmoid_minus_target() -> None:
