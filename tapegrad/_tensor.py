@@ -488,8 +488,9 @@ class Tensor:
                 f"it>, {head})"
             )
         values = np.asarray(data)
-        if values.dtype.kind == "V":  # ml_dtypes' floats (bfloat16, float8): NumPy prints 1.0
-            values = values.astype(np.float32)  # as "1"; float32 holds each value exactly
+        if values.dtype.kind == "V" and jax.numpy.issubdtype(values.dtype, jax.numpy.floating):
+            values = values.astype(np.float32)  # ml_dtypes' floats (bfloat16, float8): NumPy
+            # prints 1.0 as "1"; float32 holds each value exactly (int4 stays an integer)
         body = np.array2string(values, separator=", ", prefix="tensor(")
         return f"tensor({body}, {head})"
 

@@ -447,8 +447,9 @@ def _input_nodes(ins: Sequence[Any], what: str) -> list[Node]:
 
 
 def _check_flags(retain_graph: Any, create_graph: Any, where: str) -> None:
-    """Refuse a ``retain_graph`` or ``create_graph`` that is not a bool (``retain_graph`` may
-    also be ``None``): a string such as ``"no"`` would count as true.
+    """Refuse a ``retain_graph`` or ``create_graph`` that is not a bool or an int (PyTorch
+    takes 0 and 1; ``retain_graph`` may also be ``None``): a string such as ``"no"`` would
+    count as true.
 
     Raises:
         TypeError: naming the argument and the value passed.
@@ -457,7 +458,7 @@ def _check_flags(retain_graph: Any, create_graph: Any, where: str) -> None:
         ("retain_graph", retain_graph, True),
         ("create_graph", create_graph, False),
     ):
-        if not (isinstance(value, (bool, np.bool_)) or (optional and value is None)):
+        if not (isinstance(value, (int, np.bool_, np.integer)) or (optional and value is None)):
             raise TypeError(
                 f"{where}: {name} must be True or False"
                 + (" (or None for the default)" if optional else "")

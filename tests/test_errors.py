@@ -56,8 +56,8 @@ CATALOGUE: list[tuple[str, Trigger, type[BaseException], tuple[str, ...]]] = [
         ("retain_graph must be True or False", "'no'"),
     ),
     (
-        "create-graph-int",
-        lambda w, m: tg.grad((w * 2.0).sum(), w, create_graph=2),
+        "create-graph-float",
+        lambda w, m: tg.grad((w * 2.0).sum(), w, create_graph=2.0),
         TypeError,
         ("create_graph must be True or False",),
     ),

@@ -1057,6 +1057,7 @@ def test_repr_shows_shape_dtype_values_and_op() -> None:
     # bfloat16 and float8 print as floats ("1.", not NumPy's "1" for ml_dtypes' types)
     assert repr(tg.tensor([1.0, 2.5]).astype(tg.bfloat16)).startswith("tensor([1. , 2.5]")
     assert repr(tg.tensor([1.0]).astype(jnp.float8_e4m3fn)).startswith("tensor([1.]")
+    assert repr(tg.tensor([1, -3]).astype(jnp.int4)).startswith("tensor([1, -3]")
 
 
 def test_format_one_element_tensor() -> None:
