@@ -308,6 +308,9 @@ def test_a_scheduler_stepped_inside_the_step_says_to_step_it_after() -> None:
     assert sched.last_epoch == 0 and opt.param_groups[0]["lr"] == 0.1  # nothing advanced
     step(X, Y)  # eagerly it works, as in PyTorch
     assert opt.param_groups[0]["lr"] == 0.05
+    with tg.use_tape(tg.Tape(allow_tracers=True)):  # a user's tape, no trace: it steps
+        sched.step()
+    assert opt.param_groups[0]["lr"] == 0.025
 
 
 def test_grads_none_then_set_compiles_once_and_accumulation_reads_them() -> None:

@@ -24,10 +24,10 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import jax
 import optax
 
 from tapegrad._args import torch_keywords
-from tapegrad.current import current_tape
 from tapegrad.errors import TapegradWarning, TracerError
 from tapegrad.optim.optimizer import Optimizer
 
@@ -150,7 +150,8 @@ class LRScheduler:
                 schedule.
             TracerError: called inside a ``tg.jit`` step (call it after the step).
         """
-        if current_tape().allow_tracers:  # inside a tg.jit step (its private tape)
+        groups = self.optimizer.param_groups
+        if any(isinstance(g.get("lr"), jax.core.Tracer) for g in groups):  # a tg.jit trace
             raise TracerError(
                 f"{type(self).__name__}.step() was called inside a tg.jit step: its count is "
                 "Python state, which a compiled step cannot advance call by call. Call "
