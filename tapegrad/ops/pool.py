@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tapegrad._dtypes import summed_in
 from tapegrad.derived import derived_vjp
 from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel as compiled
@@ -141,26 +142,39 @@ def avg_pool2d(
     return _avg_pool2d(x, **args, count_include_pad=bool(count_include_pad))
 
 
-def _averaging(n_in: int, n_out: int) -> np.ndarray:
-    """The (n_out, n_in) matrix of PyTorch's adaptive windows: row i averages the inputs
-    ``floor(i * n_in / n_out)`` to ``ceil((i + 1) * n_in / n_out)`` (exclusive)."""
-    a = np.zeros((n_out, n_in), np.float32)
-    for i in range(n_out):
-        start, stop = (i * n_in) // n_out, -((-(i + 1) * n_in) // n_out)
-        a[i, start:stop] = 1.0 / (stop - start)
-    return a
+def _windows(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """PyTorch's adaptive windows along one axis: output i averages the inputs
+    ``floor(i * n_in / n_out)`` to ``ceil((i + 1) * n_in / n_out)`` (exclusive). Returns the
+    ``(n_out, k)`` indices of each window (``k`` its longest; past a window's end its last
+    index again), the ``(n_out, k)`` mask of its own entries and the ``(n_out,)`` counts."""
+    i = np.arange(n_out)
+    start, stop = (i * n_in) // n_out, -((-(i + 1) * n_in) // n_out)
+    counts = stop - start
+    idx = start[:, None] + np.arange(int(counts.max()))
+    return np.minimum(idx, stop[:, None] - 1).astype(np.int32), idx < stop[:, None], counts
 
 
 @partial(compiled, static_argnames=("size",))
 def _adaptive_avg_fn(x: jax.Array, *, size: Ints) -> jax.Array:
-    """The jnp forward: each pooled axis (the last ``len(size)``) contracted with its
-    averaging matrix (a constant of the compiled program)."""
+    """The jnp forward over the last ``len(size)`` axes, one at a time: equal windows (the
+    size divides) as a reshape and a mean, others gathered ``(n_out, k)`` (constant indices:
+    memory ~k / (n_in / n_out) times x's, not an (n_out, n_in) matrix) and summed over
+    their own entries; float16 and bfloat16 in float32 (``summed_in``), as PyTorch."""
+    dtype = x.dtype
+    x = x.astype(summed_in(dtype))
     n = len(size)
     for k, n_out in enumerate(size):
         axis = x.ndim - n + k
-        a = jnp.asarray(_averaging(x.shape[axis], n_out), x.dtype)
-        x = jnp.moveaxis(jnp.tensordot(x, a, axes=((axis,), (1,))), -1, axis)
-    return x
+        n_in, after = x.shape[axis], (1,) * (n - k - 1)
+        if n_in % n_out == 0:
+            split = (*x.shape[:axis], n_out, n_in // n_out, *x.shape[axis + 1 :])
+            x = jnp.mean(x.reshape(split), axis=axis + 1)
+            continue
+        idx, own, counts = _windows(n_in, n_out)
+        picked = jnp.take(x, jnp.asarray(idx), axis=axis)  # (..., n_out, k, ...)
+        total = jnp.sum(jnp.where(own.reshape(own.shape + after), picked, 0), axis=axis + 1)
+        x = total / jnp.asarray(counts.reshape(counts.shape + after), x.dtype)
+    return x.astype(dtype)
 
 
 @defop(name="adaptive_avg_pool")
@@ -201,8 +215,9 @@ def adaptive_avg_pool1d(x: Any, output_size: int) -> Tensor:
     Returns:
         (N, C, L_out) or (C, L_out), in ``x``'s dtype.
 
-    The forward contracts the axis with a constant averaging matrix; the VJP is JAX's
-    derivative of it (each output's g spread evenly over its window), compiled per shape.
+    The forward averages equal windows with a reshape and a mean, others by gathering them
+    (float16 and bfloat16 in float32, as PyTorch); the VJP is JAX's derivative of it (each
+    output's g spread evenly over its window), compiled per shape.
 
     Raises:
         ShapeError: the input is not 2- or 3-D, or its length is 0.
