@@ -15,7 +15,7 @@ from tapegrad._args import integer, torch_keywords
 from tapegrad._arrays import axis_check
 from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel
-from tapegrad.op import defop, index_arguments, int_arguments
+from tapegrad.op import defop, index_arguments, int_arguments, refuse_torch
 
 if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
@@ -353,15 +353,21 @@ def gather(x: Any, axis: int, indices: Any) -> Tensor:
     """
     from tapegrad._tensor import Tensor  # tensor.py imports the ops last
 
+    refuse_torch(indices, "gather")
     t = x if isinstance(x, Tensor) else Tensor(x)
     axis = integer(axis, "gather: axis")
     shape = t.shape
     index_shape = tuple(np.shape(indices))
     span = max(len(shape), 1)  # a 0-d tensor has the one axis 0 (or -1), as in PyTorch
-    if len(index_shape) != len(shape) or not -span <= axis < span:
+    if not -span <= axis < span:
         raise ShapeError(
-            f"gather: indices of shape {index_shape} and axis {axis} do not fit a tensor of "
-            f"shape {shape}; indices need the same number of dimensions (PyTorch's rule)."
+            f"gather: axis {axis} is out of range for a tensor of shape {shape}; use an axis "
+            f"in [{-span}, {span})."
+        )
+    if len(index_shape) != len(shape):
+        raise ShapeError(
+            f"gather: indices of shape {index_shape} do not fit a tensor of shape {shape}; "
+            "indices need the same number of dimensions (PyTorch's rule)."
         )
     if not shape:  # a 0-d tensor and index: PyTorch's gather of one element
         one = indices.reshape(1) if isinstance(indices, Tensor) else np.reshape(indices, 1)
