@@ -13,6 +13,7 @@ from tapegrad._args import torch_keywords
 from tapegrad._dtypes import summed_in
 from tapegrad._placement import device_groups
 from tapegrad._tensor import Tensor
+from tapegrad.errors import TracerError
 from tapegrad.kernels import kernel
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_"]
@@ -203,6 +204,7 @@ def clip_grad_norm_(
         TypeError: something other than a tensor among ``parameters``; ``foreach=`` other
             than PyTorch's default (``None``), which tapegrad does not need.
         RuntimeError: ``error_if_nonfinite`` and the norm is not finite (nothing changed).
+        TracerError: ``error_if_nonfinite`` inside a ``tg.jit`` step (no value to check).
     """
     norm_type = float(norm_type)  # PyTorch's spelling "inf" too
     if max_norm < 0 or norm_type <= 0:
@@ -221,6 +223,13 @@ def clip_grad_norm_(
         )
     else:
         total, clipped = _clip_groups(grads, groups, jnp.float32(max_norm), float(norm_type))
+    if error_if_nonfinite and isinstance(total, jax.core.Tracer):
+        raise TracerError(
+            "clip_grad_norm_(error_if_nonfinite=True) inside a tg.jit step: the check needs "
+            "the norm's value, which a compiled step computes only when it runs. Leave the "
+            "flag out inside the step and test the returned norm after the call "
+            "(bool(tg.isfinite(norm)), with the norm returned from the step)."
+        )
     if error_if_nonfinite and not bool(jnp.isfinite(total)):
         raise RuntimeError(
             f"clip_grad_norm_: the total {norm_type}-norm of the gradients is {float(total)}; "

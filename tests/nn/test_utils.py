@@ -94,6 +94,21 @@ def test_clip_grad_norm_edge_cases() -> None:
         nn.utils.clip_grad_norm_(p, -1.0)
 
 
+def test_error_if_nonfinite_inside_tg_jit_says_to_check_the_returned_norm() -> None:
+    """Inside a compiled step the norm has no value yet: a clear TracerError, not the generic
+    message about a traced value."""
+    model = nn.Linear(2, 1, key=0)
+
+    @tg.jit
+    def step(x: tg.Tensor) -> tg.Tensor:
+        model.zero_grad()
+        model(x).sum().backward()
+        return nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)
+
+    with pytest.raises(tg.TracerError, match=r"error_if_nonfinite=True\) inside a tg.jit step"):
+        step(tg.ones((3, 2)))
+
+
 def test_something_other_than_a_tensor_is_refused() -> None:
     with pytest.raises(TypeError, match="parameter 0 is a ndarray, not a tapegrad Tensor"):
         nn.utils.clip_grad_norm_([np.zeros(2)], 1.0)
