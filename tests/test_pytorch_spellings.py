@@ -312,8 +312,6 @@ def test_load_state_dict_copies_a_jax_array_from_another_module() -> None:
 def test_pytorch_names_tapegrad_spells_otherwise_say_what_to_write() -> None:
     with pytest.raises(AttributeError, match=r"no Parameter: .*require_grad\(\)"):
         _ = tg.nn.Parameter
-    with pytest.raises(AttributeError, match=r"no RNN: use nn.LSTM or nn.GRU"):
-        _ = tg.nn.RNN
     with pytest.raises(AttributeError, match=r"has no attribute 'Missing'"):
         _ = tg.nn.Missing
     x = tg.arange(6)

@@ -3,7 +3,10 @@
 A :class:`Module` registers what is assigned to its attributes, as PyTorch's does:
 
 - a ``Tensor`` that is a leaf requiring grad is a **parameter** (``parameters()``,
-  ``named_parameters()``, ``state_dict()``); there is no separate ``Parameter`` class;
+  ``named_parameters()``, ``state_dict()``); there is no separate ``Parameter`` class, and a
+  parameter frozen with ``requires_grad_(False)`` stays one wherever it is assigned
+  (``head.weight = frozen_embedding.weight``). At a parameter's name only a parameter (or
+  ``None``) may be assigned: anything else raises ``TypeError``, as in PyTorch;
 - another ``Tensor`` that does not require grad is a **buffer** (in ``state_dict()``, not
   in ``parameters()``: running statistics), except one declared with
   ``register_buffer(name, t, persistent=False)``, which state dicts leave out (a cache);
@@ -54,7 +57,7 @@ from tapegrad.nn.loss import (
 from tapegrad.nn.module import LoadResult, Module
 from tapegrad.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 from tapegrad.nn.pooling import AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
-from tapegrad.nn.rnn import GRU, LSTM
+from tapegrad.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from tapegrad.nn.shape import Flatten
 from tapegrad.nn.sparse import Embedding
 from tapegrad.nn.transformer import TransformerEncoderLayer
@@ -91,8 +94,12 @@ __all__ = [
     "LogSoftmax",
     "MultiheadAttention",
     "TransformerEncoderLayer",
+    "RNN",
     "LSTM",
     "GRU",
+    "RNNCell",
+    "LSTMCell",
+    "GRUCell",
     "Sequential",
     "ModuleList",
     "ModuleDict",
@@ -127,6 +134,5 @@ _TORCH_NAMES = {
     "Parameter": "a parameter is a leaf tensor that requires grad; assign one as a Module "
     "attribute and it is registered by name, as PyTorch's nn.Parameter: "
     "self.w = tg.randn((3, 4)).require_grad().",
-    "RNN": "use nn.LSTM or nn.GRU, or write the loop: h = tg.tanh(x_t @ W.T + h @ U.T + b).",
 }
 """PyTorch names tapegrad.nn spells otherwise: what to write instead."""

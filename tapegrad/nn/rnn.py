@@ -1,4 +1,5 @@
-"""Recurrent layers: ``LSTM`` and ``GRU`` (PyTorch's gates, parameter names and layouts)."""
+"""Recurrent layers ``RNN``, ``LSTM`` and ``GRU`` and their one-step cells ``RNNCell``,
+``LSTMCell`` and ``GRUCell`` (PyTorch's equations, gates, parameter names and layouts)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from tapegrad.nn.dropout import check_p
 from tapegrad.nn.module import Module
 from tapegrad.random import key_of, split_key
 
-__all__ = ["LSTM", "GRU"]
+__all__ = ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
 
 
 _TORCH_ADVICE = {
@@ -31,6 +32,46 @@ _TORCH_ADVICE = {
     "shrink the outputs, apply an nn.Linear(hidden_size, proj_size) to them (PyTorch projects "
     "h inside the recurrence, so its weights do not load into that).",
 }
+
+
+_NONLINEARITIES = ("tanh", "relu")
+
+
+def _check_nonlinearity(name: str, nonlinearity: Any) -> str:
+    """``nonlinearity`` of an Elman layer or cell: ``"tanh"`` or ``"relu"`` (PyTorch's).
+
+    Raises:
+        ValueError: any other value.
+    """
+    if nonlinearity not in _NONLINEARITIES:
+        raise ValueError(
+            f"{name}: unknown nonlinearity {nonlinearity!r}; use 'tanh' or 'relu' (PyTorch's)."
+        )
+    return str(nonlinearity)
+
+
+def _elman_step(pre: Tensor, nonlinearity: str) -> Tensor:
+    """Elman's ``h' = act(pre)``, ``pre = x W_ih^T + b_ih + h W_hh^T + b_hh``."""
+    return pre.tanh() if nonlinearity == "tanh" else ops.relu(pre)
+
+
+def _lstm_step(gates: Tensor, c: Tensor | None, hid: int) -> tuple[Tensor, Tensor]:
+    """One LSTM step from its gate pre-activations ``(N, 4H)`` (``i, f, g, o``) and the cell
+    ``c`` (``None``: zeros, which the forget gate multiplies to nothing): ``(h', c')``."""
+    i = gates[:, :hid].sigmoid()
+    g = gates[:, 2 * hid : 3 * hid].tanh()
+    o = gates[:, 3 * hid :].sigmoid()
+    c = i * g if c is None else gates[:, hid : 2 * hid].sigmoid() * c + i * g
+    return o * c.tanh(), c
+
+
+def _gru_step(gi: Tensor, hw: Tensor, h: Tensor, hid: int) -> Tensor:
+    """One GRU step from the input's ``x W_ih^T + b_ih`` and the state's ``h W_hh^T + b_hh``
+    (each ``(N, 3H)``, gates ``r, z, n``): ``h' = (1 - z) * n + z * h``."""
+    r = (gi[:, :hid] + hw[:, :hid]).sigmoid()
+    z = (gi[:, hid : 2 * hid] + hw[:, hid : 2 * hid]).sigmoid()
+    cand = (gi[:, 2 * hid :] + r * hw[:, 2 * hid :]).tanh()
+    return cand + z * (h - cand)
 
 
 class _RNNBase(Module):
@@ -179,6 +220,105 @@ class _RNNBase(Module):
         )
 
 
+class RNN(_RNNBase):
+    """Elman recurrent layer, PyTorch's equation:
+    ``h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh)``, ``act`` tanh or ReLU.
+
+    A loop that feeds ``h`` back across batches must ``.detach()`` it (truncated
+    backpropagation through time), or each step's graph stays alive through the state: the
+    leak report names it as kept alive.
+
+    Args:
+        input_size: features of each step.
+        hidden_size: ``H``.
+        num_layers: stacked layers.
+        nonlinearity: ``"tanh"`` (PyTorch's default) or ``"relu"``.
+        bias: learn the biases.
+        batch_first: ``(N, L, in)`` inputs and outputs; else ``(L, N, in)``.
+        dropout: dropout on the outputs of every layer but the last, while training.
+        key: an int seed or a key; ``None`` draws from the process random state.
+        dtype: a floating dtype for the parameters.
+        device: where the parameters live (PyTorch's ``device=``; ``None``: JAX's default).
+
+    Raises:
+        TypeError: a size that is not an integer; PyTorch's ``bidirectional=True`` (not
+            supported: the message says what to write).
+        ValueError: a non-positive size, ``dropout`` outside ``[0, 1]``, a nonlinearity
+            other than ``"tanh"`` and ``"relu"``.
+    """
+
+    _gates = 1
+
+    @torch_keywords(_TORCH_ADVICE, defaults={"bidirectional": False, "proj_size": 0})
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        nonlinearity: str = "tanh",
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        *,
+        key: Any = None,
+        dtype: Any = jnp.float32,
+        device: Any = None,
+    ) -> None:
+        checked = _check_nonlinearity("RNN", nonlinearity)
+        super().__init__(
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            key=key,
+            dtype=dtype,
+            device=device,
+        )
+        self.nonlinearity = checked
+
+    def forward(self, x: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Run over the sequence.
+
+        Args:
+            x: ``(L, N, input_size)`` (``(N, L, input_size)`` with ``batch_first``), or
+                unbatched ``(L, input_size)``.
+            hx: initial ``h_0`` ``(num_layers, N, H)``; zeros by default.
+
+        Returns:
+            ``(output, h_n)``: the last layer's ``h`` at every step, and the final state of
+            every layer.
+
+        Raises:
+            TypeError: ``hx`` is not an array (an LSTM-style tuple, say).
+            ShapeError: ``x`` or ``hx`` of another shape than given above.
+        """
+        x, unbatched = self._check(x)
+        h0 = self._state(hx, x.shape[1], unbatched, "h_0")
+        hs: list[Tensor] = []
+        for layer in range(self.num_layers):
+            xw, w_hh, b_hh = self._inputs(x, layer)
+            if b_hh is not None:
+                xw = xw + b_hh  # both biases once for every step
+            h = h0[layer]
+            outs = []
+            for t in range(x.shape[0]):
+                h = _elman_step(xw[t] if h is None else xw[t] + h @ w_hh, self.nonlinearity)
+                outs.append(h)
+            assert h is not None  # the sequence is not empty (checked)
+            hs.append(h)
+            x = ops.stack(outs, axis=0)
+            if layer < self.num_layers - 1:
+                x = self._drop(x)
+        return self._output(x, unbatched), self._final(hs, unbatched)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + (
+            f", nonlinearity={self.nonlinearity!r}" if self.nonlinearity != "tanh" else ""
+        )
+
+
 class LSTM(_RNNBase):
     """Long short-term memory (Hochreiter & Schmidhuber 1997), PyTorch's equations:
     ``i, f, g, o = sigmoid, sigmoid, tanh, sigmoid`` of ``x W_ih^T + b_ih + h W_hh^T + b_hh``
@@ -244,14 +384,7 @@ class LSTM(_RNNBase):
                     gates = gates + h @ w_hh
                 if b_hh is not None:
                     gates = gates + b_hh
-                i = gates[:, :hid].sigmoid()
-                g = gates[:, 2 * hid : 3 * hid].tanh()
-                o = gates[:, 3 * hid :].sigmoid()
-                if c is None:  # a zero initial cell: the forget gate multiplies nothing
-                    c = i * g
-                else:
-                    c = gates[:, hid : 2 * hid].sigmoid() * c + i * g
-                h = o * c.tanh()
+                h, c = _lstm_step(gates, c, hid)
                 outs.append(h)
             assert h is not None and c is not None  # the sequence is not empty (checked)
             hs.append(h)
@@ -318,14 +451,189 @@ class GRU(_RNNBase):
                 hw = h @ w_hh
                 if b_hh is not None:
                     hw = hw + b_hh
-                gi = xw[t]
-                r = (gi[:, :hid] + hw[:, :hid]).sigmoid()
-                z = (gi[:, hid : 2 * hid] + hw[:, hid : 2 * hid]).sigmoid()
-                cand = (gi[:, 2 * hid :] + r * hw[:, 2 * hid :]).tanh()
-                h = cand + z * (h - cand)
+                h = _gru_step(xw[t], hw, h, hid)
                 outs.append(h)
             hs.append(h)
             x = ops.stack(outs, axis=0)
             if layer < self.num_layers - 1:
                 x = self._drop(x)
         return self._output(x, unbatched), self._final(hs, unbatched)
+
+
+class _CellBase(Module):
+    """Parameters ``weight_ih`` ``(G*H, in)``, ``weight_hh`` ``(G*H, H)``, ``bias_ih``,
+    ``bias_hh`` ``(G*H,)``, uniform in ``[-1/sqrt(H), 1/sqrt(H)]`` (PyTorch's), ``G`` gates
+    stacked in PyTorch's order; one step of the recurrence per call."""
+
+    _gates: int
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        *,
+        key: Any = None,
+        dtype: Any = jnp.float32,
+        device: Any = None,
+    ) -> None:
+        super().__init__()
+        name = type(self).__name__
+        input_size = integer(input_size, f"{name}: input_size")
+        hidden_size = integer(hidden_size, f"{name}: hidden_size")
+        if input_size <= 0 or hidden_size <= 0:
+            raise ValueError(f"{name}: input_size and hidden_size must be positive.")
+        check_float(dtype, name)
+        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
+        k = _init.fan_in_bound(hidden_size)
+        g = self._gates * hidden_size
+        kih, khh, kbi, kbh = _init.keys(key, 4)
+        self.weight_ih = _init.uniform(kih, (g, input_size), k, dtype)
+        self.weight_hh = _init.uniform(khh, (g, hidden_size), k, dtype)
+        if bias:
+            self.bias_ih = _init.uniform(kbi, (g,), k, dtype)
+            self.bias_hh = _init.uniform(kbh, (g,), k, dtype)
+        _init.to_device(self, device, f"nn.{name}")
+
+    def _input(self, x: Any) -> tuple[Tensor, bool]:
+        """``x`` as ``(N, input_size)``; whether it was unbatched ``(input_size,)``."""
+        x = as_input(x, type(self).__name__)
+        if x.ndim not in (1, 2) or x.shape[-1] != self.input_size:
+            raise ShapeError(
+                f"{type(self).__name__}: input must be (N, {self.input_size}) or unbatched "
+                f"({self.input_size},), got shape {x.shape}."
+            )
+        return (x.reshape(1, x.shape[0]), True) if x.ndim == 1 else (x, False)
+
+    def _hidden(self, h: Any, x: Tensor, unbatched: bool, what: str) -> Tensor:
+        """A state ``(N, H)`` (``(H,)`` for an unbatched input) as ``(N, H)``; zeros for
+        ``None`` (computed through, as PyTorch's: ``weight_hh`` gets its zero gradient).
+
+        Raises:
+            TypeError: ``h`` is not an array.
+            ShapeError: ``h`` has another shape.
+        """
+        n = x.shape[0]
+        if h is None:
+            return Tensor(jnp.zeros((n, self.hidden_size), x.dtype))
+        if not isinstance(h, Tensor | jax.Array | np.ndarray):
+            raise TypeError(
+                f"{type(self).__name__}: {what} must be a tensor, got {type(h).__name__}."
+            )
+        want = (self.hidden_size,) if unbatched else (n, self.hidden_size)
+        if tuple(h.shape) != want:
+            raise ShapeError(
+                f"{type(self).__name__}: {what} must have shape {want}, got {tuple(h.shape)}."
+            )
+        state = as_input(h, type(self).__name__)
+        return state.reshape(1, self.hidden_size) if unbatched else state
+
+    def _projections(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
+        """``x W_ih^T + b_ih`` and ``h W_hh^T + b_hh``."""
+        xw = x @ self.weight_ih.T
+        hw = h @ self.weight_hh.T
+        if self.bias:
+            return xw + self.bias_ih, hw + self.bias_hh
+        return xw, hw
+
+    @staticmethod
+    def _out(h: Tensor, unbatched: bool) -> Tensor:
+        return h.reshape(h.shape[1]) if unbatched else h
+
+    def extra_repr(self) -> str:
+        return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
+
+
+class RNNCell(_CellBase):
+    """One step of ``RNN``: ``h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh)`` (PyTorch's
+    ``nn.RNNCell``; ``act`` tanh or ReLU).
+
+    Args:
+        input_size, hidden_size, bias, key, dtype, device: as ``RNN``'s.
+        nonlinearity: ``"tanh"`` (the default) or ``"relu"``.
+
+    Raises:
+        TypeError: a size that is not an integer.
+        ValueError: a non-positive size; a nonlinearity other than ``"tanh"`` and ``"relu"``.
+    """
+
+    _gates = 1
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        nonlinearity: str = "tanh",
+        *,
+        key: Any = None,
+        dtype: Any = jnp.float32,
+        device: Any = None,
+    ) -> None:
+        checked = _check_nonlinearity("RNNCell", nonlinearity)
+        super().__init__(input_size, hidden_size, bias, key=key, dtype=dtype, device=device)
+        self.nonlinearity = checked
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + (
+            f", nonlinearity={self.nonlinearity!r}" if self.nonlinearity != "tanh" else ""
+        )
+
+    def forward(self, x: Tensor, hx: Tensor | None = None) -> Tensor:
+        """One step: ``x`` ``(N, input_size)`` or ``(input_size,)``, ``hx`` ``(N, H)`` or
+        ``(H,)`` (zeros by default); returns ``h'`` of ``hx``'s shape.
+
+        Raises:
+            TypeError: ``hx`` is not an array.
+            ShapeError: ``x`` or ``hx`` of another shape.
+        """
+        x, unbatched = self._input(x)
+        xw, hw = self._projections(x, self._hidden(hx, x, unbatched, "hx"))
+        return self._out(_elman_step(xw + hw, self.nonlinearity), unbatched)
+
+
+class LSTMCell(_CellBase):
+    """One step of ``LSTM`` (PyTorch's ``nn.LSTMCell``; its equations and gate order
+    ``i, f, g, o``). Arguments and errors as ``RNNCell``'s, without ``nonlinearity``."""
+
+    _gates = 4
+
+    def forward(self, x: Tensor, hx: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+        """One step: ``x`` ``(N, input_size)`` or ``(input_size,)``, ``hx`` a pair
+        ``(h, c)``, each ``(N, H)`` or ``(H,)`` (zeros by default); returns ``(h', c')``.
+
+        Raises:
+            TypeError: ``hx`` is not a pair of arrays.
+            ShapeError: ``x``, ``h`` or ``c`` of another shape.
+        """
+        x, unbatched = self._input(x)
+        if hx is not None and not (isinstance(hx, tuple | list) and len(hx) == 2):
+            raise TypeError(
+                f"LSTMCell: hx must be a pair (h, c), got {type(hx).__name__}; each is "
+                "(N, hidden_size), and no hx at all starts from zeros."
+            )
+        h = self._hidden(hx[0] if hx else None, x, unbatched, "h")
+        c = self._hidden(hx[1], x, unbatched, "c") if hx else None  # None: a zero cell
+        xw, hw = self._projections(x, h)
+        h, c = _lstm_step(xw + hw, c, self.hidden_size)
+        return self._out(h, unbatched), self._out(c, unbatched)
+
+
+class GRUCell(_CellBase):
+    """One step of ``GRU`` (PyTorch's ``nn.GRUCell``; its equations and gate order
+    ``r, z, n``). Arguments and errors as ``RNNCell``'s, without ``nonlinearity``."""
+
+    _gates = 3
+
+    def forward(self, x: Tensor, hx: Tensor | None = None) -> Tensor:
+        """One step: ``x`` ``(N, input_size)`` or ``(input_size,)``, ``hx`` ``(N, H)`` or
+        ``(H,)`` (zeros by default); returns ``h'`` of ``hx``'s shape.
+
+        Raises:
+            TypeError: ``hx`` is not an array.
+            ShapeError: ``x`` or ``hx`` of another shape.
+        """
+        x, unbatched = self._input(x)
+        h = self._hidden(hx, x, unbatched, "hx")
+        xw, hw = self._projections(x, h)
+        return self._out(_gru_step(xw, hw, h, self.hidden_size), unbatched)

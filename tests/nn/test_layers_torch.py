@@ -66,6 +66,77 @@ def test_gru(batch_first: bool) -> None:
     )
 
 
+@pytest.mark.parametrize("nonlinearity", ["tanh", "relu"])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_elman_rnn(nonlinearity: str, batch_first: bool) -> None:
+    torch.manual_seed(0)
+    ours = nn.RNN(3, 4, 2, nonlinearity, batch_first=batch_first, key=0)
+    theirs = torch.nn.RNN(3, 4, 2, nonlinearity, batch_first=batch_first)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    check_against_torch(ours, theirs, [_x(2, 5, 3) if batch_first else _x(5, 2, 3)])
+
+    def final(m: Any, xs: list[Any]) -> Any:
+        return m(xs[0], xs[1])[1]
+
+    check_against_torch(
+        nn.RNN(3, 4, nonlinearity=nonlinearity, bias=False, key=0),
+        torch.nn.RNN(3, 4, nonlinearity=nonlinearity, bias=False),
+        [_x(5, 3), _x(1, 4, seed=3)],  # unbatched, with an initial state
+        call=final,
+    )
+
+
+@pytest.mark.parametrize("unbatched", [False, True])
+def test_cells(unbatched: bool) -> None:
+    """RNNCell, LSTMCell and GRUCell: one step, with a state or from zeros (PyTorch computes
+    through zeros: weight_hh gets its zero gradient too)."""
+    torch.manual_seed(0)
+    n = () if unbatched else (2,)
+    x, h, c = _x(*n, 3), _x(*n, 4, seed=1), _x(*n, 4, seed=2)
+
+    def lstm(m: Any, xs: list[Any]) -> Any:
+        hc = m(xs[0], (xs[1], xs[2])) if len(xs) == 3 else m(xs[0])
+        return hc[0] * 2.0 + hc[1]
+
+    def one(m: Any, xs: list[Any]) -> Any:
+        return m(*xs)
+
+    for nonlinearity in ("tanh", "relu"):
+        ours = nn.RNNCell(3, 4, nonlinearity=nonlinearity, key=0)
+        theirs = torch.nn.RNNCell(3, 4, nonlinearity=nonlinearity)
+        check_against_torch(ours, theirs, [x, h], call=one)
+    check_against_torch(
+        nn.RNNCell(3, 4, False, key=0), torch.nn.RNNCell(3, 4, False), [x], call=one
+    )
+    check_against_torch(nn.GRUCell(3, 4, key=0), torch.nn.GRUCell(3, 4), [x, h], call=one)
+    check_against_torch(
+        nn.GRUCell(3, 4, bias=False, key=0), torch.nn.GRUCell(3, 4, bias=False), [x], call=one
+    )
+    check_against_torch(nn.LSTMCell(3, 4, key=0), torch.nn.LSTMCell(3, 4), [x, h, c], call=lstm)
+    check_against_torch(nn.LSTMCell(3, 4, key=0), torch.nn.LSTMCell(3, 4), [x], call=lstm)
+
+
+def test_elman_rnn_and_cells_refuse_what_torch_refuses() -> None:
+    with pytest.raises(ValueError, match="unknown nonlinearity 'sigmoid'"):
+        nn.RNN(3, 4, nonlinearity="sigmoid")
+    with pytest.raises(ValueError, match="unknown nonlinearity"):
+        nn.RNNCell(3, 4, nonlinearity="gelu")
+    with pytest.raises(TypeError, match="bidirectional"):
+        nn.RNN(3, 4, bidirectional=True)
+    cell = nn.LSTMCell(3, 4, key=0)
+    with pytest.raises(tg.ShapeError, match=r"input must be \(N, 3\) or unbatched \(3,\)"):
+        cell(tg.ones((2, 5)))
+    with pytest.raises(tg.ShapeError, match=r"c must have shape \(2, 4\)"):
+        cell(tg.ones((2, 3)), (tg.zeros((2, 4)), tg.zeros((3, 4))))
+    with pytest.raises(TypeError, match=r"hx must be a pair \(h, c\)"):
+        cell(tg.ones((2, 3)), tg.zeros((2, 4)))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="convert lists with tg.tensor"):
+        nn.GRUCell(3, 4, key=0)([[1.0, 2.0, 3.0]])  # type: ignore[arg-type]
+    assert repr(nn.RNN(3, 4, nonlinearity="relu")).endswith("nonlinearity='relu')")
+    rnn = nn.RNN(3, 4, 2, dropout=0.5, key=0)
+    assert rnn.dropout == 0.5 and [n for n, _ in rnn.named_modules()] == [""]
+
+
 def test_rnn_init_bounds_and_bad_input() -> None:
     lstm = nn.LSTM(3, 16, key=0)
     bound = 1.0 / 4.0
