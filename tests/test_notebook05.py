@@ -21,6 +21,11 @@ def _check(nb: Any, full: bool) -> None:
     assert any("demo_text.py" in h and "kept-alive" in h for h in reports)
     text = texts(outs) + "".join(html_outputs(outs))
     assert "kept-alive graphs with the fix: 0" in text
+    # the RNN: the state carried without .detach() meets a consumed graph; with it, only the
+    # seven parameters stay on the tape
+    assert "GraphConsumedError: Trying to backward through a graph a second time" in text
+    assert "call .detach() on state carried between steps" in text
+    assert "nodes=7, leaves=7, live_nodes=7, hanging_nodes=0" in text
     assert re.search(r"unigram baseline [\d.]+", text)
     accuracy = re.search(r"final test accuracy: ([\d.]+)%", text)
     assert accuracy is not None
