@@ -391,7 +391,9 @@ class Module:
             prefix: prepended to every name.
             recurse: include the parameters of sub-modules.
         """
-        return self._named_tensors("_parameters", prefix, recurse)
+        for entry in self._named_tensors("_parameters", prefix, recurse):
+            _remember(entry[1])  # a copied module's (deepcopy): tied or moved next
+            yield entry
 
     def parameters(self, recurse: bool = True) -> Iterator[Tensor]:
         """The parameters (leaf tensors that require grad), each shared tensor once.

@@ -28,12 +28,38 @@ def _normalized_shape(value: Any, owner: str) -> tuple[int, ...]:
 
     Raises:
         TypeError: an entry is not an integer (a float is not truncated).
-        ValueError: a negative size.
+        ValueError: a negative size; no axis (``()``).
     """
     shape = dims(value, f"{owner}: normalized_shape")
+    if not shape:
+        raise ValueError(
+            f"{owner}: normalized_shape must have at least one axis (PyTorch's rule), got (); "
+            "pass the size of the last axis (or the trailing sizes)."
+        )
     if any(d < 0 for d in shape):
         raise ValueError(f"{owner}: normalized_shape {shape} has a negative size.")
     return shape
+
+
+def _momentum(value: Any, owner: str) -> float:
+    """A batch norm's ``momentum`` as a float in ``[0, 1]``.
+
+    Raises:
+        ValueError: ``None`` (PyTorch's cumulative average, not supported: the message says
+            what to do instead), or a number outside ``[0, 1]``.
+        TypeError: not a number.
+    """
+    if value is None:
+        raise ValueError(
+            f"{owner}: momentum=None (PyTorch's cumulative average over all batches) is not "
+            "supported; pass a number in [0, 1] (the default 0.1 weighs each new batch "
+            "0.1), or compute the average yourself from batch statistics under tg.no_grad()."
+        )
+    if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+        raise TypeError(f"{owner}: momentum must be a number in [0, 1], got {value!r}.")
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{owner}: momentum must be in [0, 1], got {value}.")
+    return float(value)
 
 
 class LayerNorm(Module):
@@ -254,16 +280,9 @@ class _BatchNorm(Module):
         num_features = integer(num_features, f"{name}: num_features")
         if num_features <= 0:
             raise ValueError(f"{name}({num_features}): num_features must be positive.")
-        if momentum is None:
-            raise ValueError(
-                f"{name}: momentum=None (PyTorch's cumulative average over all batches) is not "
-                "supported; pass a number in [0, 1] (the default 0.1 weighs each new batch "
-                "0.1), or compute the average yourself from batch statistics under tg.no_grad()."
-            )
-        if not 0.0 <= momentum <= 1.0:
-            raise ValueError(f"{name}: momentum must be in [0, 1], got {momentum}.")
         check_float(dtype, name)
-        self.num_features, self.eps, self.momentum = num_features, float(eps), float(momentum)
+        self.num_features, self.eps = num_features, float(eps)
+        self.momentum = _momentum(momentum, name)
         self.track_running_stats = track_running_stats
         c = (num_features,)
         self.weight = _init.constant(c, 1.0, dtype) if affine else None
@@ -312,7 +331,7 @@ class _BatchNorm(Module):
             self.weight,
             self.bias,
             training=use_batch and not empty,
-            momentum=self.momentum,
+            momentum=_momentum(self.momentum, name),  # read at each call: code sets it
             eps=self.eps,
         )
         if self.training and tracked:

@@ -18,6 +18,7 @@ from tapegrad.nn import _init
 from tapegrad.nn._inputs import as_input
 from tapegrad.nn.dropout import check_p
 from tapegrad.nn.module import Module
+from tapegrad.op import refuse_torch
 from tapegrad.random import key_of, split_key
 
 __all__ = ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
@@ -124,12 +125,13 @@ class _RNNBase(Module):
         """Dropout with probability ``self.dropout`` (read at each call: PyTorch code sets
         ``rnn.dropout = 0.3``) on a layer's outputs while training; with a ``key``, the layer's
         own key is split once per call, as ``nn.Dropout``'s."""
-        if not self.training or self.dropout == 0.0:
+        p = check_p(f"{type(self).__name__}.dropout", self.dropout)  # code sets it too
+        if not self.training or p == 0.0:
             return x
         key = None
         if self._dropout_key is not None:
             self._dropout_key, key = split_key(self._dropout_key)
-        return ops.dropout(x, self.dropout, training=True, key=key)
+        return ops.dropout(x, p, training=True, key=key)
 
     def _check(self, x: Tensor) -> tuple[Tensor, bool]:
         """``x`` as time-major ``(L, N, in)``; whether it was unbatched."""
@@ -166,6 +168,7 @@ class _RNNBase(Module):
         """
         if h is None:
             return [None] * self.num_layers
+        refuse_torch(h, f"{type(self).__name__}: {what}")
         if not isinstance(h, Tensor | jax.Array | np.ndarray):
             raise self._state_error(what, h, "a tensor")
         if unbatched:
@@ -516,6 +519,7 @@ class _CellBase(Module):
         n = x.shape[0]
         if h is None:
             return Tensor(jnp.zeros((n, self.hidden_size), x.dtype))
+        refuse_torch(h, f"{type(self).__name__}: {what}")
         if not isinstance(h, Tensor | jax.Array | np.ndarray):
             raise TypeError(
                 f"{type(self).__name__}: {what} must be a tensor, got {type(h).__name__}."

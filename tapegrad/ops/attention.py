@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tapegrad._args import torch_keywords
+from tapegrad._arrays import is_torch
 from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel
 from tapegrad.op import as_operand, defop, operand_shape
@@ -142,7 +143,10 @@ def scaled_dot_product_attention(
             f"grouped-query attention: {_TORCH_KEYWORDS['enable_gqa'].split(': ', 1)[1]}"
         ) from None
     if mask is not None:
-        mask = as_operand(mask, name) if not hasattr(mask, "dtype") else mask
+        if isinstance(mask, bool | int | float):  # a 0-d mask, broadcast to every score
+            mask = np.asarray(mask)
+        elif not hasattr(mask, "dtype") or is_torch(mask):
+            mask = as_operand(mask, name)  # the ops' TypeError for a list or a torch tensor
         kind = np.dtype(mask.dtype)
         if kind != np.bool_ and not jnp.issubdtype(kind, jnp.floating):  # bfloat16 too
             raise TypeError(
@@ -158,5 +162,5 @@ def scaled_dot_product_attention(
                 f"scaled_dot_product_attention: mask of shape {tuple(mask.shape)} does not "
                 f"broadcast to the scores {scores}."
             ) from None
-    factor = 1.0 / math.sqrt(qs[-1]) if scale is None else float(scale)
+    factor = 1.0 / math.sqrt(max(qs[-1], 1)) if scale is None else float(scale)  # D = 0: 1
     return _sdpa(q, k, v, True if mask is None else mask, is_causal=bool(is_causal), scale=factor)

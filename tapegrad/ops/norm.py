@@ -134,7 +134,12 @@ def layer_norm(
     norm_shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
     x_shape = operand_shape(x, "layer_norm")
     k = len(norm_shape)
-    if not k or x_shape[len(x_shape) - k :] != norm_shape or len(x_shape) < k:
+    if not k:
+        raise ShapeError(
+            "layer_norm: normalized_shape must have at least one axis (PyTorch's rule), got (); "
+            "pass the size of the last axis (or the trailing sizes)."
+        )
+    if x_shape[len(x_shape) - k :] != norm_shape or len(x_shape) < k:
         raise ShapeError(
             f"layer_norm: input of shape {x_shape} does not end with the normalized shape "
             f"{norm_shape}."

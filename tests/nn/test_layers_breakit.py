@@ -810,3 +810,31 @@ def test_layers_take_pytorchs_device_keyword_as_tensor_factories_do(make: Any) -
             np.asarray(first(moved(tg.tensor(inputs)))),
             np.asarray(first(make(None)(tg.tensor(inputs)))),
         )
+
+
+def test_break_it_review_of_the_layer_fixes() -> None:
+    """Tying a deep copy's frozen parameter read through named_parameters(); a batch norm's
+    momentum set to None after construction (torch's swa_utils.update_bn does it); an empty
+    normalized_shape; an RNN's dropout set to a string; a PyTorch tensor as h_0: each works
+    as in PyTorch or says what to do (they were a TypeError, a bare float() error, a false
+    shape message, a bare comparison error and a self-contradicting "must be a tensor")."""
+    emb, head = nn.Embedding(5, 3, key=0), nn.Linear(3, 5, bias=False, key=1)
+    pair = copy.deepcopy(nn.ModuleDict({"emb": emb, "head": head}))
+    pair.requires_grad_(False)
+    pair["head"].weight = dict(pair.named_parameters())["emb.weight"]
+    assert pair["head"].weight is pair["emb"].weight
+    bn = nn.BatchNorm1d(3)
+    bn.momentum = None
+    with pytest.raises(ValueError, match="momentum=None"):
+        bn(tg.ones((4, 3)))
+    for layer in (nn.LayerNorm, nn.RMSNorm):
+        with pytest.raises(ValueError, match="at least one axis"):
+            layer(())
+    with pytest.raises(tg.ShapeError, match="at least one axis"):
+        tg.layer_norm(tg.ones((2, 3)), ())
+    lstm = nn.LSTM(3, 4, 2, key=0)
+    lstm.dropout = "0.5"  # type: ignore[assignment]
+    with pytest.raises(TypeError, match=r"LSTM.dropout: dropout probability must be a number"):
+        lstm(tg.ones((5, 2, 3)))
+    with pytest.raises(TypeError, match="GRU: h_0: a PyTorch tensor"):
+        nn.GRU(3, 4, key=0)(tg.ones((5, 2, 3)), torch.zeros(1, 2, 4))

@@ -149,6 +149,25 @@ def test_attention_refuses_heads_that_do_not_broadcast_and_an_integer_mask() -> 
         tg.scaled_dot_product_attention(q, q, q, mask=np.ones((3, 3), np.int32))
     with pytest.raises(TypeError, match="convert lists with tg.tensor"):
         tg.scaled_dot_product_attention(q, q, q, mask=[[True] * 3] * 3)
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match="a PyTorch tensor"):
+        tg.scaled_dot_product_attention(q, q, q, mask=torch.ones(3, 3, dtype=torch.bool))
+    everything = tg.scaled_dot_product_attention(q, q, q)
+    for scalar in (True, 0.0):  # a 0-d mask broadcasts to every score
+        np.testing.assert_allclose(
+            tg.scaled_dot_product_attention(q, q, q, mask=scalar).numpy(), everything.numpy()
+        )
+
+
+def test_attention_with_an_empty_head_dimension_averages_v_as_torch() -> None:
+    """D = 0: every score is an empty sum, 0; the default scale 1/sqrt(D) raised a Python
+    ZeroDivisionError."""
+    torch = pytest.importorskip("torch")
+    v = RNG.standard_normal((1, 1, 4, 2)).astype(np.float32)
+    q, k = np.zeros((1, 1, 3, 0), np.float32), np.zeros((1, 1, 4, 0), np.float32)
+    ours = tg.scaled_dot_product_attention(tg.tensor(q), tg.tensor(k), tg.tensor(v))
+    theirs = torch.nn.functional.scaled_dot_product_attention(*map(torch.tensor, (q, k, v)))
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)
 
 
 def test_bce_with_logits_gradient_at_zero_is_sigmoid_minus_target() -> None:
