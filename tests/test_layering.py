@@ -70,6 +70,7 @@ RANK = {
     # tapegrad.nn: the Module protocol and initialisers, layers, composite layers.
     "tapegrad.nn._cast": 9.5,  # below nn.module, outside the engine
     "tapegrad.nn._state": 9.5,
+    "tapegrad.nn._inputs": 9.5,  # how layers take their inputs (op.as_operand)
     "tapegrad.nn._init": 10,
     "tapegrad.nn.module": 10,
     "tapegrad.nn.utils": 10,
