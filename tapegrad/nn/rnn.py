@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -197,6 +198,33 @@ class _RNNBase(Module):
             b_hh = getattr(self, f"bias_hh_l{layer}")
         return xw, getattr(self, f"weight_hh_l{layer}").T, b_hh
 
+    def _run(
+        self, x: Any, hx: Any, step: Callable[..., Tensor], fold: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        """A recurrence with one state (``RNN``, ``GRU``) over the sequence, layer by layer:
+        ``step(xw_t, h, W_hh^T, b_hh)`` gives the next ``h`` from the step's input projection
+        ``x_t W_ih^T + b_ih`` (``h`` ``None``: a zero initial state; with ``fold``, ``b_hh``
+        is added to the projections once and ``None`` is passed). Returns
+        ``(output, h_n)``."""
+        x, unbatched = self._check(x)
+        h0 = self._state(hx, x.shape[1], unbatched, "h_0")
+        hs: list[Tensor] = []
+        for layer in range(self.num_layers):
+            xw, w_hh, b_hh = self._inputs(x, layer)
+            if fold and b_hh is not None:
+                xw, b_hh = xw + b_hh, None
+            h = h0[layer]
+            outs = []
+            for t in range(x.shape[0]):
+                h = step(xw[t], h, w_hh, b_hh)
+                outs.append(h)
+            assert h is not None  # the sequence is not empty (checked)
+            hs.append(h)
+            x = ops.stack(outs, axis=0)
+            if layer < self.num_layers - 1:
+                x = self._drop(x)
+        return self._output(x, unbatched), self._final(hs, unbatched)
+
     def _output(self, seq: Tensor, unbatched: bool) -> Tensor:
         if unbatched:
             return seq.reshape(seq.shape[0], seq.shape[2])
@@ -282,39 +310,12 @@ class RNN(_RNNBase):
         self.nonlinearity = checked
 
     def forward(self, x: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """Run over the sequence.
+        """Run over the sequence: arguments, result and errors as ``GRU.forward``'s."""
+        return self._run(x, hx, self._step, fold=True)
 
-        Args:
-            x: ``(L, N, input_size)`` (``(N, L, input_size)`` with ``batch_first``), or
-                unbatched ``(L, input_size)``.
-            hx: initial ``h_0`` ``(num_layers, N, H)``; zeros by default.
-
-        Returns:
-            ``(output, h_n)``: the last layer's ``h`` at every step, and the final state of
-            every layer.
-
-        Raises:
-            TypeError: ``hx`` is not an array (an LSTM-style tuple, say).
-            ShapeError: ``x`` or ``hx`` of another shape than given above.
-        """
-        x, unbatched = self._check(x)
-        h0 = self._state(hx, x.shape[1], unbatched, "h_0")
-        hs: list[Tensor] = []
-        for layer in range(self.num_layers):
-            xw, w_hh, b_hh = self._inputs(x, layer)
-            if b_hh is not None:
-                xw = xw + b_hh  # both biases once for every step
-            h = h0[layer]
-            outs = []
-            for t in range(x.shape[0]):
-                h = _elman_step(xw[t] if h is None else xw[t] + h @ w_hh, self.nonlinearity)
-                outs.append(h)
-            assert h is not None  # the sequence is not empty (checked)
-            hs.append(h)
-            x = ops.stack(outs, axis=0)
-            if layer < self.num_layers - 1:
-                x = self._drop(x)
-        return self._output(x, unbatched), self._final(hs, unbatched)
+    def _step(self, xw: Tensor, h: Tensor | None, w_hh: Tensor, b_hh: Tensor | None) -> Tensor:
+        """``act(x W_ih^T + b_ih + b_hh + h W_hh^T)`` (both biases folded into ``xw``)."""
+        return _elman_step(xw if h is None else xw + h @ w_hh, self.nonlinearity)
 
     def extra_repr(self) -> str:
         return super().extra_repr() + (
@@ -440,27 +441,14 @@ class GRU(_RNNBase):
             TypeError: ``hx`` is not an array (an LSTM-style tuple, say).
             ShapeError: ``x`` or ``hx`` of another shape than given above.
         """
-        x, unbatched = self._check(x)
-        n, hid = x.shape[1], self.hidden_size
-        h0 = self._state(hx, n, unbatched, "h_0")
-        hs: list[Tensor] = []
-        zeros = Tensor(jnp.zeros((n, hid), x.dtype))
-        for layer in range(self.num_layers):
-            xw, w_hh, b_hh = self._inputs(x, layer)
-            start = h0[layer]
-            h = start if start is not None else zeros
-            outs = []
-            for t in range(x.shape[0]):
-                hw = h @ w_hh
-                if b_hh is not None:
-                    hw = hw + b_hh
-                h = _gru_step(xw[t], hw, h, hid)
-                outs.append(h)
-            hs.append(h)
-            x = ops.stack(outs, axis=0)
-            if layer < self.num_layers - 1:
-                x = self._drop(x)
-        return self._output(x, unbatched), self._final(hs, unbatched)
+        return self._run(x, hx, self._step)
+
+    def _step(self, xw: Tensor, h: Tensor | None, w_hh: Tensor, b_hh: Tensor | None) -> Tensor:
+        """One GRU step (``_gru_step``) from a zero state where ``h`` is ``None``."""
+        if h is None:
+            h = Tensor(jnp.zeros((xw.shape[0], self.hidden_size), xw.dtype))
+        hw = h @ w_hh
+        return _gru_step(xw, hw if b_hh is None else hw + b_hh, h, self.hidden_size)
 
 
 class _CellBase(Module):
@@ -630,13 +618,7 @@ class GRUCell(_CellBase):
     _gates = 3
 
     def forward(self, x: Tensor, hx: Tensor | None = None) -> Tensor:
-        """One step: ``x`` ``(N, input_size)`` or ``(input_size,)``, ``hx`` ``(N, H)`` or
-        ``(H,)`` (zeros by default); returns ``h'`` of ``hx``'s shape.
-
-        Raises:
-            TypeError: ``hx`` is not an array.
-            ShapeError: ``x`` or ``hx`` of another shape.
-        """
+        """One step: arguments, result and errors as ``RNNCell.forward``'s."""
         x, unbatched = self._input(x)
         h = self._hidden(hx, x, unbatched, "hx")
         xw, hw = self._projections(x, h)
