@@ -154,16 +154,21 @@ class Module:
             self.__dict__.pop(name, None)
             self.__dict__[target][name] = value
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A copy's or an unpickled module's state (``copy.deepcopy``, ``pickle``): its
+        parameters are parameters where they are assigned next (``_PARAMETERS``)."""
+        self.__dict__.update(state)
+        for param in state.get("_parameters", {}).values():
+            if param is not None:
+                _remember(param)
+
     def __getattr__(self, name: str) -> Any:
         # Called only when normal lookup fails: registered entries live in the registries.
         d = self.__dict__
         for registry in _REGISTRIES:
             entries = d.get(registry)
             if entries is not None and name in entries:
-                value = entries[name]
-                if registry == "_parameters" and value is not None:
-                    _remember(value)  # a copied module's (deepcopy): tied or moved next
-                return value
+                return entries[name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __delattr__(self, name: str) -> None:
@@ -391,9 +396,7 @@ class Module:
             prefix: prepended to every name.
             recurse: include the parameters of sub-modules.
         """
-        for entry in self._named_tensors("_parameters", prefix, recurse):
-            _remember(entry[1])  # a copied module's (deepcopy): tied or moved next
-            yield entry
+        return self._named_tensors("_parameters", prefix, recurse)
 
     def parameters(self, recurse: bool = True) -> Iterator[Tensor]:
         """The parameters (leaf tensors that require grad), each shared tensor once.
