@@ -65,6 +65,20 @@ def integer(value: Any, what: str) -> int:
         ) from None
 
 
+def fraction(value: Any, what: str) -> float:
+    """``value`` as a ``float`` when it is a number in ``[0, 1]`` (a probability, a momentum).
+
+    Raises:
+        TypeError: a bool, a string, ``None`` or anything else that is not a real number.
+        ValueError: a number outside ``[0, 1]``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+        raise TypeError(f"{what} must be a number in [0, 1], got {value!r}.")
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{what} must be in [0, 1], got {value}.")
+    return float(value)
+
+
 def _is_float(value: Any) -> bool:
     return isinstance(value, float) or getattr(getattr(value, "dtype", None), "kind", "") == "f"
 

@@ -237,3 +237,19 @@ def test_sgds_too_many_positional_arguments_still_name_dampening() -> None:
         "PyTorch's positional order differs for some of them (its SGD's fourth parameter is "
         "dampening), so tapegrad takes them only by keyword."
     ), message
+
+
+def test_probabilities_and_momenta_are_numbers_in_the_unit_interval() -> None:
+    """One check (``_args.fraction``) for tg.dropout's p, nn.Dropout's and the RNNs' dropout
+    and a batch norm's momentum: a string or a bool is a TypeError naming the argument, a
+    number outside [0, 1] a ValueError."""
+    x = tg.ones(3)
+    with pytest.raises(TypeError, match=r"dropout: p must be a number in \[0, 1\], got '0.5'"):
+        tg.dropout(x, "0.5")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"dropout: p must be in \[0, 1\], got 1.5"):
+        tg.dropout(x, 1.5)
+    with pytest.raises(TypeError, match="Dropout: dropout probability must be a number"):
+        tg.nn.Dropout(True)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"BatchNorm1d: momentum must be in \[0, 1\]"):
+        tg.nn.BatchNorm1d(3, momentum=2.0)
+    assert tg.dropout(x, 0, training=True).tolist() == [1.0, 1.0, 1.0]

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from tapegrad import ops
+from tapegrad._args import fraction
 from tapegrad._tensor import Tensor
 from tapegrad.nn.module import Module
 from tapegrad.random import key_of, split_key
@@ -15,17 +14,13 @@ __all__ = ["Dropout"]
 
 
 def check_p(owner: str, p: float) -> float:
-    """``p`` as a float when it is a number in ``[0, 1]``.
+    """``p`` as a float when it is a number in ``[0, 1]`` (``_args.fraction``).
 
     Raises:
         TypeError: ``p`` is not a number (a string, ``None``, a bool), naming ``owner``.
         ValueError: ``p`` outside ``[0, 1]``, naming ``owner``.
     """
-    if isinstance(p, bool) or not isinstance(p, int | float | np.number):
-        raise TypeError(f"{owner}: dropout probability must be a number in [0, 1], got {p!r}.")
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"{owner}: dropout probability must be in [0, 1], got {p}.")
-    return float(p)
+    return fraction(p, f"{owner}: dropout probability")
 
 
 class Dropout(Module):

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tapegrad import ops
-from tapegrad._args import dims, integer
+from tapegrad._args import dims, fraction, integer
 from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor
 from tapegrad.errors import ShapeError
@@ -55,11 +55,7 @@ def _momentum(value: Any, owner: str) -> float:
             "supported; pass a number in [0, 1] (the default 0.1 weighs each new batch "
             "0.1), or compute the average yourself from batch statistics under tg.no_grad()."
         )
-    if isinstance(value, bool) or not isinstance(value, int | float | np.number):
-        raise TypeError(f"{owner}: momentum must be a number in [0, 1], got {value!r}.")
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{owner}: momentum must be in [0, 1], got {value}.")
-    return float(value)
+    return fraction(value, f"{owner}: momentum")
 
 
 class LayerNorm(Module):

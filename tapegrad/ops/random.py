@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.numpy as jnp
 
+from tapegrad._args import fraction
 from tapegrad._dtypes import check_float_values
 from tapegrad.kernels import kernel
 from tapegrad.op import as_operand, defop
@@ -79,11 +80,11 @@ def dropout(x: Any, p: float = 0.5, *, training: bool = True, key: Any = None) -
 
     Raises:
         ValueError: ``p`` is outside ``[0, 1]`` (checked before any key is drawn).
+        TypeError: ``p`` is not a number.
         TypeError: ``x`` holds booleans or integers while training with ``p > 0`` (the scale
             ``1 / (1 - p)`` is fractional; PyTorch refuses them for ``0 < p < 1``).
     """
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout: p must be a probability in [0, 1], got {p}.")
+    p = fraction(p, "dropout: p")
     if not training or p == 0.0:
         return x  # type: ignore[no-any-return]
     check_float_values("dropout", x)
