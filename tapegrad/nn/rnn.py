@@ -57,13 +57,14 @@ def _elman_step(pre: Tensor, nonlinearity: str) -> Tensor:
     return pre.tanh() if nonlinearity == "tanh" else ops.relu(pre)
 
 
-def _lstm_step(gates: Tensor, c: Tensor | None, hid: int) -> tuple[Tensor, Tensor]:
+def _lstm_step(gates: Tensor, c: Tensor, hid: int) -> tuple[Tensor, Tensor]:
     """One LSTM step from its gate pre-activations ``(N, 4H)`` (``i, f, g, o``) and the cell
-    ``c`` (``None``: zeros, which the forget gate multiplies to nothing): ``(h', c')``."""
+    ``c``: ``(h', c')``."""
     i = gates[:, :hid].sigmoid()
+    f = gates[:, hid : 2 * hid].sigmoid()
     g = gates[:, 2 * hid : 3 * hid].tanh()
     o = gates[:, 3 * hid :].sigmoid()
-    c = i * g if c is None else gates[:, hid : 2 * hid].sigmoid() * c + i * g
+    c = f * c + i * g
     return o * c.tanh(), c
 
 
@@ -160,15 +161,17 @@ class _RNNBase(Module):
             "each state is (num_layers, N, hidden_size), and no hx at all starts from zeros."
         )
 
-    def _state(self, h: Any, n: int, unbatched: bool, what: str) -> list[Tensor | None]:
-        """The initial state per layer from ``h`` ``(num_layers, N, H)`` (or zeros).
+    def _state(self, h: Any, x: Tensor, unbatched: bool, what: str) -> list[Tensor]:
+        """The initial state per layer from ``h`` ``(num_layers, N, H)``; zeros for ``None``,
+        computed through as PyTorch's (``weight_hh`` gets its zero gradient at a first step).
 
         Raises:
             TypeError: ``h`` is not an array (a tuple given to ``GRU``, say).
             ShapeError: ``h`` has another shape (also: not 2-D for an unbatched input).
         """
+        n = x.shape[1]
         if h is None:
-            return [None] * self.num_layers
+            return [Tensor(jnp.zeros((n, self.hidden_size), x.dtype))] * self.num_layers
         refuse_torch(h, f"{type(self).__name__}: {what}")
         if not isinstance(h, Tensor | jax.Array | np.ndarray):
             raise self._state_error(what, h, "a tensor")
@@ -203,11 +206,10 @@ class _RNNBase(Module):
     ) -> tuple[Tensor, Tensor]:
         """A recurrence with one state (``RNN``, ``GRU``) over the sequence, layer by layer:
         ``step(xw_t, h, W_hh^T, b_hh)`` gives the next ``h`` from the step's input projection
-        ``x_t W_ih^T + b_ih`` (``h`` ``None``: a zero initial state; with ``fold``, ``b_hh``
-        is added to the projections once and ``None`` is passed). Returns
-        ``(output, h_n)``."""
+        ``x_t W_ih^T + b_ih`` (with ``fold``, ``b_hh`` is added to the projections once and
+        ``None`` is passed). Returns ``(output, h_n)``."""
         x, unbatched = self._check(x)
-        h0 = self._state(hx, x.shape[1], unbatched, "h_0")
+        h0 = self._state(hx, x, unbatched, "h_0")
         hs: list[Tensor] = []
         for layer in range(self.num_layers):
             xw, w_hh, b_hh = self._inputs(x, layer)
@@ -218,7 +220,6 @@ class _RNNBase(Module):
             for t in range(x.shape[0]):
                 h = step(xw[t], h, w_hh, b_hh)
                 outs.append(h)
-            assert h is not None  # the sequence is not empty (checked)
             hs.append(h)
             x = ops.stack(outs, axis=0)
             if layer < self.num_layers - 1:
@@ -247,6 +248,7 @@ class _RNNBase(Module):
         return (
             f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, "
             f"batch_first={self.batch_first}"
+            + ("" if self.bias else ", bias=False")
             + (f", dropout={self.dropout}" if self.dropout else "")
         )
 
@@ -310,12 +312,14 @@ class RNN(_RNNBase):
         self.nonlinearity = checked
 
     def forward(self, x: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """Run over the sequence: arguments, result and errors as ``GRU.forward``'s."""
+        """Run over the sequence: arguments, result and errors as ``GRU.forward``'s, and a
+        ``ValueError`` for a ``nonlinearity`` set to another value than "tanh" or "relu"."""
+        _check_nonlinearity("RNN", self.nonlinearity)  # code may have set it
         return self._run(x, hx, self._step, fold=True)
 
-    def _step(self, xw: Tensor, h: Tensor | None, w_hh: Tensor, b_hh: Tensor | None) -> Tensor:
+    def _step(self, xw: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> Tensor:
         """``act(x W_ih^T + b_ih + b_hh + h W_hh^T)`` (both biases folded into ``xw``)."""
-        return _elman_step(xw if h is None else xw + h @ w_hh, self.nonlinearity)
+        return _elman_step(xw + h @ w_hh, self.nonlinearity)
 
     def extra_repr(self) -> str:
         return super().extra_repr() + (
@@ -371,11 +375,11 @@ class LSTM(_RNNBase):
             ShapeError: ``x``, ``h_0`` or ``c_0`` of another shape than given above.
         """
         x, unbatched = self._check(x)
-        n, hid = x.shape[1], self.hidden_size
+        hid = self.hidden_size
         if hx is not None and not (isinstance(hx, tuple | list) and len(hx) == 2):
             raise self._state_error("hx", hx, "a pair (h_0, c_0)")
-        h0 = self._state(hx[0] if hx else None, n, unbatched, "h_0")
-        c0 = self._state(hx[1] if hx else None, n, unbatched, "c_0")
+        h0 = self._state(hx[0] if hx else None, x, unbatched, "h_0")
+        c0 = self._state(hx[1] if hx else None, x, unbatched, "c_0")
         hs: list[Tensor] = []
         cs: list[Tensor] = []
         for layer in range(self.num_layers):
@@ -383,14 +387,11 @@ class LSTM(_RNNBase):
             h, c = h0[layer], c0[layer]
             outs = []
             for t in range(x.shape[0]):
-                gates = xw[t]
-                if h is not None:
-                    gates = gates + h @ w_hh
+                gates = xw[t] + h @ w_hh
                 if b_hh is not None:
                     gates = gates + b_hh
                 h, c = _lstm_step(gates, c, hid)
                 outs.append(h)
-            assert h is not None and c is not None  # the sequence is not empty (checked)
             hs.append(h)
             cs.append(c)
             x = ops.stack(outs, axis=0)
@@ -443,10 +444,8 @@ class GRU(_RNNBase):
         """
         return self._run(x, hx, self._step)
 
-    def _step(self, xw: Tensor, h: Tensor | None, w_hh: Tensor, b_hh: Tensor | None) -> Tensor:
-        """One GRU step (``_gru_step``) from a zero state where ``h`` is ``None``."""
-        if h is None:
-            h = Tensor(jnp.zeros((xw.shape[0], self.hidden_size), xw.dtype))
+    def _step(self, xw: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> Tensor:
+        """One GRU step (``_gru_step``)."""
         hw = h @ w_hh
         return _gru_step(xw, hw if b_hh is None else hw + b_hh, h, self.hidden_size)
 
@@ -458,6 +457,7 @@ class _CellBase(Module):
 
     _gates: int
 
+    @torch_keywords()
     def __init__(
         self,
         input_size: int,
@@ -551,6 +551,7 @@ class RNNCell(_CellBase):
 
     _gates = 1
 
+    @torch_keywords()
     def __init__(
         self,
         input_size: int,
@@ -579,6 +580,7 @@ class RNNCell(_CellBase):
             TypeError: ``hx`` is not an array.
             ShapeError: ``x`` or ``hx`` of another shape.
         """
+        _check_nonlinearity("RNNCell", self.nonlinearity)  # code may have set it
         x, unbatched = self._input(x)
         xw, hw = self._projections(x, self._hidden(hx, x, unbatched, "hx"))
         return self._out(_elman_step(xw + hw, self.nonlinearity), unbatched)
@@ -605,7 +607,7 @@ class LSTMCell(_CellBase):
                 "(N, hidden_size), and no hx at all starts from zeros."
             )
         h = self._hidden(hx[0] if hx else None, x, unbatched, "h")
-        c = self._hidden(hx[1], x, unbatched, "c") if hx else None  # None: a zero cell
+        c = self._hidden(hx[1] if hx else None, x, unbatched, "c")
         xw, hw = self._projections(x, h)
         h, c = _lstm_step(xw + hw, c, self.hidden_size)
         return self._out(h, unbatched), self._out(c, unbatched)

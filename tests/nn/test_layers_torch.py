@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _parity import check_against_torch
+from _parity import check_against_torch, first
 
 import tapegrad as tg
 from tapegrad import nn
@@ -133,8 +133,27 @@ def test_elman_rnn_and_cells_refuse_what_torch_refuses() -> None:
     with pytest.raises(TypeError, match="convert lists with tg.tensor"):
         nn.GRUCell(3, 4, key=0)([[1.0, 2.0, 3.0]])  # type: ignore[arg-type]
     assert repr(nn.RNN(3, 4, nonlinearity="relu")).endswith("nonlinearity='relu')")
+    assert "bias=False" in repr(nn.GRU(3, 4, bias=False))
+    with pytest.raises(TypeError, match=r"LSTMCell\(\) takes at most 3 positional"):
+        nn.LSTMCell(3, 4, True, "cpu")  # type: ignore[misc]
+    for m in (nn.RNN(3, 4, key=0), nn.RNNCell(3, 4, key=0)):
+        m.nonlinearity = "sigmoid"  # PyTorch's RNNCell refuses it at the call too
+        with pytest.raises(ValueError, match="unknown nonlinearity 'sigmoid'"):
+            m(tg.ones((2, 3)))
     rnn = nn.RNN(3, 4, 2, dropout=0.5, key=0)
     assert rnn.dropout == 0.5 and [n for n, _ in rnn.named_modules()] == [""]
+
+
+@pytest.mark.parametrize("layer", ["RNN", "LSTM", "GRU"])
+def test_a_one_step_sequence_from_zeros_gives_weight_hh_its_zero_gradient(layer: str) -> None:
+    """PyTorch computes through the zero initial state: weight_hh's gradient is zeros, not
+    None, so AdamW's weight decay still moves it (it was skipped: 0.02 apart after a step)."""
+    torch.manual_seed(0)
+    ours, theirs = getattr(nn, layer)(3, 4, key=0), getattr(torch.nn, layer)(3, 4)
+    check_against_torch(ours, theirs, [_x(1, 2, 3)])
+    ours = getattr(nn, layer)(3, 4, key=0)
+    first(ours(tg.ones((1, 2, 3)))).sum().backward()
+    assert ours.weight_hh_l0.grad is not None and not np.any(np.asarray(ours.weight_hh_l0.grad))
 
 
 def test_rnn_init_bounds_and_bad_input() -> None:
