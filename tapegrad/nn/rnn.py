@@ -77,6 +77,43 @@ def _gru_step(gi: Tensor, hw: Tensor, h: Tensor, hid: int) -> Tensor:
     return cand + z * (h - cand)
 
 
+def _gate_weights(
+    module: Module,
+    suffix: str,
+    sizes: tuple[int, int],
+    gates: int,
+    bias: bool,
+    keys: list[jax.Array],
+    dtype: Any,
+) -> None:
+    """PyTorch's recurrent weights on ``module``: ``weight_ih{suffix}`` ``(G*H, in)``,
+    ``weight_hh{suffix}`` ``(G*H, H)`` and with ``bias`` ``bias_ih{suffix}``,
+    ``bias_hh{suffix}`` ``(G*H,)``, uniform in ``[-1/sqrt(H), 1/sqrt(H)]``, from the four
+    ``keys``; ``sizes`` is ``(in, H)``."""
+    n_in, hidden = sizes
+    k, g = _init.fan_in_bound(hidden), gates * hidden
+    kih, khh, kbi, kbh = keys
+    setattr(module, f"weight_ih{suffix}", _init.uniform(kih, (g, n_in), k, dtype))
+    setattr(module, f"weight_hh{suffix}", _init.uniform(khh, (g, hidden), k, dtype))
+    if bias:
+        setattr(module, f"bias_ih{suffix}", _init.uniform(kbi, (g,), k, dtype))
+        setattr(module, f"bias_hh{suffix}", _init.uniform(kbh, (g,), k, dtype))
+
+
+def _sizes(name: str, *sizes: tuple[str, Any]) -> list[int]:
+    """Each ``(argument, value)`` as a positive int.
+
+    Raises:
+        TypeError: a value that is not an integer.
+        ValueError: a value below 1.
+    """
+    values = [integer(value, f"{name}: {arg}") for arg, value in sizes]
+    if min(values) <= 0:
+        *rest, last = (arg for arg, _ in sizes)
+        raise ValueError(f"{name}: {', '.join(rest)} and {last} must be positive.")
+    return values
+
+
 class _RNNBase(Module):
     """Parameters ``weight_ih_l{k}`` ``(G*H, in)``, ``weight_hh_l{k}`` ``(G*H, H)``,
     ``bias_ih_l{k}``, ``bias_hh_l{k}`` ``(G*H,)`` per layer ``k``, all uniform in
@@ -100,25 +137,20 @@ class _RNNBase(Module):
     ) -> None:
         super().__init__()
         name = type(self).__name__
-        input_size = integer(input_size, f"{name}: input_size")
-        hidden_size = integer(hidden_size, f"{name}: hidden_size")
-        num_layers = integer(num_layers, f"{name}: num_layers")
-        if input_size <= 0 or hidden_size <= 0 or num_layers <= 0:
-            raise ValueError(f"{name}: input_size, hidden_size and num_layers must be positive.")
+        input_size, hidden_size, num_layers = _sizes(
+            name,
+            ("input_size", input_size),
+            ("hidden_size", hidden_size),
+            ("num_layers", num_layers),
+        )
         check_float(dtype, name)
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first = bias, batch_first
-        k = _init.fan_in_bound(hidden_size)
-        g = self._gates * hidden_size
         layer_keys = _init.keys(key, 4 * num_layers + 1)
         for layer in range(num_layers):
             n_in = input_size if layer == 0 else hidden_size
-            kih, khh, kbi, kbh = layer_keys[4 * layer : 4 * layer + 4]
-            setattr(self, f"weight_ih_l{layer}", _init.uniform(kih, (g, n_in), k, dtype))
-            setattr(self, f"weight_hh_l{layer}", _init.uniform(khh, (g, hidden_size), k, dtype))
-            if bias:
-                setattr(self, f"bias_ih_l{layer}", _init.uniform(kbi, (g,), k, dtype))
-                setattr(self, f"bias_hh_l{layer}", _init.uniform(kbh, (g,), k, dtype))
+            keys = layer_keys[4 * layer : 4 * layer + 4]
+            _gate_weights(self, f"_l{layer}", (n_in, hidden_size), self._gates, bias, keys, dtype)
         self.dropout = check_p(name, dropout)  # a float, as PyTorch's (code sets it too)
         self._dropout_key = None if key is None else key_of(layer_keys[-1])
         _init.to_device(self, device, f"nn.{name}")
@@ -470,20 +502,10 @@ class _CellBase(Module):
     ) -> None:
         super().__init__()
         name = type(self).__name__
-        input_size = integer(input_size, f"{name}: input_size")
-        hidden_size = integer(hidden_size, f"{name}: hidden_size")
-        if input_size <= 0 or hidden_size <= 0:
-            raise ValueError(f"{name}: input_size and hidden_size must be positive.")
+        sizes = _sizes(name, ("input_size", input_size), ("hidden_size", hidden_size))
         check_float(dtype, name)
-        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
-        k = _init.fan_in_bound(hidden_size)
-        g = self._gates * hidden_size
-        kih, khh, kbi, kbh = _init.keys(key, 4)
-        self.weight_ih = _init.uniform(kih, (g, input_size), k, dtype)
-        self.weight_hh = _init.uniform(khh, (g, hidden_size), k, dtype)
-        if bias:
-            self.bias_ih = _init.uniform(kbi, (g,), k, dtype)
-            self.bias_hh = _init.uniform(kbh, (g,), k, dtype)
+        self.input_size, self.hidden_size, self.bias = *sizes, bias
+        _gate_weights(self, "", (sizes[0], sizes[1]), self._gates, bias, _init.keys(key, 4), dtype)
         _init.to_device(self, device, f"nn.{name}")
 
     def _input(self, x: Any) -> tuple[Tensor, bool]:
