@@ -11,6 +11,7 @@ does not exist or a sharding that does not divide the shape raises ``tg.DeviceEr
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -23,7 +24,9 @@ from tapegrad._arrays import filled, from_torch, is_torch
 from tapegrad._dtypes import as_dtype
 from tapegrad._placement import committed, place
 from tapegrad._tensor import Tensor, wrap
+from tapegrad.errors import TapegradWarning
 from tapegrad.kernels import host_to_device
+from tapegrad.origin import user_stacklevel
 from tapegrad.random import key_of
 
 __all__ = [
@@ -102,10 +105,23 @@ def tensor(
             grad (its value would be copied without its graph: ``tg.stack`` keeps the gradient).
         OverflowError: an integer the dtype cannot hold (x64 off: beyond int32; NumPy int64
             data too when no ``dtype`` is given).
+
+    Warns:
+        TapegradWarning: (a ``UserWarning``, as ``torch.tensor`` warns) ``data`` is a tensor
+            that requires grad: its value is copied without its graph; ``t.detach()`` says so
+            without the warning.
     """
     if dtype is not None:
         dtype = as_dtype(dtype, "tg.tensor")
     if isinstance(data, Tensor):
+        if data.requires_grad:
+            warnings.warn(
+                "tg.tensor(t) copies the value of a tensor that requires grad without its graph "
+                "(no gradient will reach t through the copy); write t.detach() for a constant, "
+                "or t.detach().require_grad() for a new leaf, as torch.tensor(t) advises.",
+                TapegradWarning,
+                stacklevel=user_stacklevel(),
+            )
         data = data.data
     elif isinstance(data, (list, tuple)):
         data = _untracked_elements(data)

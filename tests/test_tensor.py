@@ -285,9 +285,13 @@ def test_tensor_dtype_and_requires_grad_arguments() -> None:
     t = tg.tensor([1, 2], dtype=tg.float32, requires_grad=True)
     assert t.dtype == jnp.float32
     assert t.requires_grad and t.is_leaf
-    u = tg.tensor(t)  # from a Tensor: the value, not the node
+    with pytest.warns(tg.TapegradWarning, match=r"without its graph.*t\.detach\(\)") as seen:
+        u = tg.tensor(t)  # from a Tensor: the value, not the node, as torch.tensor warns
+    assert seen[0].filename == __file__  # points at this line, not inside tapegrad
     assert u.data is t.data
     assert u.requires_grad is False
+    assert tg.tensor(t.detach()).data is t.data  # said so: no warning (warnings are errors)
+    assert tg.tensor(tg.tensor([1.0])).requires_grad is False
 
 
 def test_tensor_rejects_unconvertible_data() -> None:
