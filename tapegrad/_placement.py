@@ -33,8 +33,8 @@ __all__ = [
 ]
 
 Target = Any
-"""A ``jax.Device``, a ``jax.sharding.Sharding``, a device index or a ``"platform:index"``
-string (``"cpu:3"``, ``"gpu:0"``)."""
+"""A ``jax.Device``, a ``jax.sharding.Sharding``, a device index, a ``"platform:index"``
+string (``"cpu:3"``, ``"gpu:0"``) or a ``torch.device`` (read as its string)."""
 
 
 _ACCELERATORS = {
@@ -64,6 +64,8 @@ def resolve(target: Target, what: str) -> jax.Device | Sharding:
         return target
     if isinstance(target, jax.Device):
         return _local(target, target, what)
+    if type(target).__name__ == "device" and type(target).__module__ == "torch":
+        target = str(target)  # torch.device("cuda", 0): "cuda:0", as a PyTorch program says
     platform: str | None = None
     index = target
     if isinstance(target, str):

@@ -141,6 +141,21 @@ def test_device_index_may_be_a_numpy_integer() -> None:
         tg.zeros(3, device=np.float32(0))
 
 
+def test_device_may_be_a_torch_device() -> None:
+    """A PyTorch program's torch.device("cpu") places as the string "cpu" does; a device
+    this process lacks (cuda on a CPU-only JAX) is the DeviceError the string gives."""
+    torch = pytest.importorskip("torch")
+
+    import tapegrad as tg
+
+    assert tg.zeros(3, device=torch.device("cpu")).device == tg.zeros(3, device="cpu").device
+    layer = tg.nn.Linear(2, 3, device=torch.device("cpu", 0))
+    assert layer.weight.device == tg.zeros(1, device="cpu:0").device
+    if not any(d.platform == "gpu" for d in __import__("jax").devices()):
+        with pytest.raises(tg.DeviceError, match="there is no device 'cuda:1'.*GPU"):
+            tg.zeros(3, device=torch.device("cuda", 1))
+
+
 def test_launcher_stops_every_process_on_failure_and_timeout(tmp_path: Path) -> None:
     from tapegrad.launch import launch, main
 
