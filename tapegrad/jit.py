@@ -29,7 +29,7 @@ import threading
 import types
 import warnings
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from operator import attrgetter, call, getitem, is_
 from sys import getrefcount
@@ -153,6 +153,7 @@ class _Plan:
         # plan invalid, and the next plan carries that tensor as state (``changed_constants``)
         self.constants = [(t, array_of(t)) for t, _ in found.constants.values()]
         self.constant_ids = frozenset(id(a) for _, a in self.constants)  # fixed while valid
+        self.reached = frozenset(map(id, self.order)) | frozenset(found.constants)
         # which tensors require grad decides what is differentiated and donated: a tensor
         # frozen or unfrozen since (``requires_grad_``) makes the plan invalid
         self.watched = self.order + [t for t, _ in self.constants]
@@ -172,6 +173,17 @@ class _Plan:
             self.inner, donate_argnums=(0, 5) if owner.donate else (), keep_unused=owner.donate
         )
         self._plain: Any = None
+
+    def aliased(self, leaves: Sequence[Any], kinds: list[Any]) -> set[int]:
+        """The ids of the tensor arguments passed as data (traced copies) that are also
+        another argument or a tensor the step reaches as state or a constant (``step(t, t)``,
+        ``step(bn.running_mean, bn)``): inside the trace a copy and the original would be
+        two tensors, so a change made through one would be lost or read stale; such a
+        tensor must be passed by reference (empty when there is none: the usual call)."""
+        ids = [id(x) for x, kind in zip(leaves, kinds, strict=True) if kind is Tensor]
+        if not ids or (len(set(ids)) == len(ids) and self.reached.isdisjoint(ids)):
+            return set()
+        return {i for i in ids if ids.count(i) > 1 or i in self.reached}
 
     def plain(self) -> Any:
         """The jitted function without donation (for a call where a graph saves an array)."""
@@ -337,6 +349,7 @@ class JitFunction(Generic[P, R]):
         if self._static_argnums or self._static_argnames:
             statics, args, kwargs = self._split_statics(args, kwargs)  # type: ignore[assignment]
         treedef: Any = len(args)  # flat positional arguments: no pytree flattening
+        leaves: Sequence[Any] = args
         split = None if kwargs else _split(args)
         if split is None:  # keyword arguments, or a list, tuple or dict among the arguments
             leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_tensor)
@@ -359,16 +372,18 @@ class JitFunction(Generic[P, R]):
                     "(tg.jit compiles it whole already), or write the traced code as a pure "
                     "function differentiated with jax.grad."
                 ) from err
-        key = (treedef, tuple(kinds), statics)
         with self._lock:
-            return self._run(key, data, objects, args, kwargs)
+            key = (treedef, tuple(kinds), statics)
+            plan = self._valid_plan(key, objects, args, kwargs)
+            aliased = plan.aliased(leaves, kinds)
+            if aliased:  # a tensor argument the step also reaches another way: by reference
+                kinds, data, objects = _split(leaves, True, aliased)  # type: ignore[misc]
+                key = (treedef, tuple(kinds), statics)
+                plan = self._valid_plan(key, objects, args, kwargs)
+            return self._run(plan, key, data, objects, leaves)
 
-    def _run(
-        self, key: Any, data: list[Any], objects: list[Any], args: Any, kwargs: dict[str, Any]
-    ) -> R:
-        """The compiled call of ``__call__``, under the step's lock: one call at a time, so
-        a call on another thread reads the state the previous call left (its parameters,
-        not arrays that call donated), as if the calls ran one after another eagerly."""
+    def _valid_plan(self, key: Any, objects: list[Any], args: Any, kwargs: dict[str, Any]) -> _Plan:
+        """The plan of ``key``, made anew when there is none or it is no longer valid."""
         plan = self._plans.get(key)
         if plan is None or not plan.valid(objects):
             if plan is not None:
@@ -378,9 +393,17 @@ class JitFunction(Generic[P, R]):
             plan = self._plan(
                 key, objects, names, set() if plan is None else plan.changed_constants()
             )
+        return plan
+
+    def _run(
+        self, plan: _Plan, key: Any, data: list[Any], objects: list[Any], leaves: Sequence[Any]
+    ) -> R:
+        """The compiled call of ``__call__``, under the step's lock: one call at a time, so
+        a call on another thread reads the state the previous call left (its parameters,
+        not arrays that call donated), as if the calls ran one after another eagerly."""
         for _ in range(_MAX_PASSES):
             try:
-                return self._call(plan, data, (args, kwargs))  # type: ignore[no-any-return]
+                return self._call(plan, data, leaves)  # type: ignore[no-any-return]
             except _Retrace as more:
                 lifted = {id(t) for t in plan.order[plan.n_donated :]}
                 plan = self._plan(key, objects, plan.names, lifted | more.tensors)
@@ -407,14 +430,17 @@ class JitFunction(Generic[P, R]):
     def _plan(self, key: Any, objects: list[Any], names: list[str], extra: set[int]) -> _Plan:
         named = [n for n, kind in zip(names, key[1], strict=True) if type(kind) is int]
         roots = list(zip(objects, named, strict=True))
+        # a tensor argument passed by reference (``_Plan.aliased``) is state: an input whose
+        # changes are written back, as a parameter's are
+        extra = extra | {id(o) for o in objects if isinstance(o, Tensor)}
         plan = _Plan(self, key, objects, names, _discover.discover(self._fn, roots, extra))
         self._plans[key] = plan
         return plan
 
-    def _call(self, plan: _Plan, data: list[Any], passed: Any) -> Any:
+    def _call(self, plan: _Plan, data: list[Any], leaves: Sequence[Any]) -> Any:
         """Run ``plan``'s computation on ``data`` and write back what it changed: the state,
-        and the tensor arguments (``passed``: the call's ``(args, kwargs)``) whose value the
-        step replaced (``x += 1`` under ``no_grad``, ``x.data = ...``)."""
+        and the tensor arguments (among ``leaves``: the call's flattened arguments) whose
+        value the step replaced (``x += 1`` under ``no_grad``, ``x.data = ...``)."""
         donated, kept = plan.inputs()
         jitted = plan.jitted
         if (
@@ -486,7 +512,6 @@ class JitFunction(Generic[P, R]):
         if new_key is not None:  # the step drew from the process random state
             _random.set_state(new_key)
         if any(v is not None for v in new_args):
-            leaves = jax.tree_util.tree_leaves(passed, is_leaf=_is_tensor)
             tensors = [x for x, kind in zip(leaves, plan.kinds, strict=True) if kind is Tensor]
             for t, v in zip(tensors, new_args, strict=True):
                 if v is not None:
@@ -1010,18 +1035,19 @@ def _same_value(a: Any, b: Any) -> bool:
 
 
 def _split(
-    leaves: Sequence[Any], flat: bool = False
+    leaves: Sequence[Any], flat: bool = False, by_reference: Collection[int] = ()
 ) -> tuple[list[Any], list[Any], list[Any]] | None:
     """``(kinds, data, objects)`` of the argument leaves: a tensor that does not require
     grad (``Tensor``) and an array or number (``None``) are data, traced; anything else (a
-    tensor that requires grad, a module, an optimizer) is an object, reached by reference
-    (its kind: its index in ``objects``). ``None`` when a leaf is a list, tuple or dict
-    (unless ``flat``: the leaves of a flattened pytree)."""
+    tensor that requires grad, a module, an optimizer, a tensor whose id is in
+    ``by_reference``) is an object, reached by reference (its kind: its index in
+    ``objects``). ``None`` when a leaf is a list, tuple or dict (unless ``flat``: the
+    leaves of a flattened pytree)."""
     kinds: list[Any] = []
     data: list[Any] = []
     objects: list[Any] = []
     for x in leaves:
-        if isinstance(x, Tensor) and node_of(x) is None:
+        if isinstance(x, Tensor) and node_of(x) is None and id(x) not in by_reference:
             kinds.append(Tensor)
             data.append(array_of(x))
         elif isinstance(x, _DATA):

@@ -155,6 +155,52 @@ def test_a_tensor_argument_the_step_changes_in_place_is_written_back() -> None:
     assert compiled.trace_count == 1
 
 
+COUNTER = tg.zeros((3,))
+
+
+def test_a_tensor_passed_twice_or_also_reached_as_state_is_one_tensor_inside() -> None:
+    """``step(t, t)``, a module's buffer passed beside its module, a global passed as an
+    argument: inside the compiled step each is the one tensor it is eagerly, so changes made
+    through one name are read through the other and none is lost."""
+
+    def twice(a: tg.Tensor, b: tg.Tensor) -> tg.Tensor:
+        with tg.no_grad():
+            a += 1
+            b += 10
+        return a.sum()
+
+    def buffer(mean: tg.Tensor, bn: nn.BatchNorm1d, x: tg.Tensor) -> tg.Tensor:
+        y = bn(x)  # updates bn.running_mean
+        with tg.no_grad():
+            mean *= 2  # the same tensor
+        return y.sum()
+
+    def global_(a: tg.Tensor) -> tg.Tensor:
+        with tg.no_grad():
+            COUNTER.data = COUNTER.data + 1
+            a += 10
+        return (a + COUNTER).sum()
+
+    x = tg.tensor(np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32))
+    compiled_twice, compiled_buffer, compiled_global = map(tg.jit, (twice, buffer, global_))
+    t_eager, t = tg.zeros((3,)), tg.zeros((3,))
+    bn_eager, bn = nn.BatchNorm1d(3), nn.BatchNorm1d(3)
+    for _ in range(3):
+        assert twice(t_eager, t_eager).item() == compiled_twice(t, t).item()
+        buffer(bn_eager.running_mean, bn_eager, x)
+        compiled_buffer(bn.running_mean, bn, x)
+    np.testing.assert_array_equal(np.asarray(t.data), [33.0] * 3)
+    np.testing.assert_array_equal(np.asarray(t.data), np.asarray(t_eager.data))
+    mean, eager_mean = np.asarray(bn.running_mean.data), np.asarray(bn_eager.running_mean.data)
+    np.testing.assert_allclose(mean, eager_mean, rtol=1e-6)
+    assert float(np.abs(mean).sum()) > 0
+    assert compiled_global(COUNTER).item() == 66.0  # eagerly: (11 + 11) * 3
+    np.testing.assert_array_equal(np.asarray(COUNTER.data), [11.0] * 3)
+    other = tg.zeros((3,))
+    assert compiled_twice(other, tg.zeros((3,))).item() == 3.0  # not aliased: the usual plan
+    assert compiled_twice(other, other).item() == 36.0  # (1 + 1 + 10) * 3
+
+
 @pytest.mark.parametrize("change", ["dict", "list"])
 def test_a_list_or_dict_argument_the_step_changes_is_a_tracer_error(change: str) -> None:
     def step(batch: dict[str, tg.Tensor], extra: list[tg.Tensor]) -> tg.Tensor:
