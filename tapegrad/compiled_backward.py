@@ -25,15 +25,21 @@ staying eager until the program is ready and the first pass after that taking it
 (``Pass.ready``), so the compile (~0.1-1 s) overlaps the loop instead of stopping it. On
 one core a pass compiles at its first compiled call.
 
-The estimate is ``0.1 s + 1 ms`` per node (measured on a CPU with an empty compilation cache:
-76 ms for an 8-node pass, 0.77 s for a 700-node one), scaled up when the compiles this process
-timed took longer (a GPU's compiler, a slower machine), never down (a compile that hit the
-persistent cache says nothing of what a new structure costs; assuming it cheap would compile
-every rare variant of a data-dependent graph), and never more than ``compile_after()`` seconds
-(1 s by default). The five calls after the one that compiles are timed too: a structure whose
-compiled pass was never faster than its fastest eager pass (a pass of a few nodes, where one
-dispatch with many arguments costs what a few VJP dispatches do) goes back to eager passes for
-good.
+The estimate is ``0.1 s + 1 ms`` per node ``+ 1 us`` per node squared: XLA's compile time
+grows faster than the program (measured on a 2-core CPU with an empty compilation cache:
+76 ms for an 8-node pass, 1.6 s for a 1,000-node chain of multiplies, 1.3 s for a 411-node
+RNN and 7.0 s for a 1,611-node one). It is scaled up when the compiles this process timed took
+longer (a GPU's compiler, a slower machine), never down (a compile that hit the persistent
+cache says nothing of what a new structure costs; assuming it cheap would compile every rare
+variant of a data-dependent graph), and the eager time a structure waits is never more than
+``compile_after()`` seconds (1 s by default). A structure estimated to compile for more than
+10 s (``MAX_COMPILE_SECONDS``: ~2,700 nodes, an RNN unrolled over ~650 steps) stays eager for
+good, and is never looked up: a 12,000-node pass (an RNN over 3,000 steps) took 5 minutes of
+a core to compile, which a process's exit would wait for.
+
+The five calls after the one that compiles are timed too: a structure whose compiled pass was
+never faster than its fastest eager pass (a pass of a few nodes, where one dispatch with many
+arguments costs what a few VJP dispatches do) goes back to eager passes for good.
 
 The structure of a pass is, for every node in pass order: its op, the positions of its
 parents, its shape and dtype, whether its cotangent is returned (a leaf, ``retain_grad``, a
@@ -80,6 +86,7 @@ __all__ = [
     "compile_after",
     "set_compile_after",
     "estimated_compile_seconds",
+    "MAX_COMPILE_SECONDS",
     "Pass",
     "lookup",
     "cached",
@@ -92,8 +99,11 @@ Propagate = Callable[
 """The VJP loop: ``(steps, root ids, seeds, wanted ids) -> {id: (node, cotangent)}``."""
 
 _MAX_STRUCTURES = 64  # structures remembered (least recently used dropped)
-_BASE_SECONDS = 0.1  # the compile-time estimate of a pass: base + per node, times _scale
-_NODE_SECONDS = 0.001
+_BASE_SECONDS = 0.1  # the compile-time estimate of a pass: base + per node + per node
+_NODE_SECONDS = 0.001  # squared, times _scale
+_PAIR_SECONDS = 1e-6
+MAX_COMPILE_SECONDS = 10.0
+"""A structure whose estimated compile time is longer stays eager (module docstring)."""
 _scale = 1.0  # measured compile time / estimate (>= 1), blended over the compiles timed
 _TRIALS = 5  # compiled calls timed against the eager pass after the one that compiles
 _MIN_NODES = 4  # a smaller pass (two VJPs or fewer) stays eager: one dispatch saves nothing
@@ -165,9 +175,14 @@ def clear() -> None:
 
 
 def estimated_compile_seconds(nodes: int) -> float:
-    """The estimated seconds to compile a pass of ``nodes`` nodes: ``0.1 + 0.001 * nodes``,
-    scaled up by the compiles this process timed when they took longer (module docstring)."""
-    return _scale * (_BASE_SECONDS + _NODE_SECONDS * nodes)
+    """The estimated seconds to compile a pass of ``nodes`` nodes: ``0.1 + 0.001 * nodes +
+    1e-6 * nodes ** 2``, scaled up by the compiles this process timed when they took longer
+    (module docstring)."""
+    return _scale * _unscaled(nodes)
+
+
+def _unscaled(nodes: int) -> float:
+    return _BASE_SECONDS + _NODE_SECONDS * nodes + _PAIR_SECONDS * nodes * nodes
 
 
 def _timed_compile(seconds: float, nodes: int) -> None:
@@ -175,7 +190,7 @@ def _timed_compile(seconds: float, nodes: int) -> None:
     geometric mean of the old scale and this compile's, so one slow compile on a busy machine
     moves the estimate by half; at least 1 (see the module docstring), at most 20."""
     global _scale
-    ratio = seconds / (_BASE_SECONDS + _NODE_SECONDS * nodes)
+    ratio = seconds / _unscaled(nodes)
     _scale = min(max((_scale * ratio) ** 0.5, 1.0), 20.0)
 
 
@@ -360,11 +375,13 @@ class Pass:
     @property
     def threshold(self) -> float | None:
         """The eager seconds after which this structure compiles: its estimated compile time,
-        at most ``compile_after()`` (``None``: never)."""
+        at most ``compile_after()`` (``None``: never, also when that estimate is over
+        ``MAX_COMPILE_SECONDS``)."""
         after = _after
-        if after is None:
+        estimate = estimated_compile_seconds(self.nodes)
+        if after is None or estimate > MAX_COMPILE_SECONDS:
             return None
-        return min(after, estimated_compile_seconds(self.nodes))
+        return min(after, estimate)
 
     @property
     def seconds(self) -> float:
@@ -401,7 +418,7 @@ class Pass:
             and self.nodes >= _BUY_NODES
             and self.compiled is None
             and not self.broken
-            and _after is not None
+            and self.threshold is not None
             and self.fresh * _KERNEL_SECONDS >= estimated_compile_seconds(self.nodes)
         )
 
@@ -472,7 +489,8 @@ def lookup(
     Every pass of a loop pays this (~1.5 us per node), so the usual residuals, a tuple of
     arrays on one device, are described here without a ``_spec`` call per array, and the
     structure is hashed once (``_Key``)."""
-    if _after is None or len(steps) < _MIN_NODES:
+    n = len(steps)
+    if _after is None or n < _MIN_NODES or estimated_compile_seconds(n) > MAX_COMPILE_SECONDS:
         return None
     position: dict[Node | None, int] = {None: -1}  # nodes hash by identity; no parent: -1
     for i, step in enumerate(steps):
