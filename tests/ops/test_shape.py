@@ -87,6 +87,34 @@ def test_stack_routes_slices_to_inputs() -> None:
     )
 
 
+@pytest.mark.parametrize("axis", [0, -1])
+def test_joins_of_many_tensors_go_in_groups_and_split_back_per_input(axis: int) -> None:
+    """150 operands: joined 64 at a time, then the groups (XLA compiles a join of thousands
+    of operands, or a VJP of thousands of outputs, for seconds to minutes); more than four
+    cotangents are taken one call each. Constants among them, unequal sizes, stacked on
+    either axis."""
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((150, 2, 3)).astype(F32)
+    sizes = [1 + i % 3 for i in range(150)]
+    cut = np.cumsum(sizes)[:-1]
+    long = rng.standard_normal((2, sum(sizes))).astype(F32)
+
+    def stacked(stack, join, split, x, w):  # type: ignore[no-untyped-def]
+        rows = [x[i] * (1.0 + i) if i % 7 else xs[i] for i in range(150)]
+        parts = split(w, cut, axis=-1)
+        flat = [parts[i] if i % 5 else long[:, :1] * 0 + 1 for i in range(150)]
+        weights = np.arange(1.0, 271.0, dtype=F32)
+        joined = (join(flat, axis=-1) * weights).sum()
+        return (stack(rows, axis=axis).sum(axis=0) ** 2).sum() + joined
+
+    check_program(
+        lambda x, w: stacked(tg.stack, tg.concatenate, tg.split, x, w),
+        lambda x, w: stacked(jnp.stack, jnp.concatenate, jnp.split, x, w),
+        xs,
+        long,
+    )
+
+
 def test_join_errors_are_value_errors() -> None:
     a = tg.ones((2, 3), requires_grad=True)
     with pytest.raises(ValueError, match="concatenate"):
