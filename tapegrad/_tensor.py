@@ -856,8 +856,10 @@ class Tensor:
 
         Raises:
             TypeError: ``mask`` is not boolean.
+            OperandTypeError: ``mask`` is a PyTorch tensor (says to convert it).
             ShapeError: ``mask`` does not broadcast to this tensor's shape.
         """
+        _op.refuse_torch(mask, "masked_fill")
         mask_dtype = getattr(mask, "dtype", None)
         if mask_dtype is None or np.dtype(mask_dtype) != np.bool_:
             raise TypeError(

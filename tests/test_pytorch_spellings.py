@@ -205,6 +205,10 @@ def test_a_torch_tensor_operand_says_to_convert_it() -> None:
         lambda: x + torch.ones(4),
         lambda: torch.ones(4) * x,
         lambda: tg.exp(torch.ones(2)),
+        lambda: tg.cross_entropy(tg.ones((4, 3)), torch.tensor([0, 1, 2, 2])),  # from a loader
+        lambda: tg.nn.CrossEntropyLoss()(tg.ones((4, 3)), torch.ones(4, 3)),
+        lambda: x.masked_fill(torch.ones(4) > 0, 0.0),
+        lambda: x[torch.tensor([0, 1])],
     ):
         message = str(error_of(TypeError, call))
         assert "a PyTorch tensor (torch.Tensor) cannot be an operand" in message, message

@@ -109,6 +109,7 @@ def normalize_index(index: Any, shape: tuple[int, ...] | None = None) -> tuple[A
             out.append(item)
             host.append(item)
         else:
+            refuse_torch(item, "indexing")
             raise TypeError(
                 f"Unsupported index element of type {type(item).__name__}; use ints, slices, "
                 "None, Ellipsis, integer arrays, ranges or boolean masks."

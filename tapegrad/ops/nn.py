@@ -16,7 +16,7 @@ from tapegrad._args import integer
 from tapegrad._arrays import axis_check
 from tapegrad.errors import ShapeError, TapegradWarning
 from tapegrad.kernels import kernel
-from tapegrad.op import broadcast_check, defop
+from tapegrad.op import broadcast_check, defop, refuse_torch
 from tapegrad.origin import user_stacklevel
 
 if TYPE_CHECKING:
@@ -374,6 +374,7 @@ def cross_entropy(
             do not have the logits' shape.
         ShapeError: integer labels do not have the logits' shape without the class axis,
             ``axis`` is out of range, or ``weight`` is not (C,).
+        OperandTypeError: labels that are a PyTorch tensor (says to convert them).
         ValueError: host labels (a NumPy array or a list) outside ``[0, C)`` other than
             ``ignore_index``, a smoothing outside [0, 1], an unknown reduction, or an
             ``ignore_index >= 0`` with class probabilities. Labels already
@@ -385,6 +386,7 @@ def cross_entropy(
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing={label_smoothing} must be in [0, 1].")
     ignore = integer(ignore_index, "cross_entropy: ignore_index")
+    refuse_torch(labels, "cross_entropy")  # before its dtype is read
     if _floating(labels):
         if ignore >= 0:  # PyTorch refuses it too: a padding row would silently count
             raise ValueError(
