@@ -342,7 +342,9 @@ def _root(t: Any, what: str) -> Node:
     if node is None:
         raise NoGradError(
             f"{what} does not require grad and has no graph to differentiate; make its inputs "
-            "require grad (t.require_grad()) and compute it outside tg.no_grad()."
+            "require grad (t.require_grad()) and compute it outside tg.no_grad(). (The results "
+            "of a tg.jit step carry no graph either: compute the loss and call backward() "
+            "inside the compiled step, or call the model eagerly.)"
         )
     return node
 

@@ -1278,3 +1278,13 @@ def test_one_step_called_from_two_threads_runs_its_calls_one_at_a_time() -> None
         twin_step(twin, twin_opt, X, Y)
     for p, q in zip(values(model), values(twin), strict=True):
         np.testing.assert_allclose(p, q, rtol=1e-5, atol=1e-6)
+
+
+def test_backward_through_a_compiled_modules_result_says_the_result_has_no_graph() -> None:
+    """A tg.jit step returns concrete values: a loss computed from them outside the step has
+    nothing to differentiate, and the error says where backward() belongs."""
+    model = nn.Linear(3, 2, key=0)
+    loss = tg.cross_entropy(tg.jit(model)(tg.ones((4, 3))), tg.tensor(np.zeros(4, np.int32)))
+    message = str(error_of(tg.NoGradError, loss.backward))
+    assert "results of a tg.jit step carry no graph" in message
+    assert "call backward() inside the compiled step" in message
