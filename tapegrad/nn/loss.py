@@ -35,9 +35,6 @@ _TORCH_ADVICE = {
     "reduce": "deprecated in PyTorch too: use reduction='none' for per-element losses.",
     "weight": "this loss takes no weight=; compute it with reduction='none', multiply by the "
     "weights and reduce: (loss_fn(a, b) * w).mean() with reduction='none'.",
-    "pos_weight": "tapegrad's BCEWithLogitsLoss takes no pos_weight=; write the weighted loss "
-    "with tensor ops: (pos_weight * y * tg.softplus(-x) + (1 - y) * tg.softplus(x)).mean() "
-    "for logits x and targets y (log sigmoid(x) = -softplus(-x)).",
 }
 
 
@@ -68,6 +65,12 @@ class _Loss(Module):
         return f"reduction={self.reduction!r}"
 
 
+def _float_buffer(values: Any) -> Tensor:
+    """A loss's weights as a float tensor (float32 unless they are floats already)."""
+    w = np.asarray(values)
+    return tensor(w if w.dtype.kind == "f" else w.astype(np.float32))
+
+
 class _LabelLoss(_Loss):
     """A loss of integer labels: ``weight`` (a buffer, as PyTorch's), ``ignore_index``,
     ``axis``."""
@@ -79,10 +82,7 @@ class _LabelLoss(_Loss):
         self, reduction: str, weight: Any, ignore_index: int, axis: int, name: str
     ) -> None:
         super().__init__(reduction)
-        w = None if weight is None else np.asarray(weight)
-        if w is not None and w.dtype.kind != "f":
-            w = w.astype(np.float32)
-        self.register_buffer("weight", None if w is None else tensor(w))
+        self.register_buffer("weight", None if weight is None else _float_buffer(weight))
         self.ignore_index = integer(ignore_index, f"{name}: ignore_index")
         self.axis = integer(axis, f"{name}: axis")
 
@@ -329,8 +329,33 @@ class HuberLoss(_Loss):
 
 
 class BCEWithLogitsLoss(_Loss):
-    """``tg.binary_cross_entropy_with_logits(logits, targets, reduction=...)``."""
+    """``tg.binary_cross_entropy_with_logits(logits, targets, weight, reduction=...,
+    pos_weight=...)``.
+
+    Args:
+        reduction: ``"mean"`` over the elements, ``"sum"``, or ``"none"``.
+        weight: optional rescaling of each element's loss, broadcast against them; by
+            keyword (PyTorch's first positional argument). A buffer, as PyTorch's.
+        pos_weight: optional weight of the positive term, broadcast against the targets
+            (``(C,)``: one per class on the last axis). A buffer, as PyTorch's.
+    """
+
+    weight: Tensor | None
+    pos_weight: Tensor | None
+    _weighted = True
+
+    @torch_keywords(_TORCH_ADVICE)
+    def __init__(
+        self, reduction: str = "mean", *, weight: Any = None, pos_weight: Any = None
+    ) -> None:
+        super().__init__(reduction)
+        self.register_buffer("weight", None if weight is None else _float_buffer(weight))
+        self.register_buffer(
+            "pos_weight", None if pos_weight is None else _float_buffer(pos_weight)
+        )
 
     def forward(self, logits: Tensor, targets: Any) -> Tensor:
         """The loss of ``logits`` against targets in ``[0, 1]`` of the same shape."""
-        return ops.binary_cross_entropy_with_logits(logits, targets, reduction=self.reduction)
+        return ops.binary_cross_entropy_with_logits(
+            logits, targets, self.weight, reduction=self.reduction, pos_weight=self.pos_weight
+        )

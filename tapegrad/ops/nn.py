@@ -590,21 +590,52 @@ def _bce_with_logits_vjp(
 
 
 def binary_cross_entropy_with_logits(
-    logits: Any, targets: Any, *, reduction: Reduction = "mean"
+    logits: Any,
+    targets: Any,
+    weight: Any = None,
+    *,
+    reduction: Reduction = "mean",
+    pos_weight: Any = None,
 ) -> Tensor:
     """Binary cross entropy on logits, PyTorch's ``F.binary_cross_entropy_with_logits``:
-    ``max(x, 0) - x t + log(1 + exp(-|x|))`` per element (stable for large |x|).
+    ``max(x, 0) - x t + log(1 + exp(-|x|))`` per element (stable for large |x|); one fused
+    node. With ``pos_weight`` ``p`` and ``weight`` ``w``, PyTorch's weighted form
+    ``w ((1 - t) x + (1 + (p - 1) t) softplus(-x))`` (``softplus(-x) = -log sigmoid(x)``,
+    computed as above), recorded as elementwise ops (their VJPs).
 
     Args:
         logits: float scores of any shape.
         targets: probabilities in [0, 1] of the same shape (floats; they may require grad).
+        weight: optional, broadcast against the per-element losses (a rescaling of each).
         reduction: "mean", "sum" or "none".
+        pos_weight: optional weight of the positive term, broadcast against the targets
+            (one per class on the last axis: ``(C,)``), to balance rare positives.
 
     Raises:
-        ShapeError: the shapes differ. ValueError: an unknown reduction.
+        ShapeError: the shapes of logits and targets differ, or a weight does not broadcast.
+        ValueError: an unknown reduction.
+        OperandTypeError: an argument is a PyTorch tensor.
     """
     _check_reduction("binary_cross_entropy_with_logits", reduction)
-    return _bce_with_logits(logits, targets, reduction=reduction)
+    if weight is None and pos_weight is None:
+        return _bce_with_logits(logits, targets, reduction=reduction)
+    from tapegrad._tensor import Tensor  # tensor.py imports the ops last
+
+    for v in (logits, targets, weight, pos_weight):
+        refuse_torch(v, "binary_cross_entropy_with_logits")
+    x, t = (v if isinstance(v, Tensor) else Tensor(jnp.asarray(v)) for v in (logits, targets))
+    if x.shape != t.shape:
+        raise ShapeError(
+            f"binary_cross_entropy_with_logits: targets of shape {t.shape} must have the "
+            f"logits' shape {x.shape}."
+        )
+    neg_log_sigmoid = (-x.abs()).exp().log1p() + (-x).relu()
+    per = (1 - t) * x + (
+        neg_log_sigmoid if pos_weight is None else (1 + (pos_weight - 1) * t) * neg_log_sigmoid
+    )
+    if weight is not None:
+        per = per * weight
+    return per.mean() if reduction == "mean" else per.sum() if reduction == "sum" else per
 
 
 @partial(kernel, static_argnames=("reduction",))

@@ -32,11 +32,7 @@ CASES: list[tuple[Callable[[], Any], type[Exception], str]] = [
     (lambda: nn.Embedding(5, 3, sparse=True), TypeError, r"^Embedding\(\) .*dense"),
     (lambda: nn.Embedding(5, 3, padding_idx=5), ValueError, r"padding_idx=5 must be in \[-5, 5\)"),
     (lambda: nn.BatchNorm2d(3, momentum=None), ValueError, r"^BatchNorm2d: momentum=None .*0.1"),
-    (
-        lambda: nn.BCEWithLogitsLoss(pos_weight=np.ones(3)),
-        TypeError,
-        r"^BCEWithLogitsLoss\(\) got pos_weight=.*tg.softplus\(-x\)",
-    ),
+    (lambda: nn.BCEWithLogitsLoss(np.ones(3)), ValueError, r"pass weight= by keyword"),
     (lambda: nn.MSELoss(weight=np.ones(3)), TypeError, r"^MSELoss\(\) .*reduction='none'"),
     (lambda: nn.MultiheadAttention(8, 2, kdim=4), TypeError, r"^MultiheadAttention\(\) got kdim"),
     (lambda: nn.MultiheadAttention(8, 2, add_bias_kv=True), TypeError, r"no bias_k/bias_v"),
@@ -61,17 +57,40 @@ def test_pytorch_defaults_are_accepted() -> None:
     nn.MultiheadAttention(8, 2, kdim=None, vdim=None, add_bias_kv=False, add_zero_attn=False)
 
 
-def test_the_pos_weight_advice_computes_pytorchs_loss() -> None:
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_bce_with_logits_weight_and_pos_weight_are_pytorchs(reduction: str) -> None:
+    """weight= and pos_weight= (the function's and the module's, buffers as PyTorch's): the
+    loss and the gradients of logits and targets equal PyTorch's."""
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(0)
     x, pos_weight = rng.standard_normal((4, 3)).astype(np.float32), np.float32([1, 2, 3])
     y = (rng.random((4, 3)) > 0.5).astype(np.float32)
-    theirs = torch.nn.BCEWithLogitsLoss(pos_weight=torch.tensor(pos_weight))
-    want = theirs(torch.tensor(x), torch.tensor(y)).item()
-    logits, targets = tg.tensor(x), tg.tensor(y)
-    loss = tg.tensor(pos_weight) * targets * tg.softplus(-logits)
-    ours = (loss + (1 - targets) * tg.softplus(logits)).mean()
-    assert ours.item() == pytest.approx(want, rel=1e-6)
+    weight = rng.random((4, 1)).astype(np.float32)
+    for kw in (
+        {"pos_weight": pos_weight},
+        {"weight": weight},
+        {"weight": weight, "pos_weight": pos_weight},
+    ):
+        tx, ty = torch.tensor(x, requires_grad=True), torch.tensor(y, requires_grad=True)
+        theirs = torch.nn.BCEWithLogitsLoss(
+            reduction=reduction, **{k: torch.tensor(v) for k, v in kw.items()}
+        )
+        want = theirs(tx, ty)
+        want.sum().backward()
+        module = nn.BCEWithLogitsLoss(reduction, **kw)
+        assert sorted(module.state_dict()) == sorted(kw)
+        function = tg.binary_cross_entropy_with_logits(
+            tg.tensor(x), tg.tensor(y), reduction=reduction, **kw
+        )
+        gx, gy = tg.tensor(x).require_grad(), tg.tensor(y).require_grad()
+        got = module(gx, gy)
+        got.sum().backward()
+        np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(function.numpy(), got.numpy(), rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(gx.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(gy.grad.numpy(), ty.grad.numpy(), rtol=1e-5, atol=1e-7)
+    with pytest.raises(tg.ShapeError, match="targets of shape"):
+        tg.binary_cross_entropy_with_logits(tg.tensor(x), tg.tensor(y[:1]), pos_weight=pos_weight)
 
 
 def test_the_bidirectional_advice_computes_pytorchs_bidirectional_lstm() -> None:
