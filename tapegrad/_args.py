@@ -175,6 +175,7 @@ CHECKS: dict[str, Callable[[Any, str], Any]] = {
 
 _TORCH_KEYWORDS = {
     "dim": "axis",
+    "dims": "axis",
     "keepdim": "keepdims",
     "input": "the tensor itself, positionally",
     "size": "shape",

@@ -5,6 +5,7 @@ options in ``tests/optim``): attention's keywords, ``tg.nn.functional``."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -267,6 +268,27 @@ def test_shape_methods_name_tapegrads_spelling_of_pytorchs_keywords(
     message = str(error_of(TypeError, call, tg.ones((2, 3, 4)), **kwargs))
     keyword = next(iter(kwargs))
     assert f"got {keyword}=, a PyTorch keyword" in message and says in message, message
+
+
+FUNCTION_KEYWORDS: list[tuple[str, Callable[..., Any], str]] = [
+    ("flip", lambda x: tg.flip(x, dims=[0]), "got dims=, PyTorch's spelling; .* use axis="),
+    ("normalize", lambda x: tg.normalize(x, dim=1), "got dim=, PyTorch's spelling"),
+    ("cross_entropy", lambda x: tg.cross_entropy(x, tg.zeros(2, dtype=tg.int32), dim=1), "axis="),
+    ("layer_norm", lambda x: tg.layer_norm(x, normalized_shape=(4,)), "pass it as shape="),
+    ("dropout", lambda x: tg.dropout(x, 0.5, False), r"at most 2 positional .*\(training=, key="),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "call", "says"), FUNCTION_KEYWORDS, ids=[c[0] for c in FUNCTION_KEYWORDS]
+)
+def test_functions_name_tapegrads_spelling_of_pytorchs_keywords(
+    name: str, call: Callable[..., Any], says: str
+) -> None:
+    """``F.dropout(x, 0.5, False)``, ``torch.flip(x, dims=...)``, ``F.normalize(x, dim=1)``,
+    ``F.layer_norm(x, normalized_shape=...)``: a TypeError that says what to write."""
+    message = str(error_of(TypeError, call, tg.ones((2, 4))))
+    assert re.search(says, message), message
 
 
 @pytest.mark.parametrize("bad", [1.5, True], ids=repr)

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tapegrad._args import numpy_keywords
 from tapegrad._dtypes import summed_in
 from tapegrad.derived import derived_vjp
 from tapegrad.errors import ShapeError
@@ -229,6 +230,7 @@ def _norm_vjp(
     return (_jnorm_vjp(x, g, ord, axis, keepdims),)
 
 
+@numpy_keywords
 def normalize(x: Any, p: float = 2.0, axis: int = -1, eps: float = 1e-12) -> Tensor:
     """``x / max(norm_p(x), eps)`` along ``axis`` (PyTorch's ``F.normalize``, whose default
     axis is 1: tapegrad's is the last, the features of ``(N, D)`` rows either way); a zero

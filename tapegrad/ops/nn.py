@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tapegrad._args import integer
+from tapegrad._args import integer, numpy_keywords
 from tapegrad._arrays import axis_check
 from tapegrad.errors import ShapeError, TapegradWarning
 from tapegrad.kernels import kernel
@@ -333,6 +333,7 @@ def _weight(weight: Any) -> Any:
     return 1.0 if weight is None else weight
 
 
+@numpy_keywords
 def cross_entropy(
     logits: Any,
     labels: Any,

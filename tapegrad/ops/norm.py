@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tapegrad._args import torch_keywords
 from tapegrad._dtypes import summed_in
 from tapegrad._placement import mixed_devices_error
 from tapegrad.derived import compiled_vjp
@@ -114,6 +115,7 @@ def _layer_norm_vjp(
     return grads
 
 
+@torch_keywords({"normalized_shape": "pass it as shape= (or second, by position)."})
 def layer_norm(
     x: Any, shape: int | tuple[int, ...], weight: Any = None, bias: Any = None, eps: float = 1e-5
 ) -> Tensor:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.numpy as jnp
 
-from tapegrad._args import fraction
+from tapegrad._args import fraction, numpy_keywords
 from tapegrad._dtypes import check_float_values
 from tapegrad.kernels import kernel
 from tapegrad.op import as_operand, defop
@@ -63,6 +63,7 @@ def _dropout_vjp(
     return (_dropout_grad(key, g, *_odds(p)), None)
 
 
+@numpy_keywords
 def dropout(x: Any, p: float = 0.5, *, training: bool = True, key: Any = None) -> Tensor:
     """Inverted dropout, PyTorch's ``F.dropout``: in training, each element is zeroed with
     probability ``p`` and the others are scaled by ``1 / (1 - p)``; otherwise ``x`` itself is
