@@ -2,8 +2,8 @@
 
 ``SGD``, ``Adam``, ``AdamW``, ``RMSprop`` and ``Adagrad`` follow PyTorch's update rules and
 defaults; ``Optimizer`` applies any ``optax.GradientTransformation``. ``lr_scheduler`` holds
-``StepLR``, ``MultiStepLR``, ``ExponentialLR``, ``CosineAnnealingLR``, ``LambdaLR`` and
-``LinearWarmup``.
+``StepLR``, ``MultiStepLR``, ``ExponentialLR``, ``CosineAnnealingLR``, ``LambdaLR``,
+``LinearLR`` and ``LinearWarmup``.
 """
 
 from tapegrad.optim import lr_scheduler

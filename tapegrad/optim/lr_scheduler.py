@@ -38,6 +38,7 @@ __all__ = [
     "ExponentialLR",
     "CosineAnnealingLR",
     "LambdaLR",
+    "LinearLR",
     "LinearWarmup",
 ]
 
@@ -386,11 +387,51 @@ class LambdaLR(LRScheduler):
         return lambda epoch: base_lr * fn(epoch)
 
 
-class LinearWarmup(LRScheduler):
+class LinearLR(LRScheduler):
+    """PyTorch's ``LinearLR``: the factor of ``base_lr`` moves linearly from ``start_factor``
+    to ``end_factor`` over ``total_iters`` steps, then holds (``optax.linear_schedule``; the
+    closed form of PyTorch's recursive update). Call ``step()`` once per iteration (or epoch).
+
+    Args:
+        optimizer: the optimizer.
+        start_factor: the fraction of ``base_lr`` at step 0, in ``[0, 1]``.
+        end_factor: the fraction from step ``total_iters`` on, in ``[0, 1]``.
+        total_iters: steps from one factor to the other (positive).
+
+    Raises:
+        ValueError: a factor outside ``[0, 1]`` or a non-positive ``total_iters``.
+    """
+
+    _STEPS = "total_iters"  # the steps' parameter, for messages
+
+    @_torch_options
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        start_factor: float = 1.0 / 3,
+        end_factor: float = 1.0,
+        total_iters: int = 5,
+    ) -> None:
+        name = type(self).__name__
+        if not (0.0 <= start_factor <= 1.0 and 0.0 <= end_factor <= 1.0) or total_iters <= 0:
+            raise ValueError(
+                f"{name}: the factors must be in [0, 1] and the steps positive, got "
+                f"start_factor={start_factor}, end_factor={end_factor}, "
+                f"{self._STEPS}={total_iters}."
+            )
+        self.start_factor, self.end_factor = float(start_factor), float(end_factor)
+        self.total_iters = int(total_iters)
+        super().__init__(optimizer)
+
+    def _schedule(self, base_lr: float, group: int) -> Callable[[int], Any]:
+        factor = optax.linear_schedule(self.start_factor, self.end_factor, self.total_iters)
+        return _scaled(base_lr, factor)
+
+
+class LinearWarmup(LinearLR):
     """Ramp the rate linearly from ``start_factor * base_lr`` to ``base_lr`` over
-    ``warmup_steps`` steps, then hold it (``optax.linear_schedule``; PyTorch's
-    ``LinearLR(optimizer, start_factor, 1.0, total_iters=warmup_steps)``). Call ``step()``
-    once per iteration.
+    ``warmup_steps`` steps, then hold it: ``LinearLR(optimizer, start_factor, 1.0,
+    warmup_steps)``. Call ``step()`` once per iteration.
 
     Args:
         optimizer: the optimizer.
@@ -401,16 +442,9 @@ class LinearWarmup(LRScheduler):
         ValueError: a non-positive ``warmup_steps`` or ``start_factor`` outside ``[0, 1]``.
     """
 
+    _STEPS = "warmup_steps"
+
     @_torch_options
     def __init__(self, optimizer: Optimizer, warmup_steps: int, start_factor: float = 0.1) -> None:
-        if warmup_steps <= 0 or not 0.0 <= start_factor <= 1.0:
-            raise ValueError(
-                "LinearWarmup: warmup_steps must be positive and start_factor in [0, 1], got "
-                f"{warmup_steps}, {start_factor}."
-            )
-        self.warmup_steps, self.start_factor = int(warmup_steps), float(start_factor)
-        super().__init__(optimizer)
-
-    def _schedule(self, base_lr: float, group: int) -> Callable[[int], Any]:
-        factor = optax.linear_schedule(self.start_factor, 1.0, self.warmup_steps)
-        return _scaled(base_lr, factor)
+        super().__init__(optimizer, start_factor, 1.0, warmup_steps)
+        self.warmup_steps = self.total_iters

@@ -320,8 +320,22 @@ def test_per_group_learning_rates_set_by_a_loop_match_torch() -> None:
             lambda o: optim.lr_scheduler.LinearWarmup(o, warmup_steps=3, start_factor=0.25),
             lambda o: torch.optim.lr_scheduler.LinearLR(o, start_factor=0.25, total_iters=3),
         ),
+        (
+            lambda o: optim.lr_scheduler.LinearLR(o, 0.5, 0.1, total_iters=4),
+            lambda o: torch.optim.lr_scheduler.LinearLR(o, 0.5, 0.1, total_iters=4),
+        ),
+        (optim.lr_scheduler.LinearLR, torch.optim.lr_scheduler.LinearLR),  # the defaults
     ],
-    ids=["step", "multistep", "exponential", "cosine", "lambda", "warmup"],
+    ids=[
+        "step",
+        "multistep",
+        "exponential",
+        "cosine",
+        "lambda",
+        "warmup",
+        "linear",
+        "linear-default",
+    ],
 )
 def test_schedulers_match_torch_and_drive_the_same_trajectory(ours: Any, theirs: Any) -> None:
     scheds: dict[str, Any] = {}
@@ -359,8 +373,10 @@ def test_scheduler_state_dict_resumes_and_bad_arguments_raise() -> None:
     assert other.last_epoch == 2 and other.get_last_lr() == pytest.approx([0.25])
     with pytest.raises(ValueError, match="step_size"):
         optim.lr_scheduler.StepLR(opt, step_size=0)
-    with pytest.raises(ValueError, match="warmup_steps"):
+    with pytest.raises(ValueError, match="warmup_steps=0"):
         optim.lr_scheduler.LinearWarmup(opt, warmup_steps=0)
+    with pytest.raises(ValueError, match=r"LinearLR: .*end_factor=1.5"):
+        optim.lr_scheduler.LinearLR(opt, end_factor=1.5)
     with pytest.raises(ValueError, match="milestones must be increasing"):
         optim.lr_scheduler.MultiStepLR(opt, milestones=[3, 1])
     with pytest.raises(TypeError, match="schedule already"):
