@@ -58,7 +58,7 @@ from tapegrad.nn.module import LoadResult, Module
 from tapegrad.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 from tapegrad.nn.pooling import AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from tapegrad.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
-from tapegrad.nn.shape import Flatten
+from tapegrad.nn.shape import Flatten, Unflatten
 from tapegrad.nn.sparse import Embedding
 from tapegrad.nn.transformer import TransformerEncoderLayer
 
@@ -75,6 +75,7 @@ __all__ = [
     "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
     "Flatten",
+    "Unflatten",
     "Embedding",
     "LayerNorm",
     "RMSNorm",

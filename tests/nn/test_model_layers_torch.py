@@ -76,6 +76,12 @@ def test_pooling_flatten_and_activations() -> None:
     for ours, theirs in layers:
         check_against_torch(ours, theirs, [_x(2, 3, 6, 6)])
     check_against_torch(nn.AdaptiveAvgPool1d(4), torch.nn.AdaptiveAvgPool1d(4), [_x(2, 3, 7)])
+    for dim, size in ((1, (3, 2)), (-1, (2, -1))):
+        ours, theirs = nn.Unflatten(dim, size), torch.nn.Unflatten(dim, size)
+        check_against_torch(ours, theirs, [_x(2, 6, 4)])
+        assert repr(ours) == repr(theirs)
+    with pytest.raises(tg.ShapeError, match="Unflatten: dim 3 is out of range"):
+        nn.Unflatten(3, (2, 2))(tg.ones((2, 4)))
 
 
 def test_embedding_and_layer_norm() -> None:
