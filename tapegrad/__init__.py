@@ -358,6 +358,9 @@ _TORCH_NAMES = {
     "empty": "write tg.zeros(shape) (JAX has no uninitialised arrays)",
     "clamp": "write tg.clip(x, min, max)",
     "unsqueeze": "write tg.expand_dims(x, axis) or x.unsqueeze(axis)",
+    "chunk": "write tg.split(x, n, axis=...) for n equal parts, or tg.split(x, cut_indices, "
+    "axis=...) (NumPy's split)",
+    "unbind": "write list(x) for the rows, or [x[i] for i in range(n)] (one node each)",
     "mm": "write x @ y or tg.matmul(x, y)",
     "bmm": "write x @ y or tg.matmul(x, y)",
     "numel": "write x.size (NumPy's element count)",

@@ -29,6 +29,8 @@ import tapegrad as tg
         ("clamp", "tg.clip("),
         ("cuda", "device"),
         ("inference_mode", "tg.no_grad()"),
+        ("chunk", "tg.split(x, n, axis=...)"),
+        ("unbind", "list(x)"),
     ],
 )
 def test_pytorchs_module_names_say_what_to_write(name: str, says: str) -> None:
