@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, BinaryIO
 
 import jax
 import jax.numpy as jnp
@@ -111,36 +111,45 @@ def _decode(data: Any, tensors: dict[str, Tensor]) -> Any:
     return data
 
 
-def _read(path: str) -> tuple[dict[str, str], dict[str, np.ndarray]]:
-    """The metadata and the arrays, by name in name order, of the safetensors file at ``path``.
+def _read(source: _Path | BinaryIO) -> tuple[dict[str, str], dict[str, np.ndarray]]:
+    """The metadata and the arrays, by name in name order, of the safetensors file at
+    ``source`` (a path, or a binary file object read to its end).
 
     safetensors checks the file; its bytes are then viewed here in each tensor's dtype (the
     float8 ones included, which safetensors' NumPy reader cannot name).
 
     Raises:
-        FileNotFoundError: no file at ``path``.
+        FileNotFoundError: no file at ``source``.
         ValueError: not a complete safetensors file, or a tensor in a dtype not in ``_DTYPES``.
     """
-    from safetensors import SafetensorError, safe_open
+    from safetensors import SafetensorError, deserialize, safe_open
 
+    where = _where(source)
     try:
-        with safe_open(path, framework="numpy") as f:
-            meta = f.metadata() or {}
+        if isinstance(source, (str, os.PathLike)):
+            with safe_open(source, framework="numpy") as f:  # checks without reading it all
+                f.metadata()
+            with open(source, "rb") as file:
+                raw = file.read()
+        else:
+            raw = source.read()
+            deserialize(raw)  # type: ignore[no-untyped-call]  # the check of a buffer
     except SafetensorError as err:
+        size = os.path.getsize(source) if isinstance(source, (str, os.PathLike)) else len(raw)
         raise ValueError(
-            f"tg.load: {path!r} ({os.path.getsize(path)} bytes) is not a complete safetensors "
-            f"file ({err}); it is truncated or in another format. Save checkpoints with tg.save."
+            f"tg.load: {where} ({size} bytes) is not a complete safetensors file ({err}); it "
+            "is truncated or in another format. Save checkpoints with tg.save."
         ) from None
-    with open(path, "rb") as file:
-        header = json.loads(file.read(int.from_bytes(file.read(8), "little")))
-        data = np.frombuffer(file.read(), np.uint8)
-    header.pop("__metadata__", None)
+    length = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + length])
+    data = np.frombuffer(raw, np.uint8, offset=8 + length)
+    meta = header.pop("__metadata__", None) or {}
     arrays = {}
     for name in sorted(header):
         info = header[name]
         if info["dtype"] not in _DTYPES:
             raise ValueError(
-                f"tg.load: {name!r} in {path!r} has the safetensors dtype {info['dtype']}, "
+                f"tg.load: {name!r} in {where} has the safetensors dtype {info['dtype']}, "
                 f"which tg.load cannot read; convert it to one of {', '.join(_DTYPES)} with "
                 "the tool that wrote the file."
             )
@@ -150,7 +159,15 @@ def _read(path: str) -> tuple[dict[str, str], dict[str, np.ndarray]]:
     return meta, arrays
 
 
-def _tensor(name: str, host: np.ndarray, path: str) -> Tensor:
+def _where(source: _Path | BinaryIO) -> str:
+    """How messages name a file: its path, or the file object's name when it has one."""
+    if isinstance(source, (str, os.PathLike)):
+        return repr(os.fspath(source))
+    name = getattr(source, "name", None)
+    return repr(name) if isinstance(name, str) else f"the {type(source).__name__} object"
+
+
+def _tensor(name: str, host: np.ndarray, where: str) -> Tensor:
     """``host`` as a tensor, in the dtype JAX gives it (64-bit ones narrowed with x64 off).
 
     Raises:
@@ -162,7 +179,7 @@ def _tensor(name: str, host: np.ndarray, path: str) -> Tensor:
         outside = host[(host < info.min) | (host > info.max)]
         if outside.size:
             raise ValueError(
-                f"tg.load: {name!r} in {path!r} is {host.dtype} and holds {outside.size} "
+                f"tg.load: {name!r} in {where} is {host.dtype} and holds {outside.size} "
                 f"value(s) outside the {narrow} range (e.g. {outside[0]}), which JAX, with "
                 f"64-bit types off, would store as {narrow} and change. Turn x64 on before "
                 "loading: jax.config.update('jax_enable_x64', True)."
@@ -170,9 +187,11 @@ def _tensor(name: str, host: np.ndarray, path: str) -> Tensor:
     return Tensor(jnp.asarray(host))
 
 
-def save(obj: Any, path: _Path) -> None:
+def save(obj: Any, path: _Path | BinaryIO) -> None:
     """Write ``obj`` (a state dict: nested dicts, lists and tuples of tensors and numbers) to
-    ``path`` in safetensors format.
+    ``path`` in safetensors format; ``path`` may also be a binary file object open for
+    writing (``io.BytesIO()``, ``open(name, "wb")``: written at its position, as
+    ``torch.save`` writes).
 
     Tensors are stored as safetensors tensors, bit for bit in their dtype (named by their
     path, ``"fc.weight"`` for a module's state dict, so other safetensors readers find
@@ -188,18 +207,29 @@ def save(obj: Any, path: _Path) -> None:
         RuntimeError: a tensor whose array was donated to a ``tg.jit`` step.
         ValueError: a global array sharded over several processes (gather it first).
         FileNotFoundError: the folder ``path`` names does not exist.
+        TypeError: ``path`` is neither a path nor an object with a ``write`` method.
     """
+    from safetensors.numpy import save as to_bytes
     from safetensors.numpy import save_file
 
-    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
-    if not os.path.isdir(folder):
-        raise FileNotFoundError(
-            f"tg.save: the folder {folder!r} does not exist; create it first "
-            "(os.makedirs(folder, exist_ok=True))."
+    if isinstance(path, (str, os.PathLike)):
+        folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(
+                f"tg.save: the folder {folder!r} does not exist; create it first "
+                "(os.makedirs(folder, exist_ok=True))."
+            )
+    elif not callable(getattr(path, "write", None)):
+        raise TypeError(
+            f"tg.save: the destination must be a path or a binary file object, got "
+            f"{type(path).__name__}."
         )
     arrays: dict[str, np.ndarray] = {}
     structure = _encode(obj, (), arrays)
     meta = {_META_KEY: json.dumps({"format": _FORMAT, "root": structure})}
+    if not isinstance(path, (str, os.PathLike)):
+        path.write(to_bytes(arrays, metadata=meta))
+        return
     tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
     try:
         save_file(arrays, tmp, metadata=meta)
@@ -209,9 +239,10 @@ def save(obj: Any, path: _Path) -> None:
             os.remove(tmp)
 
 
-def load(path: _Path) -> Any:
-    """Read what ``tg.save`` wrote: tensors come back as ``Tensor``\\ s that do not require
-    grad (load them with ``model.load_state_dict`` / ``opt.load_state_dict``).
+def load(path: _Path | BinaryIO) -> Any:
+    """Read what ``tg.save`` wrote, from a path or a binary file object (read from its
+    position to its end): tensors come back as ``Tensor``\\ s that do not require grad
+    (load them with ``model.load_state_dict`` / ``opt.load_state_dict``).
 
     A safetensors file written by another tool (e.g. PyTorch's ``save_file``) loads as a
     flat dict of tensors by name.
@@ -225,9 +256,8 @@ def load(path: _Path) -> Any:
             format), or holds a dtype tg.load cannot read; or, with x64 off, 64-bit integers
             outside the 32-bit range (turn x64 on before loading). Nothing is returned.
     """
-    filename = os.fspath(path)
-    meta, arrays = _read(filename)
-    tensors = {name: _tensor(name, host, filename) for name, host in arrays.items()}
+    meta, arrays = _read(path)
+    tensors = {name: _tensor(name, host, _where(path)) for name, host in arrays.items()}
     if _META_KEY not in meta:
         return tensors
     structure = json.loads(meta[_META_KEY])
