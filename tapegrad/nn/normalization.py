@@ -11,7 +11,7 @@ import numpy as np
 
 from tapegrad import ops
 from tapegrad._args import dims, fraction, integer
-from tapegrad._dtypes import check_float
+from tapegrad._dtypes import check_float, summed_in
 from tapegrad._tensor import Tensor
 from tapegrad.errors import ShapeError
 from tapegrad.grad_mode import no_grad
@@ -176,7 +176,10 @@ class RMSNorm(Module):
 class GroupNorm(Module):
     """Normalise ``(N, C, *)`` inputs over each group of ``C // num_groups`` channels and
     every other axis but the batch (Wu & He 2018), then scale and shift per channel, as
-    PyTorch's ``GroupNorm`` (biased variance; the same in training and evaluation).
+    PyTorch's ``GroupNorm`` (biased variance; the same in training and evaluation). The
+    statistics are one fused ``layer_norm`` over each group; a float16 or bfloat16 input is
+    normalised, scaled and shifted in float32 and the output rounded back to its dtype, as
+    PyTorch's (in float16, squared deviations of activations over 256 overflow).
 
     Args:
         num_groups: the number of groups; divides ``num_channels``.
@@ -233,18 +236,15 @@ class GroupNorm(Module):
                 f"GroupNorm({self.num_groups}, {self.num_channels}) expects input (N, "
                 f"{self.num_channels}, ...), got shape {x.shape}."
             )
-        n = x.shape[0]
+        wide = summed_in(x.dtype)  # float32 for float16 and bfloat16, as PyTorch
+        xs = x.astype(wide) if wide != x.dtype else x
         per_group = math.prod(x.shape[1:]) // self.num_groups  # not -1: an empty batch
-        groups = x.reshape(n, self.num_groups, per_group)
-        mean = groups.mean(axis=-1, keepdims=True)
-        centred = groups - mean
-        var = (centred * centred).mean(axis=-1, keepdims=True)
-        y = (centred / (var + self.eps).sqrt()).reshape(*x.shape)
-        if self.weight is None or self.bias is None:
-            return y
-        per_channel = (self.num_channels,) + (1,) * (x.ndim - 2)
-        out: Tensor = y * self.weight.reshape(per_channel) + self.bias.reshape(per_channel)
-        return out
+        groups = xs.reshape(x.shape[0], self.num_groups, per_group)
+        y = ops.layer_norm(groups, per_group, eps=self.eps).reshape(*x.shape)
+        if self.weight is not None and self.bias is not None:
+            per_channel = (self.num_channels,) + (1,) * (x.ndim - 2)
+            y = y * self.weight.reshape(per_channel) + self.bias.reshape(per_channel)
+        return y.astype(x.dtype) if wide != x.dtype else y  # the input's dtype, as PyTorch
 
     def extra_repr(self) -> str:
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"

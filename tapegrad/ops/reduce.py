@@ -265,12 +265,16 @@ def _var_vjp(
     res: tuple[jax.Array], g: jax.Array, *, axis: Axis = None, ddof: int = 0, keepdims: bool = False
 ) -> tuple[jax.Array]:
     """d var / dx_i = 2 (x_i - mean) / (N - ddof) (the mean's own derivative sums to zero);
-    for a complex x, conj(x_i - mean) in its place, as ``jax.vjp`` of ``jnp.var``."""
+    for a complex x, conj(x_i - mean) in its place, as ``jax.vjp`` of ``jnp.var``. A float16
+    or bfloat16 x and g are computed in float32 (``summed_in``, as the forward and PyTorch:
+    g (x_i - mean) overflows float16 for g ~ 1000) and gx rounded back to x's dtype."""
     (x,) = res
     axis = _axes(axis, x.ndim)
-    d = jnp.conj(x - jnp.mean(x, axis=axis, keepdims=True))
+    xs = x.astype(summed_in(x.dtype))
+    d = jnp.conj(xs - jnp.mean(xs, axis=axis, keepdims=True))
     n = _count(d, axis, ddof)  # 0 when ddof is N: d / 0 as IEEE divides (PyTorch's NaN, inf)
-    return (_expand(g, d.shape, axis, keepdims) * d * (2.0 / n if n else math.inf),)
+    gs = _expand(g.astype(summed_in(g.dtype)), d.shape, axis, keepdims)
+    return ((gs * d * (2.0 / n if n else math.inf)).astype(x.dtype),)
 
 
 @defop
@@ -297,12 +301,14 @@ def _std_vjp(
     """d std / dx_i = (x_i - mean) / ((N - ddof) std), and 0 where std is 0 (PyTorch's; JAX's
     is NaN there: 0 / 0, which a constant feature or a blank image would spread through a
     whole model's gradients); for a complex x, conj(x_i - mean) in its place, as ``jax.vjp``
-    of ``jnp.std``."""
+    of ``jnp.std``. A float16 or bfloat16 x, y and g are computed in float32 (``summed_in``,
+    as ``var``'s) and gx rounded back to x's dtype."""
     x, y = res
     axis = _axes(axis, x.ndim)
-    d = jnp.conj(x - jnp.mean(x, axis=axis, keepdims=True))
+    xs, y, g = (a.astype(summed_in(a.dtype)) for a in (x, y, g))
+    d = jnp.conj(xs - jnp.mean(xs, axis=axis, keepdims=True))
     scale = _expand(jnp.where(y == 0, 0, g / jnp.where(y == 0, 1, y)), d.shape, axis, keepdims)
-    return (scale * d / _count(d, axis, ddof),)
+    return ((scale * d / _count(d, axis, ddof)).astype(x.dtype),)
 
 
 _jcumsum = partial(kernel, static_argnames=("axis",))(jnp.cumsum)

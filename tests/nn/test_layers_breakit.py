@@ -838,3 +838,43 @@ def test_break_it_review_of_the_layer_fixes() -> None:
         lstm(tg.ones((5, 2, 3)))
     with pytest.raises(TypeError, match="GRU: h_0: a PyTorch tensor"):
         nn.GRU(3, 4, key=0)(tg.ones((5, 2, 3)), torch.zeros(1, 2, 4))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize(("scale", "upstream"), [(300.0, 1.0), (1.0, 8192.0)])
+def test_group_norm_of_half_precision_normalises_in_float32_as_torch(
+    dtype: str, scale: float, upstream: float
+) -> None:
+    """GroupNorm was built from float16 ops: activations ~300 (squared deviations over
+    65,504) gave all zeros, and upstream gradients ~8192 gave 256 of 256 non-finite input
+    gradients. PyTorch normalises half precision in float32 and rounds the output back (the
+    bias gradient, a sum of 64 values ~8192, is beyond float16 in both)."""
+    rng = np.random.default_rng(0)
+    theirs = torch.nn.GroupNorm(2, 8).to(getattr(torch, dtype))
+    with torch.no_grad():
+        theirs.weight.normal_()
+        theirs.bias.normal_()
+    ours = nn.GroupNorm(2, 8).to(getattr(tg, dtype))
+    ours.load_state_dict({k: tg.tensor(v.float().numpy()) for k, v in theirs.state_dict().items()})
+    x = (rng.normal(size=(4, 8, 16)) * scale).astype(np.float32)
+    up = (rng.uniform(0.5, 1.0, size=x.shape) * upstream).astype(np.float32)
+    xo = tg.tensor(x).astype(getattr(tg, dtype)).require_grad()
+    xt = torch.tensor(x).to(getattr(torch, dtype)).requires_grad_()
+    yo, yt = ours(xo), theirs(xt)
+    yo.backward(tg.tensor(up).astype(yo.dtype))
+    yt.backward(torch.tensor(up).to(yt.dtype))
+    assert yo.dtype == xo.dtype and xo.grad is not None and xo.grad.dtype == xo.dtype
+    tol = 1e-2 if dtype == "bfloat16" else 2e-3
+    for got, want in (
+        (yo, yt),
+        (xo.grad, xt.grad),
+        (ours.weight.grad, theirs.weight.grad),
+        (ours.bias.grad, theirs.bias.grad),
+    ):
+        assert got is not None
+        mine, ref = np.asarray(got.astype(tg.float32).numpy()), want.float().detach().numpy()
+        finite = np.isfinite(ref)
+        np.testing.assert_array_equal(np.isfinite(mine), finite)
+        atol = tol * np.abs(ref[finite]).max(initial=0.0)
+        np.testing.assert_allclose(mine[finite], ref[finite], rtol=tol, atol=atol)
+    assert np.isfinite(xo.grad.numpy()).all()

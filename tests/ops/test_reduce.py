@@ -241,3 +241,24 @@ def test_max_and_min_of_no_elements_raise_a_shape_error(
     with pytest.raises(tg.ShapeError, match=f"no elements along the reduced axes.*no {op}"):
         getattr(x, op)(axis=axis)
     assert getattr(tg.zeros((2, 0)), op)(axis=0).shape == (0,)  # an empty result is fine
+
+
+@pytest.mark.parametrize(
+    ("name", "ddof", "upstream"), [("var", 0, 1000.0), ("var", 1, 1000.0), ("std", 0, 30000.0)]
+)
+def test_var_and_std_gradients_of_float16_are_computed_in_float32_as_torch(
+    name: str, ddof: int, upstream: float
+) -> None:
+    """g (x - mean) of a float16 x ~ N(5, 30) overflowed float16 for g ~ 1000 (var) and
+    g / std (x - mean) for g ~ 30,000 (std): 9 of 256 gradients were inf; PyTorch's finite."""
+    torch = pytest.importorskip("torch")
+    x = (np.random.default_rng(0).normal(size=(4, 64)) * 30 + 5).astype(np.float16)
+    up = np.full(4, upstream, np.float16)
+    ours = tg.tensor(x).require_grad()
+    getattr(tg, name)(ours, axis=1, ddof=ddof).backward(tg.tensor(up))
+    theirs = torch.tensor(x, requires_grad=True)
+    getattr(theirs, name)(1, correction=ddof).backward(torch.tensor(up))
+    assert ours.grad is not None and ours.grad.dtype == jnp.float16
+    got, want = np.asarray(ours.grad.numpy(), np.float32), theirs.grad.float().numpy()
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3 * np.abs(want).max())
