@@ -12,6 +12,7 @@ import numpy as np
 
 from tapegrad._args import torch_keywords
 from tapegrad._arrays import is_torch
+from tapegrad._dtypes import summed_in
 from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel
 from tapegrad.op import as_operand, defop, operand_shape
@@ -24,11 +25,27 @@ __all__ = ["scaled_dot_product_attention"]
 Res = tuple[jax.Array, jax.Array, jax.Array, jax.Array]
 
 
+def _wide(*arrays: jax.Array) -> tuple[jax.Array, ...]:
+    """Each array in the dtype its products are summed in (``summed_in``)."""
+    return tuple(a.astype(summed_in(a.dtype)) for a in arrays)
+
+
+def _narrow(ct: jax.Array | None, like: jax.Array) -> jax.Array | None:
+    """A cotangent in ``like``'s dtype where it has its shape; one in a broadcast shape stays
+    wide, so that the engine sums it down before it rounds."""
+    return ct.astype(like.dtype) if ct is not None and ct.shape == like.shape else ct
+
+
 @partial(kernel, static_argnames=("is_causal", "scale"))
 def _attention(
     q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, *, is_causal: bool, scale: float
 ) -> tuple[jax.Array, jax.Array]:
-    """softmax(q k^T * scale, masked) v, and the attention weights."""
+    """softmax(q k^T * scale, masked) v, and the attention weights, both in float32 for
+    float16 and bfloat16 inputs (``summed_in``: q k^T overflows float16 at 65,504; PyTorch
+    accumulates the scores and the softmax in float32 too); the output is rounded back to the
+    inputs' dtype, the weights stay wide."""
+    out = jnp.result_type(q, k, v, *(() if mask.dtype == jnp.bool_ else (mask,)))
+    q, k, v = _wide(q, k, v)
     s = jnp.einsum("...qd,...kd->...qk", q, k) * scale
     if mask.dtype == jnp.bool_:
         s = jnp.where(mask, s, -jnp.inf)
@@ -43,7 +60,7 @@ def _attention(
     e = jnp.exp(s - jnp.where(jnp.isfinite(top), top, 0.0))
     total = jnp.sum(e, axis=-1, keepdims=True)
     p = e / jnp.where(total == 0, 1.0, total)
-    return jnp.einsum("...qk,...kd->...qd", p, v), p
+    return jnp.einsum("...qk,...kd->...qd", p, v).astype(out), p
 
 
 @defop(name="scaled_dot_product_attention")
@@ -62,16 +79,19 @@ def _sdpa_vjp(
 ) -> tuple[jax.Array | None, ...]:
     """With P the weights and S the scaled scores: gv = P^T g, gP = g v^T,
     gS = P * (gP - sum(gP * P, -1)) (the softmax Jacobian), gq = gS k * scale,
-    gk = gS^T q * scale; an additive (float) mask receives gS, a boolean one nothing."""
-    q, k, v, mask = res
-    _, p = _attention(q, k, v, mask, is_causal=is_causal, scale=scale)
+    gk = gS^T q * scale; an additive (float) mask receives gS, a boolean one nothing. In
+    float32 for float16 and bfloat16 inputs, as the forward; each cotangent is rounded to its
+    input's dtype (by the engine after summing, where that input was broadcast)."""
+    q0, k0, v0, mask = res
+    _, p = _attention(q0, k0, v0, mask, is_causal=is_causal, scale=scale)
+    q, k, v, g = _wide(q0, k0, v0, g)
     gv = jnp.einsum("...qk,...qd->...kd", p, g) if needs[2] else None
     gp = jnp.einsum("...qd,...kd->...qk", g, v)
     gs = p * (gp - jnp.sum(gp * p, axis=-1, keepdims=True))
     gq = jnp.einsum("...qk,...kd->...qd", gs, k) * scale if needs[0] else None
     gk = jnp.einsum("...qk,...qd->...kd", gs, q) * scale if needs[1] else None
     gmask = gs if needs[3] else None
-    return gq, gk, gv, gmask
+    return _narrow(gq, q0), _narrow(gk, k0), _narrow(gv, v0), _narrow(gmask, mask)
 
 
 _TORCH_KEYWORDS = {
@@ -113,9 +133,11 @@ def scaled_dot_product_attention(
         scale: the score factor (default ``1 / sqrt(D)``).
 
     Returns:
-        (batch, heads, Lq, Dv). A query row that may attend to nothing gives zeros, and
-        no gradient flows through it (PyTorch's behaviour), instead of the NaN a plain
-        softmax of only -inf gives.
+        (batch, heads, Lq, Dv), in the inputs' dtype: float16 and bfloat16 inputs are
+        computed in float32 (scores, softmax, products and the VJP) and rounded back, as
+        PyTorch's (their scores overflow float16 at 65,504). A query row that may attend to
+        nothing gives zeros, and no gradient flows through it (PyTorch's behaviour), instead
+        of the NaN a plain softmax of only -inf gives.
 
     PyTorch's ``attn_mask=`` (here ``mask=``, same meaning), ``dropout_p=`` and
     ``enable_gqa=`` raise a ``TypeError`` that says what to write instead.

@@ -177,3 +177,32 @@ def test_bce_with_logits_gradient_at_zero_is_sigmoid_minus_target() -> None:
     np.testing.assert_allclose(loss.item(), 3 * np.log(2.0), rtol=1e-6)
     (g,) = tg.grad(loss, x)
     np.testing.assert_allclose(g.numpy(), 0.5 - t)
+
+
+@pytest.mark.parametrize("size", [4.0, 40.0])
+def test_float16_attention_scores_are_summed_in_float32_as_torch(size: float) -> None:
+    """q k^T of |q|, |k| ~ 40 over D = 64 exceeds float16's 65,504: the scores were inf and
+    every output NaN; PyTorch's float16 result equals its float32 one. The gradients (an
+    additive float16 mask broadcast over batch and heads included) follow torch's float16 ones
+    and the float32 derivative."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    q, k = ((np.abs(rng.normal(size=(2, 2, 6, 64))) * size).astype(np.float16) for _ in "qk")
+    v, up = (rng.normal(size=(2, 2, 6, 64)).astype(np.float16) for _ in "vg")
+    mask = rng.normal(size=(6, 6)).astype(np.float16)
+    ours = [tg.tensor(a).require_grad() for a in (q, k, v, mask)]
+    y = tg.scaled_dot_product_attention(*ours[:3], mask=ours[3])
+    y.backward(tg.tensor(up * 1000))
+    results: dict[object, list[np.ndarray]] = {}
+    for dt in (torch.float16, torch.float32):
+        ts = [torch.tensor(a).to(dt).requires_grad_() for a in (q, k, v, mask)]
+        ty = torch.nn.functional.scaled_dot_product_attention(*ts[:3], attn_mask=ts[3])
+        ty.backward(torch.tensor(up * 1000).to(dt))
+        results[dt] = [t.float().detach().numpy() for t in (ty, *(t.grad for t in ts))]
+    assert y.dtype == np.float16
+    mine = [np.asarray(t.astype(tg.float32).numpy()) for t in (y, *(t.grad for t in ours))]
+    for i, got in enumerate(mine):
+        assert np.isfinite(got).all()
+        for dt in results:
+            want = results[dt][i]
+            np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3 * np.abs(want).max())
