@@ -197,7 +197,7 @@ def _run(
     freed with their tensors (held by the traceback until then) instead of hanging.
     """
     check = anomaly.checker(seeds)  # None unless tg.detect_anomaly() is on
-    steps = tape.ancestors(roots, claim=not retain_graph)  # raises before any VJP runs
+    steps = tape.ancestors(roots, not retain_graph, wanted)  # raises before any VJP runs
     done: list[Node] = []
     leaves: list[Node] = []
     made: list[Node] = []
@@ -244,17 +244,24 @@ def _split_pruned(
     """Split the op nodes of a ``tg.grad`` pass that are ``done`` into those whose VJP the
     pass needed (a parent on a path toward a wanted node: consumed) and those it pruned (the
     graph below a wanted non-leaf, branches toward no input: not consumed, as in PyTorch, so
-    a later backward through them works; reached, so they are freed with their tensors)."""
+    a later backward through them works; reached, so they are freed with their tensors).
+    A node the walk spared (``Tape.ancestors``: consumed, or claimed by a pass on another
+    thread; its step has no parents) is neither: this pass did not claim it."""
     toward = _toward(steps, wanted)
-    needed = {
-        node.id
-        for node, op, parents, _, _ in steps
-        if op is not None and any(p is not None and p.id in toward for p in parents)
-    }
+    needed: set[int] = set()
+    spared: set[int] = set()
+    for node, op, parents, _, _ in steps:
+        if op is None:
+            continue
+        if not parents:
+            spared.add(node.id)
+        elif any(p is not None and p.id in toward for p in parents):
+            needed.add(node.id)
     ran: list[Node] = []
     pruned: list[Node] = []
     for node in done:
-        (ran if node.id in needed else pruned).append(node)
+        if node.id not in spared:
+            (ran if node.id in needed else pruned).append(node)
     return ran, pruned
 
 
@@ -380,7 +387,8 @@ def backward(
         NonScalarBackwardError: ``t`` has several elements, or is complex, and ``grad`` is
             ``None``.
         ShapeError: ``grad`` has another shape than ``t``.
-        GraphConsumedError: the graph was consumed by an earlier backward.
+        GraphConsumedError: a node whose VJP the pass needs (with ``inputs``, only those on
+            a path toward them) was consumed by an earlier backward; nothing changed.
         TapeMismatchError: with ``create_graph``, ``grad`` requires grad on another tape;
             an entry of ``inputs`` is on another tape than ``t``.
         TypeError: an entry of ``inputs`` does not require grad; ``retain_graph`` or
@@ -577,8 +585,10 @@ def grad(
         NoGradError: an output does not require grad (a ``RuntimeError``).
         NonScalarBackwardError: an output with more than one element, or complex, and no
             ``grad_outputs`` (a ``RuntimeError``).
-        GraphConsumedError: an output's graph was consumed by an earlier backward without
-            ``retain_graph`` (a ``RuntimeError``); nothing changed.
+        GraphConsumedError: a node on a path from an output toward an input was consumed
+            by an earlier backward without ``retain_graph`` (a ``RuntimeError``); nothing
+            changed. A consumed node no older input can lie below (the oldest input's own
+            node, what lies below it) needs no VJP: no error (docs/design.md rule 1).
         TapeMismatchError: the outputs and inputs belong to different tapes, or (with
             ``create_graph``) a ``grad_outputs`` tensor that requires grad to another (a
             ``RuntimeError``).

@@ -437,7 +437,9 @@ class Tape:
     # ------------------------------------------------------------------ backward support
 
     @_entry
-    def ancestors(self, roots: Sequence[Node], claim: bool) -> list[Step]:
+    def ancestors(
+        self, roots: Sequence[Node], claim: bool, wanted: frozenset[int] = frozenset()
+    ) -> list[Step]:
         """Return the steps of a backward from ``roots``, in descending node id (rule 1).
 
         Each step holds the node with its op, parents, residuals and parameters as they are
@@ -447,11 +449,23 @@ class Tape:
         finished. A claim whose pass cannot be running any more (its thread is this one, or
         has ended: an interrupt stopped it before it reported) is ignored.
 
+        ``wanted``: the ids a pass with inputs (``tg.grad``, ``backward(inputs=...)``)
+        differentiates with respect to; it needs a node's VJP only on a path toward one of
+        them. A consumed (or claimed) node it cannot need is *spared*: no raise, no claim,
+        no walk below it, and its step has no parents and no residuals (the pass still reads
+        its cotangent when it is wanted). A consumed node has lost its parent links, so the
+        walk cannot see what lies below it: it is needed when a wanted node is older (a
+        smaller id; parents are older than their children), and spared otherwise — always
+        when it is the oldest wanted node itself. Without ``wanted`` (a plain backward,
+        which needs every ancestor) any consumed node raises.
+
         Raises:
-            GraphConsumedError: the walk met a consumed (or claimed) node; nothing changed.
+            GraphConsumedError: the walk met a consumed (or claimed) node the pass needs;
+                nothing changed.
         """
         me = threading.get_ident()
         seen: dict[int, Node] = {}
+        spared: list[Node] = []
         stack: list[Node] = []
         for root in roots:
             if root.id not in seen:
@@ -461,17 +475,25 @@ class Tape:
             node = stack.pop()
             running = bool(node.claimed) and _running_elsewhere(node.claimed, me)
             if node.consumed or running:
-                raise GraphConsumedError(_consumed_message(node, running))
+                if not wanted or min(wanted) < node.id:
+                    raise GraphConsumedError(_consumed_message(node, running))
+                spared.append(node)  # no wanted node below it: its VJP never runs
+                continue
             for p in node.parents:
                 if p is not None and p.id not in seen:
                     seen[p.id] = p
                     stack.append(p)
+        for node in spared:
+            del seen[node.id]  # left unclaimed, outside the claiming loop below
         steps = []
         for nid in sorted(seen, reverse=True):  # ints: no key function called per node
             node = seen[nid]
             if claim and node.op is not None:
                 node.claimed = me
             steps.append((node, node.op, node.parents, node.saved, node.params))
+        if spared:
+            steps.extend((node, node.op, (), None, None) for node in spared)
+            steps.sort(key=lambda step: step[0].id, reverse=True)
         return steps
 
     @_entry
@@ -497,8 +519,10 @@ class Tape:
         if retain_graph:
             return
         held = self._held
+        me = threading.get_ident()
         for node in undone:
-            node.claimed = 0
+            if node.claimed == me:  # only this pass's claims (a spared node may be another's)
+                node.claimed = 0
         for node in done:
             node.consumed = True
             node.claimed = 0

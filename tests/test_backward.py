@@ -4,8 +4,10 @@ rejected backwards, ``tg.grad``, deep chains, raising VJPs and node origins."""
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +19,7 @@ import pytest
 from _support import M, X, assert_close, error_of, grad_of, origin_here, without_frames
 
 import tapegrad as tg
+from tapegrad._tensor import node_of
 from tapegrad.op import Op
 
 # ----------------------------------------------------------------------------- graph shapes
@@ -374,6 +377,168 @@ def test_grad_consumes_unless_retain_graph() -> None:
     assert_close(g1.numpy(), g2.numpy())
     err = error_of(RuntimeError, tg.grad, y, x)
     assert "retain_graph" in str(err)
+
+
+def _consumed_below_h() -> tuple[tg.Tensor, tg.Tensor]:
+    """A leaf ``a`` and ``h = a.sin()``, whose graph (``h``'s own node) a training backward
+    consumed: the state of the features after ``loss.backward()``."""
+    a = tg.tensor(X).require_grad()
+    h = a.sin()
+    (h * h).sum().backward()
+    return a, h
+
+
+def _nothing_left(base: tg.GraphStats) -> None:
+    gc.collect()
+    tg.graph_cleanup()
+    assert tg.graph_stats().nodes == base.nodes
+
+
+def test_grad_wrt_a_consumed_non_leaf_needs_no_vjp_below_it(base: tg.GraphStats) -> None:
+    """Only the VJPs on a path toward the inputs must be unconsumed: ``h``'s consumed node is
+    an input, and nothing below it is wanted, so ``tg.grad`` does not raise (PyTorch returns
+    the gradient too)."""
+    torch = pytest.importorskip("torch")
+    a, h = _consumed_below_h()
+    grad_a = grad_of(a).copy()
+    l2 = (h * 3.0).sum()
+    (gh,) = tg.grad(l2, h, allow_unused=False)
+    ta = torch.tensor(X, requires_grad=True)
+    th = ta.sin()
+    (th * th).sum().backward()
+    (want,) = torch.autograd.grad((th * 3.0).sum(), th)
+    assert_close(gh.numpy(), want.numpy())
+    np.testing.assert_array_equal(grad_of(a), grad_a)  # tg.grad leaves .grad alone
+    err = error_of(tg.GraphConsumedError, tg.grad, l2, h)  # its own VJPs were consumed
+    assert "'sum'" in str(err)
+    del a, h, l2, gh
+    _nothing_left(base)
+
+
+def test_backward_inputs_a_consumed_non_leaf_fills_its_grad(base: tg.GraphStats) -> None:
+    a, h = _consumed_below_h()
+    grad_a = grad_of(a).copy()
+    (h * 3.0).sum().backward(inputs=[h])
+    assert grad_of(h).tolist() == [3.0, 3.0, 3.0]
+    np.testing.assert_array_equal(grad_of(a), grad_a)  # not an input: untouched
+    del a, h
+    _nothing_left(base)
+
+
+def test_a_consumed_branch_older_than_every_input_is_not_needed(base: tg.GraphStats) -> None:
+    """A consumed node older than every input cannot lie above one (parents are older than
+    their children), so a loss that also reaches it differentiates in the younger inputs."""
+    a, h = _consumed_below_h()
+    z = tg.tensor(X * 2.0).require_grad()  # younger than h's node
+    loss = (h * 3.0).sum() + (z * z).sum()
+    (gz,) = tg.grad(loss, z, retain_graph=True)
+    assert_close(gz.numpy(), 2 * (X * 2.0))
+    loss.backward(inputs=[z])
+    assert_close(grad_of(z), 2 * (X * 2.0))
+    del a, h, z, loss, gz
+    _nothing_left(base)
+
+
+def test_a_needed_consumed_node_still_raises_and_changes_nothing(base: tg.GraphStats) -> None:
+    """The gradient of ``a`` needs the consumed ``sin`` VJP: the same error as a plain
+    backward's, raised before any VJP runs, with nothing claimed or consumed, so a later pass
+    that needs only unconsumed VJPs works and everything is freed afterwards."""
+    ran: list[str] = []
+    spy = Op(lambda x: (x * 1.0, ()), name="spy")
+    spy.defvjp(lambda res, g: (ran.append("spy"), g)[1:])
+    a, h = _consumed_below_h()
+    grad_a = grad_of(a).copy()
+    l2 = (spy(h) * 3.0).sum()
+    plain = str(error_of(tg.GraphConsumedError, l2.backward, retain_graph=True))
+    assert "'sin'" in plain
+    stats = tg.graph_stats()
+    consumed = {r.id: r.consumed for r in tg.snapshot().nodes}
+    attempts: list[tuple[Callable[..., object], tuple[Any, ...], dict[str, Any]]] = [
+        (tg.grad, (l2, a), {}),
+        (tg.grad, (l2, [h, a]), {}),  # h's own node is wanted, but a lies below it
+        (l2.backward, (), {"inputs": [a]}),
+        (l2.backward, (), {"inputs": [h, a]}),
+        (tg.grad, (l2, a), {"create_graph": True}),
+    ]
+    for fn, args, kwargs in attempts:
+        err = error_of(tg.GraphConsumedError, fn, *args, **kwargs)
+        assert str(err) == plain
+        assert tg.graph_stats() == stats
+        assert {r.id: r.consumed for r in tg.snapshot().nodes} == consumed
+    assert ran == []
+    np.testing.assert_array_equal(grad_of(a), grad_a)
+    with tg.current_tape()._lock:  # a refused pass claims nothing
+        assert not any(n.claimed for n in tg.current_tape()._nodes.values())
+    (gh,) = tg.grad(l2, h)  # a correct pass: l2's nodes were neither claimed nor consumed
+    assert gh.tolist() == [3.0, 3.0, 3.0]
+    assert ran == ["spy"]
+    del a, h, l2, gh, attempts, fn, args, kwargs
+    _nothing_left(base)
+
+
+def test_a_pass_spares_an_input_another_thread_is_consuming(base: tg.GraphStats) -> None:
+    """A node a pass on another thread claimed counts as consumed: spared when no input lies
+    below it (its claim is left alone), refused when one does."""
+    entered, may_go = threading.Event(), threading.Event()
+
+    def wait(res: Any, g: Any) -> tuple[Any]:
+        entered.set()
+        may_go.wait(10)
+        return (g,)
+
+    gate = Op(lambda x: (x * 1.0, ()), name="gate")
+    gate.defvjp(wait)
+    a = tg.tensor(X).require_grad()
+    h = a.sin()
+    first = gate(h).sum()
+    l2 = (h * 3.0).sum()
+    thread = threading.Thread(target=first.backward)
+    thread.start()
+    try:
+        assert entered.wait(10)  # the first pass claimed h's node and waits in gate's VJP
+        node = node_of(h)
+        assert node is not None and node.claimed == thread.ident
+        (gh,) = tg.grad(l2, h, retain_graph=True)
+        assert gh.tolist() == [3.0, 3.0, 3.0]
+        (gh,) = tg.grad(l2, h)
+        assert gh.tolist() == [3.0, 3.0, 3.0]
+        assert node.claimed == thread.ident and not node.consumed  # still the first pass's
+        err = error_of(tg.GraphConsumedError, tg.grad, (h * 2.0).sum(), a)
+        assert "'sin'" in str(err) and "another thread" in str(err)
+    finally:
+        may_go.set()
+        thread.join(10)
+    assert not thread.is_alive()
+    assert node.consumed and node.claimed == 0
+    assert_close(grad_of(a), np.cos(X), rtol=1e-6)
+    del a, h, first, l2, gh, node, gate, thread
+    _nothing_left(base)
+
+
+def test_retain_graph_and_a_consumed_input(base: tg.GraphStats) -> None:
+    """A retained first backward consumes nothing, so even the gradient of ``a`` works; after
+    a consuming one, passes toward ``h`` keep working while they retain the graph, and the
+    first without ``retain_graph`` consumes the VJPs it ran (not the spared ``sin``)."""
+    a = tg.tensor(X).require_grad()
+    h = a.sin()
+    (h * h).sum().backward(retain_graph=True)
+    l2 = (h * 3.0).sum()
+    (ga,) = tg.grad(l2, a, retain_graph=True)
+    assert_close(ga.numpy(), 3.0 * np.cos(X), rtol=1e-6)
+    (h * h).sum().backward()  # consumes h's node
+    for _ in range(2):
+        (gh,) = tg.grad(l2, h, retain_graph=True)
+        assert gh.tolist() == [3.0, 3.0, 3.0]
+    l2.backward(inputs=[h], retain_graph=True)
+    assert grad_of(h).tolist() == [3.0, 3.0, 3.0]
+    (gh,) = tg.grad(l2, h)
+    assert gh.tolist() == [3.0, 3.0, 3.0]
+    consumed = {r.op for r in tg.snapshot().nodes if r.consumed}
+    assert consumed == {"sin", "sum"}  # h's and l2's; l2's multiply was freed (rule 4)
+    err = error_of(tg.GraphConsumedError, l2.backward, inputs=[h])
+    assert "'sum'" in str(err)
+    del a, h, l2, ga, gh
+    _nothing_left(base)
 
 
 def test_grad_input_not_requiring_grad_is_type_error() -> None:
