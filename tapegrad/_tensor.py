@@ -9,7 +9,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from tapegrad._args import numpy_keywords, shape_keywords, torch_keywords
+from tapegrad._args import integer, numpy_keywords, shape_keywords, torch_keywords
 from tapegrad._arrays import deleted, is_torch
 from tapegrad._dtypes import DIFFERENTIABLE, as_dtype
 from tapegrad._placement import placement_key
@@ -709,6 +709,51 @@ class Tensor:
         return _ops.squeeze(self, axis=axis)
 
     @numpy_keywords
+    def tile(self, *reps: Any) -> Tensor:
+        """``tg.tile(self, reps)``: repeated ``reps[i]`` times along each axis (NumPy's
+        ``tile``; counts as integers or one tuple)."""
+        return _ops.tile(self, _sizes(reps))
+
+    def repeat(self, *sizes: Any) -> Tensor:
+        """PyTorch's ``repeat``: ``tg.tile`` with at least one count per axis (more add
+        leading axes). (PyTorch's ``repeat_interleave``, NumPy's ``repeat``, is an index:
+        ``x[np.repeat(np.arange(n), k)]``.)
+
+        Raises:
+            ShapeError: fewer counts than axes (PyTorch refuses them too).
+        """
+        counts = _sizes(sizes)
+        if len(counts) < self.ndim:
+            raise ShapeError(
+                f"repeat: {len(counts)} count(s) for a tensor of {self.ndim} dimensions; give "
+                "one per axis (PyTorch's rule; tg.tile repeats the trailing axes)."
+            )
+        return _ops.tile(self, counts)
+
+    def expand(self, *sizes: Any) -> Tensor:
+        """PyTorch's ``expand``: ``tg.broadcast_to`` this tensor to ``sizes``, where ``-1``
+        keeps an axis's length (integers or one tuple; more sizes add leading axes).
+
+        Raises:
+            ShapeError: the tensor does not broadcast to ``sizes``, or ``-1`` for a new
+                leading axis.
+        """
+        shape = _sizes(sizes)
+        lead = len(shape) - self.ndim
+        if lead < 0 or any(n == -1 for n in shape[:lead]):
+            raise ShapeError(
+                f"expand: sizes {shape} do not fit a tensor of shape {self.shape}; give one "
+                "size per axis (-1 keeps it), leading new axes with their lengths."
+            )
+        full = shape[:lead] + tuple(
+            own if n == -1 else n for n, own in zip(shape[lead:], self.shape, strict=True)
+        )
+        return _ops.broadcast_to(self, full)
+
+    def expand_as(self, other: Any) -> Tensor:
+        """PyTorch's ``expand_as``: ``tg.broadcast_to(self, other.shape)``."""
+        return _ops.broadcast_to(self, tuple(np.shape(other)))
+
     def unsqueeze(self, axis: int) -> Tensor:
         """Insert an axis of length one at ``axis`` (PyTorch's name for ``expand_dims``)."""
         return _ops.expand_dims(self, axis)
@@ -1111,6 +1156,18 @@ def zero_grads(tensors: Iterable[Tensor], set_to_none: bool = True) -> None:
             t._grad = Tensor(jax.numpy.zeros_like(t._data))
 
 
+def _sizes(args: tuple[Any, ...]) -> tuple[int, ...]:
+    """Sizes given as integers or as one tuple or list (``x.repeat(2, 3)``,
+    ``x.repeat((2, 3))``), as integers.
+
+    Raises:
+        TypeError: a size that is not an integer.
+    """
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = tuple(args[0])
+    return tuple(integer(n, "size") for n in args)
+
+
 def _zero_d(what: str) -> str:
     """The message for ``len()`` or iteration of a 0-d tensor: it has no first axis."""
     return (
@@ -1160,9 +1217,6 @@ _TORCH_METHODS = {
     "nelement": "use x.size",
     "clamp": "use x.clip(min, max)",
     "contiguous": "drop the call: JAX arrays have no strides",
-    "expand": "let broadcasting do it (x + tg.zeros(shape) if you need the full shape)",
-    "expand_as": "let broadcasting do it (x + tg.zeros_like(other))",
-    "repeat": "use tg.cat([x] * n, axis=...) (PyTorch's repeat is NumPy's tile)",
     "t": "use x.T",
     "mm": "use x @ y",
     "matmul": "use x @ y (or tg.matmul)",

@@ -270,6 +270,44 @@ def test_shape_methods_name_tapegrads_spelling_of_pytorchs_keywords(
     assert f"got {keyword}=, a PyTorch keyword" in message and says in message, message
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda v: v.repeat(2, 3, 1),
+        lambda v: v.repeat((2, 1, 2, 1)),
+        lambda v: v.expand(2, 4, 3),
+        lambda v: v.expand(5, -1, 4, -1),
+        lambda v: v.expand_as(v.repeat(1, 2, 1)),
+    ],
+    ids=["repeat", "repeat-lead", "expand", "expand-keep", "expand_as"],
+)
+def test_repeat_and_expand_are_pytorchs(call: Callable[[Any], Any]) -> None:
+    """``x.repeat`` (NumPy's tile), ``x.expand`` (-1 keeps an axis), ``x.expand_as``: values
+    and gradients equal PyTorch's (``tg.tile`` / ``tg.broadcast_to`` underneath)."""
+    a = np.random.default_rng(0).standard_normal((2, 1, 3)).astype(np.float32)
+    x, t = tg.tensor(a).require_grad(), torch.tensor(a, requires_grad=True)
+    y, u = call(x), call(t)
+    w = np.random.default_rng(1).standard_normal(tuple(u.shape)).astype(np.float32)
+    (y * tg.tensor(w)).sum().backward()
+    (u * torch.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(y.numpy(), u.detach().numpy())
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_repeat_and_expand_refuse_what_pytorch_refuses() -> None:
+    x = tg.ones((2, 1, 3))
+    with pytest.raises(tg.ShapeError, match="repeat: 1 count.* one per axis"):
+        x.repeat(2)
+    with pytest.raises(tg.ShapeError, match="expand: sizes \\(3, 3\\) do not fit"):
+        x.expand(3, 3)
+    with pytest.raises(tg.ShapeError, match="expand: sizes \\(-1, 2, 4, 3\\)"):
+        x.expand(-1, 2, 4, 3)
+    with pytest.raises(tg.ShapeError, match="cannot be broadcast to \\(2, 2, 2\\)"):
+        x.expand(2, 2, 2)  # a length-3 axis to 2
+    with pytest.raises(ValueError, match="tile: negative counts"):
+        tg.tile(x, (1, -1))
+
+
 FUNCTION_KEYWORDS: list[tuple[str, Callable[..., Any], str]] = [
     ("flip", lambda x: tg.flip(x, dims=[0]), "got dims=, PyTorch's spelling; .* use axis="),
     ("normalize", lambda x: tg.normalize(x, dim=1), "got dim=, PyTorch's spelling"),

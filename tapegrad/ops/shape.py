@@ -15,7 +15,7 @@ import numpy as np
 
 from tapegrad._args import axis as axis_arg
 from tapegrad._args import integer, numpy_keywords, shape_keywords, torch_keywords
-from tapegrad._arrays import axis_check
+from tapegrad._arrays import axis_check, broadcast_axes, sum_to
 from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel
 from tapegrad.op import defop
@@ -39,6 +39,8 @@ __all__ = [
     "roll",
     "tril",
     "triu",
+    "tile",
+    "broadcast_to",
 ]
 
 Shape = tuple[int, ...]
@@ -578,3 +580,86 @@ def triu(x: Any, k: int = 0) -> Tensor:
         TypeError: ``k`` is not an integer.
     """
     return _triu(x, k=integer(k, "triu: k"))
+
+
+@partial(kernel, static_argnums=(1,))
+def _jtile(x: jax.Array, reps: Shape) -> jax.Array:
+    return jnp.tile(x, reps)
+
+
+@partial(kernel, static_argnums=(1, 2))
+def _jtile_vjp(g: jax.Array, reps: Shape, shape: Shape) -> jax.Array:
+    # (r0 s0, r1 s1, ...) -> (r0, s0, r1, s1, ...), summed over the copies r_i
+    pairs = [n for r, size in zip(reps, shape, strict=True) for n in (r, size)]
+    return jnp.sum(g.reshape(pairs), axis=tuple(range(0, 2 * len(shape), 2)))
+
+
+@defop(name="tile")
+def _tile(x: jax.Array, *, reps: Shape) -> tuple[jax.Array, tuple[Shape]]:
+    """``x`` repeated ``reps[i]`` times along axis i (``len(reps) == x.ndim``)."""
+    return _jtile(x, reps), (tuple(x.shape),)
+
+
+@_tile.defvjp
+def _tile_vjp(res: tuple[Shape], g: jax.Array, *, reps: Shape) -> tuple[jax.Array]:
+    """Each input element's cotangent is the sum of its copies' (g viewed as
+    ``(r0, s0, r1, s1, ...)``, summed over the ``r`` axes)."""
+    (shape,) = res
+    return (_jtile_vjp(g, reps, shape),)
+
+
+def tile(x: Any, reps: int | Sequence[int]) -> Tensor:
+    """``x`` repeated ``reps[i]`` times along each axis (NumPy's ``tile``, PyTorch's
+    ``x.repeat(*reps)``): fewer ``reps`` than axes repeat the trailing ones, more add leading
+    axes of length one first.
+
+    Raises:
+        ValueError: a negative count.
+        TypeError: a count that is not an integer.
+    """
+    from tapegrad._tensor import Tensor  # tensor.py imports the ops last
+
+    t = x if isinstance(x, Tensor) else Tensor(jnp.asarray(x))
+    counts = (reps,) if isinstance(reps, (int, np.integer)) else tuple(reps)
+    counts = tuple(integer(r, "tile: reps") for r in counts)
+    if any(r < 0 for r in counts):
+        raise ValueError(f"tile: negative counts in {counts}; counts must be >= 0.")
+    lead = len(counts) - t.ndim
+    if lead > 0:
+        t = reshape(t, shape=(1,) * lead + t.shape)
+    counts = (1,) * (t.ndim - len(counts)) + counts
+    return _tile(t, reps=counts)
+
+
+@defop(name="broadcast_to")
+def _broadcast_to(x: jax.Array, *, shape: Shape) -> tuple[jax.Array, tuple[Shape]]:
+    """``x`` broadcast to ``shape`` (NumPy's rules)."""
+    if broadcast_axes(shape, tuple(x.shape)) is None:
+        raise ShapeError(
+            f"broadcast_to: a tensor of shape {tuple(x.shape)} cannot be broadcast to {shape} "
+            "(NumPy rules: each trailing axis must be equal or 1)."
+        )
+    return _jbroadcast_to(x, shape), (tuple(x.shape),)
+
+
+_jbroadcast_to = partial(kernel, static_argnums=(1,))(jnp.broadcast_to)
+
+
+@_broadcast_to.defvjp
+def _broadcast_to_vjp(res: tuple[Shape], g: jax.Array, *, shape: Shape) -> tuple[jax.Array]:
+    """The cotangent summed over the broadcast axes, back to the input's shape."""
+    (in_shape,) = res
+    return (_jsum_to(g, in_shape),)
+
+
+_jsum_to = partial(kernel, static_argnums=(1,))(sum_to)
+
+
+def broadcast_to(x: Any, shape: Sequence[int]) -> Tensor:
+    """``x`` broadcast to ``shape`` (NumPy's ``broadcast_to``; PyTorch's ``x.expand(*shape)``,
+    where ``-1`` keeps an axis's length, is ``x.expand``).
+
+    Raises:
+        ShapeError: ``x`` does not broadcast to ``shape``.
+    """
+    return _broadcast_to(x, shape=tuple(integer(n, "broadcast_to: shape") for n in shape))

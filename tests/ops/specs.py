@@ -735,6 +735,26 @@ SPECS: tuple[OpSpec, ...] = (
         for name in ("tril", "triu")
     ),
     OpSpec(
+        _R["tile"],
+        (
+            fixed((3,), {"reps": (2,)}),
+            fixed((2, 3), {"reps": (2, 1)}),
+            fixed((2, 1, 3), {"reps": (1, 3, 2)}),
+            fixed((2, 3), {"reps": (0, 2)}),
+        ),
+        jnp.tile,
+    ),
+    OpSpec(
+        _R["broadcast_to"],
+        (
+            fixed((3,), {"shape": (2, 3)}),
+            fixed((2, 1, 3), {"shape": (2, 4, 3)}),
+            fixed((1, 1), {"shape": (5, 3, 2)}),
+            fixed((), {"shape": (2,)}),
+        ),
+        jnp.broadcast_to,
+    ),
+    OpSpec(
         _R["expand_dims"],
         (
             fixed((), {"axis": 0}),
