@@ -71,6 +71,7 @@ RETRACE_WARNING = 8
 _DATA = (jax.Array, np.ndarray, np.generic, bool, int, float, complex)
 _CONTAINERS = (list, tuple, dict)
 _ABSENT = "<not passed>"  # a static argument left to its default
+_SAME = "<passed before>"  # the kind of a tensor argument passed again (``_split``)
 _MAX_PASSES = 4  # passes over the body to find the state (each finds at least one tensor more)
 _CELL = attrgetter("cell_contents")
 _CONCRETE_ERRORS = (  # JAX's errors for a traced value where Python needs a concrete one
@@ -175,15 +176,32 @@ class _Plan:
         self._plain: Any = None
 
     def aliased(self, leaves: Sequence[Any], kinds: list[Any]) -> set[int]:
-        """The ids of the tensor arguments passed as data (traced copies) that are also
-        another argument or a tensor the step reaches as state or a constant (``step(t, t)``,
-        ``step(bn.running_mean, bn)``): inside the trace a copy and the original would be
-        two tensors, so a change made through one would be lost or read stale; such a
-        tensor must be passed by reference (empty when there is none: the usual call)."""
+        """The ids of the tensor arguments passed as data (traced copies) that are also a
+        tensor the step reaches as state or a constant (``step(bn.running_mean, bn)``, a
+        global): inside the trace a copy and the original would be two tensors, so a change
+        made through one would be lost or read stale; such a tensor is passed by reference
+        (empty when there is none: the usual call). A tensor passed twice is one data
+        argument already (``_split``).
+
+        Raises:
+            TracerError: an argument is the ``.grad`` of a tensor the step reaches.
+        """
         ids = [id(x) for x, kind in zip(leaves, kinds, strict=True) if kind is Tensor]
-        if not ids or (len(set(ids)) == len(ids) and self.reached.isdisjoint(ids)):
+        if not ids:
             return set()
-        return {i for i in ids if ids.count(i) > 1 or i in self.reached}
+        grads = {
+            id(g): label
+            for t, label in zip(self.order, self.labels, strict=True)
+            if (g := grad_of(t)) is not None
+        }
+        for i in ids:
+            if i in grads:
+                raise TracerError(
+                    f"an argument of this tg.jit step is {grads[i]}.grad, which the step also "
+                    "reaches through its parameter: inside the compiled step they would be two "
+                    "tensors. Pass the parameter only and read .grad inside the step."
+                )
+        return set() if self.reached.isdisjoint(ids) else {i for i in ids if i in self.reached}
 
     def plain(self) -> Any:
         """The jitted function without donation (for a call where a graph saves an array)."""
@@ -626,7 +644,9 @@ class JitFunction(Generic[P, R]):
                 None if (a := array_of(t)) is v else a
                 for t, v in zip(tensors, arg_values, strict=True)
             ]
-            new_values, new_grads = self._changed_tensors(plan, values, grad_in, saved)
+            new_values, new_grads = self._changed_tensors(
+                plan, values, grad_in, grads or [None] * len(grad_in), saved
+            )
             plan.spends = [i for i, g in enumerate(new_grads) if g]
             for i, v in self._check_changes(plan, watch).items():
                 new_values[i] = v
@@ -671,6 +691,8 @@ class JitFunction(Generic[P, R]):
                 leaves.append(tensors[-1])
             elif kind is None:
                 leaves.append(next(it))
+            elif kind.__class__ is tuple:  # (_SAME, i): the tensor passed at leaf i
+                leaves.append(leaves[kind[1]])
             else:
                 leaves.append(plan.objects[kind])
         args: list[Any]
@@ -733,6 +755,7 @@ class JitFunction(Generic[P, R]):
         plan: _Plan,
         values: list[Any],
         grad_in: list[Tensor | None],
+        grad_arrays: list[Any],
         saved: list[tuple[Tensor, Any]],
     ) -> tuple[list[Any], list[Any]]:
         """New values (every donated one; others where changed, else ``None``) and new
@@ -756,7 +779,8 @@ class JitFunction(Generic[P, R]):
             g = grad_of(t)
             if g is None and grad_in[i] is not None:
                 plan.cleared.add(i)
-            if g is not grad_in[i]:
+            if g is not grad_in[i] or (g is not None and array_of(g) is not grad_arrays[i]):
+                # a new .grad, or the same tensor changed in place (``p.grad *= 0.5``)
                 # on its parameter's sharding (as eager backward leaves it), not XLA's choice
                 where = saved[i][1][0]
                 new_grads.append(
@@ -1038,7 +1062,8 @@ def _split(
     leaves: Sequence[Any], flat: bool = False, by_reference: Collection[int] = ()
 ) -> tuple[list[Any], list[Any], list[Any]] | None:
     """``(kinds, data, objects)`` of the argument leaves: a tensor that does not require
-    grad (``Tensor``) and an array or number (``None``) are data, traced; anything else (a
+    grad (``Tensor``) and an array or number (``None``) are data, traced (a tensor passed
+    again is ``(_SAME, i)``: the one passed at leaf ``i``); anything else (a
     tensor that requires grad, a module, an optimizer, a tensor whose id is in
     ``by_reference``) is an object, reached by reference (its kind: its index in
     ``objects``). ``None`` when a leaf is a list, tuple or dict (unless ``flat``: the
@@ -1046,8 +1071,13 @@ def _split(
     kinds: list[Any] = []
     data: list[Any] = []
     objects: list[Any] = []
-    for x in leaves:
+    first: dict[int, int] = {}  # a data tensor's id -> the position it was first passed at
+    for i, x in enumerate(leaves):
         if isinstance(x, Tensor) and node_of(x) is None and id(x) not in by_reference:
+            j = first.setdefault(id(x), i)
+            if j != i:  # passed before (``step(x, x)``): the same tensor inside, no copy
+                kinds.append((_SAME, j))
+                continue
             kinds.append(Tensor)
             data.append(array_of(x))
         elif isinstance(x, _DATA):

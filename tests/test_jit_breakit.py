@@ -201,6 +201,44 @@ def test_a_tensor_passed_twice_or_also_reached_as_state_is_one_tensor_inside() -
     assert compiled_twice(other, other).item() == 36.0  # (1 + 1 + 10) * 3
 
 
+def test_a_new_tensor_passed_twice_each_call_compiles_once() -> None:
+    """``step(batch, batch)`` in a loop (an autoencoder's input and target): the repeated
+    tensor is one traced argument, so fresh tensors every call reuse the computation."""
+
+    def twice(a: tg.Tensor, b: tg.Tensor) -> tg.Tensor:
+        with tg.no_grad():
+            b += 1
+        return (a * 2).sum()
+
+    compiled = tg.jit(twice)
+    for i in range(4):
+        x = tg.full((3,), float(i))
+        assert compiled(x, x).item() == 6.0 * (i + 1)
+        np.testing.assert_array_equal(x.numpy(), [i + 1.0] * 3)
+    assert compiled.trace_count == 1
+
+
+def test_a_grad_changed_in_place_inside_the_step_is_written_back() -> None:
+    """``p.grad *= 2`` (a hand-made gradient scaling) changes the ``.grad`` tensor in place:
+    written back as eagerly; a ``.grad`` passed beside its parameter is refused (inside they
+    would be two tensors)."""
+    w = tg.ones(2).require_grad()
+    w.grad = tg.full((2,), 3.0)
+
+    def scale(w: tg.Tensor) -> tg.Tensor:
+        with tg.no_grad():
+            g = w.grad
+            g *= 2
+        return w.grad.sum()
+
+    compiled = tg.jit(scale)
+    assert [compiled(w).item() for _ in range(3)] == [12.0, 24.0, 48.0]
+    np.testing.assert_array_equal(w.grad.numpy(), [24.0, 24.0])
+    assert compiled.trace_count == 1
+    with pytest.raises(tg.TracerError, match=r"w\.grad, which the step also reaches"):
+        tg.jit(lambda g, w: (g * w).sum())(w.grad, w)
+
+
 @pytest.mark.parametrize("change", ["dict", "list"])
 def test_a_list_or_dict_argument_the_step_changes_is_a_tracer_error(change: str) -> None:
     def step(batch: dict[str, tg.Tensor], extra: list[tg.Tensor]) -> tg.Tensor:
