@@ -183,10 +183,12 @@ def _run(
     wanted: frozenset[int] = frozenset(),
     create_graph: bool = False,
     before: Callable[[Sequence[Any]], None] | None = None,
+    spare: bool = False,
 ) -> dict[int, tuple[Node, Any]]:
     """Run VJPs from ``roots`` on their ``tape``; return the cotangents of leaves, retained and
     wanted nodes. ``before`` sees the steps before any VJP runs; what it raises propagates
-    with nothing consumed.
+    with nothing consumed. ``spare``: the walk may spare consumed nodes no wanted node is
+    older than (``Tape.ancestors``); only when every wanted node is an op's output (``_spares``).
 
     Cotangents are arrays, or with ``create_graph`` tensors: each VJP application is then
     recorded on the tape (``higher.vjp_on_tensors``) and cotangents add up as recorded ops.
@@ -197,7 +199,8 @@ def _run(
     freed with their tensors (held by the traceback until then) instead of hanging.
     """
     check = anomaly.checker(seeds)  # None unless tg.detect_anomaly() is on
-    steps = tape.ancestors(roots, not retain_graph, wanted)  # raises before any VJP runs
+    judged = wanted if spare else frozenset()  # which consumed nodes the walk may spare
+    steps = tape.ancestors(roots, not retain_graph, judged)  # raises before any VJP runs
     done: list[Node] = []
     leaves: list[Node] = []
     made: list[Node] = []
@@ -400,6 +403,7 @@ def backward(
     tape = tape_of(t)
     assert tape is not None  # a tensor with a node has its tape
     wanted: frozenset[int] = frozenset()
+    spare = False
     if inputs is not None:
         ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
         if not ins:
@@ -407,7 +411,9 @@ def backward(
                 "backward(inputs=[]): no tensor to fill .grad of; pass the tensors whose "
                 ".grad you want, or leave inputs out to fill every leaf's."
             )
-        wanted = frozenset(n.id for n in _input_nodes(ins, "backward(inputs=...): entry"))
+        nodes = _input_nodes(ins, "backward(inputs=...): entry")
+        wanted = frozenset(n.id for n in nodes)
+        spare = _spares(nodes)
         _tape_of([t, *ins])
     _check_seed_tape(grad, tape, create_graph, "backward(grad=...)")
     seed = _seed(t, grad, create_graph)
@@ -416,10 +422,11 @@ def backward(
         # the pass and the gradients' sums record on the root's tape, in grad mode even
         # under no_grad (PyTorch runs a backward with grad mode = create_graph)
         with use_tape(tape), enable_grad():
-            results = _run(tape, [node], [seed], retain, wanted, create_graph=True)
+            results = _run(tape, [node], [seed], retain, wanted, create_graph=True, spare=spare)
             _write_grads(_only(results, wanted), True)
     else:  # a pass on arrays records nothing: no tape to switch to
-        _write_grads(_only(_run(tape, [node], [seed], retain, wanted), wanted), False)
+        results = _run(tape, [node], [seed], retain, wanted, spare=spare)
+        _write_grads(_only(results, wanted), False)
 
 
 def _only(
@@ -454,6 +461,14 @@ def _input_nodes(ins: Sequence[Any], what: str) -> list[Node]:
             )
         nodes.append(node)
     return nodes
+
+
+def _spares(inputs: Sequence[Node]) -> bool:
+    """Whether a pass toward ``inputs`` may spare consumed nodes by age: only when each is an
+    op's output. A leaf's node may be younger than a graph its tensor is below (a leaf frozen
+    and unfrozen after a backward consumed that graph gets a new node), where sparing would
+    give a zero gradient instead of PyTorch's error."""
+    return all(n.op is not None for n in inputs)
 
 
 def _check_flags(retain_graph: Any, create_graph: Any, where: str) -> None:
@@ -635,7 +650,9 @@ def grad(
     # with create_graph, the pass records on the roots' tape, in grad mode (as backward)
     with use_tape(tape), set_grad_enabled(create_graph or is_grad_enabled()):
         check = None if allow_unused is None and not materialize_grads else find_unused
-        results = _run(tape, roots, seeds, retain, wanted, create_graph, check)
+        results = _run(
+            tape, roots, seeds, retain, wanted, create_graph, check, spare=_spares(in_nodes)
+        )
         for x, node in zip(ins, in_nodes, strict=True):
             if node.id in unused and allow_unused and not materialize_grads:
                 grads.append(None)

@@ -503,6 +503,8 @@ def lookup(
         for node, op, parents, saved, params in steps:
             if op is not None and not op.jax_vjp:
                 raise _Unfit  # a tg.Op's rule may need concrete values or read changing state
+            if op is not None and not parents:  # a consumed node the walk spared: no VJP
+                raise _Unfit
             if saved is None:
                 spec: Any = None
             elif saved.__class__ is tuple:

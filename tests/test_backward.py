@@ -427,15 +427,35 @@ def test_backward_inputs_a_consumed_non_leaf_fills_its_grad(base: tg.GraphStats)
 
 def test_a_consumed_branch_older_than_every_input_is_not_needed(base: tg.GraphStats) -> None:
     """A consumed node older than every input cannot lie above one (parents are older than
-    their children), so a loss that also reaches it differentiates in the younger inputs."""
+    their children), so a loss that also reaches it differentiates in the younger inputs
+    (ops' outputs). A leaf among the inputs spares nothing: its node may be younger than a
+    graph its tensor is below (next test), so the consumed branch raises, as before."""
     a, h = _consumed_below_h()
     z = tg.tensor(X * 2.0).require_grad()  # younger than h's node
-    loss = (h * 3.0).sum() + (z * z).sum()
-    (gz,) = tg.grad(loss, z, retain_graph=True)
-    assert_close(gz.numpy(), 2 * (X * 2.0))
-    loss.backward(inputs=[z])
-    assert_close(grad_of(z), 2 * (X * 2.0))
-    del a, h, z, loss, gz
+    y = z * 1.0
+    loss = (h * 3.0).sum() + (y * y).sum()
+    (gy,) = tg.grad(loss, y, retain_graph=True)
+    assert_close(gy.numpy(), 2 * (X * 2.0))
+    loss.backward(inputs=[y], retain_graph=True)
+    assert_close(grad_of(y), 2 * (X * 2.0))
+    with pytest.raises(tg.GraphConsumedError, match="'sin'"):
+        tg.grad(loss, z, retain_graph=True)
+    del a, h, z, y, loss, gy
+    _nothing_left(base)
+
+
+def test_a_leaf_unfrozen_after_its_graph_was_consumed_is_not_spared(base: tg.GraphStats) -> None:
+    """Freezing and unfreezing a leaf after a backward consumed its graph gives it a new,
+    younger node; the consumed ``sin`` above its tensor is still needed: the pass raises, as
+    PyTorch's does (sparing it gave a zero gradient)."""
+    a, h = _consumed_below_h()
+    a.requires_grad_(False)
+    a.requires_grad_(True)
+    l2 = (h * 3.0).sum()
+    for attempt in (lambda: tg.grad(l2, a), lambda: l2.backward(inputs=[a])):
+        with pytest.raises(tg.GraphConsumedError, match="'sin'"):
+            attempt()
+    del a, h, l2
     _nothing_left(base)
 
 
