@@ -221,10 +221,13 @@ def _concatenate(*xs: jax.Array, axis: int = 0) -> tuple[jax.Array, tuple[tuple[
 def _concatenate_vjp(
     res: tuple[tuple[int, ...]], g: jax.Array, needs: tuple[bool, ...], *, axis: int = 0
 ) -> tuple[jax.Array | None, ...]:
-    """Split g back into the inputs' extents along ``axis`` (one compiled call for up to
-    ``_PARTS`` inputs, else one per input)."""
+    """Split g back into the inputs' extents along ``axis``: one compiled call for up to
+    ``_PARTS`` inputs, else one per input when they have at most ``_PARTS`` distinct extents
+    (a kernel per extent: equal chunks compile once); inputs of many distinct extents
+    (variable-length sequences) take one compiled call again, a kernel per list of extents
+    (one per extent would compile more)."""
     (sizes,) = res
-    if len(sizes) > _PARTS:
+    if len(sizes) > _PARTS and len(set(sizes)) <= _PARTS:
         axis %= g.ndim
         starts = np.cumsum((0, *sizes[:-1])).tolist()
         return tuple(

@@ -115,6 +115,19 @@ def test_joins_of_many_tensors_go_in_groups_and_split_back_per_input(axis: int) 
     )
 
 
+def test_concatenate_of_many_distinct_lengths_splits_back_in_one_call() -> None:
+    """Twelve sequences of twelve lengths (more distinct extents than the per-input path
+    compiles kernels for): one compiled split, gradients equal JAX's."""
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal((n, 2)).astype(F32) for n in range(1, 13)]
+    weights = rng.standard_normal((78, 2)).astype(F32)
+    check_program(
+        lambda *a: tg.concatenate(list(a), axis=0) * weights,
+        lambda *a: jnp.concatenate(list(a), axis=0) * weights,
+        *xs,
+    )
+
+
 def test_join_errors_are_value_errors() -> None:
     a = tg.ones((2, 3), requires_grad=True)
     with pytest.raises(ValueError, match="concatenate"):
