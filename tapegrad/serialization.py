@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from typing import Any, BinaryIO
@@ -132,7 +133,12 @@ def _read(source: _Path | BinaryIO) -> tuple[dict[str, str], dict[str, np.ndarra
             with open(source, "rb") as file:
                 raw = file.read()
         else:
-            raw = source.read()
+            if isinstance(source, io.TextIOBase):
+                raise TypeError(
+                    f"tg.load: {where} is a text file object; open the file in binary mode: "
+                    "open(name, 'rb')."
+                )
+            raw = _one_file(source)
             deserialize(raw)  # type: ignore[no-untyped-call]  # the check of a buffer
     except SafetensorError as err:
         size = os.path.getsize(source) if isinstance(source, (str, os.PathLike)) else len(raw)
@@ -157,6 +163,25 @@ def _read(source: _Path | BinaryIO) -> tuple[dict[str, str], dict[str, np.ndarra
         dtype = np.dtype(_DTYPES[info["dtype"]])
         arrays[name] = data[begin:end].view(dtype).reshape(info["shape"])
     return meta, arrays
+
+
+def _one_file(stream: BinaryIO) -> bytes:
+    """The bytes of the one safetensors file at ``stream``'s position (its header says how
+    many), so that files saved one after another into one stream load one after another;
+    what is there when the header is not readable (for the check to reject)."""
+    head = stream.read(8)
+    if len(head) < 8:
+        return head
+    length = int.from_bytes(head, "little")
+    header = stream.read(length) if length < 100_000_000 else b""
+    try:
+        entries = json.loads(header)
+        size = max(
+            [int(v["data_offsets"][1]) for k, v in entries.items() if k != "__metadata__"] or [0]
+        )
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return head + header + stream.read()
+    return head + header + stream.read(size)
 
 
 def _where(source: _Path | BinaryIO) -> str:
@@ -219,10 +244,10 @@ def save(obj: Any, path: _Path | BinaryIO) -> None:
                 f"tg.save: the folder {folder!r} does not exist; create it first "
                 "(os.makedirs(folder, exist_ok=True))."
             )
-    elif not callable(getattr(path, "write", None)):
+    elif not callable(getattr(path, "write", None)) or isinstance(path, io.TextIOBase):
         raise TypeError(
-            f"tg.save: the destination must be a path or a binary file object, got "
-            f"{type(path).__name__}."
+            f"tg.save: the destination must be a path or a binary file object (open(name, "
+            f"'wb'), io.BytesIO()), got {type(path).__name__}."
         )
     arrays: dict[str, np.ndarray] = {}
     structure = _encode(obj, (), arrays)

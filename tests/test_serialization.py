@@ -88,8 +88,18 @@ def test_a_binary_file_object_holds_what_a_file_would(tmp_path: Path) -> None:
     cut = io.BytesIO(buffer.getvalue()[4:-3])
     with pytest.raises(ValueError, match=r"the BytesIO object \(\d+ bytes\) is not a complete"):
         tg.load(cut)
-    with pytest.raises(TypeError, match="a path or a binary file object, got list"):
+    with pytest.raises(TypeError, match="a path or a binary file object .*got list"):
         tg.save(ck, [])
+    with open(tmp_path / "t.txt", "w") as text, pytest.raises(TypeError, match="'wb'"):
+        tg.save(ck, text)
+    with open(tmp_path / "a.safetensors") as text, pytest.raises(TypeError, match="'rb'"):
+        tg.load(text)
+    stream = io.BytesIO()  # saved one after another: loaded one after another
+    tg.save({"first": 1}, stream)
+    tg.save({"second": tg.ones(2)}, stream)
+    stream.seek(0)
+    assert tg.load(stream) == {"first": 1}
+    assert list(tg.load(stream)) == ["second"]
 
 
 def test_a_module_state_dict_is_a_plain_safetensors_file(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tapegrad._args import integer, numpy_keywords
-from tapegrad._arrays import axis_check
+from tapegrad._arrays import axis_check, broadcast_axes
 from tapegrad.errors import ShapeError, TapegradWarning
 from tapegrad.kernels import kernel
 from tapegrad.op import broadcast_check, defop, refuse_torch
@@ -624,12 +624,24 @@ def binary_cross_entropy_with_logits(
 
     for v in (logits, targets, weight, pos_weight):
         refuse_torch(v, "binary_cross_entropy_with_logits")
-    x, t = (v if isinstance(v, Tensor) else Tensor(jnp.asarray(v)) for v in (logits, targets))
+
+    def tensor(v: Any) -> Tensor:
+        return v if isinstance(v, Tensor) else Tensor(jnp.asarray(v))
+
+    x, t = tensor(logits), tensor(targets)
+    weight = None if weight is None else tensor(weight)
+    pos_weight = None if pos_weight is None else tensor(pos_weight)
     if x.shape != t.shape:
         raise ShapeError(
             f"binary_cross_entropy_with_logits: targets of shape {t.shape} must have the "
             f"logits' shape {x.shape}."
         )
+    for name, w in (("weight", weight), ("pos_weight", pos_weight)):
+        if w is not None and broadcast_axes(x.shape, w.shape) is None:  # as PyTorch refuses
+            raise ShapeError(
+                f"binary_cross_entropy_with_logits: {name} of shape {w.shape} does not "
+                f"broadcast to the logits' shape {x.shape} (NumPy rules, without growing it)."
+            )
     neg_log_sigmoid = (-x.abs()).exp().log1p() + (-x).relu()
     per = (1 - t) * x + (
         neg_log_sigmoid if pos_weight is None else (1 + (pos_weight - 1) * t) * neg_log_sigmoid

@@ -91,6 +91,11 @@ def test_bce_with_logits_weight_and_pos_weight_are_pytorchs(reduction: str) -> N
         np.testing.assert_allclose(gy.grad.numpy(), ty.grad.numpy(), rtol=1e-5, atol=1e-7)
     with pytest.raises(tg.ShapeError, match="targets of shape"):
         tg.binary_cross_entropy_with_logits(tg.tensor(x), tg.tensor(y[:1]), pos_weight=pos_weight)
+    with pytest.raises(tg.ShapeError, match=r"weight of shape \(2, 4, 3\) does not broadcast"):
+        tg.binary_cross_entropy_with_logits(tg.tensor(x), tg.tensor(y), np.ones((2, 4, 3)))
+    as_list = tg.binary_cross_entropy_with_logits(tg.tensor(x), tg.tensor(y), pos_weight=[1, 2, 3])
+    ours = tg.binary_cross_entropy_with_logits(tg.tensor(x), tg.tensor(y), pos_weight=pos_weight)
+    assert as_list.item() == pytest.approx(ours.item(), rel=1e-6)
 
 
 def test_the_bidirectional_advice_computes_pytorchs_bidirectional_lstm() -> None:
