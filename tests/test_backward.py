@@ -452,9 +452,10 @@ def test_a_leaf_unfrozen_after_its_graph_was_consumed_is_not_spared(base: tg.Gra
     a.requires_grad_(False)
     a.requires_grad_(True)
     l2 = (h * 3.0).sum()
-    for attempt in (lambda: tg.grad(l2, a), lambda: l2.backward(inputs=[a])):
-        with pytest.raises(tg.GraphConsumedError, match="'sin'"):
-            attempt()
+    with pytest.raises(tg.GraphConsumedError, match="'sin'"):
+        tg.grad(l2, a)
+    with pytest.raises(tg.GraphConsumedError, match="'sin'"):
+        l2.backward(inputs=[a])
     del a, h, l2
     _nothing_left(base)
 
