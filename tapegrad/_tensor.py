@@ -708,7 +708,6 @@ class Tensor:
         """Remove axes of length one (all of them when ``axis`` is ``None``)."""
         return _ops.squeeze(self, axis=axis)
 
-    @numpy_keywords
     def tile(self, *reps: Any) -> Tensor:
         """``tg.tile(self, reps)``: repeated ``reps[i]`` times along each axis (NumPy's
         ``tile``; counts as integers or one tuple)."""
@@ -754,6 +753,7 @@ class Tensor:
         """PyTorch's ``expand_as``: ``tg.broadcast_to(self, other.shape)``."""
         return _ops.broadcast_to(self, tuple(np.shape(other)))
 
+    @numpy_keywords
     def unsqueeze(self, axis: int) -> Tensor:
         """Insert an axis of length one at ``axis`` (PyTorch's name for ``expand_dims``)."""
         return _ops.expand_dims(self, axis)
