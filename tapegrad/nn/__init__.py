@@ -54,7 +54,7 @@ from tapegrad.nn.loss import (
     NLLLoss,
     SmoothL1Loss,
 )
-from tapegrad.nn.module import LoadResult, Module
+from tapegrad.nn.module import LoadResult, Module, RemovableHandle
 from tapegrad.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 from tapegrad.nn.pooling import AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from tapegrad.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
@@ -65,6 +65,7 @@ from tapegrad.nn.transformer import TransformerEncoderLayer
 __all__ = [
     "Module",
     "LoadResult",
+    "RemovableHandle",
     "Linear",
     "Identity",
     "Conv1d",

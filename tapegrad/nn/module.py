@@ -36,7 +36,7 @@ from tapegrad._tensor import Tensor, zero_grads
 from tapegrad.nn._cast import cast_in_place, float_dtype, is_dtype
 from tapegrad.nn._state import plan_load, state_entries
 
-__all__ = ["Module", "LoadResult"]
+__all__ = ["Module", "LoadResult", "RemovableHandle"]
 
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
 
@@ -78,6 +78,35 @@ class LoadResult(NamedTuple):
     unexpected_keys: list[str]
 
 
+class RemovableHandle:
+    """What ``register_forward_hook`` / ``register_forward_pre_hook`` return (PyTorch's):
+    ``remove()`` unregisters the hook (again: nothing); also a context manager that removes
+    it on exit."""
+
+    def __init__(self, hooks: dict[int, Callable[..., Any]], key: int) -> None:
+        self._hooks = weakref.ref(hooks)  # a handle kept past its module holds nothing
+        self.id = key
+
+    def remove(self) -> None:
+        """Unregister the hook."""
+        hooks = self._hooks()
+        if hooks is not None:
+            hooks.pop(self.id, None)
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+_HOOK_IDS = iter(range(1 << 62))  # keys of registered hooks, unique in the process
+
+
+class _Hooks(dict[int, Callable[..., Any]]):
+    """A module's hooks by registration key (a dict subclass: weakly referenceable)."""
+
+
 class Module:
     """Base class of layers and models: subclass it, assign layers and tensors, write ``forward``.
 
@@ -97,6 +126,8 @@ class Module:
     """
 
     training: bool
+    _forward_hooks: _Hooks | None = None  # made on first registration (modules without
+    _forward_pre_hooks: _Hooks | None = None  # hooks pay two class lookups per call)
     _parameters: dict[str, Tensor]
     _buffers: dict[str, Tensor | None]
     _modules: dict[str, Module]
@@ -605,7 +636,56 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} must define forward().")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.forward(*args, **kwargs)
+        if self._forward_pre_hooks is None and self._forward_hooks is None:
+            return self.forward(*args, **kwargs)
+        for hook in list((self._forward_pre_hooks or {}).values()):
+            changed = hook(self, args)
+            if changed is not None:
+                args = changed if isinstance(changed, tuple) else (changed,)
+        out = self.forward(*args, **kwargs)
+        for hook in list((self._forward_hooks or {}).values()):
+            changed = hook(self, args, out)
+            if changed is not None:
+                out = changed
+        return out
+
+    def register_forward_pre_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """Run ``hook(module, args)`` before each ``forward`` (PyTorch's): ``args`` is the
+        tuple of positional arguments; a result other than ``None`` replaces them (a tuple,
+        or one value). Hooks run in registration order, inside ``tg.jit`` steps too.
+
+        Returns:
+            a ``RemovableHandle``: ``handle.remove()`` unregisters the hook.
+
+        Raises:
+            TypeError: ``hook`` is not callable.
+        """
+        return self._register("_forward_pre_hooks", hook, "register_forward_pre_hook")
+
+    def register_forward_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """Run ``hook(module, args, output)`` after each ``forward`` (PyTorch's): a result
+        other than ``None`` replaces the output. Reading activations (``out.detach()``) or
+        changing them (recorded like any op) works as in PyTorch; hooks run in registration
+        order, inside ``tg.jit`` steps too.
+
+        Returns:
+            a ``RemovableHandle``: ``handle.remove()`` unregisters the hook.
+
+        Raises:
+            TypeError: ``hook`` is not callable.
+        """
+        return self._register("_forward_hooks", hook, "register_forward_hook")
+
+    def _register(self, kind: str, hook: Callable[..., Any], method: str) -> RemovableHandle:
+        if not callable(hook):
+            raise TypeError(f"{method}: the hook must be callable, got {type(hook).__name__}.")
+        hooks = self.__dict__.get(kind)
+        if hooks is None:
+            hooks = _Hooks()
+            object.__setattr__(self, kind, hooks)
+        key = next(_HOOK_IDS)
+        hooks[key] = hook
+        return RemovableHandle(hooks, key)
 
     def extra_repr(self) -> str:
         """The text inside this module's parentheses in ``repr()``."""

@@ -375,3 +375,47 @@ def test_sequential_of_an_ordered_dict_names_its_layers_as_pytorchs() -> None:
     np.testing.assert_allclose(ours(tg.tensor(x)).numpy(), want, rtol=1e-6)
     with pytest.raises(TypeError, match="Sequential: entry 'act' is a int, not a Module"):
         nn.Sequential(OrderedDict([("fc", nn.Linear(2, 3, key=0)), ("act", 3)]))
+
+
+def test_forward_hooks_are_pytorchs() -> None:
+    """``register_forward_hook`` (reads or replaces the output) and
+    ``register_forward_pre_hook`` (replaces the arguments), in registration order, removed
+    by their handles: outputs, captured activations and gradients equal PyTorch's; inside a
+    ``tg.jit`` step too."""
+    a = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    theirs = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.ReLU(), torch.nn.Linear(5, 2))
+    ours = nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 2))
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    seen: dict[str, list[Any]] = {"torch": [], "tapegrad": []}
+    handles = {}
+    for model, tag in ((theirs, "torch"), (ours, "tapegrad")):
+        capture = model[1].register_forward_hook(
+            lambda m, args, out, tag=tag: seen[tag].append(out.detach())
+        )
+        model[2].register_forward_pre_hook(lambda m, args: (args[0] * 2,))
+        model[0].register_forward_hook(lambda m, args, out: out + 1)
+        handles[tag] = model[0].register_forward_hook(lambda m, args, out: out * 3)  # after
+    want = theirs(torch.tensor(a, requires_grad=True))
+    x = tg.tensor(a).require_grad()
+    got = ours(x)
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(seen["tapegrad"][0].numpy(), seen["torch"][0].numpy(), rtol=1e-5)
+    for tag in handles:
+        handles[tag].remove()
+        handles[tag].remove()  # again: nothing
+    tx = torch.tensor(a, requires_grad=True)
+    theirs(tx).sum().backward()
+    ours(x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+    capture.remove()  # the tapegrad one (last in the loop): inside a compiled step, storing
+    # a traced activation in a list would raise (return it from the step instead)
+    step = tg.jit(lambda inp: ours(inp).sum())
+    eager = ours(tg.tensor(a)).sum().item()
+    assert step(tg.tensor(a)).item() == pytest.approx(eager, rel=1e-6)
+    with ours[0].register_forward_hook(lambda m, args, out: out * 0) as handle:
+        assert isinstance(handle, nn.RemovableHandle)
+        bias = np.broadcast_to(ours[2].bias.numpy(), (4, 2))  # layer 0's output is zero
+        np.testing.assert_allclose(ours(tg.tensor(a)).numpy(), bias)
+    assert ours(tg.tensor(a)).sum().item() == pytest.approx(eager, rel=1e-6)
+    with pytest.raises(TypeError, match="register_forward_hook: the hook must be callable"):
+        ours.register_forward_hook(None)  # type: ignore[arg-type]
