@@ -19,6 +19,7 @@ so; combine them in one ``LambdaLR`` or give the optimizer an optax schedule
 
 from __future__ import annotations
 
+import math
 import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -40,6 +41,7 @@ __all__ = [
     "LambdaLR",
     "LinearLR",
     "LinearWarmup",
+    "ReduceLROnPlateau",
 ]
 
 _torch_options = torch_keywords(
@@ -448,3 +450,128 @@ class LinearWarmup(LinearLR):
     def __init__(self, optimizer: Optimizer, warmup_steps: int, start_factor: float = 0.1) -> None:
         super().__init__(optimizer, start_factor, 1.0, warmup_steps)
         self.warmup_steps = self.total_iters
+
+
+class ReduceLROnPlateau:
+    """PyTorch's ``ReduceLROnPlateau``: multiply each group's rate by ``factor`` once the
+    metric passed to ``step(metric)`` has not improved for more than ``patience`` steps
+    (then wait ``cooldown`` steps), never below ``min_lr``; a reduction smaller than ``eps``
+    is skipped. Improvement: ``metric < best * (1 - threshold)`` (``mode="min"``,
+    ``threshold_mode="rel"``), ``< best - threshold`` (``"abs"``), mirrored for ``"max"``.
+    The metric is read on the host (a tensor's ``.item()``): call ``step`` outside
+    ``tg.jit`` steps, with the validation loss.
+
+    Raises:
+        ValueError: an unknown mode or threshold mode, ``factor >= 1``, or a ``min_lr`` list
+            of another length than the groups.
+        TypeError: ``optimizer`` is not a tapegrad optimizer.
+    """
+
+    @_torch_options
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        mode: str = "min",
+        factor: float = 0.1,
+        patience: int = 10,
+        threshold: float = 1e-4,
+        threshold_mode: str = "rel",
+        cooldown: int = 0,
+        min_lr: float | list[float] = 0.0,
+        eps: float = 1e-8,
+    ) -> None:
+        _require_optimizer(optimizer, "ReduceLROnPlateau")
+        if mode not in ("min", "max") or threshold_mode not in ("rel", "abs"):
+            raise ValueError(
+                f"ReduceLROnPlateau: mode must be 'min' or 'max' and threshold_mode 'rel' or "
+                f"'abs', got {mode!r}, {threshold_mode!r}."
+            )
+        if not factor < 1.0:
+            raise ValueError(f"ReduceLROnPlateau: factor must be below 1, got {factor}.")
+        groups = optimizer.param_groups
+        mins = list(min_lr) if isinstance(min_lr, (list, tuple)) else [min_lr] * len(groups)
+        if len(mins) != len(groups):
+            raise ValueError(
+                f"ReduceLROnPlateau: {len(mins)} min_lr values for {len(groups)} groups."
+            )
+        self.optimizer = optimizer
+        self.mode, self.threshold_mode = mode, threshold_mode
+        self.factor, self.patience, self.cooldown = float(factor), int(patience), int(cooldown)
+        self.threshold, self.eps = float(threshold), float(eps)
+        self.min_lrs = [float(m) for m in mins]
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs = 0
+        self.cooldown_counter = 0
+        self.last_epoch = 0
+
+    def _better(self, metric: float) -> bool:
+        """PyTorch's ``is_better``: relative thresholds scale ``best`` itself."""
+        rel = self.threshold_mode == "rel"
+        if self.mode == "min":
+            return metric < (
+                self.best * (1 - self.threshold) if rel else self.best - self.threshold
+            )
+        return metric > (self.best * (1 + self.threshold) if rel else self.best + self.threshold)
+
+    def step(self, metrics: Any) -> None:
+        """Count one epoch with this ``metrics`` value (a number or a one-element tensor)
+        and reduce the rates if it has not improved for more than ``patience`` epochs.
+
+        Raises:
+            TracerError: ``metrics`` is a traced value (inside a ``tg.jit`` step).
+        """
+        value = getattr(metrics, "data", metrics)
+        if isinstance(value, jax.core.Tracer):
+            raise TracerError(
+                "ReduceLROnPlateau.step(metric) was called inside a tg.jit step: it reads the "
+                "metric's value. Return the metric from the step and call sched.step(loss) "
+                "after it."
+            )
+        metric = float(value)
+        self.last_epoch += 1
+        if self._better(metric):
+            self.best = metric
+            self.num_bad_epochs = 0
+        else:
+            self.num_bad_epochs += 1
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            for g, low in zip(self.optimizer.param_groups, self.min_lrs, strict=True):
+                old = float(g["lr"])
+                new = max(old * self.factor, low)
+                if old - new > self.eps:
+                    g["lr"] = new
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+
+    def get_last_lr(self) -> list[float]:
+        """The learning rate of each group now."""
+        return [float(g["lr"]) for g in self.optimizer.param_groups]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The counters, the best metric and the settings (numbers and strings)."""
+        keys = ("best", "num_bad_epochs", "cooldown_counter", "last_epoch")
+        return {k: getattr(self, k) for k in keys}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore ``state_dict()``'s counters and best metric (the rates are the
+        optimizer's: load them with ``opt.load_state_dict``).
+
+        Raises:
+            ValueError: not this scheduler's state dict.
+        """
+        keys = ("best", "num_bad_epochs", "cooldown_counter", "last_epoch")
+        if not isinstance(state, Mapping) or not set(keys) <= set(state):
+            raise ValueError(
+                f"ReduceLROnPlateau.load_state_dict: needs {', '.join(keys)}; pass what "
+                "sched.state_dict() returned."
+            )
+        self.best = float(state["best"])
+        self.num_bad_epochs, self.cooldown_counter, self.last_epoch = (
+            int(state[k]) for k in keys[1:]
+        )
+
+    def __repr__(self) -> str:
+        return f"ReduceLROnPlateau(best={self.best}, lr={self.get_last_lr()})"

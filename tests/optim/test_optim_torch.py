@@ -415,3 +415,35 @@ def test_lambda_lr_with_a_group_added_later() -> None:
     opt.add_param_group({"params": [b], "lr": 1.0})
     with pytest.raises(ValueError, match="added after the scheduler"):
         sched.step()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"patience": 2},
+        {"patience": 1, "cooldown": 2, "factor": 0.5, "min_lr": 0.01},
+        {"mode": "max", "patience": 1, "threshold_mode": "abs", "threshold": 0.01},
+    ],
+    ids=["defaults", "patience", "cooldown-min_lr", "max-abs"],
+)
+def test_reduce_lr_on_plateau_reduces_when_torchs_does(options: dict[str, Any]) -> None:
+    """ReduceLROnPlateau over a metric that improves, stalls and jumps: the rate after each
+    step equals PyTorch's (patience, cooldown, min_lr, max mode, absolute threshold); its
+    state dict resumes the counters; a tensor metric is read on the host."""
+    metrics = [1.0, 0.9, 0.95, 0.93, 0.92, 0.91, 0.905, 0.9, 0.9, 0.89, 0.95, 0.96, 0.97]
+    metrics += [0.97, 0.8, 0.81, 0.82, 0.83]
+    opt = optim.SGD([tg.ones(2).require_grad()], lr=0.1)
+    topt = torch.optim.SGD([torch.ones(2, requires_grad=True)], lr=0.1)
+    ours = optim.lr_scheduler.ReduceLROnPlateau(opt, **options)
+    theirs = torch.optim.lr_scheduler.ReduceLROnPlateau(topt, **options)
+    for i, m in enumerate(metrics):
+        ours.step(tg.tensor(m) if i % 2 else m)
+        theirs.step(m)
+        assert ours.get_last_lr() == pytest.approx(theirs.get_last_lr(), rel=1e-12)
+    saved = ours.state_dict()
+    again = optim.lr_scheduler.ReduceLROnPlateau(opt, **options)
+    again.load_state_dict(saved)
+    assert again.state_dict() == saved
+    with pytest.raises(ValueError, match="mode must be 'min' or 'max'"):
+        optim.lr_scheduler.ReduceLROnPlateau(opt, mode="lowest")
