@@ -72,6 +72,7 @@ RANK = {
     "tapegrad.nn._state": 9.5,
     "tapegrad.nn._inputs": 9.5,  # how layers take their inputs (op.as_operand)
     "tapegrad.nn._init": 10,
+    "tapegrad.nn.init": 10,
     "tapegrad.nn.module": 10,
     "tapegrad.nn.utils": 10,
     "tapegrad.nn.activation": 11,

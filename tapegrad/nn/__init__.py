@@ -27,7 +27,7 @@ saying so.
 
 from typing import TYPE_CHECKING
 
-from tapegrad.nn import utils
+from tapegrad.nn import init, utils
 from tapegrad.nn.activation import (
     ELU,
     GELU,
@@ -63,6 +63,7 @@ from tapegrad.nn.sparse import Embedding
 from tapegrad.nn.transformer import TransformerEncoderLayer
 
 __all__ = [
+    "init",
     "Module",
     "LoadResult",
     "RemovableHandle",
