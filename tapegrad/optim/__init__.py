@@ -3,7 +3,7 @@
 ``SGD``, ``Adam``, ``AdamW``, ``RMSprop`` and ``Adagrad`` follow PyTorch's update rules and
 defaults; ``Optimizer`` applies any ``optax.GradientTransformation``. ``lr_scheduler`` holds
 ``StepLR``, ``MultiStepLR``, ``ExponentialLR``, ``CosineAnnealingLR``, ``LambdaLR``,
-``LinearLR``, ``LinearWarmup`` and ``ReduceLROnPlateau``.
+``LinearLR``, ``LinearWarmup``, ``OneCycleLR`` and ``ReduceLROnPlateau``.
 """
 
 from tapegrad.optim import lr_scheduler

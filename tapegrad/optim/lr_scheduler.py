@@ -41,6 +41,7 @@ __all__ = [
     "LambdaLR",
     "LinearLR",
     "LinearWarmup",
+    "OneCycleLR",
     "ReduceLROnPlateau",
 ]
 
@@ -450,6 +451,132 @@ class LinearWarmup(LinearLR):
     def __init__(self, optimizer: Optimizer, warmup_steps: int, start_factor: float = 0.1) -> None:
         super().__init__(optimizer, start_factor, 1.0, warmup_steps)
         self.warmup_steps = self.total_iters
+
+
+class OneCycleLR(LRScheduler):
+    """PyTorch's ``OneCycleLR``: the rate rises from ``max_lr / div_factor`` to ``max_lr``
+    over the first ``pct_start`` of ``total_steps`` and anneals to ``max_lr / div_factor /
+    final_div_factor`` (``three_phase``: back to the start first), by cosine or linearly;
+    with ``cycle_momentum`` the momentum (SGD's ``momentum``, Adam's first beta) moves the
+    other way between ``max_momentum`` and ``base_momentum``. Call ``step()`` once per batch;
+    stepping past ``total_steps`` raises, as PyTorch's does.
+
+    Args:
+        optimizer: the optimizer.
+        max_lr: the peak rate (one for all groups, or one per group).
+        total_steps: the steps of the cycle; or ``epochs * steps_per_epoch``.
+
+    Raises:
+        ValueError: no positive ``total_steps`` (nor epochs and steps_per_epoch),
+            ``pct_start`` outside [0, 1], an unknown ``anneal_strategy``, a list of
+            ``max_lr`` of another length than the groups, a step past ``total_steps``, or
+            ``cycle_momentum`` on an optimizer with neither ``betas`` nor ``momentum > 0``.
+    """
+
+    @_torch_options
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        max_lr: float | Sequence[float],
+        total_steps: int | None = None,
+        epochs: int | None = None,
+        steps_per_epoch: int | None = None,
+        pct_start: float = 0.3,
+        anneal_strategy: str = "cos",
+        cycle_momentum: bool = True,
+        base_momentum: float = 0.85,
+        max_momentum: float = 0.95,
+        div_factor: float = 25.0,
+        final_div_factor: float = 1e4,
+        three_phase: bool = False,
+    ) -> None:
+        _require_optimizer(optimizer, "OneCycleLR")
+        if total_steps is None and epochs is not None and steps_per_epoch is not None:
+            total_steps = int(epochs) * int(steps_per_epoch)
+        if total_steps is None or total_steps <= 0:
+            raise ValueError(
+                "OneCycleLR: give total_steps > 0, or epochs and steps_per_epoch; got "
+                f"total_steps={total_steps}, epochs={epochs}, steps_per_epoch={steps_per_epoch}."
+            )
+        if not 0.0 <= pct_start <= 1.0 or anneal_strategy not in ("cos", "linear"):
+            raise ValueError(
+                f"OneCycleLR: pct_start must be in [0, 1] and anneal_strategy 'cos' or "
+                f"'linear', got {pct_start}, {anneal_strategy!r}."
+            )
+        groups = optimizer.param_groups
+        peaks: list[Any] = (
+            list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * len(groups)
+        )
+        if len(peaks) != len(groups):
+            raise ValueError(f"OneCycleLR: {len(peaks)} max_lr values for {len(groups)} groups.")
+        if cycle_momentum and not all("betas" in g or g.get("momentum", 0) > 0 for g in groups):
+            raise ValueError(
+                "OneCycleLR: cycle_momentum=True needs an optimizer with betas (Adam, AdamW) "
+                "or momentum > 0 (SGD, RMSprop: PyTorch's would switch momentum on, which "
+                "changes the update's form here); make it with momentum=0.9, or pass "
+                "cycle_momentum=False."
+            )
+        self.total_steps = int(total_steps)
+        self.peaks = [float(p) for p in peaks]
+        self.div_factor, self.final_div_factor = float(div_factor), float(final_div_factor)
+        self.cycle_momentum = bool(cycle_momentum)
+        self.momenta = (float(base_momentum), float(max_momentum))
+        self.anneal_strategy = anneal_strategy
+        rise = float(pct_start * self.total_steps) - 1
+        last = self.total_steps - 1
+        # (end step, start fraction key, end key): "initial", "max", "min" of each group
+        self._phases = (
+            [(rise, "initial", "max"), (2 * rise, "max", "initial"), (last, "initial", "min")]
+            if three_phase
+            else [(rise, "initial", "max"), (last, "max", "min")]
+        )
+        for g, peak in zip(groups, self.peaks, strict=True):
+            g["lr"] = peak / self.div_factor  # the base rate each group's schedule reads
+        super().__init__(optimizer)
+
+    def _anneal(self, start: float, end: float, pct: float) -> float:
+        if self.anneal_strategy == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def _at(self, count: int, values: dict[str, float]) -> float:
+        """The value at ``count`` moving between ``values`` (PyTorch's phases)."""
+        if count > self.total_steps:
+            raise ValueError(
+                f"OneCycleLR: stepped {count} times, beyond total_steps={self.total_steps}; "
+                "make it with the number of batches the loop runs (epochs * steps_per_epoch)."
+            )
+        start_step = 0.0
+        for i, (end_step, start, end) in enumerate(self._phases):
+            if count <= end_step or i == len(self._phases) - 1:
+                pct = (count - start_step) / (end_step - start_step)
+                return self._anneal(values[start], values[end], pct)
+            start_step = end_step
+        raise AssertionError  # pragma: no cover - the last phase returns
+
+    def _schedule(self, base_lr: float, group: int) -> Callable[[int], Any]:
+        initial = base_lr
+        values = {"initial": initial, "max": initial * self.div_factor}
+        values["min"] = initial / self.final_div_factor
+        return lambda count: self._at(count, values)
+
+    def step(self) -> None:
+        """Advance one batch: set every group's rate, and its momentum (``cycle_momentum``).
+
+        Raises:
+            ValueError: a step beyond ``total_steps``.
+            TracerError: called inside a ``tg.jit`` step.
+        """
+        super().step()
+        if not getattr(self, "cycle_momentum", False):
+            return
+        base, peak = self.momenta
+        momentum = self._at(self.last_epoch, {"initial": peak, "max": base, "min": peak})
+        for g in self.optimizer.param_groups:
+            if "betas" in g:
+                g["betas"] = (momentum, g["betas"][1])
+            else:
+                g["momentum"] = momentum
 
 
 class ReduceLROnPlateau:

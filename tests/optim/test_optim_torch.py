@@ -447,3 +447,41 @@ def test_reduce_lr_on_plateau_reduces_when_torchs_does(options: dict[str, Any]) 
     assert again.state_dict() == saved
     with pytest.raises(ValueError, match="mode must be 'min' or 'max'"):
         optim.lr_scheduler.ReduceLROnPlateau(opt, mode="lowest")
+
+
+@pytest.mark.parametrize(
+    ("make", "options"),
+    [
+        (lambda p, lib: lib.optim.SGD(p, lr=0.1, momentum=0.9), {}),
+        (
+            lambda p, lib: lib.optim.Adam(p, lr=0.1),
+            {"three_phase": True, "anneal_strategy": "linear"},
+        ),
+        (lambda p, lib: lib.optim.SGD(p, lr=0.1), {"cycle_momentum": False, "pct_start": 0.5}),
+    ],
+    ids=["sgd-momentum", "adam-three-phase", "sgd-no-cycle"],
+)
+def test_one_cycle_lr_and_momentum_are_pytorchs(make: Any, options: dict[str, Any]) -> None:
+    """OneCycleLR over its 20 steps: the rate and the momentum (SGD's momentum, Adam's first
+    beta) after every step equal PyTorch's; a step past total_steps raises as PyTorch's."""
+    opt, topt = (
+        make([tg.ones(2).require_grad()], tg),
+        make([torch.ones(2, requires_grad=True)], torch),
+    )
+    ours = optim.lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=20, **options)
+    theirs = torch.optim.lr_scheduler.OneCycleLR(topt, max_lr=1.0, total_steps=20, **options)
+
+    def momentum(group: dict[str, Any]) -> float:
+        return float(group["betas"][0] if "betas" in group else group["momentum"])
+
+    for _ in range(19):
+        assert ours.get_last_lr() == pytest.approx(theirs.get_last_lr(), rel=1e-12)
+        assert momentum(opt.param_groups[0]) == pytest.approx(momentum(topt.param_groups[0]))
+        topt.step()
+        ours.step()
+        theirs.step()
+    ours.step()
+    with pytest.raises(ValueError, match="beyond total_steps=20"):
+        ours.step()
+    with pytest.raises(ValueError, match="momentum > 0"):
+        optim.lr_scheduler.OneCycleLR(optim.SGD([tg.ones(1).require_grad()], lr=0.1), 1.0, 5)
