@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -274,6 +275,7 @@ class Tensor:
                 )
             tape = self._tape
             self._node = self._tape = None
+            _release(self)  # a node it gets later is younger than graphs it is below
             if tape is not None and tape.release(node):
                 self._frozen = node  # a pending graph uses it: taken back on unfreezing
         return self
@@ -1138,6 +1140,25 @@ class Tensor:
             return result  # the name is rebound to the tracked result
         self._data = data
         return self
+
+
+_RELEASED: dict[int, weakref.ref[Tensor]] = {}
+"""Leaves whose node was released (``requires_grad_(False)``), by ``id``, held weakly (a
+``WeakSet`` would compare tensors with ``==``): their next node can be younger than a graph
+the tensor is below (``renewed``)."""
+
+
+def _release(t: Tensor) -> None:
+    key = id(t)
+    if key not in _RELEASED:
+        _RELEASED[key] = weakref.ref(t, lambda _: _RELEASED.pop(key, None))
+
+
+def renewed(t: Tensor) -> bool:
+    """Whether ``t`` is a leaf that had another node before (frozen and unfrozen): a graph
+    older than its node may still lie above its tensor (``backward._spares``)."""
+    ref = _RELEASED.get(id(t))
+    return ref is not None and ref() is t
 
 
 def zero_grads(tensors: Iterable[Tensor], set_to_none: bool = True) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 from tapegrad import anomaly, compiled_backward
 from tapegrad._arrays import broadcast_axes, filled
 from tapegrad._placement import placed_like
-from tapegrad._tensor import Tensor, array_of, grad_of, node_of, set_grad, tape_of, wrap
+from tapegrad._tensor import Tensor, array_of, grad_of, node_of, renewed, set_grad, tape_of, wrap
 from tapegrad.current import use_tape
 from tapegrad.errors import (
     NoGradError,
@@ -413,7 +413,7 @@ def backward(
             )
         nodes = _input_nodes(ins, "backward(inputs=...): entry")
         wanted = frozenset(n.id for n in nodes)
-        spare = _spares(nodes)
+        spare = _spares(ins, nodes)
         _tape_of([t, *ins])
     _check_seed_tape(grad, tape, create_graph, "backward(grad=...)")
     seed = _seed(t, grad, create_graph)
@@ -463,12 +463,12 @@ def _input_nodes(ins: Sequence[Any], what: str) -> list[Node]:
     return nodes
 
 
-def _spares(inputs: Sequence[Node]) -> bool:
-    """Whether a pass toward ``inputs`` may spare consumed nodes by age: only when each is an
-    op's output. A leaf's node may be younger than a graph its tensor is below (a leaf frozen
-    and unfrozen after a backward consumed that graph gets a new node), where sparing would
-    give a zero gradient instead of PyTorch's error."""
-    return all(n.op is not None for n in inputs)
+def _spares(tensors: Sequence[Tensor], nodes: Sequence[Node]) -> bool:
+    """Whether a pass toward ``tensors`` (their ``nodes``) may spare consumed nodes by age:
+    not when one is a leaf that had another node before (frozen and unfrozen after a
+    backward consumed a graph above it: its new node is younger than that graph, and sparing
+    would give a zero gradient instead of PyTorch's error)."""
+    return not any(n.op is None and renewed(t) for t, n in zip(tensors, nodes, strict=True))
 
 
 def _check_flags(retain_graph: Any, create_graph: Any, where: str) -> None:
@@ -651,7 +651,7 @@ def grad(
     with use_tape(tape), set_grad_enabled(create_graph or is_grad_enabled()):
         check = None if allow_unused is None and not materialize_grads else find_unused
         results = _run(
-            tape, roots, seeds, retain, wanted, create_graph, check, spare=_spares(in_nodes)
+            tape, roots, seeds, retain, wanted, create_graph, check, spare=_spares(ins, in_nodes)
         )
         for x, node in zip(ins, in_nodes, strict=True):
             if node.id in unused and allow_unused and not materialize_grads:

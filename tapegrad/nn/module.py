@@ -83,15 +83,17 @@ class RemovableHandle:
     ``remove()`` unregisters the hook (again: nothing); also a context manager that removes
     it on exit."""
 
-    def __init__(self, hooks: dict[int, Callable[..., Any]], key: int) -> None:
-        self._hooks = weakref.ref(hooks)  # a handle kept past its module holds nothing
+    def __init__(self, module: Module, kind: str, key: int) -> None:
+        self._module = weakref.ref(module)  # a handle kept past its module holds nothing
+        self._kind = kind
         self.id = key
 
     def remove(self) -> None:
         """Unregister the hook."""
-        hooks = self._hooks()
-        if hooks is not None:
-            hooks.pop(self.id, None)
+        module = self._module()
+        hooks = None if module is None else module.__dict__.get(self._kind)
+        if module is not None and hooks is not None and hooks.pop(self.id, None) is not None:
+            _hooks_changed(module)
 
     def __enter__(self) -> RemovableHandle:
         return self
@@ -103,8 +105,11 @@ class RemovableHandle:
 _HOOK_IDS = iter(range(1 << 62))  # keys of registered hooks, unique in the process
 
 
-class _Hooks(dict[int, Callable[..., Any]]):
-    """A module's hooks by registration key (a dict subclass: weakly referenceable)."""
+def _hooks_changed(module: Module) -> None:
+    """Count a change of ``module``'s hooks in ``_hooks_version``: a number of the module's,
+    which a ``tg.jit`` step compares between calls, so that it traces again with the hooks
+    as they are now."""
+    object.__setattr__(module, "_hooks_version", module.__dict__.get("_hooks_version", 0) + 1)
 
 
 class Module:
@@ -126,8 +131,9 @@ class Module:
     """
 
     training: bool
-    _forward_hooks: _Hooks | None = None  # made on first registration (modules without
-    _forward_pre_hooks: _Hooks | None = None  # hooks pay two class lookups per call)
+    # made on first registration (modules without hooks pay two class lookups per call)
+    _forward_hooks: dict[int, Callable[..., Any]] | None = None
+    _forward_pre_hooks: dict[int, Callable[..., Any]] | None = None
     _parameters: dict[str, Tensor]
     _buffers: dict[str, Tensor | None]
     _modules: dict[str, Module]
@@ -139,6 +145,7 @@ class Module:
         object.__setattr__(self, "_modules", {})
         object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_hooks_version", 0)  # changes of the hooks (``tg.jit``)
 
     # ------------------------------------------------------------------ registration
 
@@ -681,11 +688,12 @@ class Module:
             raise TypeError(f"{method}: the hook must be callable, got {type(hook).__name__}.")
         hooks = self.__dict__.get(kind)
         if hooks is None:
-            hooks = _Hooks()
+            hooks = {}
             object.__setattr__(self, kind, hooks)
         key = next(_HOOK_IDS)
         hooks[key] = hook
-        return RemovableHandle(hooks, key)
+        _hooks_changed(self)
+        return RemovableHandle(self, kind, key)
 
     def extra_repr(self) -> str:
         """The text inside this module's parentheses in ``repr()``."""

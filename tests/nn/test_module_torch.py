@@ -417,5 +417,13 @@ def test_forward_hooks_are_pytorchs() -> None:
         bias = np.broadcast_to(ours[2].bias.numpy(), (4, 2))  # layer 0's output is zero
         np.testing.assert_allclose(ours(tg.tensor(a)).numpy(), bias)
     assert ours(tg.tensor(a)).sum().item() == pytest.approx(eager, rel=1e-6)
+    late = nn.Linear(3, 2, key=1)  # hooks registered or removed after a step compiled
+    compiled = tg.jit(lambda inp: late(inp).sum())
+    plain = compiled(tg.tensor(a)).item()
+    handle = late.register_forward_hook(lambda m, args, out: out * 0)
+    assert compiled(tg.tensor(a)).item() == 0.0
+    handle.remove()
+    assert compiled(tg.tensor(a)).item() == pytest.approx(plain, rel=1e-6)
+    assert compiled.trace_count == 3
     with pytest.raises(TypeError, match="register_forward_hook: the hook must be callable"):
         ours.register_forward_hook(None)  # type: ignore[arg-type]
