@@ -752,8 +752,18 @@ class Tensor:
         return _ops.broadcast_to(self, full)
 
     def expand_as(self, other: Any) -> Tensor:
-        """PyTorch's ``expand_as``: ``tg.broadcast_to(self, other.shape)``."""
-        return _ops.broadcast_to(self, tuple(np.shape(other)))
+        """PyTorch's ``expand_as``: ``tg.broadcast_to(self, other.shape)``.
+
+        Raises:
+            TypeError: ``other`` has no shape (a tuple: use ``expand``).
+        """
+        shape = getattr(other, "shape", None)
+        if shape is None:
+            raise TypeError(
+                f"expand_as: expected a tensor or an array, got {type(other).__name__}; for a "
+                "shape, write x.expand(*shape)."
+            )
+        return _ops.broadcast_to(self, tuple(shape))
 
     @numpy_keywords
     def unsqueeze(self, axis: int) -> Tensor:

@@ -306,6 +306,13 @@ def test_repeat_and_expand_refuse_what_pytorch_refuses() -> None:
         x.expand(2, 2, 2)  # a length-3 axis to 2
     with pytest.raises(ValueError, match="tile: negative counts"):
         tg.tile(x, (1, -1))
+    with pytest.raises(TypeError, match="tile: reps must be an integer, got float"):
+        tg.tile(x, 2.0)
+    with pytest.raises(TypeError, match="expand_as: expected a tensor or an array, got tuple"):
+        x.expand_as((5,))
+    with pytest.raises(tg.ShapeError, match="broadcast_to: negative sizes"):
+        tg.broadcast_to(x, (2, -1, 3))
+    assert tg.broadcast_to(tg.ones(()), 5).shape == (5,)
 
 
 FUNCTION_KEYWORDS: list[tuple[str, Callable[..., Any], str]] = [

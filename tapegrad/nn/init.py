@@ -16,6 +16,7 @@ import jax
 
 from tapegrad import random
 from tapegrad._arrays import filled
+from tapegrad._dtypes import is_float
 from tapegrad._placement import placed_like
 from tapegrad._tensor import Tensor
 from tapegrad.random import key_of
@@ -35,7 +36,7 @@ __all__ = [
 ]
 
 _GAINS = {"linear": 1.0, "sigmoid": 1.0, "tanh": 5.0 / 3, "relu": math.sqrt(2.0), "selu": 0.75}
-_LINEAR = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d")
+_LINEAR = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
 
 
 def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
@@ -70,19 +71,31 @@ def _fill(t: Tensor, array: jax.Array) -> Tensor:
 
 
 def _check(t: Any, what: str) -> Tensor:
-    """``t``, a tensor.
+    """``t``, a tensor of a float dtype.
 
     Raises:
-        TypeError: ``t`` is not a tapegrad Tensor (a PyTorch tensor, an array).
+        TypeError: ``t`` is not a tapegrad Tensor (a PyTorch tensor, an array), or not of a
+            float dtype.
     """
     if not isinstance(t, Tensor):
         raise TypeError(f"nn.init.{what}: expected a tapegrad Tensor, got {type(t).__name__}.")
+    if not is_float(t.dtype):
+        raise TypeError(
+            f"nn.init.{what}: fills float tensors, got {t.dtype}; cast first "
+            "(t.astype(tg.float32))."
+        )
     return t
 
 
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, *, key: Any = None) -> Tensor:
-    """Fill with draws from U(a, b)."""
+    """Fill with draws from U(a, b).
+
+    Raises:
+        ValueError: ``a > b``.
+    """
     t = _check(tensor, "uniform_")
+    if a > b:
+        raise ValueError(f"nn.init.uniform_: a={a} is above b={b}; give a <= b.")
     return _fill(t, random.uniform(key_of(key), t.shape, t.dtype, a, b))
 
 
@@ -186,6 +199,8 @@ def kaiming_uniform_(
         ValueError: fewer than two dimensions, or an unknown mode or nonlinearity.
     """
     t = _check(tensor, "kaiming_uniform_")
+    if t.size == 0:
+        return t  # nothing to fill (PyTorch warns and returns it too)
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(t, mode, "kaiming_uniform_"))
     bound = math.sqrt(3.0) * std
     return uniform_(t, -bound, bound, key=key)
@@ -205,5 +220,7 @@ def kaiming_normal_(
         ValueError: fewer than two dimensions, or an unknown mode or nonlinearity.
     """
     t = _check(tensor, "kaiming_normal_")
+    if t.size == 0:
+        return t  # nothing to fill (PyTorch warns and returns it too)
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(t, mode, "kaiming_normal_"))
     return normal_(t, 0.0, std, key=key)

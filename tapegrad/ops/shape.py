@@ -623,7 +623,7 @@ def tile(x: Any, reps: int | Sequence[int]) -> Tensor:
     from tapegrad._tensor import Tensor  # tensor.py imports the ops last
 
     t = x if isinstance(x, Tensor) else Tensor(jnp.asarray(x))
-    counts = (reps,) if isinstance(reps, (int, np.integer)) else tuple(reps)
+    counts = tuple(reps) if isinstance(reps, (tuple, list)) else (reps,)
     counts = tuple(integer(r, "tile: reps") for r in counts)
     if any(r < 0 for r in counts):
         raise ValueError(f"tile: negative counts in {counts}; counts must be >= 0.")
@@ -658,11 +658,16 @@ def _broadcast_to_vjp(res: tuple[Shape], g: jax.Array, *, shape: Shape) -> tuple
 _jsum_to = partial(kernel, static_argnums=(1,))(sum_to)
 
 
-def broadcast_to(x: Any, shape: Sequence[int]) -> Tensor:
-    """``x`` broadcast to ``shape`` (NumPy's ``broadcast_to``; PyTorch's ``x.expand(*shape)``,
-    where ``-1`` keeps an axis's length, is ``x.expand``).
+def broadcast_to(x: Any, shape: int | Sequence[int]) -> Tensor:
+    """``x`` broadcast to ``shape`` (an int or a sequence; NumPy's ``broadcast_to``; PyTorch's
+    ``x.expand(*shape)``, where ``-1`` keeps an axis's length, is ``x.expand``).
 
     Raises:
-        ShapeError: ``x`` does not broadcast to ``shape``.
+        ShapeError: ``x`` does not broadcast to ``shape``, or a negative size.
+        TypeError: a size that is not an integer.
     """
-    return _broadcast_to(x, shape=tuple(integer(n, "broadcast_to: shape") for n in shape))
+    sizes = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    full = tuple(integer(n, "broadcast_to: shape") for n in sizes)
+    if any(n < 0 for n in full):
+        raise ShapeError(f"broadcast_to: negative sizes in {full}; sizes must be >= 0.")
+    return _broadcast_to(x, shape=full)

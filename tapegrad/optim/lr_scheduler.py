@@ -26,9 +26,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
+import numpy as np
 import optax
 
 from tapegrad._args import torch_keywords
+from tapegrad._tensor import Tensor
 from tapegrad.errors import TapegradWarning, TracerError
 from tapegrad.optim.optimizer import Optimizer
 
@@ -628,6 +630,8 @@ class ReduceLROnPlateau:
         self.factor, self.patience, self.cooldown = float(factor), int(patience), int(cooldown)
         self.threshold, self.eps = float(threshold), float(eps)
         self.min_lrs = [float(m) for m in mins]
+        # one min_lr for all groups also covers groups added later (add_param_group)
+        self._min_lr = None if isinstance(min_lr, (list, tuple)) else float(min_lr)
         self.best = math.inf if mode == "min" else -math.inf
         self.num_bad_epochs = 0
         self.cooldown_counter = 0
@@ -648,15 +652,31 @@ class ReduceLROnPlateau:
 
         Raises:
             TracerError: ``metrics`` is a traced value (inside a ``tg.jit`` step).
+            ValueError: ``metrics`` is not one number; groups were added since with a
+                ``min_lr`` list (nothing changed).
         """
-        value = getattr(metrics, "data", metrics)
+        value = metrics.data if isinstance(metrics, Tensor) else metrics
         if isinstance(value, jax.core.Tracer):
             raise TracerError(
                 "ReduceLROnPlateau.step(metric) was called inside a tg.jit step: it reads the "
                 "metric's value. Return the metric from the step and call sched.step(loss) "
                 "after it."
             )
-        metric = float(value)
+        host = np.asarray(value)
+        if host.size != 1 or host.dtype.kind not in "biuf":
+            raise ValueError(
+                f"ReduceLROnPlateau.step: the metric must be one number, got "
+                f"{type(metrics).__name__} of shape {host.shape} and dtype {host.dtype}."
+            )
+        metric = float(host.reshape(()))
+        groups = self.optimizer.param_groups
+        if len(self.min_lrs) < len(groups):  # groups added since (add_param_group)
+            if self._min_lr is None:
+                raise ValueError(
+                    f"ReduceLROnPlateau: {len(groups)} groups now, {len(self.min_lrs)} min_lr "
+                    "values given; make the scheduler after adding groups, or give one min_lr."
+                )
+            self.min_lrs += [self._min_lr] * (len(groups) - len(self.min_lrs))
         self.last_epoch += 1
         if self._better(metric):
             self.best = metric

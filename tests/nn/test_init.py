@@ -75,5 +75,12 @@ def test_constants_gains_and_errors_are_pytorchs() -> None:
         init.calculate_gain("swish")
     with pytest.raises(TypeError, match="expected a tapegrad Tensor, got Tensor"):
         init.zeros_(torch.ones(2))
+    with pytest.raises(ValueError, match="a=1.0 is above b=0.0"):
+        init.uniform_(tg.ones(2), 1.0, 0.0)
+    with pytest.raises(TypeError, match="nn.init.normal_: fills float tensors, got int32"):
+        init.normal_(tg.zeros(2, dtype=tg.int32))
+    empty = tg.zeros((3, 0))
+    assert init.kaiming_normal_(empty) is empty  # nothing to fill, as PyTorch
+    assert init.calculate_gain("conv_transpose3d") == 1.0
     half = init.normal_(tg.zeros((4, 4), dtype=tg.float16), key=1)
     assert half.dtype == tg.float16 and half.numpy().std() > 0

@@ -449,6 +449,22 @@ def test_reduce_lr_on_plateau_reduces_when_torchs_does(options: dict[str, Any]) 
         optim.lr_scheduler.ReduceLROnPlateau(opt, mode="lowest")
 
 
+def test_reduce_lr_on_plateau_reads_numpy_and_one_element_metrics_and_new_groups() -> None:
+    """NumPy scalars and one-element tensors are metrics; a group added later takes the one
+    min_lr, as PyTorch's; a metric of several numbers is refused, nothing changed."""
+    opt = optim.SGD([tg.ones(2).require_grad()], lr=1.0)
+    sched = optim.lr_scheduler.ReduceLROnPlateau(opt, patience=0, factor=0.5, min_lr=0.3)
+    sched.step(np.float32(1.0))
+    sched.step(tg.tensor([2.0]))  # worse: reduced
+    assert sched.get_last_lr() == [0.5]
+    opt.add_param_group({"params": [tg.ones(1).require_grad()], "lr": 0.4})
+    sched.step(np.mean([3.0, 4.0]))
+    assert sched.get_last_lr() == [0.3, 0.3]
+    with pytest.raises(ValueError, match="the metric must be one number, got Tensor of shape"):
+        sched.step(tg.ones(3))
+    assert sched.last_epoch == 3
+
+
 @pytest.mark.parametrize(
     ("make", "options"),
     [
