@@ -347,13 +347,19 @@ class TapeMachine(RuleBasedStateMachine):
     def _tracked(self) -> list[Entry]:
         return [e for e in self.entries if e.node is not None]
 
-    def _walk(self, root: int) -> tuple[set[int], bool]:
+    def _walk(self, root: int, wanted: frozenset[int] = frozenset()) -> tuple[set[int], bool]:
         """The model's walk (rule 1): the ancestors of ``root``, and whether it met a
-        consumed node."""
+        consumed node the pass needs. With ``wanted`` (``tg.grad``'s inputs; this machine
+        never unfreezes a leaf) a consumed node no input is older than is spared: neither
+        walked below nor counted."""
         seen, stack = {root}, [root]
         while stack:
-            node = self.model[stack.pop()]
+            nid = stack.pop()
+            node = self.model[nid]
             if node.consumed:
+                if wanted and min(wanted) >= nid:
+                    seen.discard(nid)
+                    continue
                 return seen, True
             for p in node.parents:
                 if p not in seen:
@@ -442,7 +448,9 @@ class TapeMachine(RuleBasedStateMachine):
         pool = self._leaf_entries()
         picks = data.draw(st.sets(st.integers(0, len(pool) - 1), min_size=1), label="inputs")
         targets = [pool[i] for i in sorted(picks)]
-        seen, consumed = self._walk(root.node)
+        seen, consumed = self._walk(
+            root.node, frozenset(e.node for e in targets if e.node is not None)
+        )
         if consumed:
             self._raises_consumed(
                 lambda: tg.grad(root.tensor, [e.tensor for e in targets], create_graph=True)
