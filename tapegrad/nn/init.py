@@ -184,6 +184,14 @@ def xavier_normal_(tensor: Tensor, gain: float = 1.0, *, key: Any = None) -> Ten
     return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), key=key)
 
 
+def _kaiming_std(t: Tensor, a: float, mode: str, nonlinearity: str, what: str) -> float | None:
+    """He's ``gain / sqrt(fan)``; ``None`` for a tensor of no elements (nothing to fill:
+    PyTorch warns and returns it too)."""
+    if t.size == 0:
+        return None
+    return calculate_gain(nonlinearity, a) / math.sqrt(_fan(t, mode, what))
+
+
 def kaiming_uniform_(
     tensor: Tensor,
     a: float = 0.0,
@@ -199,11 +207,8 @@ def kaiming_uniform_(
         ValueError: fewer than two dimensions, or an unknown mode or nonlinearity.
     """
     t = _check(tensor, "kaiming_uniform_")
-    if t.size == 0:
-        return t  # nothing to fill (PyTorch warns and returns it too)
-    std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(t, mode, "kaiming_uniform_"))
-    bound = math.sqrt(3.0) * std
-    return uniform_(t, -bound, bound, key=key)
+    std = _kaiming_std(t, a, mode, nonlinearity, "kaiming_uniform_")
+    return t if std is None else uniform_(t, -math.sqrt(3.0) * std, math.sqrt(3.0) * std, key=key)
 
 
 def kaiming_normal_(
@@ -220,7 +225,5 @@ def kaiming_normal_(
         ValueError: fewer than two dimensions, or an unknown mode or nonlinearity.
     """
     t = _check(tensor, "kaiming_normal_")
-    if t.size == 0:
-        return t  # nothing to fill (PyTorch warns and returns it too)
-    std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(t, mode, "kaiming_normal_"))
-    return normal_(t, 0.0, std, key=key)
+    std = _kaiming_std(t, a, mode, nonlinearity, "kaiming_normal_")
+    return t if std is None else normal_(t, 0.0, std, key=key)
