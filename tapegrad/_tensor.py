@@ -10,7 +10,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from tapegrad._args import integer, numpy_keywords, shape_keywords, torch_keywords
+from tapegrad._args import numpy_keywords, shape_keywords, torch_keywords
 from tapegrad._arrays import deleted, is_torch
 from tapegrad._dtypes import DIFFERENTIABLE, as_dtype
 from tapegrad._placement import placement_key
@@ -675,9 +675,7 @@ class Tensor:
             ShapeError: the sizes do not match.
             TypeError: a dimension is not an integer (``reshape(2.5, 2)``).
         """
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = tuple(shape[0])
-        return _ops.reshape(self, shape=shape)
+        return _ops.reshape(self, shape=_sizes(shape))
 
     @shape_keywords
     def transpose(self, *axes: Any) -> Tensor:
@@ -1187,16 +1185,12 @@ def zero_grads(tensors: Iterable[Tensor], set_to_none: bool = True) -> None:
             t._grad = Tensor(jax.numpy.zeros_like(t._data))
 
 
-def _sizes(args: tuple[Any, ...]) -> tuple[int, ...]:
-    """Sizes given as integers or as one tuple or list (``x.repeat(2, 3)``,
-    ``x.repeat((2, 3))``), as integers.
-
-    Raises:
-        TypeError: a size that is not an integer.
-    """
+def _sizes(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Sizes given one by one or as one tuple or list (``x.reshape(2, 3)``,
+    ``x.repeat((2, 3))``), as one tuple (the op checks they are integers)."""
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        args = tuple(args[0])
-    return tuple(integer(n, "size") for n in args)
+        return tuple(args[0])
+    return args
 
 
 def _zero_d(what: str) -> str:

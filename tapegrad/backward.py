@@ -188,7 +188,8 @@ def _run(
     """Run VJPs from ``roots`` on their ``tape``; return the cotangents of leaves, retained and
     wanted nodes. ``before`` sees the steps before any VJP runs; what it raises propagates
     with nothing consumed. ``spare``: the walk may spare consumed nodes no wanted node is
-    older than (``Tape.ancestors``); only when every wanted node is an op's output (``_spares``).
+    older than (``Tape.ancestors``); not when a wanted leaf was frozen and unfrozen
+    (``_spares``).
 
     Cotangents are arrays, or with ``create_graph`` tensors: each VJP application is then
     recorded on the tape (``higher.vjp_on_tensors``) and cotangents add up as recorded ops.

@@ -23,6 +23,7 @@ Parameters are ordinary tape leaves: an optimizer step replaces their value with
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
@@ -93,6 +94,8 @@ class RemovableHandle:
         module = self._module()
         hooks = None if module is None else module.__dict__.get(self._kind)
         if module is not None and hooks is not None and hooks.pop(self.id, None) is not None:
+            if not hooks:  # the last one: calls take the plain path again
+                object.__setattr__(module, self._kind, None)
             _hooks_changed(module)
 
     def __enter__(self) -> RemovableHandle:
@@ -102,7 +105,7 @@ class RemovableHandle:
         self.remove()
 
 
-_HOOK_IDS = iter(range(1 << 62))  # keys of registered hooks, unique in the process
+_HOOK_IDS = itertools.count()  # keys of registered hooks, unique in the process
 
 
 def _hooks_changed(module: Module) -> None:

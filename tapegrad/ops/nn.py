@@ -625,12 +625,12 @@ def binary_cross_entropy_with_logits(
     for v in (logits, targets, weight, pos_weight):
         refuse_torch(v, "binary_cross_entropy_with_logits")
 
-    def tensor(v: Any) -> Tensor:
+    def as_tensor(v: Any) -> Tensor:  # for the methods below
         return v if isinstance(v, Tensor) else Tensor(jnp.asarray(v))
 
-    x, t = tensor(logits), tensor(targets)
-    weight = None if weight is None else tensor(weight)
-    pos_weight = None if pos_weight is None else tensor(pos_weight)
+    x, t = as_tensor(logits), as_tensor(targets)
+    weight = None if weight is None else as_tensor(weight)
+    pos_weight = None if pos_weight is None else as_tensor(pos_weight)
     if x.shape != t.shape:
         raise ShapeError(
             f"binary_cross_entropy_with_logits: targets of shape {t.shape} must have the "
