@@ -392,7 +392,7 @@ _SEQUENCE_MAX = 64
 """Compiles a process remembers, in order, to find a sequence repeating (``_repeat_ahead``)."""
 _REPEAT_MAX = 16
 """The most compiles ``_repeat_ahead`` predicts from one earlier sequence."""
-_sequence: deque[tuple[weakref.ref[Any], weakref.ref[Any], list[Any], Any]] = deque(
+_sequence: deque[tuple[weakref.ref[Any], weakref.ref[Any], list[Any], Any, Any]] = deque(
     maxlen=_SEQUENCE_MAX
 )
 _Shapes = dict[tuple[int, ...], tuple[int, ...]]
@@ -410,23 +410,27 @@ def _repeat_ahead(
     thread compiles too. They are queued last first: this thread compiles the first ones
     itself (a call takes a program not started yet) while the background thread works from
     the end, so the two meet in the middle. A prediction no call takes costs the background
-    thread's time, and the interpreter's lock while that thread traces (~5 ms a kernel)."""
+    thread's time, and the interpreter's lock while that thread traces (~5 ms a kernel).
+    Only compiles made under this thread's JAX settings now count (a sequence met inside
+    ``with jax.enable_x64()`` holds float64 shapes, which traced with x64 off would be
+    programs no call takes, and JAX warns while tracing them)."""
     leaves, tree = jax.tree_util.tree_flatten(jax.tree_util.tree_map(_abstract, (args, kwargs)))
+    context = _config.trace_context()
     past = list(_sequence)
     # weakly: a kernel dropped (its table and ``compile_ahead`` with it) goes at once
-    _sequence.append((weakref.ref(ahead), weakref.ref(compile_ahead), leaves, tree))
+    _sequence.append((weakref.ref(ahead), weakref.ref(compile_ahead), leaves, tree, context))
     for i in range(len(past) - 1, -1, -1):
-        table, _, old, old_tree = past[i]
-        if table() is ahead and old_tree == tree:
+        table, _, old, old_tree, old_context = past[i]
+        if table() is ahead and old_tree == tree and old_context == context:
             shapes = _shape_map(old, leaves)
             if shapes is not None:
                 break
     else:
         return
     predicted = []
-    for table, start_ref, old, old_tree in past[i + 1 : i + 1 + _REPEAT_MAX]:
-        if table() is ahead:
-            break  # the sequence's next round began
+    for table, start_ref, old, old_tree, old_context in past[i + 1 : i + 1 + _REPEAT_MAX]:
+        if table() is ahead or old_context != context:
+            break  # the sequence's next round began, or JAX's settings changed
         start = start_ref()
         mapped = None if start is None else _remapped(old, shapes)
         if mapped is not None:
@@ -571,6 +575,8 @@ def _program(job: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
         if found is not None:
             return found[0]
     lowered, options = _lower(plain, args, kwargs, classic)
+    if _config.trace_context() != signature[-1]:  # a global setting changed while tracing
+        return None
     return _fast_call(lowered.compile(compiler_options=options))
 
 
@@ -929,7 +935,10 @@ def _from_store(
         except Exception:  # a stale or damaged entry: compile afresh and replace it
             compiled = None
     if compiled is None:
+        context = _config.trace_context()
         lowered, options = _lower(plain, args, kwargs, classic)
+        if _config.trace_context() != context:  # another thread changed a global setting
+            return None  # while this one traced: the program may not be the key's
         with _past_jax_cache():
             compiled = lowered.compile(compiler_options=options)
         if folder is not None and path is not None:

@@ -4,6 +4,7 @@ cross-process behaviour is tested in ``test_compilation_cache.py``, in fresh pro
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -425,6 +426,77 @@ def test_a_sequence_repeating_at_other_shapes_compiles_ahead(
     ]
     assert kernels._remapped([a, c], shapes) is None  # (2, 9): outside the map
     assert kernels._remapped([half.update(shape=(5, 6))], shapes) is None  # nothing to map
+
+
+def test_a_sequence_met_under_other_jax_settings_is_not_repeated(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """Compiles made inside ``with jax.enable_x64(True)`` are not repeated ahead once the
+    caller's thread is back at x64 off: a float64 kernel that followed there would be traced
+    with float64 shapes and x64 off (JAX warns "Explicitly requested dtype float64" on the
+    background thread, into whatever runs then) for a program no call can take. The same
+    sequence met again under the same settings is still repeated."""
+    import tapegrad as tg
+    from tapegrad import kernels
+
+    if kernels._background() is None:
+        pytest.skip("one core: nothing compiles ahead")
+    folder = tg.compilation_cache_dir()
+    tg.set_compilation_cache(tmp_path)  # nothing stored: every first call compiles
+    started: list[tuple[bool, list[Any]]] = []
+    real = kernels._compile_ahead
+
+    def spy(*job: Any) -> None:
+        args, kwargs = job[-2:]
+        leaves = jax.tree_util.tree_leaves((args, kwargs))
+        x64 = jnp.zeros((), float).dtype == np.float64  # this thread's setting
+        started.append((x64, [np.dtype(a.dtype) for a in leaves if hasattr(a, "dtype")]))
+        real(*job)
+
+    monkeypatch.setattr(kernels, "_compile_ahead", spy)
+    try:
+        mul, add = kernel(jnp.multiply), kernel(jnp.subtract)
+        with jax.enable_x64(True):
+            mul(jnp.ones((3, 4), jnp.float32), 2.0)
+            add(jnp.ones((3, 4), jnp.float64), 1.0)
+        mul(jnp.ones((5, 6), jnp.float32), 2.0)  # the same kernel at another shape, x64 off
+        assert started == []
+        with jax.enable_x64(True):  # under the settings of the sequence: repeated
+            mul(jnp.ones((7, 2), jnp.float32), 2.0)
+        assert started == [(True, [np.dtype(np.float64)])]
+    finally:
+        _background_done()
+        tg.set_compilation_cache(folder)
+
+
+def test_a_setting_changed_while_tracing_stores_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """Another thread turning a global JAX setting (``jax_enable_x64``) while a kernel is
+    traced for the store: the program may be the other setting's, so it is neither stored
+    under the key computed before nor used; the call gets ``jax.jit``'s own path."""
+    import tapegrad as tg
+    from tapegrad import kernels
+
+    folder = tg.compilation_cache_dir()
+    tg.set_compilation_cache(tmp_path)
+    real = kernels._lower
+
+    def toggling(*args: Any) -> Any:
+        jax.config.update("jax_enable_x64", not jax.config.read("jax_enable_x64"))
+        return real(*args)
+
+    monkeypatch.setattr(kernels, "_lower", toggling)
+    x64 = jax.config.read("jax_enable_x64")
+    try:
+        x = jnp.ones((3, 5), jnp.float32)
+        plain = jax.jit(jnp.negative)
+        found = kernels._from_store(plain, "tests.neg", frozenset(), frozenset(), False, (x,), {})
+        assert found is None
+        assert not list(Path(tmp_path).rglob("*.bin"))
+    finally:
+        jax.config.update("jax_enable_x64", x64)
+        tg.set_compilation_cache(folder)
 
 
 def _fused(x: jax.Array, y: jax.Array) -> jax.Array:
