@@ -43,6 +43,8 @@ __all__ = [
     "discover",
     "scalar",
     "rate",
+    "rate_numbers",
+    "traced_rate",
     "user_module",
     "user_function",
     "code_names",
@@ -129,9 +131,11 @@ class Found:
     slot_owners: list[Any] = field(default_factory=list)
     """The object of each slot (an optimizer's state is donated with the parameters)."""
     rates: list[tuple[dict[str, Any], str]] = field(default_factory=list)
-    """``(param group, "lr")``: an optimizer's learning rate as a Python or NumPy number, an
-    input of the computation (a traced scalar), not a constant: a scheduler sets it between
-    steps, and a new value must not compile the step again."""
+    """``(param group, key)``: an optimizer's numeric hyperparameter (``"lr"``, ``"betas"``,
+    ``"momentum"``, ``"weight_decay"``, ... : ``Optimizer._inputs``) as Python or NumPy
+    numbers, an input of the computation (traced scalars), not a constant: a scheduler
+    (``OneCycleLR`` cycles the momentum too) or the loop sets it between steps, and a new
+    value must not compile the step again."""
     constants: dict[int, tuple[Tensor, str]] = field(default_factory=dict)
     """Tensors reached only through containers, globals or closures: not lifted unless changed."""
     attrs: list[tuple[dict[str, Any], str]] = field(default_factory=list)
@@ -254,19 +258,21 @@ def discover(
 
 
 def _drop_rates_from_values(found: Found) -> None:
-    """Take the learning rates out of the constants (``values``): the walk read each rated
-    group's ``"lr"`` as a number, from its optimizer or, reached earlier as a plain dict,
-    from a closure holding ``opt.param_groups[0]``; the rate is an input instead."""
-    rated = {id(d) for d, _ in found.rates}
+    """Take the hyperparameters that are inputs out of the constants (``values``) and the
+    entries held by identity (``entries``: the ``betas`` pair): the walk read each as a
+    number (or a tuple), from its optimizer or, reached earlier as a plain dict, from a
+    closure holding ``opt.param_groups[0]``; it is an input instead."""
+    rated = {(id(d), k) for d, k in found.rates}
     if not rated:
         return
     kept = [
         (v, label)
         for v, label in zip(found.values, found.value_labels, strict=True)
-        if not (id(v[0]) in rated and v[1] == "lr")
+        if (id(v[0]), v[1]) not in rated
     ]
     found.values = [v for v, _ in kept]
     found.value_labels = [label for _, label in kept]
+    found.entries = [e for e in found.entries if (id(e[0]), e[1]) not in rated]
 
 
 def _walked_object(obj: Any) -> bool:
@@ -322,10 +328,11 @@ def _object_children(obj: Any, label: str, found: Found) -> list[tuple[Any, str,
             if isinstance(value, list) and all(isinstance(d, dict) for d in value):
                 for d in value:  # hyperparameter dicts (an optimizer's param_groups)
                     if isinstance(obj, Optimizer):
+                        for key in obj._inputs:
+                            if rate(d.get(key), key):  # an input (``Found.rates``)
+                                found.rates.append((d, key))
                         lr = d.get("lr")
-                        if rate(lr):  # an input (``Found.rates``), not one of ``values``
-                            found.rates.append((d, "lr"))
-                        elif not scalar(lr):  # a schedule: held as is
+                        if not scalar(lr):  # a schedule: held as is
                             _entries(d, (("lr", lr),), found)
                     _scalars(d, d.items(), found)
     else:  # a configuration object's numbers (``cfg.lr``)
@@ -383,12 +390,37 @@ def scalar(value: Any) -> bool:
     return isinstance(value, _SCALARS)
 
 
-def rate(value: Any) -> bool:
-    """A learning rate a compiled step takes as an input: a real Python or NumPy number (not
-    a flag, not a schedule, not a tensor)."""
+def rate(value: Any, key: str = "lr") -> bool:
+    """A hyperparameter ``key`` a compiled step takes as an input: a real Python or NumPy
+    number (not a flag, not a schedule, not a tensor); for ``"betas"`` a pair of them; a
+    ``"momentum"`` above 0 only (at 0 the update has no momentum buffer: a momentum set
+    above 0 later changes the update's form, which compiles again)."""
+    if key == "betas":
+        return isinstance(value, (tuple, list)) and len(value) == 2 and all(map(_real, value))
+    return _real(value) and (key != "momentum" or value > 0)
+
+
+def _real(value: Any) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
         value, (bool, np.bool_)
     )
+
+
+def rate_numbers(value: Any) -> list[float]:
+    """An input hyperparameter's numbers as Python floats (``rate``): one, or a pair's two.
+    Floats, so that an int (even beyond int32) or a NumPy number is the value eager uses,
+    of one abstract value (no compile per type)."""
+    if isinstance(value, (tuple, list)):
+        return [float(v) for v in value]
+    return [float(value)]
+
+
+def traced_rate(value: Any, numbers: Iterator[Any]) -> Any:
+    """``value`` (an input hyperparameter) with its numbers taken from ``numbers`` (traced
+    scalars), as a number, or a tuple or list like the pair."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(next(numbers) for _ in value)
+    return next(numbers)
 
 
 def _item_label(label: str, key: Any) -> str:

@@ -220,8 +220,8 @@ class _Plan:
             return False
         if [n is not None for n in map(node_of, self.watched)] != self.requires:
             return False
-        if self.found.rates and not all(_discover.rate(d.get(k)) for d, k in self.found.rates):
-            return False  # a learning rate that became a schedule (or was removed)
+        if self.found.rates and not all(_discover.rate(d.get(k), k) for d, k in self.found.rates):
+            return False  # a learning rate that became a schedule, a momentum set to 0, ...
         try:
             readers, same = self._same
             if not all(map(is_, map(call, readers), same)):
@@ -266,9 +266,8 @@ class _Plan:
         donated += [d[k] for d, k in self.donated_slots]
         kept: list[Any] = arrays_of(self.kept_tensors)
         kept += [d[k] for d, k in self.kept_slots]
-        # numbers, traced: as Python floats, so that an int (even beyond int32) or a NumPy
-        # number is the rate eager gives, of one abstract value (no compile per type)
-        kept += [float(d[k]) for d, k in self.found.rates]
+        for d, k in self.found.rates:  # hyperparameters, traced: as Python floats
+            kept += _discover.rate_numbers(d[k])
         return donated, kept
 
     def spent(self) -> list[Any] | None:
@@ -503,8 +502,9 @@ class JitFunction(Generic[P, R]):
             formatted = isinstance(e, TypeError) and "Tracer.__format__" in str(e)
             if isinstance(e, _CONCRETE_ERRORS) or formatted:
                 rates = (
-                    " An optimizer's param_groups 'lr' is traced too (an input of the step, so "
-                    "that a scheduler compiles nothing): read it outside the step, or return it."
+                    " An optimizer's param_groups numbers ('lr', 'betas', 'momentum', "
+                    "'weight_decay', ...) are traced too (inputs of the step, so that a "
+                    "scheduler compiles nothing): read them outside the step, or return them."
                     if plan.found.rates
                     else ""
                 )
@@ -603,15 +603,18 @@ class JitFunction(Generic[P, R]):
         self._traced = True
         nd, ns = plan.n_donated, plan.n_donated_slots
         nk = len(plan.order) - nd
-        nr = len(kept) - len(plan.found.rates)
+        numbers = [_discover.rate_numbers(d[k]) for d, k in plan.found.rates]
+        nr = len(kept) - sum(map(len, numbers))
         values = donated[:nd] + kept[:nk]
         slot_values = donated[nd:] + kept[nk:nr]
         saved = [(t, state_of(t)) for t in plan.order]
-        # the learning rates are inputs: the optimizer's update reads them as traced values;
-        # placed before the watch, so that a step changing one is refused as for any number
+        # the hyperparameters are inputs: the optimizer's update reads them as traced
+        # values; placed before the watch, so that a step changing one is refused as for any
+        # number
         rates = [(d, k, d[k]) for d, k in plan.found.rates]
-        for (d, k), v in zip(plan.found.rates, kept[nr:], strict=True):
-            d[k] = v
+        traced = iter(kept[nr:])
+        for d, k, number in rates:
+            d[k] = _discover.traced_rate(number, traced)
         watch = _discover.Watch(plan.found)
         private = Tape(allow_tracers=True)
         outer = current_tape()
@@ -921,8 +924,8 @@ class JitFunction(Generic[P, R]):
     def _note_numbers(self, changed: list[str]) -> None:
         """Count the traces a changed number caused (a hyperparameter, a global, a
         configuration object's attribute); at ``RETRACE_WARNING``, warn once naming them (a
-        hyperparameter set every step compiles the step every step; an optimizer's learning
-        rate is an input, ``_discover.Found.rates``)."""
+        hyperparameter set every step compiles the step every step; a built-in optimizer's
+        numeric hyperparameters are inputs, ``_discover.Found.rates``)."""
         if not changed:
             return
         self._number_retraces += 1
@@ -935,8 +938,9 @@ class JitFunction(Generic[P, R]):
                 f"{self.__name__} compiled again {self._number_retraces} times because numbers "
                 f"it reads (from modules, optimizers, other objects, lists, dicts, globals or "
                 f"closures) changed ({keys}): a compiled step holds them as constants, so each "
-                "new value compiles it again (an optimizer's param_groups 'lr' is the exception: "
-                "an input, set between calls with no new compile). Pass a number that changes "
+                "new value compiles it again (a built-in optimizer's param_groups numbers, "
+                "'lr', 'betas', 'momentum', 'weight_decay', ..., are the exception: inputs, set "
+                "between calls with no new compile). Pass a number that changes "
                 "every call as an argument (traced), "
                 "and keep counters the step does not need out of what it reaches."
             ),

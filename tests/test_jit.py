@@ -11,6 +11,7 @@ import importlib
 import queue
 import threading
 import warnings
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -376,21 +377,20 @@ def test_a_scheduler_changing_lr_every_step_compiles_once_and_follows_eager() ->
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-5)
 
 
-def test_another_hyperparameter_changing_every_step_warns_and_an_optax_schedule_compiles_once() -> (
-    None
-):
+def test_a_number_the_step_reads_changing_every_step_warns_and_a_schedule_compiles_once() -> None:
     model = nn.Linear(3, 1, key=5)
     opt = optim.AdamW(model.parameters(), lr=0.1)
+    cfg = {"temperature": 1.0}
 
     @tg.jit
     def step(x: tg.Tensor) -> None:
         opt.zero_grad()
-        model(x).sum().backward()
+        (model(x).sum() / cfg["temperature"]).backward()
         opt.step()
 
-    with pytest.warns(tg.RetraceWarning, match=r"numbers it reads.*\(weight_decay\).*'lr'"):
+    with pytest.warns(tg.RetraceWarning, match=r"numbers it reads.*\['temperature'\].*'betas'"):
         for i in range(RETRACE_WARNING + 1):
-            opt.param_groups[0]["weight_decay"] = 0.01 * (i + 1)
+            cfg["temperature"] = 1.0 + i
             step(tg.ones((2, 3)))
     assert step.trace_count == RETRACE_WARNING + 1
     scheduled = optim.Adam(model.parameters(), lr=optax.cosine_decay_schedule(0.1, 100))
@@ -404,6 +404,81 @@ def test_another_hyperparameter_changing_every_step_warns_and_an_optax_schedule_
     for _ in range(4):
         step2(tg.ones((2, 3)))
     assert step2.trace_count == 1
+
+
+@pytest.mark.parametrize(
+    ("opt", "options", "keys"),
+    [
+        (optim.SGD, {"lr": 0.1, "momentum": 0.9}, ("momentum", "weight_decay")),
+        (optim.AdamW, {"lr": 0.01}, ("betas", "eps", "weight_decay")),
+        (optim.RMSprop, {"lr": 0.01, "momentum": 0.5}, ("alpha", "eps", "momentum")),
+        (optim.Adagrad, {"lr": 0.1}, ("lr_decay", "weight_decay", "eps")),
+    ],
+)
+def test_every_number_of_a_builtin_optimizer_is_an_input(
+    opt: type[optim.Optimizer], options: dict[str, Any], keys: tuple[str, ...]
+) -> None:
+    """A research loop sets more than the rate between steps (a weight decay schedule, a
+    momentum or beta cycle): each number a built-in optimizer's update reads is an input of
+    the step, so the step compiles once and follows eager step for step."""
+    models = [nn.Sequential(nn.Linear(5, 6, key=9), nn.Tanh(), nn.Linear(6, 3, key=10))]
+    models.append(nn.Sequential(nn.Linear(5, 6, key=9), nn.Tanh(), nn.Linear(6, 3, key=10)))
+    opts = [opt(m.parameters(), **options) for m in models]
+    step = tg.jit(train_step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tg.RetraceWarning)
+        for i in range(RETRACE_WARNING + 2):
+            for o in opts:
+                g = o.param_groups[0]
+                for key in keys:
+                    if key == "betas":
+                        g[key] = (0.9 - 0.02 * i, 0.999 - 0.001 * i)
+                    else:
+                        g[key] = {"eps": 1e-8 * (i + 1), "alpha": 0.99 - 0.01 * i}.get(
+                            key, 0.9 - 0.05 * i if key == "momentum" else 0.01 * i
+                        )
+            got = step(models[0], opts[0], X, Y)
+            want = train_step(models[1], opts[1], X, Y)
+            np.testing.assert_allclose(float(got), float(want), rtol=1e-5)
+    assert step.trace_count == 1
+    for a, b in zip(*(m.parameters() for m in models), strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
+    assert all(type(o.param_groups[0].get("betas", ())) is tuple for o in opts)
+
+
+@pytest.mark.parametrize("opt", ["adam", "sgd"])
+def test_one_cycle_with_cycled_momentum_compiles_once_and_follows_eager(opt: str) -> None:
+    """``OneCycleLR``'s default ``cycle_momentum=True`` moves Adam's first beta or SGD's
+    momentum every batch: inputs of the step, as the rate."""
+    (model, o), (eager_model, eager_o) = make(opt, key=42), make(opt, key=42)
+    scheds = [optim.lr_scheduler.OneCycleLR(x, max_lr=0.05, total_steps=20) for x in (o, eager_o)]
+    step = tg.jit(train_step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tg.RetraceWarning)
+        for _ in range(RETRACE_WARNING + 2):
+            got, want = step(model, o, X, Y), train_step(eager_model, eager_o, X, Y)
+            np.testing.assert_allclose(float(got), float(want), rtol=1e-5)
+            for sched in scheds:
+                sched.step()
+    assert step.trace_count == 1
+    for a, b in zip(model.parameters(), eager_model.parameters(), strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_a_momentum_set_to_zero_or_from_zero_is_refused_as_in_eager() -> None:
+    """Whether the update has a momentum buffer is its form, fixed when the optimizer is
+    made: a momentum of 0 is a constant of the step (not an input), and a momentum set to 0
+    or from 0 later raises the ``ValueError`` eager raises, compiled or not."""
+    for first, then in ((0.9, 0.0), (0.0, 0.9)):
+        model = nn.Linear(5, 3, key=11)
+        o = optim.SGD(model.parameters(), lr=0.1, momentum=first)
+        step = tg.jit(train_step)
+        step(model, o, X, Y)
+        o.param_groups[0]["momentum"] = then
+        with pytest.raises(ValueError, match="changed after the optimizer was made"):
+            step(model, o, X, Y)
+        with pytest.raises(ValueError, match="changed after the optimizer was made"):
+            train_step(model, o, X, Y)
 
 
 def test_static_argnums_and_none_arguments_in_every_position() -> None:
@@ -1157,7 +1232,7 @@ def test_the_learning_rate_read_in_python_inside_a_step_is_a_tracer_error_saying
     before = [p.numpy() for p in model.parameters()]
     for step in (logged, gated):
         err = error_of(tg.TracerError, lambda step=step: step(X, Y))
-        assert "param_groups 'lr' is traced" in str(err) and "read it outside" in str(err)
+        assert "param_groups numbers ('lr', 'betas'" in str(err) and "read them outside" in str(err)
         assert "test_jit.py" in str(err)  # the line
     assert opt.param_groups[0]["lr"] == 0.1
     for p, b in zip(model.parameters(), before, strict=True):

@@ -462,8 +462,7 @@ class OneCycleLR(LRScheduler):
     with ``cycle_momentum`` the momentum (SGD's ``momentum``, Adam's first beta) moves the
     other way between ``max_momentum`` and ``base_momentum``. Call ``step()`` once per batch;
     stepping past ``total_steps`` raises, as PyTorch's does. A ``tg.jit`` step takes the rate
-    as an input, but holds the momentum as a constant: with ``cycle_momentum`` it compiles
-    again every step (a ``RetraceWarning`` after 8); pass ``cycle_momentum=False`` there.
+    and the momentum (or betas) as inputs: stepping the schedule compiles nothing again.
 
     Args:
         optimizer: the optimizer.

@@ -186,6 +186,9 @@ class Optimizer:
     param_groups: list[dict[str, Any]]
     state: list[Any]
     defaults: dict[str, Any]
+    _inputs: tuple[str, ...] = ("lr",)
+    """The group keys a ``tg.jit`` step takes as inputs where they hold numbers (traced, so
+    that a new value compiles nothing): those the update reads as injected hyperparameters."""
 
     @torch_options
     def __init__(
@@ -331,19 +334,16 @@ class Optimizer:
             if isinstance(value, Tensor):  # a tensor hyperparameter (PyTorch takes one): its value
                 value = numbers[name] = value.data
             _number(name, value)
-            if isinstance(value, jax.core.Tracer) and not (
-                name == "learning_rate" and current_tape().allow_tracers
-            ):  # a tg.jit step's own input is traced on its private tape (jit.py)
+            if isinstance(value, jax.core.Tracer) and not current_tape().allow_tracers:
+                # a tg.jit step's own inputs are traced on its private tape (jit.py)
                 raise TracerError(
                     f"{type(self).__name__}.step(): a hyperparameter in param_groups ({name!r} "
-                    "in optax's terms) is a traced value, set inside a tg.jit step or a JAX "
-                    "transformation. Hyperparameters are Python numbers set between steps: "
-                    "set it outside the step (opt.param_groups[0]['lr'] = lr before the call: "
-                    "a tg.jit step takes the learning rate as an input, with no new compile; "
-                    "any other hyperparameter is a constant of the step, and a new value "
-                    "compiles once more)."
+                    "in optax's terms) is a traced value, set inside a JAX transformation. "
+                    "Hyperparameters are Python numbers set between steps: set it outside the "
+                    "step (opt.param_groups[0]['lr'] = lr before the call; a tg.jit step takes "
+                    "the optimizer's numbers as inputs, with no new compile)."
                 )
-        return {  # a traced learning rate: a tg.jit step's input (``_discover.Found.rates``)
+        return {  # a traced number: a tg.jit step's input (``_discover.Found.rates``)
             name: (jnp if isinstance(value, jax.core.Tracer) else np).asarray(
                 value, dtype=injected[name].dtype
             )

@@ -217,6 +217,13 @@ def _nonneg(group: Mapping[str, Any], *names: str) -> None:
             raise ValueError(f"{name} must be a non-negative number, got {group[name]}.")
 
 
+def _positive(momentum: Any) -> bool:
+    """Whether the update has a momentum buffer: ``momentum > 0``. A traced momentum (a
+    ``tg.jit`` step's input) is one that was above 0 when the step was compiled (a momentum
+    of 0 stays a constant of the step: ``_discover.rate``)."""
+    return isinstance(momentum, jax.core.Tracer) or momentum > 0
+
+
 def _betas(value: Any) -> tuple[Any, Any]:
     """Adam's ``betas`` as a pair.
 
@@ -272,6 +279,7 @@ class SGD(_Builtin):
     """
 
     _make = staticmethod(_sgd)
+    _inputs = ("lr", "momentum", "weight_decay")
 
     @sgd_options
     def __init__(
@@ -297,7 +305,7 @@ class SGD(_Builtin):
         return _numbers_of(group, "momentum", "weight_decay")
 
     def _flags(self, group: Mapping[str, Any]) -> dict[str, bool]:
-        nesterov, has_momentum = bool(group["nesterov"]), group["momentum"] > 0
+        nesterov, has_momentum = bool(group["nesterov"]), _positive(group["momentum"])
         return {**super()._flags(group), "nesterov": nesterov, "has_momentum": has_momentum}
 
 
@@ -327,6 +335,7 @@ class Adam(_Builtin):
 
     _make = staticmethod(_adam)
     _decoupled = False
+    _inputs = ("lr", "betas", "eps", "weight_decay")
 
     @torch_options
     def __init__(
@@ -416,6 +425,7 @@ class RMSprop(_Builtin):
     """
 
     _make = staticmethod(_rmsprop)
+    _inputs = ("lr", "alpha", "eps", "weight_decay", "momentum")
 
     @torch_options
     def __init__(
@@ -449,7 +459,7 @@ class RMSprop(_Builtin):
         return _numbers_of(group, "alpha", "eps", "weight_decay", "momentum")
 
     def _flags(self, group: Mapping[str, Any]) -> dict[str, bool]:
-        centered, has_momentum = bool(group["centered"]), group["momentum"] > 0
+        centered, has_momentum = bool(group["centered"]), _positive(group["momentum"])
         return {**super()._flags(group), "centered": centered, "has_momentum": has_momentum}
 
 
@@ -474,6 +484,7 @@ class Adagrad(_Builtin):
     """
 
     _make = staticmethod(_adagrad)
+    _inputs = ("lr", "lr_decay", "weight_decay", "eps")
 
     @torch_options
     def __init__(
