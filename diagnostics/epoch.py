@@ -15,7 +15,7 @@ from rich.console import Console
 import tapegrad as tg
 from diagnostics import history as _history
 from diagnostics.render import render_cleanup, render_line, show
-from diagnostics.report import LeakReport, leak_report
+from diagnostics.report import LeakReport, timed_report
 
 __all__ = ["epoch_end"]
 
@@ -51,7 +51,11 @@ def epoch_end(
     """
     tape = tg.current_tape()
     reports = _history.on_tape(tape)  # an epoch_end on another tape is no baseline here
-    report = leak_report(baseline=reports[-1] if reports else None, explain=True)
+    report = timed_report(
+        baseline=reports[-1] if reports else None,
+        explain=True,
+        swept_before=_history.swept_before(tape),
+    )
     if epoch is not None:
         report = replace(report, label=f"epoch {epoch}")
     _history.record(report, tape)

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from diagnostics.report import KINDS, LeakReport
+import tapegrad as tg
+from diagnostics.report import KINDS, LeakReport, LedgerKey, ledger_counts
 
 __all__ = [
     "ADVICE",
@@ -24,6 +25,7 @@ __all__ = [
     "held",
     "history",
     "record",
+    "swept_before",
 ]
 
 GROWTH_EPOCHS = 3
@@ -46,6 +48,8 @@ ADVICE: dict[str, str] = {
 """What a growth warning advises for each class that grew."""
 
 _reports: list[tuple[LeakReport, weakref.ref[Any]]] = []  # each with the tape it read
+_cleared: list[tuple[weakref.ref[Any], dict[LedgerKey, int]]] = []
+"""The current tape's swept counts (``ledger_counts``) when the history was last cleared."""
 
 
 class LeakWarning(UserWarning):
@@ -102,8 +106,24 @@ def history() -> list[LeakReport]:
 
 
 def clear_history() -> None:
-    """Forget the reports: the next ``epoch_end`` has no baseline (a new training run)."""
+    """Forget the reports: the next ``epoch_end`` has no baseline (a new training run), and
+    the hanging nodes that sweeps removed from the current tape before now are not counted
+    in the reports ``epoch_end`` makes of it (reports count their run's sweeps only)."""
     _reports.clear()
+    _cleared.clear()
+    tape = tg.current_tape()
+    counts = ledger_counts(tape.snapshot())
+    if counts:
+        _cleared.append((weakref.ref(tape), counts))
+
+
+def swept_before(tape: Any) -> dict[LedgerKey, int]:
+    """What sweeps had removed from ``tape`` when the history was last cleared (``{}``
+    when nothing, or another tape)."""
+    for read, counts in _cleared:
+        if read() is tape:
+            return counts
+    return {}
 
 
 def record(report: LeakReport, tape: Any) -> None:

@@ -48,6 +48,7 @@ __all__ = [
     "build_report",
     "leak_report",
     "ledger_counts",
+    "timed_report",
 ]
 
 CONSEQUENCES: dict[str, str] = {
@@ -357,9 +358,22 @@ def leak_report(*, baseline: LeakReport | None = None, explain: bool = False) ->
     Raises:
         TypeError: ``baseline`` is not a ``LeakReport``.
     """
+    return timed_report(baseline=baseline, explain=explain)
+
+
+def timed_report(
+    *,
+    baseline: LeakReport | None = None,
+    explain: bool = False,
+    swept_before: Mapping[LedgerKey, int] | None = None,
+) -> LeakReport:
+    """``leak_report`` with ``build_report``'s ``swept_before`` (``epoch_end`` passes what
+    sweeps had removed when the history was cleared)."""
     start = time.perf_counter()
     with paused_gc():  # the snapshot and the report are acyclic: no heap-wide collection
-        report = build_report(tg.snapshot(), baseline=baseline, explain=explain)
+        report = build_report(
+            tg.snapshot(), baseline=baseline, explain=explain, swept_before=swept_before
+        )
     return replace(report, seconds=time.perf_counter() - start)
 
 

@@ -35,6 +35,24 @@ def train_epoch(w: tg.Tensor, steps: int) -> None:
         tg.ones(4).require_grad()  # the planted mistake: one hanging leaf a step
 
 
+def test_a_cleared_history_counts_only_the_sweeps_of_the_new_run() -> None:
+    """``clear_history()`` starts a new run: the hanging nodes earlier sweeps removed (an
+    earlier run in the same notebook) are not "already removed" in its reports; the sweeps
+    of the run itself are."""
+    w = tg.ones(4).require_grad()
+    train_epoch(w, 7)
+    tg.graph_cleanup()  # an earlier run's sweep
+    diagnostics.clear_history()
+    train_epoch(w, 2)
+    first, _ = diagnostics.epoch_end(1, console=quiet())
+    assert (first.hanging_nodes, first.swept_nodes) == (2, 0)
+    train_epoch(w, 3)
+    second, _ = diagnostics.epoch_end(2, console=quiet())
+    assert (second.hanging_nodes, second.swept_nodes) == (3, 2)  # epoch 1's cleanup
+    assert diagnostics.leak_report().swept_nodes == 7 + 2 + 3  # the tape's own ledger
+    del w
+
+
 def test_epoch_end_prints_deltas_against_the_previous_epoch_then_cleans() -> None:
     w = tg.ones(4).require_grad()
     out = StringIO()
