@@ -79,7 +79,14 @@ def _swept(report: LeakReport) -> str:
 
 
 def _summary(report: LeakReport) -> Panel:
-    swept = f" ({_swept(report)})" if report.swept_nodes else ""
+    notes = [_swept(report)] if report.swept_nodes else []
+    listed = sum(r.bytes for r in report.rows if r.kind == "hanging")
+    if listed > report.bytes_held:  # rows count each node's arrays; held, what cleanup frees
+        notes.append(
+            f"their rows list {human_bytes(listed)}: arrays that live graphs or tensors "
+            "hold too, which cleanup does not free"
+        )
+    swept = f" ({'; '.join(notes)})" if notes else ""
     figures = {
         "hanging": f"{plural(report.hanging_nodes, 'node')} "
         f"({plural(report.hanging_leaves, 'leaf', 'leaves')}), "

@@ -71,6 +71,24 @@ def test_a_small_report_renders_exactly() -> None:
     assert str(SMALL) == SMALL_TEXT
 
 
+def test_hanging_bytes_that_cleanup_cannot_free_are_explained_on_the_hanging_line() -> None:
+    """Hanging rows that save arrays live graphs or tensors also hold (a penalty on a
+    parameter, computed and never used) list bytes while "held" (what cleanup frees) is 0:
+    the hanging line says so, where a reader compares the two."""
+    shared = LeakReport(
+        hanging_nodes=2,
+        bytes_held=0,
+        rows=(LeakRow("train.py:22", "step", "integer_pow", "hanging", 2, 262144, None),),
+        total_nodes=4,
+        graphs=2,
+        saved_bytes=131072,
+    )
+    text = " ".join(render_text(shared, width=200).split())
+    assert "0 bytes held (their rows list 262.1 kB: arrays that live graphs or tensors" in text
+    assert "hold too, which cleanup does not free)" in text
+    assert "their rows list" not in render_text(SMALL, width=200)  # rows == held there
+
+
 def test_no_delta_column_without_a_baseline_and_no_table_for_an_empty_tape() -> None:
     rows = tuple(LeakRow(r.origin, r.function, r.op, r.kind, r.count, r.bytes) for r in SMALL.rows)
     text = render_text(LeakReport(rows=rows))
