@@ -3,6 +3,7 @@ affine map ``linear``, norm (and from it normalize and cosine_similarity), einsu
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -101,9 +102,10 @@ def _linear_vjp(
     """gx = g @ w, gw = g^T x and gb = sum of g over the leading axes (x and g flattened to
     2-D first): the three cotangents of a linear layer in one compiled call."""
     x, w = res
-    g2 = g.reshape(-1, w.shape[0])
+    rows = math.prod(x.shape[:-1])  # not -1: a layer of 0 features has 0-size rows
+    g2 = g.reshape(rows, w.shape[0])
     gx = jnp.matmul(g, w) if needs[0] else None
-    gw = jnp.matmul(g2.T, x.reshape(-1, w.shape[1])) if needs[1] else None
+    gw = jnp.matmul(g2.T, x.reshape(rows, w.shape[1])) if needs[1] else None
     gb = jnp.sum(g2, axis=0) if needs[2] else None
     return (gx, gw, gb)
 

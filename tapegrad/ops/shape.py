@@ -378,19 +378,34 @@ def pad(x: Any, pad_width: Any, value: float = 0) -> Tensor:
 
     Args:
         x: a tensor.
-        pad_width: NumPy's forms: ``((before, after), ...)`` per axis, one ``(before, after)``
-            pair for every axis, or one int for both sides of every axis. (PyTorch's
-            ``F.pad`` takes a flat list starting from the last axis; this does not.)
+        pad_width: NumPy's forms: ``((before, after), ...)`` per axis, or one int for both
+            sides of every axis; a flat ``(before, after)`` only for a 1-d tensor (NumPy
+            pads every axis with it, PyTorch's ``F.pad`` the last one only: refused where
+            they differ). PyTorch's flat list starting from the last axis is not taken.
         value: the fill value.
 
     Raises:
         ShapeError: ``pad_width`` does not fit the tensor's dimensions.
-        ValueError: a negative width.
+        ValueError: a negative width; a flat ``(before, after)`` pair for a tensor of two
+            dimensions or more (the message gives both spellings).
     """
     ndim = getattr(x, "ndim", None)
     ndim = np.ndim(x) if ndim is None else ndim
+    given = np.asarray(pad_width, dtype=np.int64)
+    if given.ndim == 1 and ndim >= 2:
+        flat = [int(w) for w in given]
+        torch_form = "((0, 0), ..., (before, after))"
+        if len(flat) % 2 == 0 and len(flat) <= 2 * ndim:  # PyTorch's: the last axis first
+            pairs_ = [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)][::-1]
+            torch_form = repr(tuple([(0, 0)] * (ndim - len(pairs_)) + pairs_))
+        raise ValueError(
+            f"pad: pad_width {pad_width!r} is a flat list for a {ndim}-d tensor, which NumPy "
+            "applies to every axis and PyTorch's F.pad to the last axes: give one (before, "
+            f"after) pair per axis, first axis first (PyTorch's F.pad(x, {tuple(flat)}) is "
+            f"tg.pad(x, {torch_form}) here), or one int for every side of every axis."
+        )
     try:
-        widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (ndim, 2))
+        widths = np.broadcast_to(given, (ndim, 2))
     except ValueError:
         raise ShapeError(
             f"pad: pad_width {pad_width!r} does not fit a tensor with {ndim} dimensions; give "

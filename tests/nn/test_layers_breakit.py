@@ -878,3 +878,16 @@ def test_group_norm_of_half_precision_normalises_in_float32_as_torch(
         atol = tol * np.abs(ref[finite]).max(initial=0.0)
         np.testing.assert_allclose(mine[finite], ref[finite], rtol=tol, atol=atol)
     assert np.isfinite(xo.grad.numpy()).all()
+
+
+@pytest.mark.parametrize(("n_in", "n_out"), [(0, 3), (3, 0)])
+def test_a_linear_layer_of_zero_features_has_pytorchs_gradients(n_in: int, n_out: int) -> None:
+    """``nn.Linear(0, 3)`` / ``nn.Linear(3, 0)``: backward gave JAX's ZeroDivisionError
+    (a reshape to ``(-1, 0)``); PyTorch's gradients are zero-size, and the bias's the batch
+    size where the output has features."""
+    layer = tg.nn.Linear(n_in, n_out, key=0)
+    x = tg.zeros((2, n_in), requires_grad=True)
+    layer(x).sum().backward()
+    assert layer.weight.grad is not None and layer.weight.grad.shape == (n_out, n_in)
+    assert x.grad is not None and x.grad.shape == (2, n_in)
+    assert layer.bias.grad is not None and layer.bias.grad.numpy().tolist() == [2.0] * n_out

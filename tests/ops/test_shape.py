@@ -141,7 +141,12 @@ def test_join_errors_are_value_errors() -> None:
 def test_pad_widths_in_numpy_forms() -> None:
     x = tg.ones((2, 3), requires_grad=True)
     assert tg.pad(x, 1).shape == (4, 5)
-    assert tg.pad(x, (1, 2)).shape == (5, 6)
+    torch_pair = r"F.pad\(x, \(1, 2\)\) is tg.pad\(x, \(\(0, 0\), \(1, 2\)\)\)"
+    with pytest.raises(ValueError, match=torch_pair):
+        tg.pad(x, (1, 2))  # NumPy pads every axis, PyTorch the last: ambiguous, refused
+    with pytest.raises(ValueError, match=r"tg.pad\(x, \(\(3, 4\), \(1, 2\)\)\)"):
+        tg.pad(x, [1, 2, 3, 4])  # PyTorch's flat list, translated in the message
+    assert tg.pad(tg.ones(3), (1, 2)).shape == (6,)  # one axis: both conventions agree
     assert tg.pad(x, ((0, 0), (2, 0)), value=-1.0).numpy()[0].tolist() == [-1, -1, 1, 1, 1]
     with pytest.raises(ValueError, match="one \\(before, after\\) pair per axis"):
         tg.pad(x, ((1, 1), (1, 1), (1, 1)))
