@@ -74,12 +74,16 @@ def plan_load(
     known = {name for name, _ in listed}
     unexpected = [k for k in state_dict if k not in known]
     if strict and (missing or unexpected):
+        cached = (
+            " A tensor a model caches on itself (self.x = y.detach() in forward) is a buffer "
+            "saved with it: declare it in __init__ with self.register_buffer('x', None, "
+            "persistent=False) to keep it out of checkpoints."
+            if unexpected
+            else ""
+        )
         raise KeyError(
             f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}; nothing "
-            "was loaded. Pass strict=False to load the keys that match. A tensor a model "
-            "caches on itself (self.x = y.detach() in forward) is a buffer saved with it: "
-            "declare it in __init__ with self.register_buffer('x', None, persistent=False) "
-            "to keep it out of checkpoints."
+            f"was loaded. Pass strict=False to load the keys that match.{cached}"
         )
     writes: list[tuple[Tensor, jax.Array]] = []
     wrong: list[str] = []

@@ -36,7 +36,7 @@ class _Pool2d(Module):
     def __init__(self, kernel_size: _Size, stride: _Size | None = None, padding: _Size = 0) -> None:
         super().__init__()
         self.kernel_size = kernel_size
-        self.stride = stride
+        self.stride = kernel_size if stride is None else stride  # PyTorch's default, shown
         self.padding = padding
 
     def extra_repr(self) -> str:

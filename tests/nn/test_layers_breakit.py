@@ -891,3 +891,19 @@ def test_a_linear_layer_of_zero_features_has_pytorchs_gradients(n_in: int, n_out
     assert layer.weight.grad is not None and layer.weight.grad.shape == (n_out, n_in)
     assert x.grad is not None and x.grad.shape == (2, n_in)
     assert layer.bias.grad is not None and layer.bias.grad.numpy().tolist() == [2.0] * n_out
+
+
+def test_pooling_shows_pytorchs_default_stride_and_a_missing_key_gets_no_unrelated_advice() -> None:
+    """``MaxPool2d(2)`` prints ``stride=2`` (PyTorch's), not ``stride=None``; a checkpoint
+    missing a key is told so without the advice about tensors cached in ``forward`` (which
+    only explains unexpected keys)."""
+    assert "stride=2" in repr(nn.MaxPool2d(2)) and "stride=3" in repr(nn.AvgPool2d(3))
+    model = nn.Sequential(nn.Linear(2, 3, key=0), nn.Linear(3, 1, key=1))
+    state = model.state_dict()
+    del state["1.bias"]
+    with pytest.raises(KeyError, match=r"missing keys \['1.bias'\]") as err:
+        model.load_state_dict(state)
+    assert "caches on itself" not in str(err.value)
+    state = {**model.state_dict(), "cached": np.zeros(2)}
+    with pytest.raises(KeyError, match="caches on itself"):
+        model.load_state_dict(state)
