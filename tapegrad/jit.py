@@ -105,6 +105,13 @@ class TraceReport:
         """How many nodes were left hanging (dead code)."""
         return sum(count for _, _, count in self.hanging)
 
+    def __repr__(self) -> str:
+        """The figures and the hanging origins, one per line (the snapshot is not printed:
+        it holds every node's record)."""
+        lines = [f"TraceReport: {self.nodes} nodes recorded, {self.hanging_nodes} left hanging"]
+        lines += [f"  hanging {count} x {op} at {origin}" for origin, op, count in self.hanging]
+        return "\n".join(lines)
+
 
 class _Retrace(Exception):
     """The trace found more state (a constant tensor the step changed): trace again."""

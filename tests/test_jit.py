@@ -832,6 +832,9 @@ def test_trace_report_counts_dead_code() -> None:
     assert leak.hanging_nodes == report.hanging_nodes
     assert {row.op for row in leak.rows if row.kind == "hanging"} >= {"integer_pow", "sum"}
     assert tg.graph_stats().hanging_nodes == 0
+    shown = repr(report)  # a summary, not the snapshot's every record
+    assert shown.startswith(f"TraceReport: {report.nodes} nodes recorded, ")
+    assert "x integer_pow at " in shown and "test_jit.py" in shown and len(shown) < 1000
 
 
 def test_donation_spares_arrays_a_pending_graph_on_another_tape_saves() -> None:
