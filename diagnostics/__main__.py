@@ -19,7 +19,7 @@ from rich.text import Text
 
 import tapegrad as tg
 from diagnostics.history import on_tape
-from diagnostics.render import render_cleanup, terminal_console
+from diagnostics.render import render_cleanup, render_line, terminal_console
 from diagnostics.report import LeakReport, leak_report
 from tapegrad.tape import live_tapes
 
@@ -277,7 +277,8 @@ class _Run:
             self._print(tape, report, n)
 
     def _print(self, tape: tg.Tape, report: LeakReport, n: int) -> None:
-        self.console.print(report)
+        empty = not (report.total_nodes or report.swept_nodes)  # one line: nothing to show
+        self.console.print(render_line(report) if empty else report)
         if self.html is not None:
             where = Path(self.html)
             if n > 1:

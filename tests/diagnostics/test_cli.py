@@ -326,3 +326,6 @@ def test_an_empty_tape_of_the_script_adds_no_report(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("tapegrad leak report") == 1
     assert "spare" not in done.stdout
+    # the script's own tape holds nothing: one line, not a table of zeros
+    assert "tapegrad leak report: 0 hanging nodes, 0 bytes held" in done.stdout
+    assert "kind" not in done.stdout and "╭" not in done.stdout
