@@ -1,11 +1,12 @@
 """Tensor constructors: from data, filled, ranges, random; dtypes by JAX's rules.
 
-Every constructor takes ``device=`` (a ``jax.Device``, an index into ``jax.devices()`` or a
-string such as ``"cpu:3"``) or ``sharding=`` (a ``jax.sharding.Sharding``, e.g. a
-``NamedSharding`` over a ``Mesh``) and places its result there; without either, JAX's default
-device (``*_like`` constructors keep the placement of a tensor the user placed). A device that
-does not exist or a sharding that does not divide the shape raises ``tg.DeviceError`` (a
-``ValueError``); both together, ``TypeError``.
+Every constructor (but ``multinomial``, which draws from a tensor) takes ``device=`` (a
+``jax.Device``, an index into ``jax.devices()`` or a string such as ``"cpu:3"``) or
+``sharding=`` (a ``jax.sharding.Sharding``, e.g. a ``NamedSharding`` over a ``Mesh``) and
+places its result there; without either, JAX's default device (``*_like`` constructors keep
+the placement of a tensor the user placed). A device that does not exist or a sharding that
+does not divide the shape raises ``tg.DeviceError`` (a ``ValueError``); both together,
+``TypeError``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, cast
 
 import jax
@@ -25,7 +27,7 @@ from tapegrad._dtypes import as_dtype
 from tapegrad._placement import committed, place
 from tapegrad._tensor import Tensor, wrap
 from tapegrad.errors import TapegradWarning
-from tapegrad.kernels import host_to_device
+from tapegrad.kernels import host_to_device, kernel
 from tapegrad.origin import user_stacklevel
 from tapegrad.random import key_of
 
@@ -41,6 +43,14 @@ __all__ = [
     "rand",
     "randn_like",
     "rand_like",
+    "linspace",
+    "eye",
+    "full_like",
+    "empty",
+    "empty_like",
+    "randint",
+    "randperm",
+    "multinomial",
 ]
 
 ShapeLike = int | Sequence[int]
@@ -488,3 +498,450 @@ def rand_like(
     """Uniform samples in [0, 1) of ``t``'s shape and dtype (or ``dtype``); ``key`` as for
     ``randn``."""
     return rand(t.shape, key=key, **_like(t, dtype, requires_grad, device, sharding))
+
+
+def empty(
+    shape: ShapeLike,
+    *sizes: int,
+    dtype: Any = jnp.float32,
+    requires_grad: bool = False,
+    device: Any = None,
+    sharding: Any = None,
+) -> Tensor:
+    """PyTorch's ``torch.empty``: a tensor of ``shape``, here filled with zeros (JAX has no
+    uninitialised memory: every array is written when it is made), so it is
+    :func:`zeros` under PyTorch's name; ``shape`` and ``dtype`` as for :func:`zeros`.
+
+    Raises:
+        TypeError: a size is not an int, a tuple shape is followed by more sizes, or
+            ``dtype`` is not a dtype.
+        ValueError: a negative size.
+    """
+    data = filled(_shape(shape, sizes), 0, as_dtype(dtype, "tg.empty"))
+    return _finish(data, requires_grad, device, sharding, "empty")
+
+
+def empty_like(
+    t: Tensor,
+    *,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+    sharding: Any = None,
+) -> Tensor:
+    """PyTorch's ``torch.empty_like``: zeros of ``t``'s shape and dtype (or ``dtype``), as
+    :func:`zeros_like` (JAX has no uninitialised memory; see :func:`empty`)."""
+    return empty(t.shape, **_like(t, dtype, requires_grad, device, sharding))
+
+
+def full_like(
+    t: Tensor,
+    value: Any,
+    *,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+    sharding: Any = None,
+) -> Tensor:
+    """``value`` in every element of a tensor of ``t``'s shape and dtype (or ``dtype``), as
+    ``torch.full_like`` and ``np.full_like``: the value is converted to that dtype (2.7
+    becomes 2 in an int32 tensor). ``t``: a tensor, or a JAX or NumPy array; its placement is
+    kept as for :func:`zeros_like`.
+
+    Raises:
+        TypeError: ``value`` is a tensor that requires grad (see :func:`full`), or ``dtype``
+            is not a dtype.
+    """
+    return full(t.shape, value, **_like(t, dtype, requires_grad, device, sharding))
+
+
+def _on_device(host: np.ndarray) -> jax.Array:
+    """``host`` (a private array nothing else writes, in a dtype JAX keeps) on JAX's default
+    device without a compile (``kernels.host_to_device``); ``jnp.asarray`` where that
+    leaves it to JAX (under a trace it becomes a constant of the computation)."""
+    if host.dtype.kind in "biufc":
+        moved = host_to_device(host)
+        if moved is not None:
+            return moved
+    return jnp.asarray(host)
+
+
+def _scalar_bound(value: Any, name: str, what: str) -> Any:
+    """A bound of a range (``tg.linspace``'s ``start``/``stop``): a number, or a tensor's
+    array when it does not require grad.
+
+    Raises:
+        TypeError: a tensor that requires grad (the copy would drop its gradient).
+    """
+    if isinstance(value, Tensor):
+        if value.requires_grad:
+            raise TypeError(
+                f"{what}: {name} requires grad; {what} copies the value and would drop its "
+                "gradient. Write start + (stop - start) * tg.linspace(0.0, 1.0, num) to keep "
+                f"it, or pass {name}.detach()."
+            )
+        return value.data
+    return value
+
+
+def linspace(
+    start: Any,
+    stop: Any,
+    num: int | None = None,
+    *,
+    endpoint: bool = True,
+    steps: int | None = None,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+    sharding: Any = None,
+) -> Tensor:
+    """``num`` evenly spaced values from ``start`` to ``stop``, as ``np.linspace`` (NumPy's
+    signature; ``torch.linspace(start, end, steps)`` reads the same by position).
+
+    The values are NumPy's: ``np.linspace`` of the bounds in float64 (complex128 for complex
+    bounds), rounded once to ``dtype``, computed on the host and moved to the device without
+    a compile (a traced bound, under ``tg.jit``: ``jnp.linspace``, within a rounding of
+    these). ``torch.linspace`` computes in the dtype itself, so its float32 values may differ
+    from these in the last bit.
+
+    Args:
+        start, stop: the first and the last value (numbers, or 0-d tensors that do not
+            require grad).
+        num: how many values (50 when neither ``num`` nor ``steps`` is given, as in NumPy;
+            PyTorch requires it).
+        endpoint: include ``stop`` (the default); ``False`` leaves it out, spacing ``num``
+            values by ``(stop - start) / num``.
+        steps: PyTorch's name of ``num``, as a keyword.
+        dtype: the result's dtype; by default JAX's float type of the bounds (x64 off:
+            float32; complex bounds: complex64). An integer dtype floors the values, as
+            NumPy and ``jnp.linspace`` do (``torch.linspace`` truncates toward zero: they
+            differ for negative non-integral values).
+        requires_grad: make the result a leaf that requires grad (a float dtype).
+
+    Returns:
+        A tensor of shape ``(num,)``.
+
+    Raises:
+        TypeError: both ``num`` and ``steps`` given; ``num`` not an int; a bound is a tensor
+            that requires grad (the message shows how to keep its gradient); ``dtype`` is not
+            a dtype.
+        ValueError: ``num`` is negative; with an integer ``dtype``, a bound outside its range.
+    """
+    if steps is not None:
+        if num is not None:
+            raise TypeError(
+                f"tg.linspace: num={num} and steps={steps} both given; steps is PyTorch's name "
+                "of num: pass one of them."
+            )
+        num = steps
+    count = 50 if num is None else _args.integer(num, "tg.linspace: num")
+    if count < 0:
+        raise ValueError(f"tg.linspace: num must be >= 0, got {count}.")
+    start = _scalar_bound(start, "start", "tg.linspace")
+    stop = _scalar_bound(stop, "stop", "tg.linspace")
+    if dtype is None:  # as jnp.linspace: the inexact type of the bounds, by JAX's rules
+        dt = np.dtype(jnp.result_type(start, stop, float))
+    else:
+        dt = np.dtype(jax.dtypes.canonicalize_dtype(as_dtype(dtype, "tg.linspace")))
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        for v in (start, stop):
+            if np.ndim(v) == 0 and not isinstance(v, jax.core.Tracer):
+                if not info.min <= np.real(v) <= info.max:
+                    raise ValueError(
+                        f"tg.linspace: {v} is outside the range of {dt} ({info.min} to "
+                        f"{info.max}); pass a wider dtype, or a float one."
+                    )
+    if isinstance(start, jax.core.Tracer) or isinstance(stop, jax.core.Tracer):
+        data = jnp.linspace(start, stop, count, endpoint=endpoint, dtype=dt)
+    else:
+        a, b = np.asarray(start), np.asarray(stop)
+        wide = np.complex128 if np.iscomplexobj(a) or np.iscomplexobj(b) else np.float64
+        host = np.linspace(a.astype(wide), b.astype(wide), count, endpoint=endpoint)
+        if dt.kind in "iu":
+            host = np.floor(host)
+        data = _on_device(host.astype(dt))
+    return _finish(data, requires_grad, device, sharding, "linspace")
+
+
+_HOST_EYE_BYTES = 1 << 20
+"""An identity matrix of at most this many bytes is made on the host (no compile); a larger
+one by ``jnp.eye`` (a compiled kernel per shape: no large transfer)."""
+
+
+def eye(
+    n: int,
+    m: int | None = None,
+    *,
+    k: int = 0,
+    dtype: Any = jnp.float32,
+    requires_grad: bool = False,
+    device: Any = None,
+    sharding: Any = None,
+) -> Tensor:
+    """An ``n`` by ``m`` matrix (``m`` defaults to ``n``) with ones on its diagonal and zeros
+    elsewhere, float32 unless ``dtype`` says otherwise (``torch.eye(n, m)``, ``np.eye``).
+
+    Args:
+        n, m: the numbers of rows and of columns.
+        k: which diagonal holds the ones, as in NumPy: 0 the main one, above it > 0, below
+            it < 0.
+
+    Raises:
+        TypeError: ``n``, ``m`` or ``k`` is not an int, or ``dtype`` is not a dtype.
+        ValueError: ``n`` or ``m`` is negative.
+    """
+    rows = _args.integer(n, "tg.eye: n")
+    cols = rows if m is None else _args.integer(m, "tg.eye: m")
+    diag = _args.integer(k, "tg.eye: k")
+    if rows < 0 or cols < 0:
+        raise ValueError(f"tg.eye: the shape ({rows}, {cols}) has a negative dimension.")
+    dt = np.dtype(jax.dtypes.canonicalize_dtype(as_dtype(dtype, "tg.eye")))
+    if rows * cols * dt.itemsize <= _HOST_EYE_BYTES:
+        data = _on_device(np.eye(rows, cols, diag, dtype=dt))
+    else:
+        data = jnp.eye(rows, cols, diag, dtype=dt)
+    return _finish(data, requires_grad, device, sharding, "eye")
+
+
+def _integer_dtype(dtype: Any, what: str) -> np.dtype[Any]:
+    """``dtype`` as the integer dtype JAX keeps (x64 off: int64 is int32).
+
+    Raises:
+        TypeError: ``dtype`` is not a dtype, or not an integer one.
+    """
+    asked = as_dtype(dtype, what)
+    if asked.kind not in "iu":
+        raise TypeError(
+            f"{what}: dtype {asked} is not an integer dtype; draw integers and convert them: "
+            f"{what}(...).astype(tg.float32)."
+        )
+    return np.dtype(jax.dtypes.canonicalize_dtype(asked))
+
+
+def _range_error(what: str, first: int, last: int, asked: Any, kept: np.dtype[Any]) -> ValueError:
+    """The error for values ``first`` to ``last`` that dtype ``kept`` cannot hold."""
+    info = np.iinfo(kept)
+    fix = (
+        f"with 64-bit types off (JAX's default) {np.dtype(asked)} is {kept}: turn them on "
+        "with jax.config.update('jax_enable_x64', True) at the start of the program"
+        if np.dtype(asked) != kept
+        else "pass a dtype that holds them"
+    )
+    return ValueError(
+        f"{what}: values from {first} to {last} do not fit {kept} ({info.min} to "
+        f"{info.max}); {fix}."
+    )
+
+
+def randint(
+    low: int = 0,
+    high: Any = None,
+    size: ShapeLike | None = None,
+    *,
+    key: Any = None,
+    dtype: Any = jnp.int32,
+    requires_grad: bool = False,
+    device: Any = None,
+    sharding: Any = None,
+) -> Tensor:
+    """Integers drawn uniformly from ``[low, high)`` (``jax.random.randint``), read as
+    ``torch.randint`` reads its arguments: ``tg.randint(10, (3,))`` draws 3 values from
+    ``[0, 10)``, ``tg.randint(2, 10, (3,))`` from ``[2, 10)``; the arguments may be keywords
+    (``tg.randint(10, size=(3,))``, ``tg.randint(high=10, size=(3,))``). Without ``size``,
+    one value of shape ``()``, as NumPy.
+
+    Args:
+        low: the smallest value (0 by default); the exclusive upper bound when ``high`` is
+            not given, or when the size follows it directly (as in PyTorch).
+        high: the exclusive upper bound.
+        size: the shape: an int or a sequence of ints.
+        key: an int seed or a ``jax.random`` key; ``None`` draws from the process random
+            state (``tg.manual_seed``), which advances.
+        dtype: an integer dtype (int32 by default; PyTorch's default, int64, needs x64 on in
+            JAX). Every value of ``[low, high)`` must fit it.
+
+    Raises:
+        TypeError: a bound is not an int (floats are not truncated), a size is not an int,
+            ``dtype`` is not an integer dtype (draw integers and ``.astype`` them), or
+            ``key`` is not a key (``randn``).
+        ValueError: ``low >= high`` (an empty range), or values of ``[low, high)`` that
+            ``dtype`` cannot hold.
+    """
+    if size is None and isinstance(high, (tuple, list)):  # torch.randint(high, size)
+        low, high, size = 0, low, high
+    elif high is None:  # randint(high, size=...)
+        low, high = 0, low
+    lo = _args.integer(low, "tg.randint: low")
+    hi = _args.integer(high, "tg.randint: high")
+    shape = () if size is None else _shape(size)
+    kept = _integer_dtype(dtype, "tg.randint")
+    if lo >= hi:
+        hint = (
+            f" The size goes third, or as a tuple: tg.randint({lo}, ({hi},)) draws {hi} "
+            f"values from [0, {lo})."
+            if size is None
+            else ""
+        )
+        raise ValueError(
+            f"tg.randint: low ({lo}) must be less than high ({hi}): values are drawn from "
+            f"[low, high).{hint}"
+        )
+    info = np.iinfo(kept)
+    if lo < info.min or hi - 1 > info.max:
+        raise _range_error("tg.randint", lo, hi - 1, dtype, kept)
+    k = key_of(key)
+    data: jax.Array
+    if hi - 1 < info.max:
+        data = jax.random.randint(k, shape, np.asarray(lo, kept), np.asarray(hi, kept), kept)
+    elif lo > info.min:  # high is one past the dtype's largest value, which it cannot hold
+        data = jax.random.randint(
+            k, shape, np.asarray(lo - 1, kept), np.asarray(hi - 1, kept), kept
+        )
+        data = data + np.asarray(1, kept)
+    else:  # every value of the dtype: its bits
+        bits = jax.random.bits(k, shape, np.dtype(f"uint{8 * kept.itemsize}"))
+        data = bits if kept.kind == "u" else jax.lax.bitcast_convert_type(bits, kept)
+    return _finish(data, requires_grad, device, sharding, "randint")
+
+
+def randperm(
+    n: int,
+    *,
+    key: Any = None,
+    dtype: Any = jnp.int32,
+    requires_grad: bool = False,
+    device: Any = None,
+    sharding: Any = None,
+) -> Tensor:
+    """A random permutation of ``0, 1, ..., n - 1`` (``jax.random.permutation``), as
+    ``torch.randperm(n)``.
+
+    Args:
+        n: how many values (0 gives an empty tensor).
+        key: an int seed or a ``jax.random`` key; ``None`` draws from the process random
+            state (``tg.manual_seed``), which advances.
+        dtype: an integer dtype (int32 by default) that holds ``n - 1``.
+
+    Returns:
+        A tensor of shape ``(n,)``.
+
+    Raises:
+        TypeError: ``n`` is not an int, or ``dtype`` is not an integer dtype.
+        ValueError: ``n`` is negative, or ``n - 1`` does not fit ``dtype``.
+    """
+    count = _args.integer(n, "tg.randperm: n")
+    if count < 0:
+        raise ValueError(f"tg.randperm: n must be >= 0, got {count}.")
+    kept = _integer_dtype(dtype, "tg.randperm")
+    if count - 1 > np.iinfo(kept).max:
+        raise _range_error("tg.randperm", 0, count - 1, dtype, kept)
+    data = jax.random.permutation(key_of(key), count)
+    if data.dtype != kept:
+        data = data.astype(kept)
+    return _finish(data, requires_grad, device, sharding, "randperm")
+
+
+@partial(kernel, static_argnames=("num_samples", "replacement"))
+def _multinomial(
+    key: jax.Array, weights: jax.Array, *, num_samples: int, replacement: bool
+) -> tuple[jax.Array, jax.Array]:
+    """``num_samples`` category indices per row of ``weights`` (categories on the last
+    axis), and ``[any weight negative, NaN or infinite, fewest positive weights in a row]``
+    for the caller's checks, in one compiled call.
+
+    Drawn in log space, so rows need no normalising (and cannot overflow): with replacement
+    ``jax.random.categorical`` of the log-weights; without, the Gumbel top-k trick (the
+    ``num_samples`` largest of log-weight plus Gumbel noise are, in order, a draw without
+    replacement: each is drawn from the weights the earlier ones left)."""
+    logits = jnp.log(weights)  # 0 -> -inf: never drawn
+    if replacement:
+        draws = jax.random.categorical(
+            key, logits, axis=-1, shape=(num_samples, *weights.shape[:-1])
+        )
+        samples = jnp.moveaxis(draws, 0, -1)
+    else:
+        noisy = logits + jax.random.gumbel(key, weights.shape, weights.dtype)
+        _, samples = jax.lax.top_k(noisy, num_samples)
+    bad = jnp.any(~(weights >= 0) | jnp.isinf(weights))  # NaN fails weights >= 0
+    fewest = jnp.min(jnp.sum(weights > 0, axis=-1), initial=weights.shape[-1])
+    info = jnp.stack([bad.astype(jnp.int32), fewest.astype(jnp.int32)])
+    return samples.astype(jnp.int32), info
+
+
+def multinomial(
+    probs: Any, num_samples: int, replacement: bool = False, *, key: Any = None
+) -> Tensor:
+    """Category indices drawn from the weights in ``probs``, as ``torch.multinomial``.
+
+    Args:
+        probs: a 1-D tensor of non-negative weights (one per category), or a 2-D one (a row
+            of weights per draw); rows need not sum to 1, and a zero weight is never drawn.
+            A tensor (its values: no gradient flows through a draw), a JAX or NumPy array or
+            a list. Integer weights are read as float32, half-precision ones in float32.
+        num_samples: how many indices to draw per row.
+        replacement: draw with replacement (indices may repeat); by default without
+            (distinct indices per row, in the order drawn: the first is a draw from all the
+            weights, the next from those left).
+        key: an int seed or a ``jax.random`` key; ``None`` draws from the process random
+            state (``tg.manual_seed``), which advances.
+
+    Returns:
+        An int32 tensor (PyTorch's is int64) of shape ``(num_samples,)`` for 1-D ``probs``,
+        ``(rows, num_samples)`` for 2-D, that does not require grad, on ``probs``' device.
+
+    Raises:
+        TypeError: ``num_samples`` is not an int; complex ``probs``.
+        ValueError: ``probs`` is not 1-D or 2-D or has no categories; ``num_samples`` < 1;
+            a weight is negative, NaN or infinite; a row has no positive weight; without
+            replacement, ``num_samples`` is larger than a row's number of positive weights
+            (PyTorch raises for each of these). The weight checks read two numbers back from
+            the device (a wait for the draw); under ``tg.jit`` or ``jax.jit``, where nothing
+            can be read, they are not made.
+    """
+    weights = probs.data if isinstance(probs, Tensor) else jnp.asarray(probs)
+    count = _args.integer(num_samples, "tg.multinomial: num_samples")
+    if weights.ndim not in (1, 2) or weights.shape[-1] == 0:
+        raise ValueError(
+            f"tg.multinomial: probs must be 1-D (one weight per category) or 2-D (a row of "
+            f"weights per draw) with at least one category, got shape {tuple(weights.shape)}."
+        )
+    if count < 1:
+        raise ValueError(f"tg.multinomial: num_samples must be at least 1, got {count}.")
+    categories = weights.shape[-1]
+    if not replacement and count > categories:
+        raise ValueError(
+            f"tg.multinomial: cannot draw {count} samples without replacement from "
+            f"{categories} categories; pass replacement=True, or num_samples <= {categories}."
+        )
+    if jnp.issubdtype(weights.dtype, jnp.complexfloating):
+        raise TypeError(
+            f"tg.multinomial: probs is {weights.dtype}; weights must be real (take abs() or "
+            "the real part first)."
+        )
+    if not jnp.issubdtype(weights.dtype, jnp.floating) or weights.dtype.itemsize < 4:
+        weights = weights.astype(jnp.float32)
+    samples, info = _multinomial(
+        key_of(key), weights, num_samples=count, replacement=bool(replacement)
+    )
+    if not isinstance(info, jax.core.Tracer):
+        bad, fewest = (int(v) for v in np.asarray(info))
+        if bad:
+            raise ValueError(
+                "tg.multinomial: probs holds a negative, NaN or infinite weight; weights must "
+                "be finite and >= 0 (as in PyTorch). Check what computed them, e.g. "
+                "tg.isfinite(probs).all()."
+            )
+        if fewest == 0:
+            raise ValueError(
+                "tg.multinomial: a row of probs has no positive weight (all zeros): there is "
+                "nothing to draw from in it."
+            )
+        if not replacement and fewest < count:
+            raise ValueError(
+                f"tg.multinomial: cannot draw {count} samples without replacement from a row "
+                f"with only {fewest} positive weight(s) (a zero weight is never drawn); pass "
+                "replacement=True, or fewer samples."
+            )
+    return wrap(samples)

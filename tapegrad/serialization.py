@@ -5,13 +5,15 @@ from __future__ import annotations
 import io
 import json
 import os
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Sharding
 
 from tapegrad._arrays import deleted
+from tapegrad._placement import resolve
 from tapegrad._tensor import Tensor
 from tapegrad.errors import donated_error
 
@@ -264,7 +266,7 @@ def save(obj: Any, path: _Path | BinaryIO) -> None:
             os.remove(tmp)
 
 
-def load(path: _Path | BinaryIO) -> Any:
+def load(path: _Path | BinaryIO, map_location: Any = None, weights_only: bool | None = None) -> Any:
     """Read what ``tg.save`` wrote, from a path or a binary file object (read from its
     position to its end): tensors come back as ``Tensor``\\ s that do not require grad
     (load them with ``model.load_state_dict`` / ``opt.load_state_dict``).
@@ -275,14 +277,52 @@ def load(path: _Path | BinaryIO) -> Any:
     With x64 off (JAX's default), 64-bit tensors come back in 32 bits, as ``jnp.asarray``
     makes them: float64 rounded to float32, int64 and uint64 only when every value fits.
 
+    Args:
+        path: a path, or a binary file object.
+        map_location: ``torch.load``'s keyword: where to put the tensors, a device as
+            constructors' ``device=`` takes it (``"cpu"``, ``"cuda:0"``, a ``torch.device``,
+            a ``jax.Device``, an index into ``jax.devices()``). ``None``, or the device
+            tensors go to anyway (JAX's default device: ``"cpu"`` on a machine without an
+            accelerator), loads them as without it, unplaced; another device places them
+            there (committed, as ``device=`` does). A file records no devices, so there is
+            nothing to remap: a function or a dict (PyTorch's remappings) or a sharding is a
+            ``TypeError`` saying how to move tensors after loading.
+        weights_only: ``torch.load``'s keyword, accepted and ignored: ``tg.load`` never
+            unpickles. It reads the tensors as raw bytes (safetensors) and everything else as
+            JSON, so a file cannot run code whatever this says (PyTorch's
+            ``weights_only=True`` guards its pickle loader against that).
+
     Raises:
         FileNotFoundError: no file at ``path``.
         ValueError: the file is not a complete safetensors file (truncated, or another
             format), or holds a dtype tg.load cannot read; or, with x64 off, 64-bit integers
             outside the 32-bit range (turn x64 on before loading). Nothing is returned.
+        DeviceError: ``map_location`` names a device this process does not have (e.g.
+            ``"cuda:0"`` without a GPU: leave it out to load onto the CPU); checked before
+            the file is read.
+        TypeError: ``map_location`` is a function, a dict or a sharding.
     """
+    del weights_only  # nothing to guard: no pickle (docstring)
+    dest: jax.Device | None = None
+    if map_location is not None:
+        if callable(map_location) or isinstance(map_location, (dict, Sharding)):
+            raise TypeError(
+                f"tg.load: map_location={type(map_location).__name__} has nothing to remap: a "
+                "tg.save file records no devices. Pass a device (map_location='cpu', "
+                "'cuda:0', a jax.Device), or load and then move the tensors: "
+                "model.load_state_dict(ck) puts each value on its parameter's device or "
+                "sharding, tg.device_put(t, device_or_sharding) moves one tensor."
+            )
+        target = resolve(map_location, "tg.load")  # a DeviceError before reading the file
+        default = jax.config.jax_default_device  # type: ignore[attr-defined]
+        if not isinstance(default, jax.Device):
+            default = jax.local_devices(backend=default)[0]
+        if target != default:
+            dest = cast(jax.Device, target)
     meta, arrays = _read(path)
     tensors = {name: _tensor(name, host, _where(path)) for name, host in arrays.items()}
+    if dest is not None:
+        tensors = {name: Tensor(jax.device_put(t.data, dest)) for name, t in tensors.items()}
     if _META_KEY not in meta:
         return tensors
     structure = json.loads(meta[_META_KEY])
