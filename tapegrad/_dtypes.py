@@ -9,10 +9,15 @@ accepts) asks this module, so they cannot disagree.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+
+from tapegrad.errors import TapegradWarning
+from tapegrad.origin import user_stacklevel
 
 __all__ = [
     "as_dtype",
@@ -76,10 +81,39 @@ def as_dtype(dtype: Any, what: str) -> np.dtype[Any]:
         dtype: the dtype asked for.
         what: who asks, for the message (``"tg.zeros"``).
 
+    Returns:
+        The dtype; a 64-bit float one with JAX's x64 mode off as its 32-bit form (what JAX
+        computes in then), with a warning.
+
     Raises:
         TypeError: ``dtype`` is not one; names it and the spellings that work (a PyTorch
             dtype such as ``torch.float32`` is one of these: its ``tg`` name is the same).
+
+    Warns:
+        TapegradWarning: a 64-bit float dtype with x64 off (JAX would truncate it, silently
+            on some paths); says how to turn x64 on.
     """
+    dt = _parsed(dtype, what)
+    if dt.kind not in "fc":
+        return dt
+    canonical: np.dtype[Any] = np.dtype(jax.dtypes.canonicalize_dtype(dt))
+    if canonical != dt:  # float64 with x64 off: JAX truncates (silently on some paths). Not
+        # int64 (PyTorch's label dtype): values out of int32's range raise where they are
+        # checked (``OverflowError``), the others are the same numbers
+        warnings.warn(
+            TapegradWarning(
+                f"{what}: dtype {dt} needs JAX's 64-bit mode, which is off, so the result is "
+                f"{canonical}. Turn it on at the start of the program, before any array is "
+                "made: jax.config.update('jax_enable_x64', True) (or the environment variable "
+                f"JAX_ENABLE_X64=1); or ask for {canonical}."
+            ),
+            stacklevel=user_stacklevel(),
+        )
+    return canonical
+
+
+def _parsed(dtype: Any, what: str) -> np.dtype[Any]:
+    """``dtype`` as a NumPy dtype, as given (``as_dtype``'s parsing and its ``TypeError``)."""
     try:
         dt: np.dtype[Any] = np.dtype(dtype)
     except TypeError:
@@ -103,7 +137,7 @@ def check_float(dtype: Any, what: str) -> np.dtype[Any]:
     Raises:
         TypeError: ``dtype`` is not a dtype (:func:`as_dtype`), or not a real floating one.
     """
-    dt = as_dtype(dtype, what)
+    dt = _parsed(dtype, what)  # 64-bit with x64 off: the caller refuses it (no warning)
     if not _FLOAT[dt]:
         raise TypeError(
             f"{what}: dtype must be a floating dtype (float32, bfloat16, float16, ...), got {dt}."

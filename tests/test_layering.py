@@ -27,7 +27,7 @@ RANK = {
     "tapegrad.launch": 1,  # starts processes; imports only jax
     "tapegrad.compilation_cache": 0,
     "tapegrad.kernels": 0.5,  # jax.jit with a store in the compilation cache's folder
-    "tapegrad._dtypes": 0,
+    "tapegrad._dtypes": 0.25,  # warns (errors, origin) about a float64 with x64 off
     "tapegrad._args": 0.5,  # raises through errors.raise_instead
     "tapegrad.anomaly": 1,
     "tapegrad.origin": 0,

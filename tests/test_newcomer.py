@@ -25,7 +25,6 @@ import tapegrad as tg
         ("as_tensor", "tg.tensor("),
         ("FloatTensor", "tg.tensor("),
         ("LongTensor", "tg.tensor("),
-        ("empty", "tg.zeros("),
         ("clamp", "tg.clip("),
         ("cuda", "device"),
         ("inference_mode", "tg.no_grad()"),

@@ -10,6 +10,7 @@ import pickle
 import re
 import subprocess
 import sys
+import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -1474,3 +1475,25 @@ def test_logical_operators_combine_masks_as_torch_does() -> None:
         err = error_of(TypeError, bad)
         assert "compare first" in str(err)
     assert tg.graph_stats() == before
+
+
+def test_a_float64_asked_for_with_x64_off_warns_on_every_path() -> None:
+    """``dtype=tg.float64`` with JAX's x64 off gives float32: ``tg.tensor`` of a list warned
+    through JAX, of a NumPy array and ``tg.zeros`` said nothing. Each now warns with how to
+    turn x64 on; int64 (PyTorch's label dtype) stays quiet (its values are checked)."""
+    if jax.config.jax_enable_x64:
+        pytest.skip("x64 is on: float64 is float64")
+    for make in (
+        lambda: tg.tensor([1.0, 2.0], dtype=tg.float64),
+        lambda: tg.tensor(np.ones(3), dtype=np.float64),
+        lambda: tg.zeros(3, dtype=tg.float64),
+        lambda: tg.ones(3).astype(tg.float64),
+        lambda: tg.randn(2, dtype=tg.float64),
+    ):
+        with pytest.warns(tg.TapegradWarning, match=r"float64 needs JAX's 64-bit mode.*x64"):
+            assert make().dtype == np.float32
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # JAX's own, for a list's conversion
+        warnings.simplefilter("error", tg.TapegradWarning)
+        assert tg.tensor([1, 2], dtype=tg.int64).dtype == np.int32
+        assert tg.tensor(np.arange(2), dtype=np.int64).dtype == np.int32
