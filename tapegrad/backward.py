@@ -234,7 +234,7 @@ def _run(
         if wanted and not retain_graph:
             done, pruned = _split_pruned(steps, done, wanted)
             undone.extend(pruned)  # released, not consumed: no VJP of theirs ran
-        tape.consume(done, undone, leaves if ok else (), retain_graph, create_graph)
+        tape.consume(done, undone, leaves if ok else (), retain_graph, create_graph, steps)
         if pruned:
             tape.reach(pruned)
         if made and not ok:

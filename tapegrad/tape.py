@@ -31,6 +31,8 @@ import sys
 import threading
 import time
 import weakref
+from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from types import CodeType
@@ -177,6 +179,7 @@ class Tape:
         self._hanging_leaves = 0
         self._held: dict[int, int] = {}  # id(saved array) -> holders among nodes on the tape
         self._ledger: Ledger = {}
+        self._below: dict[int, array[int]] = {}  # consumed node id -> the ids its pass walked
         self._policy: Policy = "threshold"
         self._threshold = DEFAULT_THRESHOLD
         self._survivors = 0
@@ -246,6 +249,8 @@ class Tape:
         enters the ledger. One node per call: a backward's bookkeeping, node by node."""
         del self._nodes[node.id]
         node.on_tape = False
+        if node.consumed and self._below:
+            self._below.pop(node.id, None)
         node.parents = ()
         saved, node.saved = node.saved, None
         node.params = None
@@ -455,9 +460,11 @@ class Tape:
         no walk below it, and its step has no parents and no residuals (the pass still reads
         its cotangent when it is wanted). A consumed node has lost its parent links, so the
         walk cannot see what lies below it: it is needed when a wanted node is older (a
-        smaller id; parents are older than their children), and spared otherwise — always
-        when it is the oldest wanted node itself. Without ``wanted`` (a plain backward,
-        which needs every ancestor) any consumed node raises.
+        smaller id; parents are older than their children) and was walked by the pass that
+        consumed it (``consume``'s ``walked``: a wanted node that pass never met is not
+        below it), and spared otherwise — always when it is the oldest wanted node itself.
+        Without ``wanted`` (a plain backward, which needs every ancestor) any consumed node
+        raises.
 
         Raises:
             GraphConsumedError: the walk met a consumed (or claimed) node the pass needs;
@@ -475,7 +482,7 @@ class Tape:
             node = stack.pop()
             running = bool(node.claimed) and _running_elsewhere(node.claimed, me)
             if node.consumed or running:
-                if not wanted or min(wanted) < node.id:
+                if not wanted or (min(wanted) < node.id and self._maybe_below(node, wanted)):
                     raise GraphConsumedError(_consumed_message(node, running))
                 spared.append(node)  # no wanted node below it: its VJP never runs
                 continue
@@ -496,6 +503,20 @@ class Tape:
             steps.sort(key=lambda step: step[0].id, reverse=True)
         return steps
 
+    def _maybe_below(self, node: Node, wanted: frozenset[int]) -> bool:
+        """Whether a wanted node may lie below consumed ``node``: unknown (``True``) unless
+        the pass that consumed it recorded what it walked; then whether it walked one."""
+        walked = self._below.get(node.id)
+        if walked is None:
+            return True
+        for w in wanted:
+            if w >= node.id:  # the node itself (its cotangent is read) or younger: not below
+                continue
+            i = bisect_left(walked, w)
+            if i < len(walked) and walked[i] == w:
+                return True
+        return False
+
     @_entry
     def consume(
         self,
@@ -504,10 +525,18 @@ class Tape:
         leaves: Sequence[Node],
         retain_graph: bool,
         create_graph: bool = False,
+        walked: Sequence[Step] = (),
     ) -> None:
         """Mark what a backward visited (rules 3-4): the op nodes whose VJP ran are consumed
         unless ``retain_graph`` (``undone`` ones, left by a VJP that raised, are released
         again), leaves reached; free at once whatever that leaves without use.
+
+        ``walked``: the pass's steps (``ancestors``). For the consumed nodes that stay on the
+        tape (a live tensor reaches them), the ids of the nodes the pass walked are kept, so
+        that a later pass toward an input it never walked spares them (``ancestors``): every
+        node below a consumed node was walked by the pass that consumed it. Not kept when the
+        pass spared consumed nodes itself (it did not walk below them) or a pass without
+        steps is given.
 
         A graph retained by ``create_graph`` (which implies ``retain_graph``) is the recorded
         gradient's history, not a graph kept for another pass: its op nodes are marked
@@ -544,6 +573,18 @@ class Tape:
                 self._free_hanging(node)
         if self._dead:
             self._drain()
+        if walked:
+            self._note_walked(done, walked)
+
+    def _note_walked(self, done: Sequence[Node], walked: Sequence[Step]) -> None:
+        """``consume``'s record of what a pass walked, for its nodes left on the tape."""
+        kept = [node.id for node in done if node.on_tape]
+        if not kept or any(step[1] is not None and not step[2] for step in walked):
+            return  # nothing to mark; or a spared step (an op without parents): not walked
+        ids = array("q", [step[0].id for step in reversed(walked)])  # steps: descending ids
+        below = self._below
+        for nid in kept:
+            below[nid] = ids
 
     def _free_hanging(self, node: Node) -> None:
         del self._hanging[node.id]

@@ -444,6 +444,34 @@ def test_a_consumed_branch_older_than_every_input_is_not_needed(base: tg.GraphSt
     _nothing_left(base)
 
 
+def test_a_consumed_branch_that_never_reached_an_older_input_is_not_needed(
+    base: tg.GraphStats,
+) -> None:
+    """An input older than a consumed node need not lie below it: the pass that consumed it
+    walked what is below, and an input it never walked is not. ``tg.grad`` and
+    ``backward(inputs=)`` toward such an input give PyTorch's gradient (they raised
+    ``GraphConsumedError``); toward an input that pass walked they still raise."""
+    a = tg.tensor(X).require_grad()  # the input, made first: older than everything below
+    b = tg.tensor(X * 2.0).require_grad()
+    h = b * b
+    h.sum().backward()  # consumes h's node; a is not below it
+    out = (h + a * 3.0).sum()
+    (ga,) = tg.grad(out, a, retain_graph=True)
+    assert_close(ga.numpy(), np.full_like(X, 3.0))
+    gh, ga2 = tg.grad(out, [h, a], retain_graph=True)
+    assert_close(gh.numpy(), np.ones_like(X))
+    assert_close(ga2.numpy(), np.full_like(X, 3.0))
+    out.backward(inputs=[a])
+    assert_close(grad_of(a), np.full_like(X, 3.0))
+    out2 = (h * 2.0).sum()
+    with pytest.raises(tg.GraphConsumedError):  # b is below h: its VJP is gone
+        tg.grad(out2, b)
+    with pytest.raises(tg.GraphConsumedError):
+        tg.grad(out2, [a, b])
+    del a, b, h, out, out2, ga, gh, ga2
+    _nothing_left(base)
+
+
 def test_a_leaf_unfrozen_after_its_graph_was_consumed_is_not_spared(base: tg.GraphStats) -> None:
     """Freezing and unfreezing a leaf after a backward consumed its graph gives it a new,
     younger node; the consumed ``sin`` above its tensor is still needed: the pass raises, as

@@ -115,6 +115,7 @@ class MNode:
     reached: bool = False
     on_tape: bool = True
     support: frozenset[int] = field(default_factory=frozenset)
+    walked: frozenset[int] | None = None  # consumed: what the consuming pass walked, if known
 
 
 class TapeMachine(RuleBasedStateMachine):
@@ -132,6 +133,7 @@ class TapeMachine(RuleBasedStateMachine):
         self.threshold = 0
         self.limit = 0
         self.swept = False  # a sweep ran in the last step
+        self.spared = False  # the last walk spared a consumed node
 
     def teardown(self) -> None:
         self.entries.clear()
@@ -350,15 +352,22 @@ class TapeMachine(RuleBasedStateMachine):
     def _walk(self, root: int, wanted: frozenset[int] = frozenset()) -> tuple[set[int], bool]:
         """The model's walk (rule 1): the ancestors of ``root``, and whether it met a
         consumed node the pass needs. With ``wanted`` (``tg.grad``'s inputs; this machine
-        never unfreezes a leaf) a consumed node no input is older than is spared: neither
-        walked below nor counted."""
+        never unfreezes a leaf) a consumed node is spared (neither walked below nor counted)
+        when no input is older than it, or when the pass that consumed it walked none of the
+        older ones (``MNode.walked``: nothing it did not walk is below it). A walk that
+        spared a node leaves ``spared`` set: what it walked is then not known in full."""
         seen, stack = {root}, [root]
+        self.spared = False
         while stack:
             nid = stack.pop()
             node = self.model[nid]
             if node.consumed:
-                if wanted and min(wanted) >= nid:
+                older = [w for w in wanted if w < nid]
+                if wanted and (
+                    not older or (node.walked is not None and not node.walked.intersection(older))
+                ):
                     seen.discard(nid)
+                    self.spared = True
                     continue
                 return seen, True
             for p in node.parents:
@@ -396,6 +405,7 @@ class TapeMachine(RuleBasedStateMachine):
                 if nid in wanted or any(p in toward for p in self.model[nid].parents):
                     toward.add(nid)
             ran = {n for n in seen if any(p in toward for p in self.model[n].parents)}
+        walked = None if self.spared else frozenset(seen)
         for nid in seen:
             node = self.model[nid]
             if node.kind == "leaf" or create_graph or nid not in ran:
@@ -403,6 +413,7 @@ class TapeMachine(RuleBasedStateMachine):
             if node.kind != "leaf" and not retain and nid in ran:
                 node.consumed = True
                 node.parents = ()
+                node.walked = walked
 
     def _leaf_env(self) -> dict[int, jax.Array]:
         return dict(self.leaf_values)
