@@ -183,13 +183,13 @@ def _run(
     wanted: frozenset[int] = frozenset(),
     create_graph: bool = False,
     before: Callable[[Sequence[Any]], None] | None = None,
-    spare: bool = False,
+    floor: int = -1,
 ) -> dict[int, tuple[Node, Any]]:
     """Run VJPs from ``roots`` on their ``tape``; return the cotangents of leaves, retained and
     wanted nodes. ``before`` sees the steps before any VJP runs; what it raises propagates
-    with nothing consumed. ``spare``: the walk may spare consumed nodes no wanted node is
-    older than (``Tape.ancestors``); not when a wanted leaf was frozen and unfrozen
-    (``_spares``).
+    with nothing consumed. With ``wanted``, the walk spares consumed nodes no wanted node
+    lies below (``Tape.ancestors``), but none older than ``floor`` (``_floor``: a wanted
+    leaf frozen and unfrozen).
 
     Cotangents are arrays, or with ``create_graph`` tensors: each VJP application is then
     recorded on the tape (``higher.vjp_on_tensors``) and cotangents add up as recorded ops.
@@ -200,8 +200,7 @@ def _run(
     freed with their tensors (held by the traceback until then) instead of hanging.
     """
     check = anomaly.checker(seeds)  # None unless tg.detect_anomaly() is on
-    judged = wanted if spare else frozenset()  # which consumed nodes the walk may spare
-    steps = tape.ancestors(roots, not retain_graph, judged)  # raises before any VJP runs
+    steps = tape.ancestors(roots, not retain_graph, wanted, floor)  # raises before any VJP
     done: list[Node] = []
     leaves: list[Node] = []
     made: list[Node] = []
@@ -234,7 +233,7 @@ def _run(
         if wanted and not retain_graph:
             done, pruned = _split_pruned(steps, done, wanted)
             undone.extend(pruned)  # released, not consumed: no VJP of theirs ran
-        tape.consume(done, undone, leaves if ok else (), retain_graph, create_graph, steps)
+        tape.consume(done, undone, leaves if ok else (), retain_graph, create_graph, steps, roots)
         if pruned:
             tape.reach(pruned)
         if made and not ok:
@@ -404,7 +403,7 @@ def backward(
     tape = tape_of(t)
     assert tape is not None  # a tensor with a node has its tape
     wanted: frozenset[int] = frozenset()
-    spare = False
+    floor = -1
     if inputs is not None:
         ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
         if not ins:
@@ -414,7 +413,7 @@ def backward(
             )
         nodes = _input_nodes(ins, "backward(inputs=...): entry")
         wanted = frozenset(n.id for n in nodes)
-        spare = _spares(ins, nodes)
+        floor = _floor(ins, nodes)
         _tape_of([t, *ins])
     _check_seed_tape(grad, tape, create_graph, "backward(grad=...)")
     seed = _seed(t, grad, create_graph)
@@ -423,10 +422,10 @@ def backward(
         # the pass and the gradients' sums record on the root's tape, in grad mode even
         # under no_grad (PyTorch runs a backward with grad mode = create_graph)
         with use_tape(tape), enable_grad():
-            results = _run(tape, [node], [seed], retain, wanted, create_graph=True, spare=spare)
+            results = _run(tape, [node], [seed], retain, wanted, create_graph=True, floor=floor)
             _write_grads(_only(results, wanted), True)
     else:  # a pass on arrays records nothing: no tape to switch to
-        results = _run(tape, [node], [seed], retain, wanted, spare=spare)
+        results = _run(tape, [node], [seed], retain, wanted, floor=floor)
         _write_grads(_only(results, wanted), False)
 
 
@@ -464,12 +463,16 @@ def _input_nodes(ins: Sequence[Any], what: str) -> list[Node]:
     return nodes
 
 
-def _spares(tensors: Sequence[Tensor], nodes: Sequence[Node]) -> bool:
-    """Whether a pass toward ``tensors`` (their ``nodes``) may spare consumed nodes by age:
-    not when one is a leaf that had another node before (frozen and unfrozen after a
-    backward consumed a graph above it: its new node is younger than that graph, and sparing
-    would give a zero gradient instead of PyTorch's error)."""
-    return not any(n.op is None and renewed(t) for t, n in zip(tensors, nodes, strict=True))
+def _floor(tensors: Sequence[Tensor], nodes: Sequence[Node]) -> int:
+    """The node id below which a pass toward ``tensors`` (their ``nodes``) spares no
+    consumed node: the newest node of a leaf that had another node before (frozen and
+    unfrozen after a backward consumed a graph above it: its new node is younger than that
+    graph, and sparing would give a zero gradient instead of PyTorch's error); -1 if none.
+    A graph younger than that node was built on it, so the usual rules hold there."""
+    return max(
+        (n.id for t, n in zip(tensors, nodes, strict=True) if n.op is None and renewed(t)),
+        default=-1,
+    )
 
 
 def _check_flags(retain_graph: Any, create_graph: Any, where: str) -> None:
@@ -652,7 +655,7 @@ def grad(
     with use_tape(tape), set_grad_enabled(create_graph or is_grad_enabled()):
         check = None if allow_unused is None and not materialize_grads else find_unused
         results = _run(
-            tape, roots, seeds, retain, wanted, create_graph, check, spare=_spares(ins, in_nodes)
+            tape, roots, seeds, retain, wanted, create_graph, check, floor=_floor(ins, in_nodes)
         )
         for x, node in zip(ins, in_nodes, strict=True):
             if node.id in unused and allow_unused and not materialize_grads:

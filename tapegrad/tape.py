@@ -443,7 +443,11 @@ class Tape:
 
     @_entry
     def ancestors(
-        self, roots: Sequence[Node], claim: bool, wanted: frozenset[int] = frozenset()
+        self,
+        roots: Sequence[Node],
+        claim: bool,
+        wanted: frozenset[int] = frozenset(),
+        floor: int = -1,
     ) -> list[Step]:
         """Return the steps of a backward from ``roots``, in descending node id (rule 1).
 
@@ -464,7 +468,8 @@ class Tape:
         consumed it (``consume``'s ``walked``: a wanted node that pass never met is not
         below it), and spared otherwise — always when it is the oldest wanted node itself.
         Without ``wanted`` (a plain backward, which needs every ancestor) any consumed node
-        raises.
+        raises; so does one older than ``floor`` (the node of a wanted leaf frozen and
+        unfrozen: a graph older than it may lie above its tensor's earlier node).
 
         Raises:
             GraphConsumedError: the walk met a consumed (or claimed) node the pass needs;
@@ -482,7 +487,11 @@ class Tape:
             node = stack.pop()
             running = bool(node.claimed) and _running_elsewhere(node.claimed, me)
             if node.consumed or running:
-                if not wanted or (min(wanted) < node.id and self._maybe_below(node, wanted)):
+                if (
+                    not wanted
+                    or node.id < floor
+                    or (min(wanted) < node.id and self._maybe_below(node, wanted))
+                ):
                     raise GraphConsumedError(_consumed_message(node, running))
                 spared.append(node)  # no wanted node below it: its VJP never runs
                 continue
@@ -526,17 +535,16 @@ class Tape:
         retain_graph: bool,
         create_graph: bool = False,
         walked: Sequence[Step] = (),
+        roots: Sequence[Node] = (),
     ) -> None:
         """Mark what a backward visited (rules 3-4): the op nodes whose VJP ran are consumed
         unless ``retain_graph`` (``undone`` ones, left by a VJP that raised, are released
         again), leaves reached; free at once whatever that leaves without use.
 
-        ``walked``: the pass's steps (``ancestors``). For the consumed nodes that stay on the
-        tape (a live tensor reaches them), the ids of the nodes the pass walked are kept, so
-        that a later pass toward an input it never walked spares them (``ancestors``): every
-        node below a consumed node was walked by the pass that consumed it. Not kept when the
-        pass spared consumed nodes itself (it did not walk below them) or a pass without
-        steps is given.
+        ``walked``: the pass's steps (``ancestors``), from ``roots``. For the consumed nodes
+        that stay on the tape (a live tensor reaches them), the ids of the nodes below each
+        are kept (``_note_walked``), so that a later pass toward an input not below it spares
+        it (``ancestors``).
 
         A graph retained by ``create_graph`` (which implies ``retain_graph``) is the recorded
         gradient's history, not a graph kept for another pass: its op nodes are marked
@@ -574,17 +582,53 @@ class Tape:
         if self._dead:
             self._drain()
         if walked:
-            self._note_walked(done, walked)
+            self._note_walked(done, walked, roots)
 
-    def _note_walked(self, done: Sequence[Node], walked: Sequence[Step]) -> None:
-        """``consume``'s record of what a pass walked, for its nodes left on the tape."""
-        kept = [node.id for node in done if node.on_tape]
-        if not kept or any(step[1] is not None and not step[2] for step in walked):
-            return  # nothing to mark; or a spared step (an op without parents): not walked
-        ids = array("q", [step[0].id for step in reversed(walked)])  # steps: descending ids
+    def _note_walked(
+        self, done: Sequence[Node], walked: Sequence[Step], roots: Sequence[Node]
+    ) -> None:
+        """``consume``'s record, for each consumed node left on the tape, of the ids below it
+        (itself included): a pass's only root has every step below it; another node, what
+        its steps' parent links reach (up to ``_WALK_BUDGET`` steps per step of the pass in
+        all; past it, every step: more than what is below, so still sound). A spared step
+        (an op without parents) adds what its own record holds; without one, the nodes
+        above it get no record (unknown: ``_maybe_below`` is then ``True``)."""
+        kept = [node for node in done if node.on_tape]
+        if not kept:
+            return
         below = self._below
-        for nid in kept:
-            below[nid] = ids
+        spared = [step[0].id for step in walked if step[1] is not None and not step[2]]
+        if any(nid not in below for nid in spared):
+            unknown = set(spared) - below.keys()
+        else:
+            unknown = set()
+        whole: array[int] | None = None
+        links: dict[int, tuple[Node | None, ...]] | None = None
+        budget = _WALK_BUDGET * len(walked) + _WALK_FREE
+        for node in kept:
+            if len(roots) == 1 and node is roots[0] or budget <= 0:
+                if unknown:
+                    continue
+                if whole is None:
+                    whole = _merged(
+                        [step[0].id for step in reversed(walked)],  # steps: descending ids
+                        [below[nid] for nid in spared],
+                    )
+                below[node.id] = whole
+                continue
+            if links is None:
+                links = {step[0].id: step[2] for step in walked}
+            seen = {node.id}
+            stack = [node.id]
+            while stack:
+                budget -= 1
+                for p in links.get(stack.pop(), ()):
+                    if p is not None and p.id not in seen:
+                        seen.add(p.id)
+                        stack.append(p.id)
+            if seen & unknown:
+                continue
+            below[node.id] = _merged(sorted(seen), [below[n] for n in spared if n in seen])
 
     def _free_hanging(self, node: Node) -> None:
         del self._hanging[node.id]
@@ -828,6 +872,20 @@ def _interrupts_deferred() -> Iterator[None]:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if arrived:
         raise KeyboardInterrupt
+
+
+_WALK_BUDGET = 8
+_WALK_FREE = 4096
+"""``_note_walked``'s walks below consumed nodes other than the root: at most
+``_WALK_BUDGET`` steps per step of the pass, plus ``_WALK_FREE``, in all; then every step
+counts as below (sound, less precise)."""
+
+
+def _merged(ids: list[int], more: list[array[int]]) -> array[int]:
+    """``ids`` (ascending) and the ascending arrays ``more``, as one ascending array."""
+    if not more:
+        return array("q", ids)
+    return array("q", sorted(set(ids).union(*more)))
 
 
 def _consumed_message(node: Node, running: bool) -> str:

@@ -472,6 +472,37 @@ def test_a_consumed_branch_that_never_reached_an_older_input_is_not_needed(
     _nothing_left(base)
 
 
+def test_what_lies_below_a_consumed_node_is_its_own_not_its_passs(base: tg.GraphStats) -> None:
+    """Sparing asks what is below the consumed node, not what its pass walked: an input the
+    pass reached by another branch (``a`` through ``m``) is not below ``h``; a pass that
+    itself spared a node records below its nodes what that node recorded; a leaf frozen and
+    unfrozen before a graph was built spares that graph as any leaf does. PyTorch's values."""
+    a = tg.tensor(X).require_grad()
+    b = tg.tensor(X * 2.0).require_grad()
+    h = b * b
+    m = h * a
+    tg.grad(m.sum(), [b])  # consumes h (and m); this pass walked a through m only
+    (ga,) = tg.grad((h + a).sum(), a)
+    assert_close(ga.numpy(), np.ones_like(X))
+    c = tg.tensor(X).require_grad()
+    k = h * c
+    tg.grad(k.sum(), [c])  # spares h, consumes k
+    (ga,) = tg.grad((k + a).sum(), a)
+    assert_close(ga.numpy(), np.ones_like(X))
+    with pytest.raises(tg.GraphConsumedError):
+        tg.grad((k * 2.0).sum(), b)  # b is below h, which is below k: needed
+    d = tg.tensor(X).require_grad()
+    d.requires_grad_(False)
+    d.requires_grad_(True)  # renewed before the graph below was built
+    e = tg.tensor(X).require_grad()
+    r = (e * 2.0).exp()
+    r.sum().backward()
+    (gd,) = tg.grad((r + d).sum(), d)
+    assert_close(gd.numpy(), np.ones_like(X))
+    del a, b, h, m, c, k, d, e, r, ga, gd
+    _nothing_left(base)
+
+
 def test_a_leaf_unfrozen_after_its_graph_was_consumed_is_not_spared(base: tg.GraphStats) -> None:
     """Freezing and unfreezing a leaf after a backward consumed its graph gives it a new,
     younger node; the consumed ``sin`` above its tensor is still needed: the pass raises, as

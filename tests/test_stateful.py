@@ -115,7 +115,7 @@ class MNode:
     reached: bool = False
     on_tape: bool = True
     support: frozenset[int] = field(default_factory=frozenset)
-    walked: frozenset[int] | None = None  # consumed: what the consuming pass walked, if known
+    walked: frozenset[int] | None = None  # consumed: the ids below it then, if known
 
 
 class TapeMachine(RuleBasedStateMachine):
@@ -133,7 +133,6 @@ class TapeMachine(RuleBasedStateMachine):
         self.threshold = 0
         self.limit = 0
         self.swept = False  # a sweep ran in the last step
-        self.spared = False  # the last walk spared a consumed node
 
     def teardown(self) -> None:
         self.entries.clear()
@@ -354,10 +353,8 @@ class TapeMachine(RuleBasedStateMachine):
         consumed node the pass needs. With ``wanted`` (``tg.grad``'s inputs; this machine
         never unfreezes a leaf) a consumed node is spared (neither walked below nor counted)
         when no input is older than it, or when the pass that consumed it walked none of the
-        older ones (``MNode.walked``: nothing it did not walk is below it). A walk that
-        spared a node leaves ``spared`` set: what it walked is then not known in full."""
+        older ones (``MNode.walked``: the ids below it when consumed)."""
         seen, stack = {root}, [root]
-        self.spared = False
         while stack:
             nid = stack.pop()
             node = self.model[nid]
@@ -367,7 +364,6 @@ class TapeMachine(RuleBasedStateMachine):
                     not older or (node.walked is not None and not node.walked.intersection(older))
                 ):
                     seen.discard(nid)
-                    self.spared = True
                     continue
                 return seen, True
             for p in node.parents:
@@ -405,7 +401,7 @@ class TapeMachine(RuleBasedStateMachine):
                 if nid in wanted or any(p in toward for p in self.model[nid].parents):
                     toward.add(nid)
             ran = {n for n in seen if any(p in toward for p in self.model[n].parents)}
-        walked = None if self.spared else frozenset(seen)
+        below = {nid: self._below(nid) for nid in seen}  # before consumption cuts parents
         for nid in seen:
             node = self.model[nid]
             if node.kind == "leaf" or create_graph or nid not in ran:
@@ -413,7 +409,26 @@ class TapeMachine(RuleBasedStateMachine):
             if node.kind != "leaf" and not retain and nid in ran:
                 node.consumed = True
                 node.parents = ()
-                node.walked = walked
+                node.walked = below[nid]
+
+    def _below(self, nid: int) -> frozenset[int] | None:
+        """The ids below ``nid`` (itself included) through unconsumed parents, with what the
+        consumed nodes the last walk spared recorded below them; ``None`` if one recorded
+        nothing."""
+        seen, stack = {nid}, [nid]
+        more: set[int] = set()
+        while stack:
+            node = self.model[stack.pop()]
+            if node.consumed:  # spared by the walk (it would have raised otherwise)
+                if node.walked is None:
+                    return None
+                more |= node.walked
+                continue
+            for p in node.parents:
+                if p not in seen:
+                    seen.add(p)
+                    stack.append(p)
+        return frozenset(seen | more)
 
     def _leaf_env(self) -> dict[int, jax.Array]:
         return dict(self.leaf_values)
