@@ -43,6 +43,7 @@ __all__ = [
     "discover",
     "scalar",
     "rate",
+    "rate_count",
     "rate_numbers",
     "traced_rate",
     "user_module",
@@ -401,6 +402,14 @@ def rate(value: Any, key: str = "lr") -> bool:
 
 
 def _real(value: Any) -> bool:
+    """A real number: Python's, NumPy's, or a one-element tensor or concrete array of a
+    real dtype (PyTorch takes a tensor learning rate)."""
+    if isinstance(value, (Tensor, jax.Array)):
+        if isinstance(value, Tensor):
+            value = value.data
+        return (
+            not isinstance(value, jax.core.Tracer) and value.size == 1 and value.dtype.kind in "iuf"
+        )
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
         value, (bool, np.bool_)
     )
@@ -411,8 +420,23 @@ def rate_numbers(value: Any) -> list[float]:
     Floats, so that an int (even beyond int32) or a NumPy number is the value eager uses,
     of one abstract value (no compile per type)."""
     if isinstance(value, (tuple, list)):
-        return [float(v) for v in value]
-    return [float(value)]
+        return [_float(v) for v in value]
+    return [_float(value)]
+
+
+def _float(value: Any) -> float:
+    """A number (``_real``) as a Python float (a tensor's or array's one element read)."""
+    if isinstance(value, Tensor):
+        value = value.data
+    if isinstance(value, jax.Array):
+        return float(value.item())
+    return float(value)
+
+
+def rate_count(value: Any) -> int:
+    """How many numbers an input hyperparameter holds (``rate_numbers``, without reading
+    them: inside a trace)."""
+    return len(value) if isinstance(value, (tuple, list)) else 1
 
 
 def traced_rate(value: Any, numbers: Iterator[Any]) -> Any:

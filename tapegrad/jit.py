@@ -610,8 +610,7 @@ class JitFunction(Generic[P, R]):
         self._traced = True
         nd, ns = plan.n_donated, plan.n_donated_slots
         nk = len(plan.order) - nd
-        numbers = [_discover.rate_numbers(d[k]) for d, k in plan.found.rates]
-        nr = len(kept) - sum(map(len, numbers))
+        nr = len(kept) - sum(_discover.rate_count(d[k]) for d, k in plan.found.rates)
         values = donated[:nd] + kept[:nk]
         slot_values = donated[nd:] + kept[nk:nr]
         saved = [(t, state_of(t)) for t in plan.order]

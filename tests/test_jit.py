@@ -446,6 +446,30 @@ def test_every_number_of_a_builtin_optimizer_is_an_input(
     assert all(type(o.param_groups[0].get("betas", ())) is tuple for o in opts)
 
 
+def test_tensor_hyperparameters_are_inputs_too() -> None:
+    """PyTorch takes a tensor learning rate (and eager tapegrad reads one): a one-element
+    tensor set between calls is an input of the step like a number (it compiled the step at
+    every call, silently), and the group keeps the tensor."""
+    models = [nn.Linear(5, 3, key=12), nn.Linear(5, 3, key=12)]
+    opts = [optim.Adam(m.parameters(), lr=0.1) for m in models]
+    step = tg.jit(train_step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tg.RetraceWarning)
+        for i in range(RETRACE_WARNING + 2):
+            for o in opts:
+                g = o.param_groups[0]
+                g["lr"] = tg.tensor(0.1 / (i + 1))
+                g["weight_decay"] = tg.tensor([0.01 * i])
+                g["betas"] = (jnp.float32(0.9 - 0.01 * i), 0.999)
+            got = step(models[0], opts[0], X, Y)
+            want = train_step(models[1], opts[1], X, Y)
+            np.testing.assert_allclose(float(got), float(want), rtol=1e-5)
+    assert step.trace_count == 1
+    assert isinstance(opts[0].param_groups[0]["lr"], tg.Tensor)
+    for a, b in zip(*(m.parameters() for m in models), strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-7)
+
+
 @pytest.mark.parametrize("opt", ["adam", "sgd"])
 def test_one_cycle_with_cycled_momentum_compiles_once_and_follows_eager(opt: str) -> None:
     """``OneCycleLR``'s default ``cycle_momentum=True`` moves Adam's first beta or SGD's
