@@ -326,6 +326,8 @@ def full(
         _check_fits("tg.full", [value], dt)
     else:  # converted as XLA converts (``jnp.full``: out-of-range values wrap or saturate)
         dt = as_dtype(dtype, "tg.full")
+        if value.__class__ is int and dt.kind in "iu":  # beyond what JAX reads a Python int
+            _check_fits("tg.full", [value], np.dtype(jnp.result_type(int)))  # as: int32/64
     return _finish(filled(_shape(shape), value, dt), requires_grad, device, sharding, "full")
 
 

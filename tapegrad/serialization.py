@@ -15,7 +15,7 @@ from jax.sharding import Sharding
 from tapegrad._arrays import deleted
 from tapegrad._placement import resolve
 from tapegrad._tensor import Tensor
-from tapegrad.errors import donated_error
+from tapegrad.errors import DeviceError, donated_error
 
 __all__ = ["save", "load"]
 
@@ -313,7 +313,16 @@ def load(path: _Path | BinaryIO, map_location: Any = None, weights_only: bool | 
                 "model.load_state_dict(ck) puts each value on its parameter's device or "
                 "sharding, tg.device_put(t, device_or_sharding) moves one tensor."
             )
-        target = resolve(map_location, "tg.load")  # a DeviceError before reading the file
+        try:  # a DeviceError before reading the file
+            target = resolve(map_location, "tg.load")
+        except DeviceError as err:  # its advice names shardings, which map_location refuses
+            raise DeviceError(
+                str(err).replace(
+                    "Pass one of jax.devices(), an index into it, or a jax.sharding.Sharding.",
+                    "Pass map_location='cpu', one of jax.devices() or an index into it, or "
+                    "leave it out and move the tensors after loading.",
+                )
+            ) from None
         default = jax.config.jax_default_device  # type: ignore[attr-defined]
         if not isinstance(default, jax.Device):
             default = jax.local_devices(backend=default)[0]

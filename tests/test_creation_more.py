@@ -371,6 +371,7 @@ def test_load_map_location_errors(tmp_path: Path) -> None:
         assert "records no devices" in str(err) and "tg.device_put" in str(err)
     missing = error_of(tg.DeviceError, lambda: tg.load(path, map_location="nowhere:7"))
     assert "tg.load at" in str(missing)
+    assert "map_location='cpu'" in str(missing) and "Sharding" not in str(missing)
     if not ACCELERATOR:
         gpu = error_of(tg.DeviceError, lambda: tg.load(path, map_location="cuda:0"))
         assert "no GPU" in str(gpu)
@@ -414,3 +415,14 @@ def test_placement_on_a_second_device(tmp_path: Path) -> None:
         cwd=ROOT,
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
+def test_full_like_with_an_int_beyond_what_jax_reads_says_what_to_do() -> None:
+    """An int past int32 (x64 off) for an integer tensor raised JAX's "overflow ... parsing
+    an argument to a jitted computation"; it gets tapegrad's OverflowError (tg.full's rule).
+    Float targets take it as before."""
+    if jax.config.jax_enable_x64:
+        pytest.skip("x64 is on: 2**40 is an int64")
+    with pytest.raises(OverflowError, match=r"out of range for int32.*jax_enable_x64"):
+        tg.full_like(tg.tensor([1, 2]), 2**40)
+    assert tg.full((2,), 2**40, dtype=tg.float32).tolist() == [2.0**40] * 2

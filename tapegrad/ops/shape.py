@@ -385,14 +385,25 @@ def pad(x: Any, pad_width: Any, value: float = 0) -> Tensor:
         value: the fill value.
 
     Raises:
-        ShapeError: ``pad_width`` does not fit the tensor's dimensions.
+        ShapeError: ``pad_width`` does not fit the tensor's dimensions, or is ragged.
+        TypeError: a width that is not an int.
         ValueError: a negative width; a flat ``(before, after)`` pair for a tensor of two
             dimensions or more (the message gives both spellings).
     """
     ndim = getattr(x, "ndim", None)
     ndim = np.ndim(x) if ndim is None else ndim
-    given = np.asarray(pad_width, dtype=np.int64)
-    if given.ndim == 1 and ndim >= 2:
+    try:
+        given = np.asarray(pad_width)
+    except ValueError:  # ragged: ((1,), (1, 2))
+        given = np.asarray(None)
+    if given.dtype.kind in "fc":
+        raise TypeError(f"pad: widths must be ints, got {pad_width!r} (NumPy refuses floats).")
+    if given.dtype.kind not in "iu" or given.ndim > 2:
+        raise ShapeError(
+            f"pad: pad_width {pad_width!r} is not ints in NumPy's forms; give one (before, "
+            "after) pair of ints per axis, or one int for every side of every axis."
+        )
+    if given.ndim == 1 and given.size > 1 and ndim >= 2:
         flat = [int(w) for w in given]
         torch_form = "((0, 0), ..., (before, after))"
         if len(flat) % 2 == 0 and len(flat) <= 2 * ndim:  # PyTorch's: the last axis first

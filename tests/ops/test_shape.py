@@ -147,6 +147,11 @@ def test_pad_widths_in_numpy_forms() -> None:
     with pytest.raises(ValueError, match=r"tg.pad\(x, \(\(3, 4\), \(1, 2\)\)\)"):
         tg.pad(x, [1, 2, 3, 4])  # PyTorch's flat list, translated in the message
     assert tg.pad(tg.ones(3), (1, 2)).shape == (6,)  # one axis: both conventions agree
+    assert tg.pad(x, (1,)).shape == (4, 5)  # NumPy's one width for every side
+    with pytest.raises(ValueError, match="one \\(before, after\\) pair of ints per axis"):
+        tg.pad(x, ((1,), (1, 2)))  # ragged: NumPy's own message before
+    with pytest.raises(TypeError, match="widths must be ints"):
+        tg.pad(x, ((0, 0), (1.9, 0)))  # truncated to 1 before
     assert tg.pad(x, ((0, 0), (2, 0)), value=-1.0).numpy()[0].tolist() == [-1, -1, 1, 1, 1]
     with pytest.raises(ValueError, match="one \\(before, after\\) pair per axis"):
         tg.pad(x, ((1, 1), (1, 1), (1, 1)))
