@@ -81,7 +81,7 @@ def _swept(report: LeakReport) -> str:
 def _summary(report: LeakReport) -> Panel:
     notes = [_swept(report)] if report.swept_nodes else []
     listed = sum(r.bytes for r in report.rows if r.kind == "hanging")
-    if listed > report.bytes_held:  # rows count each node's arrays; held, what cleanup frees
+    if listed and not report.bytes_held:  # rows list bytes, cleanup frees none: all shared
         notes.append(
             f"their rows list {human_bytes(listed)}: arrays that live graphs or tensors "
             "hold too, which cleanup does not free"

@@ -87,6 +87,15 @@ def test_hanging_bytes_that_cleanup_cannot_free_are_explained_on_the_hanging_lin
     assert "0 bytes held (their rows list 262.1 kB: arrays that live graphs or tensors" in text
     assert "hold too, which cleanup does not free)" in text
     assert "their rows list" not in render_text(SMALL, width=200)  # rows == held there
+    partly = LeakReport(  # arrays several hanging nodes save: the total line explains those
+        hanging_nodes=2,
+        bytes_held=131072,
+        rows=(LeakRow("train.py:22", "step", "relu", "hanging", 2, 262144, None),),
+        total_nodes=2,
+        graphs=1,
+        saved_bytes=131072,
+    )
+    assert "their rows list" not in render_text(partly, width=200)
 
 
 def test_no_delta_column_without_a_baseline_and_no_table_for_an_empty_tape() -> None:
