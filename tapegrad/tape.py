@@ -31,8 +31,6 @@ import sys
 import threading
 import time
 import weakref
-from array import array
-from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from types import CodeType
@@ -179,7 +177,7 @@ class Tape:
         self._hanging_leaves = 0
         self._held: dict[int, int] = {}  # id(saved array) -> holders among nodes on the tape
         self._ledger: Ledger = {}
-        self._below: dict[int, array[int]] = {}  # consumed node id -> the ids its pass walked
+        self._below: dict[int, int] = {}  # consumed node id -> the smallest id below it
         self._policy: Policy = "threshold"
         self._threshold = DEFAULT_THRESHOLD
         self._survivors = 0
@@ -514,17 +512,14 @@ class Tape:
 
     def _maybe_below(self, node: Node, wanted: frozenset[int]) -> bool:
         """Whether a wanted node may lie below consumed ``node``: unknown (``True``) unless
-        the pass that consumed it recorded what it walked; then whether it walked one."""
-        walked = self._below.get(node.id)
-        if walked is None:
+        the pass that consumed it recorded the smallest id below it (``_note_walked``); then
+        whether a wanted node older than ``node`` is at least that old. (A leaf frozen and
+        unfrozen has a new node younger than its old ones: an old node below ``node`` keeps
+        the record below the new one's id, so the new one counts as maybe below.)"""
+        lowest = self._below.get(node.id)
+        if lowest is None:
             return True
-        for w in wanted:
-            if w >= node.id:  # the node itself (its cotangent is read) or younger: not below
-                continue
-            i = bisect_left(walked, w)
-            if i < len(walked) and walked[i] == w:
-                return True
-        return False
+        return any(lowest <= w < node.id for w in wanted)
 
     @_entry
     def consume(
@@ -542,9 +537,9 @@ class Tape:
         again), leaves reached; free at once whatever that leaves without use.
 
         ``walked``: the pass's steps (``ancestors``), from ``roots``. For the consumed nodes
-        that stay on the tape (a live tensor reaches them), the ids of the nodes below each
-        are kept (``_note_walked``), so that a later pass toward an input not below it spares
-        it (``ancestors``).
+        that stay on the tape (a live tensor reaches them), the smallest id below each is
+        kept (``_note_walked``), so that a later pass toward older inputs spares it
+        (``ancestors``): nothing older than that is below it.
 
         A graph retained by ``create_graph`` (which implies ``retain_graph``) is the recorded
         gradient's history, not a graph kept for another pass: its op nodes are marked
@@ -555,6 +550,12 @@ class Tape:
         self._reach(itertools.chain(leaves, done) if retain_graph and create_graph else leaves)
         if retain_graph:
             return
+        below = self._below  # the spared steps' records, read before this pass frees them
+        spared = {
+            step[0].id: below.get(step[0].id, -1)
+            for step in walked
+            if step[1] is not None and not step[2]
+        }
         held = self._held
         me = threading.get_ident()
         for node in undone:
@@ -582,53 +583,43 @@ class Tape:
         if self._dead:
             self._drain()
         if walked:
-            self._note_walked(done, walked, roots)
+            self._note_walked(done, walked, roots, spared)
 
     def _note_walked(
-        self, done: Sequence[Node], walked: Sequence[Step], roots: Sequence[Node]
+        self,
+        done: Sequence[Node],
+        walked: Sequence[Step],
+        roots: Sequence[Node],
+        spared: dict[int, int],
     ) -> None:
-        """``consume``'s record, for each consumed node left on the tape, of the ids below it
-        (itself included): a pass's only root has every step below it; another node, what
-        its steps' parent links reach (up to ``_WALK_BUDGET`` steps per step of the pass in
-        all; past it, every step: more than what is below, so still sound). A spared step
-        (an op without parents) adds what its own record holds; without one, the nodes
-        above it get no record (unknown: ``_maybe_below`` is then ``True``)."""
+        """``consume``'s record, for each consumed node left on the tape, of the smallest id
+        below it (itself included; -1: unknown). A pass's only root has every step below it:
+        the pass's smallest id. Other nodes take the smallest of their parents' in one sweep
+        of the steps, oldest first. A spared step (an op without parents) brings its own
+        record (``spared``, read before the pass freed anything; -1 without one)."""
         kept = [node for node in done if node.on_tape]
         if not kept:
             return
         below = self._below
-        spared = [step[0].id for step in walked if step[1] is not None and not step[2]]
-        if any(nid not in below for nid in spared):
-            unknown = set(spared) - below.keys()
-        else:
-            unknown = set()
-        whole: array[int] | None = None
-        links: dict[int, tuple[Node | None, ...]] | None = None
-        budget = _WALK_BUDGET * len(walked) + _WALK_FREE
+        if len(kept) == 1 and len(roots) == 1 and kept[0] is roots[0]:
+            lowest = min(walked[-1][0].id, *spared.values()) if spared else walked[-1][0].id
+            if lowest >= 0:
+                below[kept[0].id] = lowest
+            return
+        lows: dict[int, int] = {}
+        for step in reversed(walked):  # ascending ids: parents before their children
+            nid = step[0].id
+            if step[1] is not None and not step[2]:
+                low = spared.get(nid, -1)
+            else:
+                low = nid
+                for p in step[2]:
+                    if p is not None and lows[p.id] < low:
+                        low = lows[p.id]
+            lows[nid] = low
         for node in kept:
-            if len(roots) == 1 and node is roots[0] or budget <= 0:
-                if unknown:
-                    continue
-                if whole is None:
-                    whole = _merged(
-                        [step[0].id for step in reversed(walked)],  # steps: descending ids
-                        [below[nid] for nid in spared],
-                    )
-                below[node.id] = whole
-                continue
-            if links is None:
-                links = {step[0].id: step[2] for step in walked}
-            seen = {node.id}
-            stack = [node.id]
-            while stack:
-                budget -= 1
-                for p in links.get(stack.pop(), ()):
-                    if p is not None and p.id not in seen:
-                        seen.add(p.id)
-                        stack.append(p.id)
-            if seen & unknown:
-                continue
-            below[node.id] = _merged(sorted(seen), [below[n] for n in spared if n in seen])
+            if lows[node.id] >= 0:
+                below[node.id] = lows[node.id]
 
     def _free_hanging(self, node: Node) -> None:
         del self._hanging[node.id]
@@ -872,20 +863,6 @@ def _interrupts_deferred() -> Iterator[None]:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if arrived:
         raise KeyboardInterrupt
-
-
-_WALK_BUDGET = 8
-_WALK_FREE = 4096
-"""``_note_walked``'s walks below consumed nodes other than the root: at most
-``_WALK_BUDGET`` steps per step of the pass, plus ``_WALK_FREE``, in all; then every step
-counts as below (sound, less precise)."""
-
-
-def _merged(ids: list[int], more: list[array[int]]) -> array[int]:
-    """``ids`` (ascending) and the ascending arrays ``more``, as one ascending array."""
-    if not more:
-        return array("q", ids)
-    return array("q", sorted(set(ids).union(*more)))
 
 
 def _consumed_message(node: Node, running: bool) -> str:

@@ -503,6 +503,39 @@ def test_what_lies_below_a_consumed_node_is_its_own_not_its_passs(base: tg.Graph
     _nothing_left(base)
 
 
+def test_records_survive_what_a_pass_frees_and_keep_a_renewed_leafs_old_node(
+    base: tg.GraphStats,
+) -> None:
+    """A consumed node's record carries the oldest node below it, so a leaf frozen and
+    unfrozen (a new, younger node) whose old node lies below still makes the pass raise,
+    also through a node a later pass spared (zeros before); and a spared node freed by the
+    pass that spared it (``del h``) still hands its record to the nodes above it."""
+    x = tg.tensor(X).require_grad()
+    m = x.sin()
+    m.sum().backward()  # consumes sin; m alive
+    x.requires_grad_(False)
+    x.requires_grad_(True)  # a new node, younger than sin
+    c = tg.tensor(X * 2.0).require_grad()
+    n = m * c
+    tg.grad(n.sum(), [c])  # spares sin, consumes n: n's record reaches x's old node
+    with pytest.raises(tg.GraphConsumedError):
+        tg.grad(n.sum(), x)
+    with pytest.raises(tg.GraphConsumedError):
+        (n + x).sum().backward(inputs=[x])
+    a = tg.tensor(X).require_grad()
+    b = tg.tensor(X * 2.0).require_grad()
+    h = b * b
+    h.sum().backward()
+    d = tg.tensor(X * 3.0).require_grad()  # younger than a: the record stays above a
+    k = h * d
+    del h  # only k's node holds h's now: the next pass frees it
+    tg.grad(k.sum(), [d])
+    (ga,) = tg.grad((k + a).sum(), a)
+    assert_close(ga.numpy(), np.ones_like(X))
+    del x, m, c, n, a, b, d, k, ga
+    _nothing_left(base)
+
+
 def test_a_leaf_unfrozen_after_its_graph_was_consumed_is_not_spared(base: tg.GraphStats) -> None:
     """Freezing and unfreezing a leaf after a backward consumed its graph gives it a new,
     younger node; the consumed ``sin`` above its tensor is still needed: the pass raises, as

@@ -115,7 +115,7 @@ class MNode:
     reached: bool = False
     on_tape: bool = True
     support: frozenset[int] = field(default_factory=frozenset)
-    walked: frozenset[int] | None = None  # consumed: the ids below it then, if known
+    low: int | None = None  # consumed: the smallest id below it then, if known
 
 
 class TapeMachine(RuleBasedStateMachine):
@@ -353,16 +353,14 @@ class TapeMachine(RuleBasedStateMachine):
         consumed node the pass needs. With ``wanted`` (``tg.grad``'s inputs; this machine
         never unfreezes a leaf) a consumed node is spared (neither walked below nor counted)
         when no input is older than it, or when the pass that consumed it walked none of the
-        older ones (``MNode.walked``: the ids below it when consumed)."""
+        older ones (``MNode.low``: the smallest id below it when consumed)."""
         seen, stack = {root}, [root]
         while stack:
             nid = stack.pop()
             node = self.model[nid]
             if node.consumed:
                 older = [w for w in wanted if w < nid]
-                if wanted and (
-                    not older or (node.walked is not None and not node.walked.intersection(older))
-                ):
+                if wanted and (not older or (node.low is not None and max(older) < node.low)):
                     seen.discard(nid)
                     continue
                 return seen, True
@@ -409,26 +407,25 @@ class TapeMachine(RuleBasedStateMachine):
             if node.kind != "leaf" and not retain and nid in ran:
                 node.consumed = True
                 node.parents = ()
-                node.walked = below[nid]
+                node.low = below[nid]
 
-    def _below(self, nid: int) -> frozenset[int] | None:
-        """The ids below ``nid`` (itself included) through unconsumed parents, with what the
-        consumed nodes the last walk spared recorded below them; ``None`` if one recorded
-        nothing."""
-        seen, stack = {nid}, [nid]
-        more: set[int] = set()
+    def _below(self, nid: int) -> int | None:
+        """The smallest id below ``nid`` (itself included) through unconsumed parents and
+        the records of the consumed nodes the last walk spared; ``None`` if one has none."""
+        low, seen, stack = nid, {nid}, [nid]
         while stack:
             node = self.model[stack.pop()]
             if node.consumed:  # spared by the walk (it would have raised otherwise)
-                if node.walked is None:
+                if node.low is None:
                     return None
-                more |= node.walked
+                low = min(low, node.low)
                 continue
             for p in node.parents:
+                low = min(low, p)
                 if p not in seen:
                     seen.add(p)
                     stack.append(p)
-        return frozenset(seen | more)
+        return low
 
     def _leaf_env(self) -> dict[int, jax.Array]:
         return dict(self.leaf_values)
