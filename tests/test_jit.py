@@ -11,6 +11,7 @@ import importlib
 import queue
 import threading
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -406,6 +407,28 @@ def test_a_number_the_step_reads_changing_every_step_warns_and_a_schedule_compil
     assert step2.trace_count == 1
 
 
+def _follows_eager(
+    make: Callable[[], nn.Module], opt: Callable[..., optim.Optimizer], set_numbers: Any
+) -> list[optim.Optimizer]:
+    """A compiled step and its eager twin, ``set_numbers(group, i)`` setting each one's
+    hyperparameters before call ``i``: one compile, the same losses and parameters."""
+    models = [make(), make()]
+    opts = [opt(m.parameters()) for m in models]
+    step = tg.jit(train_step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tg.RetraceWarning)
+        for i in range(RETRACE_WARNING + 2):
+            for o in opts:
+                set_numbers(o.param_groups[0], i)
+            got = step(models[0], opts[0], X, Y)
+            want = train_step(models[1], opts[1], X, Y)
+            np.testing.assert_allclose(float(got), float(want), rtol=1e-5)
+    assert step.trace_count == 1
+    for a, b in zip(*(m.parameters() for m in models), strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
+    return opts
+
+
 @pytest.mark.parametrize(
     ("opt", "options", "keys"),
     [
@@ -421,28 +444,23 @@ def test_every_number_of_a_builtin_optimizer_is_an_input(
     """A research loop sets more than the rate between steps (a weight decay schedule, a
     momentum or beta cycle): each number a built-in optimizer's update reads is an input of
     the step, so the step compiles once and follows eager step for step."""
-    models = [nn.Sequential(nn.Linear(5, 6, key=9), nn.Tanh(), nn.Linear(6, 3, key=10))]
-    models.append(nn.Sequential(nn.Linear(5, 6, key=9), nn.Tanh(), nn.Linear(6, 3, key=10)))
-    opts = [opt(m.parameters(), **options) for m in models]
-    step = tg.jit(train_step)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", tg.RetraceWarning)
-        for i in range(RETRACE_WARNING + 2):
-            for o in opts:
-                g = o.param_groups[0]
-                for key in keys:
-                    if key == "betas":
-                        g[key] = (0.9 - 0.02 * i, 0.999 - 0.001 * i)
-                    else:
-                        g[key] = {"eps": 1e-8 * (i + 1), "alpha": 0.99 - 0.01 * i}.get(
-                            key, 0.9 - 0.05 * i if key == "momentum" else 0.01 * i
-                        )
-            got = step(models[0], opts[0], X, Y)
-            want = train_step(models[1], opts[1], X, Y)
-            np.testing.assert_allclose(float(got), float(want), rtol=1e-5)
-    assert step.trace_count == 1
-    for a, b in zip(*(m.parameters() for m in models), strict=True):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
+    numbers = {
+        "betas": lambda i: (0.9 - 0.02 * i, 0.999 - 0.001 * i),
+        "eps": lambda i: 1e-8 * (i + 1),
+        "alpha": lambda i: 0.99 - 0.01 * i,
+        "momentum": lambda i: 0.9 - 0.05 * i,
+        "weight_decay": lambda i: 0.01 * i,
+        "lr_decay": lambda i: 0.01 * i,
+    }
+
+    def set_numbers(group: dict[str, Any], i: int) -> None:
+        group.update({key: numbers[key](i) for key in keys})
+
+    opts = _follows_eager(
+        lambda: nn.Sequential(nn.Linear(5, 6, key=9), nn.Tanh(), nn.Linear(6, 3, key=10)),
+        lambda params: opt(params, **options),
+        set_numbers,
+    )
     assert all(type(o.param_groups[0].get("betas", ())) is tuple for o in opts)
 
 
@@ -450,24 +468,16 @@ def test_tensor_hyperparameters_are_inputs_too() -> None:
     """PyTorch takes a tensor learning rate (and eager tapegrad reads one): a one-element
     tensor set between calls is an input of the step like a number (it compiled the step at
     every call, silently), and the group keeps the tensor."""
-    models = [nn.Linear(5, 3, key=12), nn.Linear(5, 3, key=12)]
-    opts = [optim.Adam(m.parameters(), lr=0.1) for m in models]
-    step = tg.jit(train_step)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", tg.RetraceWarning)
-        for i in range(RETRACE_WARNING + 2):
-            for o in opts:
-                g = o.param_groups[0]
-                g["lr"] = tg.tensor(0.1 / (i + 1))
-                g["weight_decay"] = tg.tensor([0.01 * i])
-                g["betas"] = (jnp.float32(0.9 - 0.01 * i), 0.999)
-            got = step(models[0], opts[0], X, Y)
-            want = train_step(models[1], opts[1], X, Y)
-            np.testing.assert_allclose(float(got), float(want), rtol=1e-5)
-    assert step.trace_count == 1
+
+    def set_numbers(group: dict[str, Any], i: int) -> None:
+        group["lr"] = tg.tensor(0.1 / (i + 1))
+        group["weight_decay"] = tg.tensor([0.01 * i])
+        group["betas"] = (jnp.float32(0.9 - 0.01 * i), 0.999)
+
+    opts = _follows_eager(
+        lambda: nn.Linear(5, 3, key=12), lambda params: optim.Adam(params, lr=0.1), set_numbers
+    )
     assert isinstance(opts[0].param_groups[0]["lr"], tg.Tensor)
-    for a, b in zip(*(m.parameters() for m in models), strict=True):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.parametrize("opt", ["adam", "sgd"])
