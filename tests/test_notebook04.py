@@ -19,8 +19,9 @@ def _check(nb: Any) -> None:
     assert speed is not None, text
     assert re.search(r"same parameters after \d+ steps each: True", text)
     assert "compiled 1 time(s)" in text and "nodes=8, leaves=8" in text
-    assert re.search(r"steps with a cosine schedule: +[\d.]+ ms per step", text)
-    assert "; new compiles: 0" in text  # the learning rate is an input of the computation
+    assert re.search(r"steps with a one-cycle schedule: +[\d.]+ ms per step", text)
+    assert re.search(r"beta1 0\.9\d\d, weight decay", text)  # OneCycleLR moved beta1 back up
+    assert "; new compiles: 0" in text  # the rate, betas and weight decay are inputs
     assert "TracerError: logging_step: the step stored a tensor made inside it" in text
     assert "losses: []; parameters unchanged: True" in text
     hanging = re.search(r"(\d+) nodes recorded while tracing, (\d+) left hanging", text)
