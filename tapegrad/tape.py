@@ -462,9 +462,10 @@ class Tape:
         no walk below it, and its step has no parents and no residuals (the pass still reads
         its cotangent when it is wanted). A consumed node has lost its parent links, so the
         walk cannot see what lies below it: it is needed when a wanted node is older (a
-        smaller id; parents are older than their children) and was walked by the pass that
-        consumed it (``consume``'s ``walked``: a wanted node that pass never met is not
-        below it), and spared otherwise — always when it is the oldest wanted node itself.
+        smaller id; parents are older than their children) and no older than the smallest id
+        below it that the pass consuming it recorded (``_maybe_below``; none recorded: any
+        older wanted node), and spared otherwise — always when it is the oldest wanted node
+        itself.
         Without ``wanted`` (a plain backward, which needs every ancestor) any consumed node
         raises; so does one older than ``floor`` (the node of a wanted leaf frozen and
         unfrozen: a graph older than it may lie above its tensor's earlier node).

@@ -185,12 +185,6 @@ def _adagrad(
     )
 
 
-def _numbers_of(group: Mapping[str, Any], *names: str) -> dict[str, Any]:
-    """The group's numeric hyperparameters ``names``, and ``lr`` as ``learning_rate``: the
-    arguments of the rule functions above that ``optax.inject_hyperparams`` makes settable."""
-    return {"learning_rate": group["lr"], **{name: group[name] for name in names}}
-
-
 def _injected(
     rule: Callable[..., optax.GradientTransformation],
     numbers: dict[str, Any],
@@ -253,6 +247,18 @@ class _Builtin(Optimizer):
         """an option shaping the update (nesterov, centered, amsgrad, maximize, momentum > 0)"""
         return tuple(self._flags(group).items())
 
+    def _numbers(self, group: Mapping[str, Any]) -> dict[str, Any]:
+        """The group's numbers under the rule function's names (``_inputs``: ``lr`` as
+        ``learning_rate``, ``betas`` as ``b1``, ``b2``): the arguments that
+        ``optax.inject_hyperparams`` makes settable, and ``tg.jit`` takes as inputs."""
+        numbers = {}
+        for key in self._inputs:
+            if key == "betas":
+                numbers["b1"], numbers["b2"] = _betas(group["betas"])
+            else:
+                numbers["learning_rate" if key == "lr" else key] = group[key]
+        return numbers
+
     def _rule(self, group: Mapping[str, Any]) -> optax.GradientTransformation:
         numbers, params = self._numbers(group), group["params"]
         return _injected(type(self)._make, numbers, params, **self._flags(group))
@@ -300,9 +306,6 @@ class SGD(_Builtin):
         _nonneg(group, "momentum", "weight_decay")
         if group["nesterov"] and group["momentum"] <= 0:
             raise ValueError("SGD: nesterov needs momentum > 0.")
-
-    def _numbers(self, group: Mapping[str, Any]) -> dict[str, Any]:
-        return _numbers_of(group, "momentum", "weight_decay")
 
     def _flags(self, group: Mapping[str, Any]) -> dict[str, bool]:
         nesterov, has_momentum = bool(group["nesterov"]), _positive(group["momentum"])
@@ -358,10 +361,6 @@ class Adam(_Builtin):
         _nonneg(group, "eps", "weight_decay")
         if not all(0.0 <= b < 1.0 for b in group["betas"]):
             raise ValueError(f"betas must be in [0, 1), got {group['betas']}.")
-
-    def _numbers(self, group: Mapping[str, Any]) -> dict[str, Any]:
-        b1, b2 = _betas(group["betas"])
-        return {**_numbers_of(group, "eps", "weight_decay"), "b1": b1, "b2": b2}
 
     def _flags(self, group: Mapping[str, Any]) -> dict[str, bool]:
         amsgrad = bool(group["amsgrad"])
@@ -455,9 +454,6 @@ class RMSprop(_Builtin):
         super()._check_hyper(group)
         _nonneg(group, "alpha", "eps", "weight_decay", "momentum")
 
-    def _numbers(self, group: Mapping[str, Any]) -> dict[str, Any]:
-        return _numbers_of(group, "alpha", "eps", "weight_decay", "momentum")
-
     def _flags(self, group: Mapping[str, Any]) -> dict[str, bool]:
         centered, has_momentum = bool(group["centered"]), _positive(group["momentum"])
         return {**super()._flags(group), "centered": centered, "has_momentum": has_momentum}
@@ -484,7 +480,7 @@ class Adagrad(_Builtin):
     """
 
     _make = staticmethod(_adagrad)
-    _inputs = ("lr", "lr_decay", "weight_decay", "eps")
+    _inputs = ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
 
     @torch_options
     def __init__(
@@ -511,6 +507,3 @@ class Adagrad(_Builtin):
     def _check_hyper(self, group: Mapping[str, Any]) -> None:
         super()._check_hyper(group)
         _nonneg(group, "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
-
-    def _numbers(self, group: Mapping[str, Any]) -> dict[str, Any]:
-        return _numbers_of(group, "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
