@@ -58,6 +58,38 @@ _NOT_NEEDED = (
 )
 
 _AHEAD_PARAMS = 64
+
+
+class _GroupStates(list):  # type: ignore[type-arg]
+    """``Optimizer.state``: the optax state of each parameter group, indexed by the group's
+    position (a list, and a JAX pytree as one). PyTorch's ``opt.state`` is a dict keyed by
+    parameter; indexing this one with a tensor raises a ``KeyError`` that says where the
+    per-parameter arrays are (``in`` a ``TypeError``)."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, Tensor):
+            raise KeyError(_BY_GROUP)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: Any) -> bool:
+        if isinstance(key, Tensor):  # list's test would compare it with each state
+            raise TypeError(_BY_GROUP)
+        return super().__contains__(key)
+
+
+_BY_GROUP = (
+    "opt.state is indexed by parameter group (opt.state[0] is the optax state of group 0, for "
+    "all its parameters), not by tensor as PyTorch's; a parameter's arrays are in that state "
+    "at the parameter's position in the group (jax.tree_util.tree_flatten_with_path("
+    "opt.state[0]) names them: mu, nu, ...), or in opt.state_dict()['state']."
+)
+
+
+jax.tree_util.register_pytree_node(
+    _GroupStates, lambda s: (list(s), None), lambda _, children: _GroupStates(children)
+)
 """The most parameters whose update compiles ahead (~15 ms of compile each on a CPU)."""
 
 _TORCH_ADVICE = {
@@ -169,8 +201,8 @@ class Optimizer:
     Attributes:
         param_groups: one dict per group: ``"params"`` (a list of tensors) and the
             hyperparameters (``"lr"``, ...), which a loop may change between steps.
-        state: the optax state of each group, a list of pytrees of arrays, replaced by
-            each ``step()``.
+        state: the optax state of each group, a list of pytrees of arrays,
+            indexed by group (not by tensor, as PyTorch's dict), replaced by each ``step()``.
 
     Raises:
         ValueError: no parameters, a tensor that is an op's output (not a leaf), a tensor in
@@ -184,7 +216,7 @@ class Optimizer:
     """
 
     param_groups: list[dict[str, Any]]
-    state: list[Any]
+    state: _GroupStates
     defaults: dict[str, Any]
     _inputs: tuple[str, ...] = ("lr",)
     """The group keys a ``tg.jit`` step takes as inputs where they hold numbers (traced, so
@@ -275,7 +307,7 @@ class Optimizer:
         self._check_hyper(full)
         self.param_groups.append(full)
         if not hasattr(self, "state"):
-            self.state = []
+            self.state = _GroupStates()
             self._rules: list[optax.GradientTransformation] = []
             self._statics: list[tuple[Any, ...]] = []
             self._compiled: Callable[..., Any] | None = None
@@ -444,7 +476,8 @@ class Optimizer:
         params = [tuple(p.data for p in g["params"]) for g in groups]
         hypers = [self._hyper(g, s) for g, s in zip(groups, self.state, strict=True)]
         try:
-            new_params, self.state = self._step_fn()(params, grads, self.state, hypers)
+            new_params, new_states = self._step_fn()(params, grads, self.state, hypers)
+            self.state = _GroupStates(new_states)
         except ValueError:
             self._check_devices(params, grads)
             raise
@@ -551,7 +584,7 @@ class Optimizer:
             mine.update({k: v for k, v in given.items() if k != "params"})
         if any(a is not b for a, b in zip(new_rules, self._rules, strict=True)):
             self._compiled = None  # another rule: another update (else the one compiled stays)
-        self.state, self._rules, self._statics = new_states, new_rules, new_statics
+        self.state, self._rules, self._statics = _GroupStates(new_states), new_rules, new_statics
 
     def __repr__(self) -> str:
         n = sum(len(g["params"]) for g in self.param_groups)

@@ -259,3 +259,22 @@ def test_clip_grad_norm_takes_torch_spellings_of_its_arguments() -> None:
     np.testing.assert_allclose(np.asarray(p.grad), tp.grad.numpy(), rtol=1e-6)
     message = str(error_of(TypeError, nn.utils.clip_grad_norm_, [p], 1.0, foreach=True))
     assert "foreach=" in message and "Remove it" in message, message
+
+
+def test_optimizer_state_indexed_by_a_tensor_says_it_is_per_group() -> None:
+    model = nn.Linear(2, 1)
+    opt = optim.Adam(model.parameters(), lr=0.1)
+    model(tg.ones((3, 2))).sum().backward()
+    opt.step()
+    p = model.weight
+    message = str(error_of(KeyError, lambda: opt.state[p]))
+    assert "indexed by parameter group" in message and "opt.state[0]" in message, message
+    error_of(TypeError, lambda: p in opt.state)
+    # still the list and pytree it was: indexed by group, flattened by JAX, written by step()
+    assert len(opt.state) == 1 and opt.state[0] in opt.state
+    leaves = jax.tree.leaves(opt.state)
+    assert sum(leaf.shape == (1, 2) for leaf in leaves) == 2  # Adam's two moments of w
+    step = tg.jit(lambda: (model(tg.ones((3, 2))).sum().backward(), opt.step()))
+    step()
+    assert isinstance(opt.state, list)
+    error_of(KeyError, lambda: opt.state[p])
