@@ -658,7 +658,7 @@ class JitFunction(Generic[P, R]):
             )
             plan.spends = [i for i, g in enumerate(new_grads) if g]
             for i, v in self._check_changes(plan, watch).items():
-                new_values[i] = v
+                new_values[i] = _placement.constrained_like(v, saved[i][1][0])
             new_slots = [
                 d[k] if (d[k] is not v or j < ns) else None
                 for j, ((d, k), v) in enumerate(zip(plan.slots, slot_values, strict=True))
@@ -784,14 +784,21 @@ class JitFunction(Generic[P, R]):
                     "grad; do that outside the compiled step."
                 )
             data = array_of(t)
-            new_values.append(data if (data is not v or i < plan.n_donated) else None)
+            where = saved[i][1][0]
+            # a new value on the tensor's sharding, as eager writes keep it (``nn.init``, an
+            # update): XLA's choice for a value made inside (a draw) would be replicated
+            changed = data is not v
+            new_values.append(
+                _placement.constrained_like(data, where)
+                if changed
+                else (data if i < plan.n_donated else None)
+            )
             g = grad_of(t)
             if g is None and grad_in[i] is not None:
                 plan.cleared.add(i)
             if g is not grad_in[i] or (g is not None and array_of(g) is not grad_arrays[i]):
                 # a new .grad, or the same tensor changed in place (``p.grad *= 0.5``)
                 # on its parameter's sharding (as eager backward leaves it), not XLA's choice
-                where = saved[i][1][0]
                 new_grads.append(
                     () if g is None else (_placement.constrained_like(array_of(g), where),)
                 )

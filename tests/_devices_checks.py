@@ -346,6 +346,31 @@ def jit_gradient_keeps_the_parameter_sharding() -> None:
 
 
 @check
+def jit_state_keeps_its_sharding() -> None:
+    """A value a tg.jit step writes into a sharded tensor (nn.init's draw, a .data write)
+    stays on that tensor's sharding, as eager nn.init keeps it, where XLA would replicate a
+    value made inside the step; the next call then compiles nothing."""
+    _, data, _ = data_mesh()
+    w = tg.tensor(np.ones((8, 4), np.float32), sharding=data).require_grad()
+    b = tg.tensor(np.ones((8,), np.float32), sharding=data)
+
+    @tg.jit
+    def step() -> None:
+        nn.init.normal_(w, key=0)
+        with tg.no_grad():
+            b.data = tg.zeros((8,)).data
+
+    step()
+    traced = step.trace_report()  # a new one at each trace
+    for n in (1, 2):
+        for t, what in ((w, "nn.init"), (b, ".data")):
+            assert t.sharding.is_equivalent_to(data, t.ndim), f"{what} call {n}: {t.sharding}"
+        step()
+    assert step.trace_report() is traced, "traced again"
+    close(w.data, nn.init.normal_(tg.zeros((8, 4)), key=0).data, "nn.init value")
+
+
+@check
 def eager_gradient_keeps_the_parameter_sharding() -> None:
     """backward() and tg.grad give a sharded leaf its gradient on the leaf's sharding (sum's
     gradient would be replicated where XLA chooses: a full copy on every device), across
