@@ -56,6 +56,7 @@ from tapegrad._tensor import (
 )
 from tapegrad.current import current_tape, use_tape
 from tapegrad.errors import DeviceError, RetraceWarning, TracerError, raise_instead
+from tapegrad.grad_mode import grad_enabled
 from tapegrad.optim.optimizer import Optimizer
 from tapegrad.origin import format_origin, user_stacklevel
 from tapegrad.records import Snapshot
@@ -67,6 +68,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 RETRACE_WARNING = 8
+_PLANS_KEPT = 4
+"""Plans a step keeps per argument structure: one per set of object arguments it was called
+with (the most recently used)."""
 """Compiles after which every further one warns, naming the argument whose shape changes."""
 _DATA = (jax.Array, np.ndarray, np.generic, bool, int, float, complex)
 _CONTAINERS = (list, tuple, dict)
@@ -127,14 +131,15 @@ class _Plan:
     def __init__(
         self,
         owner: JitFunction[Any, Any],
-        key: tuple[Any, tuple[Any, ...], tuple[Any, ...]],
+        key: tuple[Any, tuple[Any, ...], tuple[Any, ...], bool],
         objects: list[Any],
         names: list[str],
         found: _discover.Found,
     ) -> None:
         self.key = key
-        self.treedef, self.kinds, self.statics = key
+        self.treedef, self.kinds, self.statics, _ = key
         self.objects = objects
+        self._weak: list[Callable[[], Any]] | None = None  # set while not in use (``demote``)
         self.names = names
         self.found = found
         pairs = list(zip(found.tensors, found.labels, strict=True))
@@ -148,6 +153,8 @@ class _Plan:
         own = [s for s, obj in slots if isinstance(obj, Optimizer)]  # donated with params
         self.slots = own + [s for s, obj in slots if not isinstance(obj, Optimizer)]
         self.n_donated_slots = len(own)
+        slots.clear()
+        found.slot_owners = []  # read: a plan not in use must not hold an optimizer (``demote``)
         self.donated_tensors = self.order[: self.n_donated]
         self.kept_tensors = self.order[self.n_donated :]
         self.donated_slots = self.slots[: self.n_donated_slots]
@@ -181,6 +188,35 @@ class _Plan:
             self.inner, donate_argnums=(0, 5) if owner.donate else (), keep_unused=owner.donate
         )
         self._plain: Any = None
+
+    def demote(self) -> None:
+        """Hold the object arguments weakly (those that allow it): another plan is in use,
+        and this one must not keep a model the caller dropped alive."""
+        self._weak = [_weakly(o) for o in self.objects]
+        self.objects = []
+
+    def in_use(self) -> bool:
+        """Whether the plan holds its object arguments (it is not demoted)."""
+        return self._weak is None
+
+    def alive(self) -> bool:
+        """Whether every object argument still exists (always, for the plan in use)."""
+        return self._weak is None or all(r() is not None for r in self._weak)
+
+    def takes(self, objects: list[Any]) -> bool:
+        """Whether ``objects`` are this plan's object arguments (held or demoted)."""
+        mine = self.objects if self._weak is None else [r() for r in self._weak]
+        return len(mine) == len(objects) and all(map(is_, objects, mine))
+
+    def promote(self) -> bool:
+        """Hold the object arguments strongly again, for a call; ``False`` (still demoted)
+        when one is gone."""
+        assert self._weak is not None
+        objects = [r() for r in self._weak]
+        if any(o is None for o in objects):
+            return False
+        self.objects, self._weak = objects, None
+        return True
 
     def aliased(self, leaves: Sequence[Any], kinds: list[Any]) -> set[int]:
         """The ids of the tensor arguments passed as data (traced copies) that are also a
@@ -221,7 +257,7 @@ class _Plan:
         every number read from modules, optimizers and tapegrad's other objects is equal
         (C-level reads and comparisons, no Python frame per value: this runs on every
         call)."""
-        if not all(map(is_, objects, self.objects)):
+        if self._weak is not None or not all(map(is_, objects, self.objects)):
             return False
         if self.constants and not all(is_(array_of(t), a) for t, a in self.constants):
             return False
@@ -312,8 +348,9 @@ class JitFunction(Generic[P, R]):
     """A step compiled by ``tg.jit``; call it like the function it wraps.
 
     Attributes:
-        trace_count: computations compiled so far (one per argument structure, shape, dtype
-            and static value; more passes over the body to find the state count once).
+        trace_count: computations compiled so far (one per argument structure, shape, dtype,
+            static value, set of module and optimizer arguments and grad mode; more passes
+            over the body to find the state count once).
         donate: whether parameter and optimizer-state arrays are donated.
     """
 
@@ -357,7 +394,7 @@ class JitFunction(Generic[P, R]):
         self._static_argnames = tuple(sorted(set(static_argnames) | names))
         self.donate = donate
         self.trace_count = 0
-        self._plans: dict[Any, _Plan] = {}
+        self._plans: dict[Any, list[_Plan]] = {}  # per key, the most recently used first
         self._lock = threading.RLock()  # one call at a time (``_run``)
         self._traced = False
         self._report: TraceReport | None = None
@@ -367,6 +404,14 @@ class JitFunction(Generic[P, R]):
         self._object_retraces = 0  # traces a new object argument caused
 
     # ------------------------------------------------------------------ calling
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        """A step defined in a class body (``@tg.jit def step(self, x)``) is a method: read
+        from an instance, it is bound to it, as a function is (the instance is its first
+        argument, an object whose modules and optimizers are the step's state)."""
+        if instance is None:
+            return self
+        return types.MethodType(self, instance)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         statics: tuple[Any, ...] = ()
@@ -396,28 +441,46 @@ class JitFunction(Generic[P, R]):
                     "(tg.jit compiles it whole already), or write the traced code as a pure "
                     "function differentiated with jax.grad."
                 ) from err
+        # the caller's grad mode is part of the key: the trace runs in it (under no_grad a
+        # backward raises, as eager), and the compiled call does not read it again
+        mode = grad_enabled()
         with self._lock:
-            key = (treedef, tuple(kinds), statics)
+            key = (treedef, tuple(kinds), statics, mode)
             plan = self._valid_plan(key, objects, args, kwargs)
             aliased = plan.aliased(leaves, kinds)
             if aliased:  # a tensor argument the step also reaches another way: by reference
                 kinds, data, objects = _split(leaves, True, aliased)  # type: ignore[misc]
-                key = (treedef, tuple(kinds), statics)
+                key = (treedef, tuple(kinds), statics, mode)
                 plan = self._valid_plan(key, objects, args, kwargs)
             return self._run(plan, key, data, objects, leaves)
 
     def _valid_plan(self, key: Any, objects: list[Any], args: Any, kwargs: dict[str, Any]) -> _Plan:
-        """The plan of ``key``, made anew when there is none or it is no longer valid."""
-        plan = self._plans.get(key)
-        if plan is None or not plan.valid(objects):
-            if plan is not None:
-                self._note_numbers(plan.changed_numbers())
-                self._note_objects(plan, objects)
-            names = self._leaf_names(args, kwargs, flat=type(key[0]) is int)
-            plan = self._plan(
-                key, objects, names, set() if plan is None else plan.changed_constants()
-            )
-        return plan
+        """A valid plan of ``key``, made anew when there is none. A step keeps a plan per set
+        of object arguments (up to ``_PLANS_KEPT``, the most recently used first), so one
+        called in turn with several models and optimizers (an ensemble, folds, a GAN's two
+        players) compiles once for each. Only the plan in use holds its object arguments;
+        the others hold them weakly and go when one of them does (``_Plan.demote``): a
+        dropped model is not kept alive by a step that once ran it."""
+        plans = self._plans.setdefault(key, [])
+        if plans and plans[0].valid(objects):  # the usual call: the plan of the last call
+            return plans[0]  # (the first plan is in use: ``_plan``, ``_call``)
+        for i in range(1, len(plans)):
+            p = plans[i]
+            if p.promote():
+                if p.valid(objects):
+                    plans[0].demote()
+                    plans.insert(0, plans.pop(i))
+                    self._prune(plans)
+                    return p
+                p.demote()
+        stale = next((p for p in plans[:1] if all(map(is_, objects, p.objects))), None)
+        if stale is not None:  # the same objects: numbers or constants changed since
+            self._note_numbers(stale.changed_numbers())
+        elif plans:
+            self._note_objects(plans[0], objects)
+        names = self._leaf_names(args, kwargs, flat=type(key[0]) is int)
+        lifted = set() if stale is None else stale.changed_constants()
+        return self._plan(key, objects, names, lifted)
 
     def _run(
         self, plan: _Plan, key: Any, data: list[Any], objects: list[Any], leaves: Sequence[Any]
@@ -457,9 +520,20 @@ class JitFunction(Generic[P, R]):
         # a tensor argument passed by reference (``_Plan.aliased``) is state: an input whose
         # changes are written back, as a parameter's are
         extra = extra | {id(o) for o in objects if isinstance(o, Tensor)}
+        plans = self._plans.setdefault(key, [])
+        if plans and plans[0].in_use():
+            plans[0].demote()
+        # replaced (the same objects: numbers or constants changed since, a retrace) or gone
+        plans[:] = [p for p in plans if p.alive() and not p.takes(objects)]
+        del plans[_PLANS_KEPT - 1 :]  # the least recently used
         plan = _Plan(self, key, objects, names, _discover.discover(self._fn, roots, extra))
-        self._plans[key] = plan
+        plans.insert(0, plan)
         return plan
+
+    @staticmethod
+    def _prune(plans: list[_Plan]) -> None:
+        """Drop the plans (but the one in use) with an object argument that is gone."""
+        plans[1:] = [p for p in plans[1:] if p.alive()]
 
     def _call(self, plan: _Plan, data: list[Any], leaves: Sequence[Any]) -> Any:
         """Run ``plan``'s computation on ``data`` and write back what it changed: the state,
@@ -491,7 +565,11 @@ class JitFunction(Generic[P, R]):
         except BaseException as e:
             self._traced = False
             if not plan.ran:  # a plan that never ran keeps nothing alive (graphs it reached)
-                self._plans.pop(plan.key, None)
+                plans = self._plans.get(plan.key, [])
+                if plan in plans:
+                    plans.remove(plan)
+                    while plans and not plans[0].in_use() and not plans[0].promote():
+                        del plans[0]  # the previous plan in use, an object of it gone
             if isinstance(e, jax.errors.UnexpectedTracerError):
                 raise TracerError(
                     f"{self.__name__}: the step used a tensor made inside another trace (a "
@@ -985,8 +1063,11 @@ class JitFunction(Generic[P, R]):
                     "that does not require grad (data, traced: x.detach()) and call "
                     ".require_grad() on it inside the step."
                     if tensor
-                    else "modules and optimizers are the step's state, reached by reference, "
-                    "so each new one compiles again. Create them once, outside the loop."
+                    else "modules and optimizers are the step's state, reached by reference: "
+                    f"a step keeps what it compiled for the last {_PLANS_KEPT} sets of them it "
+                    "was called with, and each new one compiles again. Create them once, "
+                    f"outside the loop; to take turns with more than {_PLANS_KEPT}, make a "
+                    "step for each (steps = [tg.jit(fn) for _ in models])."
                 )
             ),
             stacklevel=user_stacklevel(),
@@ -1151,6 +1232,19 @@ def _grad_alone() -> tuple[int, int]:
 
 
 _GRAD_ALONE = _grad_alone()
+
+
+def _weakly(o: Any) -> Callable[[], Any]:
+    """A weak reference to ``o``, or, for an object that takes none (a number, a string, a
+    tuple), a callable returning it."""
+    try:
+        return weakref.ref(o)
+    except TypeError:
+        return functools.partial(_identity, o)
+
+
+def _identity(o: Any) -> Any:
+    return o
 
 
 def _blank(like: jax.Array) -> jax.Array:

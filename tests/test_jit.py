@@ -1032,7 +1032,7 @@ def test_spent_gradients_are_donated() -> None:
     step(model, opt, X, Y)
     assert buffers() == before  # nothing else held the old .grad: no new buffers
     assert step.trace_count == 1  # .grad None at the first call: one compile all the same
-    plan = next(iter(step._plans.values()))
+    (plan,) = next(iter(step._plans.values()))
     assert plan.jitted._cache_size() == 1  # the first call's blanks matched the later .grad
 
 

@@ -396,3 +396,129 @@ def test_class_attributes_are_guarded() -> None:
         assert by_class.trace_count == by_instance.trace_count == 3
     finally:
         Settings.scale = 1.0
+
+
+# ------------------------------------------------------------------ objects and grad mode
+
+
+def _train_step(model: nn.Module, opt: tg.optim.Optimizer, x: tg.Tensor, y: tg.Tensor) -> tg.Tensor:
+    opt.zero_grad()
+    loss = tg.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def _models(n: int) -> list[tuple[nn.Module, tg.optim.Optimizer]]:
+    out = []
+    for i in range(n):
+        model = nn.Sequential(nn.Linear(8, 16, key=i), nn.Tanh(), nn.Linear(16, 4, key=10 + i))
+        out.append((model, tg.optim.Adam(model.parameters(), lr=0.01)))
+    return out
+
+
+_X = tg.tensor(np.random.default_rng(0).normal(size=(16, 8)).astype(np.float32))
+_Y = tg.tensor(np.arange(16) % 4)
+
+
+def test_a_step_called_in_turn_with_several_models_compiles_once_for_each() -> None:
+    """An ensemble (or folds, or two players) sharing one step: each (model, optimizer) keeps
+    its plan, so going back to one compiles nothing, and each trains as eagerly."""
+    compiled, eager = _models(3), _models(3)
+    step = tg.jit(_train_step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no RetraceWarning
+        for _ in range(4):
+            for (m, o), (em, eo) in zip(compiled, eager, strict=True):
+                got = step(m, o, _X, _Y)
+                want = _train_step(em, eo, _X, _Y)
+                np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+    assert step.trace_count == 3
+    for (m, _), (em, _) in zip(compiled, eager, strict=True):
+        for p, q in zip(m.parameters(), em.parameters(), strict=True):
+            np.testing.assert_allclose(np.asarray(p), np.asarray(q), rtol=1e-4, atol=1e-6)
+
+
+def test_a_step_keeps_no_model_or_optimizer_it_was_called_with_alive() -> None:
+    """A loop making a new model (or a new optimizer for the same model) per trial: the
+    step's plan for the previous ones lets them go at the next trial's first call, with no
+    garbage collection (no reference cycle)."""
+    import gc
+    import weakref
+
+    step = tg.jit(_train_step)
+    gone = []
+    gc.disable()
+    try:
+        for _ in range(3):
+            ((model, opt),) = _models(1)
+            step(model, opt, _X, _Y)
+            gone.append((weakref.ref(model), weakref.ref(opt), weakref.ref(model[0].weight)))
+            opt = tg.optim.SGD(model.parameters(), lr=0.1)  # a new optimizer, same model
+            step(model, opt, _X, _Y)
+        del model, opt
+    finally:
+        gc.enable()
+    assert [r() is None for refs in gone[:-1] for r in refs] == [True] * 6
+    assert gone[-1][0]() is not None  # the plan in use holds its objects, as before
+    assert sum(map(len, step._plans.values())) == 1
+
+
+def test_more_models_than_the_step_keeps_plans_for_warn() -> None:
+    """Beyond the plans a step keeps, each call compiles again; the warning says so."""
+    from tapegrad.jit import _PLANS_KEPT
+
+    many = _models(_PLANS_KEPT + 1)
+    step = tg.jit(_train_step)
+    with pytest.warns(tg.RetraceWarning, match=f"last {_PLANS_KEPT}") as caught:
+        for _ in range(RETRACE_WARNING // len(many) + 2):
+            for m, o in many:
+                step(m, o, _X, _Y)
+    assert caught[0].filename == __file__
+
+
+def test_a_step_defined_in_a_class_is_a_method() -> None:
+    """``@tg.jit`` on a method binds the instance, as a function in a class body is bound;
+    two trainers keep a plan each."""
+
+    class Trainer:
+        def __init__(self, seed: int) -> None:
+            ((self.model, self.opt),) = _models(1) if seed == 0 else _models(2)[1:]
+
+        @tg.jit
+        def step(self, x: tg.Tensor, y: tg.Tensor) -> tg.Tensor:
+            return _train_step(self.model, self.opt, x, y)
+
+    a, b = Trainer(0), Trainer(1)
+    ((em, eo),) = _models(1)
+    for _ in range(3):
+        np.testing.assert_allclose(a.step(_X, _Y).item(), _train_step(em, eo, _X, _Y).item())
+        b.step(_X, _Y)
+    assert isinstance(Trainer.step, tg.jit(_train_step).__class__)
+    assert Trainer.step.trace_count == 2
+    np.testing.assert_allclose(np.asarray(a.model[0].weight), np.asarray(em[0].weight), rtol=1e-5)
+
+
+def test_the_callers_grad_mode_is_part_of_what_a_step_compiles_for() -> None:
+    """Under no_grad the step runs as it would eagerly (a backward raises NoGradError); a
+    step first called under no_grad (an evaluation) reads grad mode on again later."""
+    ((model, opt),) = _models(1)
+    step = tg.jit(_train_step)
+    step(model, opt, _X, _Y)
+    before = np.asarray(model[0].weight).copy()
+    with tg.no_grad(), pytest.raises(tg.NoGradError):
+        step(model, opt, _X, _Y)
+    np.testing.assert_array_equal(np.asarray(model[0].weight), before)
+    step(model, opt, _X, _Y)  # grad mode on again: the first plan, still valid
+    assert step.trace_count == 1
+
+    @tg.jit
+    def mode() -> tg.Tensor:
+        return tg.tensor(tg.is_grad_enabled())
+
+    with tg.no_grad():
+        assert not mode().item()
+    assert mode().item()
+    with tg.no_grad():
+        assert not mode().item()
+    assert mode.trace_count == 2
