@@ -166,10 +166,47 @@ def _shape_param(value: Any, op: str) -> Any:
     return dims(value, f"{op}: shape")
 
 
+def _number_param(name: str) -> Callable[[Any, str], Any]:
+    """The check of a number parameter that an op's kernels take as a static (hashed)
+    value: a one-element NumPy or JAX array becomes its Python number (as PyTorch takes a
+    0-d tensor for a float); anything else is returned as it is (the op checks it)."""
+
+    def check(value: Any, op: str) -> Any:
+        if not isinstance(value, (np.ndarray, np.generic, jax.Array)):
+            return value
+        if isinstance(value, jax.core.Tracer):
+            raise TypeError(
+                f"{op}: {name} is a traced value (inside jax.jit, vmap or a tg.jit step's "
+                "arguments); it must be a concrete number, compiled into the op: pass a Python "
+                f"number, or make the argument it comes from static."
+            )
+        if np.size(value) != 1:
+            raise TypeError(
+                f"{op}: {name} must be a number, got an array of shape {np.shape(value)}."
+            )
+        return np.asarray(value).reshape(()).item()
+
+    return check
+
+
 CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "axis": _axis_param,
     "axes": _axes_param,
     "shape": _shape_param,
+    **{
+        name: _number_param(name)
+        for name in (
+            "negative_slope",
+            "alpha",
+            "beta",
+            "threshold",
+            "eps",
+            "label_smoothing",
+            "p",
+            "scale",
+            "value",
+        )
+    },
 }
 """Op parameter name -> its check ``(value, op name) -> normalised value``."""
 

@@ -42,6 +42,13 @@ class _Setup:
     def __init__(self, fn: Program, primals: Sequence[Any], wrt: Sequence[int] | None, label: str):
         self.fn = fn
         self.label = label
+        for p in primals:
+            if isinstance(p, (tuple, list)) and any(hasattr(e, "shape") for e in p):
+                raise TypeError(
+                    f"{label}: an input is a {type(p).__name__} of arrays or tensors; pass the "
+                    "inputs as separate arguments, check(fn, a, b), not as one tuple "
+                    "(PyTorch's form), or stack them into one array first."
+                )
         self.arrays = tuple(jnp.asarray(p) for p in primals)
         floats = tuple(i for i, a in enumerate(self.arrays) if is_float(a))
         if not floats:

@@ -242,6 +242,7 @@ def vjp_on_tensors(
             else:
                 by_position.extend([_DYN] * len(_tree_flatten(s)[0]))
     leaves, treedef = _tree_flatten((saved, params or {}))
+    n_saved = len(_tree_flatten(saved)[0])
     statics: list[Any] = []
     dyn: list[Any] = []
     for k, leaf in enumerate(leaves):
@@ -249,6 +250,8 @@ def vjp_on_tensors(
             source: Node | None | _Dyn = by_position[k] if k < len(by_position) else _DYN
             if source is _DYN:
                 source = by_id.get(id(leaf), _DYN)
+            if source is _DYN and k >= n_saved:
+                source = None  # a parameter (clip's array bounds): a constant, not a residual
             if source is _DYN and DIFFERENTIABLE[leaf.dtype]:
                 raise RuntimeError(
                     f"create_graph=True: op {op.name!r} keeps a floating residual that is "

@@ -302,6 +302,9 @@ def test_gradcheck_and_gradgradcheck_pass_on_an_mlp_layer() -> None:
 
     gradcheck(layer, X, W1, B1)
     gradgradcheck(layer, X, W1, B1, wrt=[1, 2])
+    for check in (gradcheck, gradgradcheck):  # PyTorch's form: the inputs in one tuple
+        message = str(error_of(TypeError, check, layer, (X, W1, B1)))
+        assert "separate arguments" in message, message
 
 
 def test_gradgradcheck_rejects_a_wrong_second_derivative() -> None:
@@ -697,3 +700,57 @@ def test_an_op_returning_its_input_links_that_residual_to_the_input() -> None:
     np.testing.assert_array_equal(g.numpy(), [2.0, 3.0])  # the rule: g * x
     g.sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [1.0, 1.0])  # d/dx sum(x) = 1
+
+
+_BOUNDS = {
+    "NumPy arrays": (np.full((1, 4), -0.5, np.float32), np.full((1, 4), 0.5, np.float32)),
+    "0-d JAX arrays": (jnp.asarray(-0.5), jnp.asarray(0.5)),
+}
+
+
+@pytest.mark.parametrize("kind", list(_BOUNDS))
+def test_second_derivative_through_clip_with_array_bounds(kind: str) -> None:
+    """Array bounds are parameters (constants), not residuals: the second derivative runs
+    and equals jax.grad's (torch.clamp with tensor bounds gives the same)."""
+    lo, hi = _BOUNDS[kind]
+    x0 = np.array([[-1.0, -0.2, 0.3, 2.0]], np.float32)
+
+    def f(x: Any) -> Any:
+        return (jnp.clip(x, lo, hi) ** 3).sum()
+
+    x = tg.tensor(x0).require_grad()
+    (g,) = tg.grad((x.clip(lo, hi) ** 3).sum(), x, create_graph=True)
+    (h,) = tg.grad((g * g).sum(), x)
+    close(h, jax.grad(lambda x: (jax.grad(f)(x) ** 2).sum())(jnp.asarray(x0)))
+
+
+@pytest.mark.parametrize(
+    ("name", "call"),
+    [
+        ("leaky_relu", lambda x, a: tg.leaky_relu(x, a)),
+        ("elu", lambda x, a: tg.elu(x, alpha=a)),
+        ("softplus", lambda x, a: tg.softplus(x, beta=a * 20)),
+        ("normalize", lambda x, a: tg.normalize(x, axis=-1, eps=a * 1e-5)),
+        ("pad", lambda x, a: tg.pad(x, ((0, 0), (1, 1)), value=a)),
+    ],
+)
+def test_a_number_parameter_given_as_a_one_element_array_is_its_number(
+    name: str, call: Any
+) -> None:
+    """As PyTorch takes a 0-d tensor for a float: first and second derivatives equal the
+    Python number's (the array reached a kernel's static argument: JAX's "non-hashable"
+    error in the backward)."""
+    x0 = np.array([[-1.0, -0.2, 0.3, 2.0]], np.float32)
+    results = []
+    for a in (0.1, jnp.asarray(0.1), np.float32(0.1), np.array([0.1], np.float32)):
+        x = tg.tensor(x0).require_grad()
+        y = call(x, a)
+        (g,) = tg.grad((y**3).sum(), x, create_graph=True)
+        (h,) = tg.grad((g * g).sum(), x)
+        results.append((y.numpy(), g.numpy(), h.numpy()))
+    for got in results[1:]:
+        for a, b in zip(got, results[0], strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-6)
+    if name != "normalize":  # a function of ops: its eps broadcasts (a ShapeError here)
+        message = str(error_of(TypeError, call, tg.tensor(x0), np.full(3, 0.1, np.float32)))
+        assert "must be a number" in message, message
