@@ -66,7 +66,10 @@ class MultiheadAttention(Module):
         num_heads: the number of heads.
         dropout: dropout on the attention weights while training.
         bias: learn ``in_proj_bias`` and ``out_proj.bias``.
-        batch_first: inputs and outputs are ``(N, L, E)``; else ``(L, N, E)``.
+        kdim, vdim: the features of keys and values: ``None`` or ``embed_dim`` (PyTorch's
+            default; other sizes raise a ``TypeError``).
+        batch_first: inputs and outputs are ``(N, L, E)``; else ``(L, N, E)``. Keyword-only:
+            PyTorch's fifth parameter is ``add_bias_kv``.
         key: an int seed or a key; ``None`` draws from the process random state.
         dtype: a floating dtype for the parameters.
         device: where the parameters and buffers are made, as ``tg.zeros(..., device=)``
@@ -82,7 +85,8 @@ class MultiheadAttention(Module):
 
     @torch_keywords(
         _TORCH_ADVICE,
-        defaults={"kdim": None, "vdim": None, "add_bias_kv": False, "add_zero_attn": False},
+        defaults={"add_bias_kv": False, "add_zero_attn": False},
+        order="its fifth parameter is add_bias_kv: pass batch_first and the others by keyword",
     )
     def __init__(
         self,
@@ -90,8 +94,10 @@ class MultiheadAttention(Module):
         num_heads: int,
         dropout: float = 0.0,
         bias: bool = True,
-        batch_first: bool = False,
         *,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        batch_first: bool = False,
         key: Any = None,
         dtype: Any = jnp.float32,
         device: Any = None,
@@ -104,6 +110,9 @@ class MultiheadAttention(Module):
                 f"MultiheadAttention: embed_dim ({embed_dim}) must be a positive multiple of "
                 f"num_heads ({num_heads})."
             )
+        for name, dim in (("kdim", kdim), ("vdim", vdim)):
+            if dim is not None and dim != embed_dim:  # PyTorch's default: embed_dim
+                raise TypeError(f"MultiheadAttention: {name}={dim!r}: {_TORCH_ADVICE[name]}")
         check_float(dtype, "MultiheadAttention")
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads

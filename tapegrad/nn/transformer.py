@@ -98,7 +98,7 @@ class TransformerEncoderLayer(Module):
             )
         k_attn, k1, k2, k_d, k_d1, k_d2 = _init.keys(key, 6) if key is not None else [None] * 6
         self.self_attn = MultiheadAttention(
-            d_model, nhead, dropout, bias, batch_first, key=k_attn, dtype=dtype
+            d_model, nhead, dropout, bias, batch_first=batch_first, key=k_attn, dtype=dtype
         )
         self.linear1 = Linear(d_model, dim_feedforward, bias, key=k1, dtype=dtype)
         self.dropout = Dropout(dropout, key=k_d)

@@ -192,6 +192,22 @@ def test_multihead_attention_with_weights(batch_first: bool) -> None:
     check_against_torch(ours, theirs, [q, k, mask], call=both)
 
 
+def test_multihead_attention_positional_arguments_follow_pytorch() -> None:
+    """PyTorch's fifth parameter is add_bias_kv: a fifth positional argument is refused
+    (it set batch_first, a wrong layer without an error); kdim and vdim equal to embed_dim
+    are PyTorch's default layer, with its state dict."""
+    with pytest.raises(TypeError, match="fifth parameter is add_bias_kv"):
+        nn.MultiheadAttention(4, 2, 0.0, True, True)  # type: ignore[misc]
+    theirs = torch.nn.MultiheadAttention(8, 2, kdim=8, vdim=8)
+    ours = nn.MultiheadAttention(8, 2, kdim=8, vdim=8, key=0)
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    q = np.random.default_rng(0).standard_normal((3, 2, 8)).astype(np.float32)
+    want = theirs(*[torch.tensor(q)] * 3)[0].detach().numpy()
+    np.testing.assert_allclose(ours(q, q, q)[0].numpy(), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(TypeError, match="kdim=4.*project them to embed_dim"):
+        nn.MultiheadAttention(8, 2, kdim=4)
+
+
 def test_multihead_attention_rejects_bad_shapes() -> None:
     with pytest.raises(ValueError, match="multiple of num_heads"):
         nn.MultiheadAttention(6, 4)

@@ -34,7 +34,7 @@ CASES: list[tuple[Callable[[], Any], type[Exception], str]] = [
     (lambda: nn.BatchNorm2d(3, momentum=None), ValueError, r"^BatchNorm2d: momentum=None .*0.1"),
     (lambda: nn.BCEWithLogitsLoss(np.ones(3)), ValueError, r"pass weight= by keyword"),
     (lambda: nn.MSELoss(weight=np.ones(3)), TypeError, r"^MSELoss\(\) .*reduction='none'"),
-    (lambda: nn.MultiheadAttention(8, 2, kdim=4), TypeError, r"^MultiheadAttention\(\) got kdim"),
+    (lambda: nn.MultiheadAttention(8, 2, kdim=4), TypeError, r"^MultiheadAttention: kdim=4: "),
     (lambda: nn.MultiheadAttention(8, 2, add_bias_kv=True), TypeError, r"no bias_k/bias_v"),
 ]
 
