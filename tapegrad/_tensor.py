@@ -638,6 +638,16 @@ class Tensor:
         along ``axis`` by integer ``indices`` of the same rank."""
         return _ops.gather(self, *args, **kwargs)
 
+    def diagonal(self, *args: Any, **kwargs: Any) -> Tensor:
+        """``tg.diagonal(self, offset=0, axis1=0, axis2=1)``: the ``offset`` diagonal of the
+        matrices over ``axis1`` and ``axis2``, as a new last axis (NumPy's and PyTorch's)."""
+        return _ops.diagonal(self, *args, **kwargs)
+
+    def trace(self, *args: Any, **kwargs: Any) -> Tensor:
+        """``tg.trace(self, offset=0, axis1=0, axis2=1)``: the sum of that diagonal (NumPy's;
+        PyTorch's ``trace()`` of a matrix)."""
+        return _ops.trace(self, *args, **kwargs)
+
     @numpy_keywords
     def argsort(self, axis: int = -1, descending: bool = False) -> Tensor:
         """The indices that sort the tensor along ``axis`` (stable; not differentiable)."""

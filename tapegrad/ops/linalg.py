@@ -1,5 +1,6 @@
 """Linear algebra: matmul with NumPy's rules (1-D operands, batch broadcasting), the fused
-affine map ``linear``, norm (and from it normalize and cosine_similarity), einsum."""
+affine map ``linear``, outer, norm (and from it normalize and cosine_similarity), einsum, and
+the diagonals of matrices: diag, diagonal, trace."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tapegrad._args import numpy_keywords
+from tapegrad._args import integer, numpy_keywords, torch_keywords
 from tapegrad._dtypes import summed_in
 from tapegrad.derived import derived_vjp
 from tapegrad.errors import ShapeError
@@ -21,7 +22,18 @@ from tapegrad.op import defop, operand_shape
 if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
 
-__all__ = ["matmul", "linear", "norm", "normalize", "cosine_similarity", "einsum"]
+__all__ = [
+    "matmul",
+    "linear",
+    "outer",
+    "norm",
+    "normalize",
+    "cosine_similarity",
+    "einsum",
+    "diag",
+    "diagonal",
+    "trace",
+]
 
 
 def _matmul_check(name: str, arrays: list[Any], params: dict[str, Any]) -> None:
@@ -79,6 +91,36 @@ def _matmul_vjp(
         if b.ndim == 1:
             gb = gb[..., 0]
     return (ga, gb)
+
+
+_outer = kernel(jnp.outer)
+
+
+@defop
+def outer(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    """The outer product of two 1-D tensors: ``y[i, j] = a[i] * b[j]``, shape (m, n) for a
+    (m,) and b (n,), in their promoted dtype (``torch.outer``; ``np.outer`` of 1-D arrays).
+
+    Raises:
+        ShapeError: an operand is not 1-D (NumPy flattens it, PyTorch refuses it: write
+            ``x.reshape(-1)`` for NumPy's reading).
+    """
+    if a.ndim != 1 or b.ndim != 1:
+        raise ShapeError(
+            f"outer: takes two 1-D tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}; "
+            "flatten them first (x.reshape(-1)) for NumPy's outer of arrays of any shape."
+        )
+    return _outer(a, b), (a, b)
+
+
+@outer.defvjp
+@partial(kernel, static_argnames=("needs",))
+def _outer_vjp(
+    res: tuple[jax.Array, jax.Array], g: jax.Array, needs: tuple[bool, ...]
+) -> tuple[jax.Array | None, ...]:
+    """y = a b^T, so ga = g @ b and gb = g^T @ a (written a @ g)."""
+    a, b = res
+    return (jnp.matmul(g, b) if needs[0] else None, jnp.matmul(a, g) if needs[1] else None)
 
 
 @kernel
@@ -294,3 +336,174 @@ def einsum(subscripts: str, *operands: Any) -> Tensor:
         ShapeError: the subscripts do not fit the operands' shapes.
     """
     return _einsum(*operands, subscripts=subscripts)
+
+
+Shape = tuple[int, ...]
+
+
+def _matrix_axes(name: str, shape: Shape, axis1: Any, axis2: Any) -> tuple[int, int]:
+    """``axis1`` and ``axis2`` as two distinct axes in ``[0, ndim)`` of ``shape``.
+
+    Raises:
+        ShapeError: fewer than two dimensions, an axis out of range, or the same axis twice.
+        TypeError: an axis is not an integer.
+    """
+    a1, a2 = integer(axis1, f"{name}: axis1"), integer(axis2, f"{name}: axis2")
+    n = len(shape)
+    if n < 2:
+        raise ShapeError(
+            f"{name}: needs a tensor of at least 2 dimensions, got shape {shape}"
+            + ("; tg.diag(x, k) builds a matrix from a 1-D tensor." if n == 1 else ".")
+        )
+    if not (-n <= a1 < n and -n <= a2 < n) or a1 % n == a2 % n:
+        raise ShapeError(
+            f"{name}: axis1={a1} and axis2={a2} must be two different axes of a tensor of "
+            f"shape {shape}, in [{-n}, {n})."
+        )
+    return a1 % n, a2 % n
+
+
+@partial(kernel, static_argnames=("offset", "axis1", "axis2"))
+def _jdiagonal(x: jax.Array, offset: int, axis1: int, axis2: int) -> jax.Array:
+    y: jax.Array = jnp.diagonal(x, offset=offset, axis1=axis1, axis2=axis2)
+    return y
+
+
+@partial(kernel, static_argnums=(1, 2, 3, 4))
+def _undiagonal(g: jax.Array, shape: Shape, offset: int, axis1: int, axis2: int) -> jax.Array:
+    """The transpose of ``_jdiagonal``: zeros of ``shape`` with g's last axis written on the
+    ``offset`` diagonal of the axes ``axis1`` (rows) and ``axis2`` (columns)."""
+    rest = tuple(s for i, s in enumerate(shape) if i not in (axis1, axis2))
+    i = jnp.arange(g.shape[-1])
+    rows, cols = i + max(-offset, 0), i + max(offset, 0)
+    gx = jnp.zeros((*rest, shape[axis1], shape[axis2]), g.dtype).at[..., rows, cols].set(g)
+    return jnp.moveaxis(gx, (-2, -1), (axis1, axis2))
+
+
+@defop(name="diagonal")
+def _diagonal(
+    x: jax.Array, *, offset: int = 0, axis1: int = 0, axis2: int = 1
+) -> tuple[jax.Array, tuple[Shape]]:
+    """The ``offset`` diagonal of the axes ``axis1`` and ``axis2`` (distinct, in ``[0,
+    ndim)``), as the last axis of the result (NumPy's ``diagonal``)."""
+    _matrix_axes("diagonal", x.shape, axis1, axis2)
+    return _jdiagonal(x, offset, axis1, axis2), (tuple(x.shape),)
+
+
+@_diagonal.defvjp
+def _diagonal_vjp(
+    res: tuple[Shape], g: jax.Array, *, offset: int = 0, axis1: int = 0, axis2: int = 1
+) -> tuple[jax.Array]:
+    """Each diagonal entry receives its g; every other entry 0 (g written on the diagonal of
+    zeros of x's shape)."""
+    (shape,) = res
+    return (_undiagonal(g, shape, offset, axis1, axis2),)
+
+
+_AXES = {
+    "dim1": "use axis1= (NumPy's name)",
+    "dim2": "use axis2= (NumPy's name)",
+    "diagonal": "use offset= (NumPy's name)",
+}
+
+
+@torch_keywords(_AXES)
+def diagonal(x: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
+    """The ``offset`` diagonal (0: the main one, > 0 above it, < 0 below) of the matrices
+    spanned by ``axis1`` (rows) and ``axis2`` (columns), as a new last axis: for x of shape
+    (n, m), the entries ``x[i, i + offset]``; for more dimensions, the other axes come
+    first, in order (NumPy's ``diagonal``; PyTorch's ``diagonal(x, offset, dim1, dim2)``). An
+    offset beyond the matrix gives an empty diagonal. The gradient goes back to the diagonal
+    entries; the others get 0.
+
+    Raises:
+        ShapeError: fewer than two dimensions, an axis out of range, or ``axis1 == axis2``.
+        TypeError: ``offset`` or an axis is not an integer; PyTorch's ``dim1=``/``dim2=``.
+    """
+    a1, a2 = _matrix_axes("diagonal", operand_shape(x, "diagonal"), axis1, axis2)
+    return _diagonal(x, offset=integer(offset, "diagonal: offset"), axis1=a1, axis2=a2)
+
+
+_jdiag = partial(kernel, static_argnames=("k",))(jnp.diag)
+
+
+@defop(name="diag")
+def _diag(x: jax.Array, *, k: int = 0) -> tuple[jax.Array, tuple[Shape]]:
+    """1-D x (n,): the (n + |k|, n + |k|) matrix with x on diagonal ``k``; 2-D x: its
+    diagonal ``k`` (NumPy's ``diag``)."""
+    if x.ndim not in (1, 2):
+        raise ShapeError(
+            f"diag: takes a 1-D tensor (to build a matrix) or a 2-D one (to read a diagonal), "
+            f"got shape {tuple(x.shape)}; for stacks of matrices use "
+            "tg.diagonal(x, offset, axis1, axis2)."
+        )
+    return _jdiag(x, k=k), (tuple(x.shape),)
+
+
+@_diag.defvjp
+def _diag_vjp(res: tuple[Shape], g: jax.Array, *, k: int = 0) -> tuple[jax.Array]:
+    """Built from a 1-D x: x[i] sits at one place of the matrix, so gx = diagonal k of g. Read
+    from a 2-D x: g written on diagonal k of zeros of x's shape (``diagonal``'s rule)."""
+    (shape,) = res
+    if len(shape) == 1:
+        return (_jdiagonal(g, k, 0, 1),)
+    return (_undiagonal(g, shape, k, 0, 1),)
+
+
+@torch_keywords({"diagonal": "use k= (NumPy's name): tg.diag(x, k=1)"})
+def diag(x: Any, k: int = 0) -> Tensor:
+    """NumPy's (and PyTorch's) ``diag``: for a 1-D ``x`` of length n, the square matrix of
+    size n + |k| with ``x`` on diagonal ``k`` (0: the main one, > 0 above it) and zeros
+    elsewhere; for a 2-D ``x``, its diagonal ``k`` as a 1-D tensor (``tg.diagonal(x, k)``).
+    The dtype is ``x``'s. The gradient of a built matrix is the diagonal of its cotangent;
+    that of a read diagonal goes back to the diagonal's entries.
+
+    Raises:
+        ShapeError: ``x`` is not 1-D or 2-D (``tg.diagonal`` takes any stack of matrices).
+        TypeError: ``k`` is not an integer; PyTorch's ``diagonal=`` (NumPy's ``k=``).
+    """
+    return _diag(x, k=integer(k, "diag: k"))
+
+
+_jtrace = partial(kernel, static_argnames=("offset", "axis1", "axis2"))(jnp.trace)
+
+
+@partial(kernel, static_argnums=(1, 2, 3, 4))
+def _untrace(g: jax.Array, shape: Shape, offset: int, axis1: int, axis2: int) -> jax.Array:
+    eye = jnp.eye(shape[axis1], shape[axis2], k=offset, dtype=g.dtype)
+    return jnp.moveaxis(g[..., None, None] * eye, (-2, -1), (axis1, axis2))
+
+
+@defop(name="trace")
+def _trace(
+    x: jax.Array, *, offset: int = 0, axis1: int = 0, axis2: int = 1
+) -> tuple[jax.Array, tuple[Shape]]:
+    """The sum of the ``offset`` diagonal of the axes ``axis1`` and ``axis2`` (NumPy's
+    ``trace``)."""
+    _matrix_axes("trace", x.shape, axis1, axis2)
+    return _jtrace(x, offset=offset, axis1=axis1, axis2=axis2), (tuple(x.shape),)
+
+
+@_trace.defvjp
+def _trace_vjp(
+    res: tuple[Shape], g: jax.Array, *, offset: int = 0, axis1: int = 0, axis2: int = 1
+) -> tuple[jax.Array]:
+    """Each entry of the summed diagonal receives g, every other entry 0: gx = g times the
+    identity (diagonal ``offset``) over the two axes."""
+    (shape,) = res
+    return (_untrace(g, shape, offset, axis1, axis2),)
+
+
+@torch_keywords(_AXES)
+def trace(x: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
+    """The sum of the ``offset`` diagonal of the matrices spanned by ``axis1`` and ``axis2``:
+    for a 2-D ``x``, the sum of its main diagonal (``torch.trace``); with more dimensions,
+    one sum per matrix, the other axes kept in order (NumPy's ``trace``). Integer inputs
+    give integers (NumPy's rule). The gradient is the cotangent times the identity.
+
+    Raises:
+        ShapeError: fewer than two dimensions, an axis out of range, or ``axis1 == axis2``.
+        TypeError: ``offset`` or an axis is not an integer.
+    """
+    a1, a2 = _matrix_axes("trace", operand_shape(x, "trace"), axis1, axis2)
+    return _trace(x, offset=integer(offset, "trace: offset"), axis1=a1, axis2=a2)

@@ -658,6 +658,45 @@ SPECS: tuple[OpSpec, ...] = (
     # linear algebra
     OpSpec(_R["matmul"], matmul_cases(), jnp.matmul),
     OpSpec(
+        _R["outer"],
+        (
+            Case("3x4", inputs(((3,), (4,)), (REALS, REALS))),
+            Case("1x2", inputs(((1,), (2,)), (REALS, REALS))),
+        ),
+        jnp.outer,
+    ),
+    OpSpec(
+        _R["diag"],
+        (
+            fixed((3,), {}),
+            fixed((3,), {"k": 1}),
+            fixed((2,), {"k": -2}),
+            fixed((3, 4), {}),
+            fixed((4, 3), {"k": -1}),
+            fixed((3, 4), {"k": 2}),
+        ),
+        jnp.diag,
+    ),
+    OpSpec(
+        _R["diagonal"],
+        (
+            fixed((3, 4), {}),
+            fixed((4, 3), {"offset": -1}),
+            fixed((2, 3, 4), {"offset": 1, "axis1": 2, "axis2": 0}),
+            fixed((3, 2, 3), {"offset": 0, "axis1": 1, "axis2": 2}),
+        ),
+        jnp.diagonal,
+    ),
+    OpSpec(
+        _R["trace"],
+        (
+            fixed((3, 3), {}),
+            fixed((3, 4), {"offset": 1}),
+            fixed((2, 3, 4), {"offset": -1, "axis1": 2, "axis2": 1}),
+        ),
+        jnp.trace,
+    ),
+    OpSpec(
         _R["linear"],
         tuple(
             Case(name, inputs(shapes, (REALS,) * 3))

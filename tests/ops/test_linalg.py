@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _support import error_of, grad_of
 
 import tapegrad as tg
 from tapegrad.testing import check_program, check_vjp
@@ -87,3 +88,71 @@ def test_complex_norm_of_a_zero_vector_has_gradient_0() -> None:
     x = tg.tensor(np.zeros(3, np.complex64), requires_grad=True)
     x.norm().backward()
     np.testing.assert_array_equal(x.grad.numpy(), np.zeros(3, np.complex64))
+
+
+def test_outer_refuses_what_is_not_1_d() -> None:
+    for a, b in (((2, 3), (3,)), ((), (3,))):
+        message = str(error_of(tg.ShapeError, tg.outer, tg.ones(a), tg.ones(b)))
+        assert "outer: takes two 1-D tensors" in message and "x.reshape(-1)" in message
+
+
+def test_diag_builds_and_reads_as_numpy_with_gradients() -> None:
+    v = _rand(3)
+    for k in (-2, 0, 1):
+        np.testing.assert_array_equal(tg.diag(v, k).numpy(), np.diag(v, k))
+        check_program(lambda x, k=k: tg.diag(x, k=k), lambda x, k=k: jnp.diag(x, k), v)
+    m = _rand(3, 5)
+    for k in (-1, 0, 3, 7):  # 7: beyond the matrix, an empty diagonal
+        np.testing.assert_array_equal(tg.diag(m, k).numpy(), np.diag(m, k))
+        np.testing.assert_array_equal(tg.diagonal(m, k).numpy(), np.diagonal(m, k))
+    t = tg.tensor(m, requires_grad=True)
+    tg.diag(t, 7).sum().backward()
+    np.testing.assert_array_equal(grad_of(t), np.zeros((3, 5), np.float32))
+
+
+def test_diag_refuses_other_ranks_and_names_numpys_k() -> None:
+    message = str(error_of(tg.ShapeError, tg.diag, tg.ones((2, 2, 2))))
+    assert "1-D tensor (to build a matrix) or a 2-D one" in message and "tg.diagonal" in message
+    error_of(tg.ShapeError, tg.diag, tg.ones(()))
+    assert "must be an integer" in str(error_of(TypeError, tg.diag, tg.ones(3), 1.0))
+    message = str(error_of(TypeError, lambda: tg.diag(tg.ones(3), diagonal=1)))
+    assert "got diagonal=, a PyTorch keyword; use k=" in message, message
+
+
+@pytest.mark.parametrize(
+    ("shape", "offset", "axis1", "axis2"),
+    [((3, 4), 0, 0, 1), ((3, 4), 1, 1, 0), ((2, 3, 4), -1, -1, 0), ((2, 3, 3), 0, 1, 2)],
+)
+def test_diagonal_and_trace_match_numpy_on_any_axes(
+    shape: tuple[int, ...], offset: int, axis1: int, axis2: int
+) -> None:
+    x = _rand(*shape)
+    kw = {"offset": offset, "axis1": axis1, "axis2": axis2}
+    np.testing.assert_array_equal(tg.diagonal(x, **kw).numpy(), np.diagonal(x, **kw))
+    np.testing.assert_allclose(tg.trace(x, **kw).numpy(), np.trace(x, **kw), rtol=1e-6)
+    t = tg.tensor(x)
+    np.testing.assert_array_equal(t.diagonal(offset, axis1, axis2).numpy(), x.diagonal(**kw))
+    np.testing.assert_allclose(t.trace(offset, axis1, axis2).numpy(), x.trace(**kw), rtol=1e-6)
+    check_program(
+        lambda a: tg.diagonal(a, **kw) * 2.0 + tg.trace(a, **kw)[..., None],
+        lambda a: jnp.diagonal(a, **kw) * 2.0 + jnp.trace(a, **kw)[..., None],
+        x,
+    )
+
+
+def test_diagonal_and_trace_refuse_bad_axes_and_name_numpys_keywords() -> None:
+    x = tg.ones((2, 3))
+    for fn in (tg.diagonal, tg.trace):
+        message = str(error_of(tg.ShapeError, fn, x, 0, 1, 1))
+        assert "must be two different axes" in message, message
+        error_of(tg.ShapeError, fn, x, 0, 0, 2)
+        assert "tg.diag(x, k)" in str(error_of(tg.ShapeError, fn, tg.ones(3)))
+        assert "must be an integer" in str(error_of(TypeError, fn, x, 0.5))
+        message = str(error_of(TypeError, lambda f=fn: f(x, dim1=1, dim2=0)))
+        assert "use axis1= (NumPy's name)" in message, message
+
+
+def test_trace_of_integers_is_an_integer_that_records_nothing() -> None:
+    x = tg.tensor(np.arange(9, dtype=np.int32).reshape(3, 3))
+    y = tg.trace(x)
+    assert y.dtype == np.int32 and y.item() == 12 and not y.requires_grad

@@ -220,6 +220,16 @@ ROWS: list[tuple[str, Callable[..., Any], Callable[..., Any], tuple[np.ndarray, 
         lambda x: torch.topk(x, 3, dim=0, largest=False),
         (f32(4, 2),),
     ),
+    ("outer", tg.outer, torch.outer, (f32(3), f32(4))),
+    ("diag-build", lambda x: tg.diag(x, 1), lambda x: torch.diag(x, 1), (f32(3),)),
+    ("diag-read", lambda x: tg.diag(x, -1), lambda x: torch.diag(x, -1), (f32(4, 3),)),
+    (
+        "diagonal",
+        lambda x: x.diagonal(1, 2, 0),
+        lambda x: torch.diagonal(x, 1, 2, 0),
+        (f32(2, 3, 4),),
+    ),
+    ("trace", tg.trace, torch.trace, (f32(3, 4),)),
 ]
 
 
