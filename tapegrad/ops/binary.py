@@ -23,6 +23,8 @@ __all__ = [
     "maximum",
     "minimum",
     "where",
+    "arctan2",
+    "lerp",
 ]
 
 Res = tuple[jax.Array, ...]
@@ -274,4 +276,64 @@ def _where_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
         None,
         jnp.where(cond, g, 0) if needs[1] else None,
         jnp.where(cond, 0, g) if needs[2] else None,
+    )
+
+
+_arctan2 = kernel(jnp.arctan2)
+
+
+@defop(check=broadcast_check)
+def arctan2(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
+    """Elementwise angle of the point ``(b, a)`` in radians, in ``[-pi, pi]``: ``arctan(a / b)``
+    in the right quadrant (NumPy's ``arctan2(y, x)``, PyTorch's ``atan2``). Broadcasts as
+    NumPy; integer inputs give floats.
+
+    Raises:
+        ShapeError: the shapes do not broadcast.
+    """
+    return _arctan2(a, b), (a, b)
+
+
+@arctan2.defvjp
+@partial(kernel, static_argnames=("needs",))
+def _arctan2_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
+    """With r = a**2 + b**2: ga = g * b / r, gb = -g * a / r (d atan2(a, b) = (b da - a db) / r;
+    JAX's and PyTorch's rule, NaN at a = b = 0 as in both), each summed to its input's shape."""
+    a, b = res
+    r = a * a + b * b
+    return (
+        sum_to(g * (b / r), a.shape) if needs[0] else None,
+        sum_to(-g * (a / r), b.shape) if needs[1] else None,
+    )
+
+
+@kernel
+def _lerp(start: jax.Array, end: jax.Array, weight: jax.Array) -> jax.Array:
+    d = end - start  # PyTorch's two forms: exact at weight 0 (start) and at weight 1 (end)
+    return jnp.where(jnp.abs(weight) < 0.5, start + weight * d, end - d * (1 - weight))
+
+
+@defop(check=broadcast_check)
+def lerp(start: jax.Array, end: jax.Array, weight: jax.Array) -> tuple[jax.Array, Res]:
+    """Elementwise linear interpolation ``start + weight * (end - start)`` (PyTorch's
+    ``lerp``; computed as ``end - (end - start) * (1 - weight)`` where ``|weight| >= 0.5``, as
+    PyTorch does, so weight 1 gives ``end`` exactly). ``weight`` is a tensor or a number; the
+    three broadcast as NumPy, and the result takes their promoted dtype.
+
+    Raises:
+        ShapeError: the shapes do not broadcast.
+    """
+    return _lerp(start, end, weight), (start, end, weight)
+
+
+@lerp.defvjp
+@partial(kernel, static_argnames=("needs",))
+def _lerp_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
+    """gstart = g * (1 - weight), gend = g * weight, gweight = g * (end - start) (PyTorch's
+    ``lerp`` rule); each summed to its input's shape here."""
+    start, end, weight = res
+    return (
+        sum_to(g * (1 - weight), start.shape) if needs[0] else None,
+        sum_to(g * weight, end.shape) if needs[1] else None,
+        sum_to(g * (end - start), weight.shape) if needs[2] else None,
     )

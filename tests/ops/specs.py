@@ -514,6 +514,10 @@ def _mse_ref(a: jax.Array, b: jax.Array, *, reduction: str = "mean") -> jax.Arra
     return _reduce_ref(jnp.square(a - b), reduction)
 
 
+def _lerp_ref(start: jax.Array, end: jax.Array, weight: jax.Array) -> jax.Array:
+    return start + weight * (end - start)
+
+
 def _unary_spec(name: str, domain: Domain = REALS, **kw: Any) -> OpSpec:
     return OpSpec(_R[name], unary(domain), _jnp(name), **kw)
 
@@ -630,6 +634,21 @@ SPECS: tuple[OpSpec, ...] = (
     _binary_spec("maximum"),
     _binary_spec("minimum"),
     OpSpec(_R["where"], where_cases(), jnp.where),
+    _binary_spec("arctan2"),
+    OpSpec(
+        _R["lerp"],
+        (
+            Case("same-shape", inputs(((2, 3),) * 3, (REALS,) * 3)),
+            Case(
+                "broadcast",
+                st.sampled_from(BROADCAST_TRIPLES).flatmap(
+                    lambda shapes: inputs(shapes, (REALS,) * 3)
+                ),
+            ),
+            Case("scalar-weight", inputs(((2, 3), (2, 3), ()), (REALS, REALS, Domain(0, 1)))),
+        ),
+        _lerp_ref,
+    ),
     *(
         OpSpec(_R[name], binary()[1:], _jnp(name), differentiable=False)  # broadcast case
         for name in COMPARISONS

@@ -1,4 +1,5 @@
-"""Binary op edge cases: ties in maximum/minimum, broadcasting, scalars, power at 0, where."""
+"""Binary op edge cases: ties in maximum/minimum, broadcasting, scalars, power at 0, where,
+arctan2's quadrants, lerp's ends."""
 
 from __future__ import annotations
 
@@ -119,11 +120,11 @@ def test_where_with_a_comparison_tensor_as_condition() -> None:
     check_program(lambda t: tg.where(t > 0, t * t, -t), lambda a: jnp.where(a > 0, a * a, -a), x)
 
 
-@pytest.mark.parametrize("op", ["add", "multiply", "maximum", "where"])
+@pytest.mark.parametrize("op", ["add", "multiply", "maximum", "where", "arctan2", "lerp"])
 def test_incompatible_shapes_raise_value_error(op: str) -> None:
     a = tg.ones((2, 3), requires_grad=True)
     b = tg.ones((4,))
-    args = (np.array(True), a, b) if op == "where" else (a, b)
+    args = (np.array(True), a, b) if op == "where" else (a, b, 0.5) if op == "lerp" else (a, b)
     with pytest.raises(ValueError, match="broadcast"):
         R[op](*args)
 
@@ -297,3 +298,30 @@ def test_round_to_negative_decimals_refuses_integers_clearly() -> None:
     with pytest.raises(TypeError, match="decimals < 0 on an integer tensor"):
         tg.tensor([15]).round(-1)
     assert tg.tensor([14.0, 26.0]).round(-1).tolist() == [10.0, 30.0]
+
+
+def test_arctan2_takes_numpys_quadrants_signed_zeros_and_integers() -> None:
+    y = np.array([1.0, 1.0, -1.0, -1.0, 0.0, -0.0, 0.0, 2.0], F32)
+    x = np.array([1.0, -1.0, -1.0, 1.0, -1.0, -1.0, 0.0, 0.0], F32)
+    np.testing.assert_array_equal(tg.arctan2(y, x).numpy(), np.arctan2(y, x))
+    got = tg.arctan2(tg.tensor([1, -2]), 3)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got.numpy(), np.arctan2([1, -2], 3).astype(F32), rtol=1e-6)
+    gy, gx = _grads(tg.arctan2, y[:4], x[:4])
+    np.testing.assert_allclose(gy, x[:4] / 2, rtol=1e-6)  # x / (x**2 + y**2), r = 2 here
+    np.testing.assert_allclose(gx, -y[:4] / 2, rtol=1e-6)
+
+
+def test_lerp_hits_its_ends_exactly_and_takes_a_number_weight() -> None:
+    start, end = np.array([0.1, -3.7, 1e6], F32), np.array([0.7, 2.9, -1e-3], F32)
+    np.testing.assert_array_equal(tg.lerp(start, end, 0.0).numpy(), start)
+    np.testing.assert_array_equal(tg.lerp(start, end, 1.0).numpy(), end)
+    w = np.array([0.25, 0.75, 0.5], F32)
+    gs, ge, gw = _grads(tg.lerp, start, end, w)
+    np.testing.assert_allclose(gs, 1 - w)
+    np.testing.assert_allclose(ge, w)
+    np.testing.assert_allclose(gw, end - start)
+    gs, ge = _grads(lambda a, b: tg.lerp(a, b, 0.3), start, end)
+    np.testing.assert_allclose(gs, np.full(3, 0.7, F32), rtol=1e-6)
+    np.testing.assert_allclose(ge, np.full(3, 0.3, F32), rtol=1e-6)
+    assert tg.lerp(tg.ones(3, dtype=tg.bfloat16), 2.0, 0.5).dtype == tg.bfloat16

@@ -30,6 +30,7 @@ TORCH_NAMES = {
     "scaled_dot_product_attention",
     "norm",  # jnp.linalg.norm
     "linear",  # F.linear
+    "lerp",  # torch.lerp
 }
 
 

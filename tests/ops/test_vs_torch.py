@@ -230,6 +230,14 @@ ROWS: list[tuple[str, Callable[..., Any], Callable[..., Any], tuple[np.ndarray, 
         (f32(2, 3, 4),),
     ),
     ("trace", tg.trace, torch.trace, (f32(3, 4),)),
+    ("arctan2", tg.arctan2, torch.atan2, (f32(3, 4), f32(4))),
+    ("lerp", tg.lerp, torch.lerp, (f32(3, 4), f32(3, 4), f32(4))),
+    (
+        "lerp-number-weight",
+        lambda a, b: tg.lerp(a, b, 0.7),
+        lambda a, b: torch.lerp(a, b, 0.7),
+        (f32(3, 4), f32(4)),
+    ),
 ]
 
 
