@@ -638,6 +638,17 @@ class Tensor:
         along ``axis`` by integer ``indices`` of the same rank."""
         return _ops.gather(self, *args, **kwargs)
 
+    def index_add(self, *args: Any, **kwargs: Any) -> Tensor:
+        """``tg.index_add(self, axis, index, source, *, alpha=1)``: PyTorch's ``index_add``
+        (out of place), ``alpha * source`` added along ``axis`` at the positions ``index``
+        names."""
+        return _ops.index_add(self, *args, **kwargs)
+
+    def scatter_add(self, *args: Any, **kwargs: Any) -> Tensor:
+        """``tg.scatter_add(self, axis, index, src)``: PyTorch's ``scatter_add`` (out of
+        place), each ``src`` entry added where ``index`` sends it along ``axis``."""
+        return _ops.scatter_add(self, *args, **kwargs)
+
     def diagonal(self, *args: Any, **kwargs: Any) -> Tensor:
         """``tg.diagonal(self, offset=0, axis1=0, axis2=1)``: the ``offset`` diagonal of the
         matrices over ``axis1`` and ``axis2``, as a new last axis (NumPy's and PyTorch's)."""

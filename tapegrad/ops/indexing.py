@@ -1,5 +1,6 @@
 """Indexing: ``t[...]`` (slices, integer arrays, boolean masks), take_along_axis, gather,
-argsort, sort and topk (values picked by argsort), embedding."""
+argsort, sort and topk (values picked by argsort), embedding, and the scatter-adds that
+write where these read (index_add, scatter_add)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from tapegrad._args import integer, torch_keywords
 from tapegrad._arrays import axis_check
 from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel
-from tapegrad.op import defop, index_arguments, int_arguments, refuse_torch
+from tapegrad.op import defop, index_arguments, int_arguments, operand_shape, refuse_torch
 
 if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
@@ -30,6 +31,8 @@ __all__ = [
     "topk",
     "SortResult",
     "embedding",
+    "index_add",
+    "scatter_add",
 ]
 
 Shape = tuple[int, ...]
@@ -566,3 +569,198 @@ def embedding(indices: Any, weight: Any, padding_idx: int | None = None) -> Tens
             f"embedding: padding_idx={pad} is outside [{-n}, {n}) for a table of shape {shape}."
         )
     return _embedding(indices, weight, padding_idx=pad % n)
+
+
+def _scatter_axis(name: str, x: Any, axis: Any) -> tuple[Shape, int]:
+    """The shape of ``x`` and ``axis`` in ``[0, ndim)``, for a scatter-add's entry point.
+
+    Raises:
+        ShapeError: a 0-d ``x`` or ``axis`` out of range.
+        TypeError: ``axis`` is not an integer.
+    """
+    shape = operand_shape(x, name)
+    axis = integer(axis, f"{name}: axis")
+    if not -len(shape) <= axis < len(shape) or not shape:
+        raise ShapeError(
+            f"{name}: axis {axis} is out of range for a tensor of shape {shape}"
+            + ("; reshape a 0-d tensor to (1,) first." if not shape else ".")
+        )
+    return shape, axis % len(shape)
+
+
+def _same_dtype(name: str, x: jax.Array, added: jax.Array, what: str) -> None:
+    if added.dtype != x.dtype:
+        raise TypeError(
+            f"{name}: {what} has dtype {added.dtype} and the tensor {x.dtype}; they must be "
+            f"the same (as in PyTorch): cast with {what}.astype(x.dtype)."
+        )
+
+
+def _dropped(index: jax.Array, n: int) -> jax.Array:
+    """Negative indices made out of range (``n``), so that mode ``drop``/``fill`` drops them
+    instead of counting them from the end (PyTorch refuses them)."""
+    return jnp.where(index < 0, n, index)
+
+
+@partial(kernel, static_argnames=("axis",))
+def _jindex_add(
+    x: jax.Array, index: jax.Array, source: jax.Array, alpha: Any, axis: int
+) -> jax.Array:
+    at = (slice(None),) * axis + (_dropped(index, x.shape[axis]),)
+    return x.at[at].add(source * alpha, mode="drop")
+
+
+@defop(name="index_add")
+def _index_add(
+    x: jax.Array, index: jax.Array, source: jax.Array, *, axis: int, alpha: Any = 1
+) -> tuple[jax.Array, tuple[jax.Array]]:
+    """``x`` with ``alpha * source[..., j, ...]`` added at ``x[..., index[j], ...]`` along
+    ``axis`` (in ``[0, ndim)``); repeated indices accumulate."""
+    _integer_input("index_add", index)
+    want = (*x.shape[:axis], index.shape[0] if index.ndim == 1 else -1, *x.shape[axis + 1 :])
+    if index.ndim != 1 or tuple(source.shape) != want:
+        raise ShapeError(
+            f"index_add: index of shape {tuple(index.shape)} and source of shape "
+            f"{tuple(source.shape)} do not fit a tensor of shape {tuple(x.shape)} along axis "
+            f"{axis}; index must be 1-D, and source the tensor's shape with axis {axis} of "
+            "length len(index) (PyTorch's rule)."
+        )
+    _same_dtype("index_add", x, source, "source")
+    return _jindex_add(x, index, source, alpha, axis=axis), (index,)
+
+
+@partial(kernel, static_argnames=("axis",))
+def _index_add_source(g: jax.Array, index: jax.Array, alpha: Any, axis: int) -> jax.Array:
+    rows = _dropped(index, g.shape[axis])
+    taken: jax.Array = jnp.take(g, rows, axis=axis, mode="fill", fill_value=0) * alpha
+    return taken
+
+
+@_index_add.defvjp
+def _index_add_vjp(
+    res: tuple[jax.Array], g: jax.Array, needs: tuple[bool, ...], *, axis: int, alpha: Any = 1
+) -> tuple[jax.Array | None, None, jax.Array | None]:
+    """gx = g (x passes through); gsource = alpha * g at the rows ``index`` names along
+    ``axis`` (a gather, ``jnp.take``; PyTorch's ``index_add`` rule), 0 for an index out of
+    range (its slice was dropped); the integer index gets none."""
+    (index,) = res
+    gsource = _index_add_source(g, index, alpha, axis=axis) if needs[2] else None
+    return (g if needs[0] else None, None, gsource)
+
+
+@torch_keywords()
+def index_add(x: Any, axis: int, index: Any, source: Any, *, alpha: Any = 1) -> Tensor:
+    """PyTorch's ``index_add`` (out of place): a copy of ``x`` with ``alpha * source`` added
+    along ``axis`` at the positions ``index`` names, ``y[..., index[j], ...] += alpha *
+    source[..., j, ...]``; repeated indices accumulate. Differentiable in ``x`` (gradient
+    ``g``) and ``source`` (``alpha`` times ``g`` gathered at ``index``).
+
+    Args:
+        x: the tensor added into, at least 1-D.
+        axis: the axis ``index`` runs along (PyTorch's ``dim``).
+        index: 1-D integer indices in ``[0, x.shape[axis])``.
+        source: ``x``'s shape with ``axis`` of length ``len(index)``, and ``x``'s dtype.
+        alpha: a number multiplying ``source``.
+
+    Raises:
+        IndexError: host indices (a list or NumPy array) outside ``[0, x.shape[axis])``;
+            device indices out of range (negative ones too) add nothing and get no gradient.
+        ShapeError: ``axis`` out of range, ``index`` not 1-D, or ``source`` of another shape.
+        TypeError: the indices are not integers, ``source`` has another dtype, ``axis`` is
+            not an integer, or ``alpha`` not a number; PyTorch's ``dim=`` (tapegrad's
+            ``axis=``).
+    """
+    refuse_torch(index, "index_add")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.number)):
+        raise TypeError(f"index_add: alpha must be a number, got {type(alpha).__name__}.")
+    shape, axis = _scatter_axis("index_add", x, axis)
+    index = _host_indices(index, "index_add", 0, shape[axis], f"axis {axis} of {shape}")
+    return _index_add(x, index, source, axis=axis, alpha=alpha)
+
+
+def _scatter_shapes(x: Shape, index: Shape, src: Shape, axis: int) -> None:
+    """Raise ``ShapeError`` unless the shapes follow PyTorch's ``scatter_add`` rule."""
+    fits = len(x) == len(index) == len(src) and all(
+        i <= s and (d == axis or i <= n)
+        for d, (n, i, s) in enumerate(zip(x, index, src, strict=True))
+    )
+    if not fits:
+        raise ShapeError(
+            f"scatter_add: index of shape {index} and src of shape {src} do not fit a tensor of "
+            f"shape {x} along axis {axis}; all three need the same number of dimensions, and "
+            f"index may not be larger than src along any axis, nor than the tensor along axes "
+            f"other than {axis} (PyTorch's rule)."
+        )
+
+
+def _scatter_grid(index: jax.Array, n: int, axis: int) -> tuple[jax.Array, ...]:
+    """The full index of ``x.at[...]`` for a scatter along ``axis``: ``index`` there, each
+    other axis its own position (broadcasting ranges)."""
+    grid = list(jnp.indices(index.shape, sparse=True))
+    grid[axis] = _dropped(index, n)
+    return tuple(grid)
+
+
+@partial(kernel, static_argnames=("axis",))
+def _jscatter_add(x: jax.Array, index: jax.Array, src: jax.Array, axis: int) -> jax.Array:
+    used = src[tuple(slice(0, k) for k in index.shape)]
+    return x.at[_scatter_grid(index, x.shape[axis], axis)].add(used, mode="drop")
+
+
+@defop(name="scatter_add")
+def _scatter_add_op(
+    x: jax.Array, index: jax.Array, src: jax.Array, *, axis: int
+) -> tuple[jax.Array, tuple[jax.Array, Shape]]:
+    """``x`` with ``src[i][j]`` added at ``x[index[i][j]][j]`` for axis 0 (alike for any axis
+    in ``[0, ndim)`` and rank); repeated indices accumulate."""
+    _integer_input("scatter_add", index)
+    _scatter_shapes(tuple(x.shape), tuple(index.shape), tuple(src.shape), axis)
+    _same_dtype("scatter_add", x, src, "src")
+    return _jscatter_add(x, index, src, axis=axis), (index, tuple(src.shape))
+
+
+@partial(kernel, static_argnames=("shape", "axis"))
+def _scatter_add_src(g: jax.Array, index: jax.Array, shape: Shape, axis: int) -> jax.Array:
+    taken = g.at[_scatter_grid(index, g.shape[axis], axis)].get(mode="fill", fill_value=0)
+    return jnp.pad(taken, [(0, s - k) for s, k in zip(shape, index.shape, strict=True)])
+
+
+@_scatter_add_op.defvjp
+def _scatter_add_vjp(
+    res: tuple[jax.Array, Shape], g: jax.Array, needs: tuple[bool, ...], *, axis: int
+) -> tuple[jax.Array | None, None, jax.Array | None]:
+    """gx = g; gsrc = g gathered where each used src entry was added (PyTorch's
+    ``g.gather(axis, index)``, ``take_along_axis``), 0 for an index out of range and for the
+    entries of src beyond index's shape (never added); the integer index gets none."""
+    index, shape = res
+    gsrc = _scatter_add_src(g, index, shape=shape, axis=axis) if needs[2] else None
+    return (g if needs[0] else None, None, gsrc)
+
+
+@torch_keywords()
+def scatter_add(x: Any, axis: int, index: Any, src: Any) -> Tensor:
+    """PyTorch's ``scatter_add`` (out of place): a copy of ``x`` with each ``src`` entry added
+    where ``index`` sends it along ``axis``: ``y[index[i][j]][j] += src[i][j]`` for axis 0,
+    ``y[i][index[i][j]] += src[i][j]`` for axis 1 (alike for any rank); repeated indices
+    accumulate. The inverse of ``gather(x, axis, index)``, whose gradient it is.
+    Differentiable in ``x`` (gradient ``g``) and ``src`` (``g`` gathered at ``index``; 0 for
+    the entries of ``src`` beyond ``index``'s shape, which are not used).
+
+    Args:
+        x: the tensor added into, at least 1-D.
+        axis: the axis ``index`` runs along (PyTorch's ``dim``).
+        index: integer indices in ``[0, x.shape[axis])``, of ``x``'s rank; no larger than
+            ``src`` along any axis nor than ``x`` along the others.
+        src: the values added, of ``x``'s rank and dtype.
+
+    Raises:
+        IndexError: host indices (a list or NumPy array) outside ``[0, x.shape[axis])``;
+            device indices out of range (negative ones too) add nothing and get no gradient.
+        ShapeError: ``axis`` out of range, or shapes that do not fit (the rule above).
+        TypeError: the indices are not integers, ``src`` has another dtype, or ``axis`` is
+            not an integer; PyTorch's ``dim=`` (tapegrad's ``axis=``).
+    """
+    refuse_torch(index, "scatter_add")
+    shape, axis = _scatter_axis("scatter_add", x, axis)
+    index = _host_indices(index, "scatter_add", 0, shape[axis], f"axis {axis} of {shape}")
+    return _scatter_add_op(x, index, src, axis=axis)

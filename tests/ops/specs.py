@@ -518,6 +518,33 @@ def _lerp_ref(start: jax.Array, end: jax.Array, weight: jax.Array) -> jax.Array:
     return start + weight * (end - start)
 
 
+def _index_add_ref(
+    x: jax.Array, index: jax.Array, source: jax.Array, *, axis: int, alpha: float = 1
+) -> jax.Array:
+    """One-hot rows of the indices times the source: each source slice summed into its row."""
+    onehot = jax.nn.one_hot(index, x.shape[axis], dtype=x.dtype)  # (k, n)
+    added = jnp.tensordot(onehot, jnp.moveaxis(source, axis, 0), axes=((0,), (0,)))
+    return x + alpha * jnp.moveaxis(added, 0, axis)
+
+
+def _scatter_add_ref(x: np.ndarray, index: np.ndarray, src: np.ndarray, *, axis: int) -> Any:
+    """NumPy's unbuffered ``add.at`` at the full index (repeats accumulate)."""
+    out = np.array(x)
+    grid = list(np.indices(index.shape))
+    grid[axis] = np.asarray(index)
+    np.add.at(out, tuple(grid), np.asarray(src)[tuple(slice(0, k) for k in index.shape)])
+    return out
+
+
+def scatter_case(
+    x: Shape, index: Shape, src: Shape, high: int, params: Params, name: str = "scatter"
+) -> Case:
+    """A float tensor, integer indices in ``[0, high)`` (small: repeats are likely) and the
+    float values added."""
+    drawn = st.tuples(arrays(x), labels(index, high), arrays(src))
+    return Case(f"{name}{x}-{index}-{src}-{_id(params)}", drawn, params)
+
+
 def _unary_spec(name: str, domain: Domain = REALS, **kw: Any) -> OpSpec:
     return OpSpec(_R[name], unary(domain), _jnp(name), **kw)
 
@@ -931,6 +958,24 @@ SPECS: tuple[OpSpec, ...] = (
         _R["take_along_axis"],
         (with_ints((2, 3), (2, 4), 3, {"axis": 1}), with_ints((3, 2), (2, 2), 3, {"axis": 0})),
         jnp.take_along_axis,
+    ),
+    OpSpec(
+        _R["index_add"],
+        (
+            scatter_case((3, 4), (5,), (5, 4), 3, {"axis": 0}),
+            scatter_case((2, 3, 4), (4,), (2, 4, 4), 3, {"axis": 1, "alpha": 0.5}),
+            scatter_case((2, 3), (2,), (2, 2), 3, {"axis": 1, "alpha": -2}),
+        ),
+        _index_add_ref,
+    ),
+    OpSpec(
+        _R["scatter_add"],
+        (
+            scatter_case((3, 4), (2, 4), (2, 4), 3, {"axis": 0}),
+            scatter_case((2, 5), (2, 3), (2, 4), 5, {"axis": 1}),
+            scatter_case((2, 3, 4), (2, 2, 3), (2, 3, 3), 4, {"axis": 2}),
+        ),
+        _scatter_add_ref,
     ),
     OpSpec(
         _R["embedding"],

@@ -1,4 +1,5 @@
-"""Indexing edge cases: basic slices, integer arrays with repeats (accumulate), lists, masks."""
+"""Indexing edge cases: basic slices, integer arrays with repeats (accumulate), lists, masks;
+the scatter-adds index_add and scatter_add."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _support import error_of, grad_of
 
 import tapegrad as tg
 from tapegrad.errors import ShapeError
@@ -207,3 +209,170 @@ def test_a_0d_boolean_mask_adds_an_axis_as_numpy(index: object) -> None:
         bool(i) if np.ndim(i) == 0 and isinstance(i, np.generic | np.ndarray) else i for i in items
     )
     np.testing.assert_array_equal(g.numpy(), jax.grad(lambda z: z[jax_index].sum())(jnp.asarray(a)))
+
+
+def test_index_add_accumulates_repeats_and_its_gradients_are_gathers() -> None:
+    x, src = np.zeros((3, 2), np.float32), np.arange(8, dtype=np.float32).reshape(4, 2)
+    index = np.array([2, 0, 2, 2])
+    check_program(
+        lambda a, s: tg.index_add(a, 0, index, s, alpha=0.5) ** 2,
+        lambda a, s: a.at[index].add(0.5 * s) ** 2,
+        x + 1.0,
+        src,
+    )
+    got = tg.tensor(x).index_add(0, tg.tensor(index), tg.tensor(src))
+    np.testing.assert_array_equal(got.numpy(), [[2, 3], [0, 0], [10, 13]])
+    t = tg.tensor(np.ones((2, 3), np.float32))
+    assert tg.index_add(t, -1, [0], tg.ones((2, 1))).tolist() == [[2, 1, 1], [2, 1, 1]]
+
+
+def test_scatter_add_uses_indexs_extent_of_src_and_gives_the_rest_no_gradient() -> None:
+    index = np.array([[0, 1, 1], [1, 1, 0]])
+    x = tg.tensor(np.zeros((2, 4), np.float32), requires_grad=True)
+    src = tg.tensor(np.arange(8, dtype=np.float32).reshape(2, 4), requires_grad=True)
+    y = x.scatter_add(1, index, src)
+    assert y.tolist() == [[0, 3, 0, 0], [6, 9, 0, 0]]
+    (y * tg.tensor(np.arange(8, dtype=np.float32).reshape(2, 4))).sum().backward()
+    assert grad_of(src).tolist() == [[0, 1, 1, 0], [5, 5, 4, 0]]  # column 3: never added
+    np.testing.assert_array_equal(grad_of(x), np.arange(8).reshape(2, 4))
+
+
+@pytest.mark.parametrize("name", ["index_add", "scatter_add"])
+def test_device_indices_out_of_range_add_nothing_and_get_no_gradient(name: str) -> None:
+    """Device indices are not read back: out of range (negative ones too, which PyTorch
+    refuses) they are dropped, not clamped or counted from the end."""
+    index = tg.tensor([1, 5, -1], dtype=tg.int32)
+    x = tg.ones((3, 2))
+    src = tg.tensor(np.ones((3, 2), np.float32), requires_grad=True)
+    if name == "scatter_add":
+        index = tg.tensor([[1, 5], [-1, 0], [7, 2]], dtype=tg.int32)
+    y = getattr(tg, name)(x, 0, index, src)
+    want = [[1, 1], [2, 2], [1, 1]] if name == "index_add" else [[1, 2], [2, 1], [1, 2]]
+    assert y.tolist() == want
+    y.sum().backward()
+    got = grad_of(src).tolist()
+    assert got == ([[1, 1], [0, 0], [0, 0]] if name == "index_add" else [[1, 0], [0, 1], [0, 1]])
+
+
+INDEX_ADD_ERRORS: list[tuple[str, Any, type[Exception], str]] = [
+    (
+        "float-index",
+        lambda x: tg.index_add(x, 0, tg.tensor([0.0]), tg.ones((1, 3))),
+        TypeError,
+        "indices must be integers",
+    ),
+    (
+        "host-float-index",
+        lambda x: tg.index_add(x, 0, [0.5], tg.ones((1, 3))),
+        TypeError,
+        "indices must be integers",
+    ),
+    (
+        "2-d-index",
+        lambda x: tg.index_add(x, 0, [[0]], tg.ones((1, 3))),
+        ShapeError,
+        "index must be 1-D",
+    ),
+    (
+        "source-shape",
+        lambda x: tg.index_add(x, 0, [0, 1], tg.ones((2, 2))),
+        ShapeError,
+        "source the tensor's shape with axis 0 of length len(index)",
+    ),
+    (
+        "dtype",
+        lambda x: tg.index_add(x, 0, [0], tg.ones((1, 3), dtype=tg.float16)),
+        TypeError,
+        "cast with source.astype(x.dtype)",
+    ),
+    (
+        "host-range",
+        lambda x: tg.index_add(x, 0, [2], tg.ones((1, 3))),
+        IndexError,
+        "outside [0, 2)",
+    ),
+    (
+        "host-negative",
+        lambda x: tg.index_add(x, 0, [-1], tg.ones((1, 3))),
+        IndexError,
+        "outside [0, 2)",
+    ),
+    (
+        "axis",
+        lambda x: tg.index_add(x, 2, [0], tg.ones((1, 3))),
+        ShapeError,
+        "axis 2 is out of range",
+    ),
+    ("0-d", lambda x: tg.index_add(x[0, 0], 0, [0], tg.ones(1)), ShapeError, "reshape a 0-d"),
+    (
+        "dim",
+        lambda x: tg.index_add(x, dim=0, index=[0], source=tg.ones((1, 3))),
+        TypeError,
+        "use axis=",
+    ),
+    (
+        "alpha",
+        lambda x: tg.index_add(x, 0, [0], tg.ones((1, 3)), alpha="2"),
+        TypeError,
+        "alpha must be a number",
+    ),
+    (
+        "scatter-float-index",
+        lambda x: tg.scatter_add(x, 0, tg.zeros((1, 3)), x),
+        TypeError,
+        "indices must be integers",
+    ),
+    (
+        "scatter-rank",
+        lambda x: tg.scatter_add(x, 0, [0, 1], x),
+        ShapeError,
+        "the same number of dimensions",
+    ),
+    (
+        "scatter-larger-than-src",
+        lambda x: tg.scatter_add(x, 1, [[0, 1, 0]], x[:, :2]),
+        ShapeError,
+        "may not be larger than src",
+    ),
+    (
+        "scatter-larger-than-x",
+        lambda x: tg.scatter_add(x, 1, [[0], [0], [1]], tg.ones((3, 1))),
+        ShapeError,
+        "nor than the tensor along axes other than 1",
+    ),
+    (
+        "scatter-dtype",
+        lambda x: tg.scatter_add(x, 0, [[0]], tg.ones((1, 1), dtype=tg.int32)),
+        TypeError,
+        "cast with src.astype(x.dtype)",
+    ),
+    ("scatter-host-range", lambda x: tg.scatter_add(x, 1, [[3]], x), IndexError, "outside [0, 3)"),
+    (
+        "scatter-axis",
+        lambda x: tg.scatter_add(x, -3, [[0]], x),
+        ShapeError,
+        "axis -3 is out of range",
+    ),
+    (
+        "scatter-torch-index",
+        lambda x: tg.scatter_add(x, 0, torch_index(), x),
+        TypeError,
+        "a PyTorch tensor",
+    ),
+]
+
+
+def torch_index() -> Any:
+    torch = pytest.importorskip("torch")
+    return torch.zeros((1, 1), dtype=torch.int64)
+
+
+@pytest.mark.parametrize(
+    ("name", "call", "kind", "says"), INDEX_ADD_ERRORS, ids=[e[0] for e in INDEX_ADD_ERRORS]
+)
+def test_scatter_adds_refuse_what_does_not_fit_saying_what_to_do(
+    name: str, call: Any, kind: type[Exception], says: str
+) -> None:
+    x = tg.ones((2, 3), requires_grad=True)
+    message = str(error_of(kind, call, x))
+    assert says in message, message

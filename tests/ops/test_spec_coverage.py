@@ -31,6 +31,7 @@ TORCH_NAMES = {
     "norm",  # jnp.linalg.norm
     "linear",  # F.linear
     "lerp",  # torch.lerp
+    "index_add",  # torch.index_add (jax.lax.scatter_add is scatter_add's namesake)
 }
 
 

@@ -238,6 +238,24 @@ ROWS: list[tuple[str, Callable[..., Any], Callable[..., Any], tuple[np.ndarray, 
         lambda a, b: torch.lerp(a, b, 0.7),
         (f32(3, 4), f32(4)),
     ),
+    (
+        "index_add-repeats-alpha",
+        lambda x, i, s: tg.index_add(x, 1, i, s, alpha=-1.5),
+        lambda x, i, s: torch.index_add(x, 1, i, s, alpha=-1.5),
+        (f32(2, 3, 4), np.array([2, 0, 2, 2, 1], np.int32), f32(2, 5, 4)),
+    ),
+    (
+        "scatter_add-repeats",
+        lambda x, i, s: tg.scatter_add(x, 0, i, s),
+        lambda x, i, s: torch.scatter_add(x, 0, i, s),
+        (f32(3, 4), ints(3, 5, 4), f32(5, 4)),
+    ),
+    (
+        "scatter_add-method-axis1",
+        lambda x, i, s: x.scatter_add(1, i, s),
+        lambda x, i, s: x.scatter_add(1, i, s),
+        (f32(3, 4), ints(4, 3, 6), f32(3, 6)),
+    ),
 ]
 
 
