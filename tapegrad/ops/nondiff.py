@@ -1,17 +1,19 @@
 """Non-differentiable ops: comparisons, bitwise (logical on booleans), the float tests
-(isnan, isfinite, isinf) and argmax/argmin (never recorded, never require grad); argsort lives
-with sort in ``indexing``."""
+(isnan, isfinite, isinf) and argmax/argmin (never recorded, never require grad), and allclose,
+a Python bool; argsort lives with sort in ``indexing``."""
 
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel
-from tapegrad.op import broadcast_check, defop
+from tapegrad.op import as_operand, broadcast_check, defop
 
 __all__ = [
     "less",
@@ -29,6 +31,7 @@ __all__ = [
     "isinf",
     "argmax",
     "argmin",
+    "allclose",
 ]
 
 
@@ -194,3 +197,43 @@ def argmin(
     """Index of the smallest element along ``axis``, as ``argmax``."""
     axis = _arg_axis("argmin", x, axis)
     return _argmin(x, axis=axis, keepdims=keepdims), ()
+
+
+_allclose = partial(kernel, static_argnames=("equal_nan",))(jnp.allclose)
+
+
+def _tolerance(value: Any, what: str) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+        raise TypeError(f"allclose: {what} must be a number, got {type(value).__name__}.")
+    return value
+
+
+def allclose(
+    a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False
+) -> bool:
+    """Whether every element of ``a`` is close to its counterpart in ``b``: ``|a - b| <= atol
+    + rtol * |b|`` after broadcasting (NumPy's ``allclose``, PyTorch's ``torch.allclose``, same
+    defaults). NaN is close to NaN only with ``equal_nan``; infinities must match. Operands are
+    tensors, arrays or numbers of any dtypes (NumPy's promotion; PyTorch refuses mixed
+    dtypes). A Python ``bool``: it waits for both values and records nothing.
+
+    Raises:
+        ShapeError: the shapes do not broadcast.
+        TypeError: ``rtol`` or ``atol`` is not a number; called inside ``tg.jit`` (a bool is
+            not known while tracing: compare with ``tg.all(tg.abs(a - b) <= atol + rtol *
+            tg.abs(b))``, a boolean tensor, instead).
+        OperandTypeError: an operand is a list or a PyTorch tensor (convert it with
+            ``tg.tensor``).
+    """
+    from tapegrad._tensor import Tensor  # tensor.py imports the ops last
+
+    x, y = (t.data if isinstance(t, Tensor) else as_operand(t, "allclose") for t in (a, b))
+    broadcast_check("allclose", [x, y], {})
+    close = _allclose(x, y, _tolerance(rtol, "rtol"), _tolerance(atol, "atol"), bool(equal_nan))
+    if isinstance(close, jax.core.Tracer):
+        raise TypeError(
+            "allclose returns a Python bool, which is not known while a function is traced "
+            "(tg.jit, jax.jit); compare with tg.all(tg.abs(a - b) <= atol + rtol * tg.abs(b)), "
+            "a boolean tensor, instead."
+        )
+    return bool(close)
