@@ -409,6 +409,26 @@ _TORCH_NAMES = {
     "inference_mode": "write tg.no_grad()",
     "autograd": "torch.autograd.grad is tg.grad(outputs, inputs); "
     "torch.autograd.functional.hvp is tg.hvp; detect_anomaly is tg.detect_anomaly",
+    "atan2": "write tg.arctan2(y, x) (NumPy's name)",
+    "index_select": "index instead: torch.index_select(x, 0, idx) is x[idx], along axis 1 "
+    "x[:, idx] (integer arrays, lists or tensors); tg.take_along_axis(x, indices, axis) picks "
+    "per row",
+    "masked_select": "write x[mask] (a boolean mask gives the selected elements, 1-D)",
+    "add": "write a + b",
+    "sub": "write a - b",
+    "mul": "write a * b",
+    "div": "write a / b (a // b rounds down)",
+    "pow": "write a ** b",
+    "neg": "write -x",
+    "dot": "write a @ b",
+    "mv": "write m @ v",
+    "concat": "write tg.concatenate(ts, axis=0) or tg.cat(ts, axis=0)",
+    "permute": "write x.permute(*axes) or tg.transpose(x, axes)",
+    "amax": "write tg.max(x, axis=...) (NumPy's max reduces, as amax)",
+    "amin": "write tg.min(x, axis=...)",
+    "logical_and": "write a & b on boolean masks",
+    "logical_or": "write a | b on boolean masks",
+    "logical_not": "write ~x on a boolean mask",
     "set_default_dtype": "tapegrad makes float32 by default; jax.config.update("
     "'jax_enable_x64', True) turns float64 on, or pass dtype= to constructors",
 }

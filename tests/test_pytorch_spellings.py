@@ -18,6 +18,8 @@ import tapegrad as tg
 torch = pytest.importorskip("torch")
 
 X = np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 7.0 - 1.05  # no 0: abs'(0) differs
+IDX = torch.tensor([2, 0, 2, 1])
+SCATTER = np.random.default_rng(2).integers(0, 4, (2, 3, 4)).astype(np.int32)
 
 
 def _both(tg_fn: Callable[[tg.Tensor], tg.Tensor], torch_fn: Callable[[Any], Any]) -> None:
@@ -57,6 +59,29 @@ SPELLINGS: list[tuple[str, Callable[[tg.Tensor], tg.Tensor], Callable[[Any], Any
     ("tg.mean", lambda t: tg.mean(t, (0, 2)), lambda p: torch.mean(p, (0, 2))),
     ("tg.reshape", lambda t: tg.reshape(t, (4, 6)), lambda p: torch.reshape(p, (4, 6))),
     ("range-index", lambda t: t[:, range(1, 3)], lambda p: p[:, range(1, 3)]),
+    # what the index_select hint says to write
+    (
+        "index_select-0",
+        lambda t: t[[1, 1, 0]],
+        lambda p: p.index_select(0, torch.tensor([1, 1, 0])),
+    ),
+    ("index_select-1", lambda t: t[:, [2, 0, 2, 1]], lambda p: p.index_select(1, IDX)),
+    ("diagonal", lambda t: t.diagonal(1, 1, 2), lambda p: p.diagonal(1, 1, 2)),
+    ("trace", lambda t: t[1].trace(), lambda p: p[1].trace()),
+    ("diag", lambda t: tg.diag(t[0, 0]), lambda p: torch.diag(p[0, 0])),
+    ("outer", lambda t: tg.outer(t[0, 0], t[1, 2]), lambda p: torch.outer(p[0, 0], p[1, 2])),
+    ("arctan2", lambda t: tg.arctan2(t, t[1]), lambda p: torch.atan2(p, p[1])),
+    ("lerp", lambda t: tg.lerp(t[0], t[1], t[0, 0]), lambda p: torch.lerp(p[0], p[1], p[0, 0])),
+    (
+        "index_add",
+        lambda t: t.index_add(1, [2, 0, 2], t[:, :3] * 2.0, alpha=0.5),
+        lambda p: p.index_add(1, torch.tensor([2, 0, 2]), p[:, :3] * 2.0, alpha=0.5),
+    ),
+    (
+        "scatter_add",
+        lambda t: t.scatter_add(2, SCATTER, t),
+        lambda p: p.scatter_add(2, torch.tensor(SCATTER, dtype=torch.int64), p),
+    ),
 ]
 
 
@@ -396,3 +421,59 @@ def test_pytorch_names_tapegrad_spells_otherwise_say_what_to_write() -> None:
             self.w = tg.randn((3, 4), key=0).require_grad()
 
     assert [name for name, _ in Layer().named_parameters()] == ["w"]
+
+
+def test_pytorch_module_names_name_what_exists() -> None:
+    """Every ``tg.`` function and ``x.`` method a module-level hint names exists, and no hinted
+    name is one tapegrad has (its hint would never show)."""
+    for name, hint in tg._TORCH_NAMES.items():
+        assert name not in dir(tg), name
+        for mentioned in re.findall(r"\btg\.(\w+)", hint):
+            assert hasattr(tg, mentioned), (name, mentioned)
+        for mentioned in re.findall(r"\bx\.(\w+)", hint):
+            assert hasattr(tg.Tensor, mentioned), (name, mentioned)
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("atan2", "tg.arctan2(y, x)"),
+        ("index_select", "is x[idx]"),
+        ("masked_select", "x[mask]"),
+        ("add", "a + b"),
+        ("amax", "tg.max(x, axis=...)"),
+        ("concat", "tg.concatenate(ts, axis=0)"),
+        ("logical_and", "a & b"),
+    ],
+)
+def test_pytorchs_new_module_names_say_what_to_write(name: str, says: str) -> None:
+    message = str(error_of(AttributeError, getattr, tg, name))
+    assert f"(PyTorch's torch.{name}); " in message and says in message, message
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("new_zeros", "tg.zeros(shape, dtype=x.dtype)"),
+        ("new_full", "tg.full(shape, value, dtype=x.dtype)"),
+        ("type_as", "x.astype(other.dtype)"),
+        ("index_select", "tg.take_along_axis"),
+        ("atan2", "tg.arctan2(x, other)"),
+        ("outer", "tg.outer(x, y)"),
+        ("lerp", "tg.lerp(x, end, weight)"),
+        ("allclose", "tg.allclose(x, other"),
+        ("is_floating_point", "jnp.issubdtype(x.dtype, jnp.floating)"),
+    ],
+)
+def test_pytorchs_new_method_names_say_what_to_write(name: str, says: str) -> None:
+    message = str(error_of(AttributeError, getattr, tg.ones(2), name))
+    assert says in message, message
+
+
+def test_what_the_new_method_hints_say_gives_pytorchs_values() -> None:
+    a = np.arange(6, dtype=np.float16).reshape(2, 3)
+    x, p = tg.tensor(a), torch.tensor(a)
+    assert tg.zeros((4, 1), dtype=x.dtype).dtype == tg.float16 == p.new_zeros(4, 1).numpy().dtype
+    assert tg.full((2,), 7.0, dtype=x.dtype).tolist() == p.new_full((2,), 7.0).tolist()
+    other = tg.ones(1, dtype=tg.int32)
+    assert x.astype(other.dtype).tolist() == p.type_as(torch.ones(1, dtype=torch.int32)).tolist()
