@@ -346,6 +346,17 @@ FUNCTION_KEYWORDS: list[tuple[str, Callable[..., Any], str]] = [
     ("cross_entropy", lambda x: tg.cross_entropy(x, tg.zeros(2, dtype=tg.int32), dim=1), "axis="),
     ("layer_norm", lambda x: tg.layer_norm(x, normalized_shape=(4,)), "pass it as shape="),
     ("dropout", lambda x: tg.dropout(x, 0.5, False), r"at most 2 positional .*\(training=, key="),
+    ("conv2d", lambda x: tg.conv2d(x[None, None], tg.ones((1, 1, 1, 1)), None, 1, 0), "stride,"),
+    ("max_pool2d", lambda x: tg.max_pool2d(x[None], kernel_size=2), "kernel= "),
+    ("avg_pool2d", lambda x: tg.avg_pool2d(x[None], 2, 2, 0, True), "fifth parameter is ceil"),
+    ("max_pool2d ceil_mode", lambda x: tg.max_pool2d(x[None], 2, ceil_mode=True), "floor mode"),
+    ("batch_norm", lambda x: tg.batch_norm(x, None, None, None, None, True), "sixth .* training"),
+    ("cosine_similarity", lambda x: tg.cosine_similarity(x, x, dim=1), "got dim=, .* axis="),
+    ("mse_loss", lambda x: tg.mse_loss(x, x, "sum"), r"at most 2 positional .*\(reduction="),
+    ("l1_loss", lambda x: tg.l1_loss(x, x, size_average=True), "reduction='mean'"),
+    ("nll_loss", lambda x: tg.nll_loss(x, tg.zeros(2, dtype=tg.int32), None, True), "size_av"),
+    ("pad mode", lambda x: tg.pad(x, 1, mode="reflect"), "constant only .* tg.concatenate"),
+    ("pad positional mode", lambda x: tg.pad(x, 1, "constant"), "third parameter is the fill"),
 ]
 
 

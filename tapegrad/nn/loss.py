@@ -12,7 +12,7 @@ from tapegrad._args import integer, torch_keywords
 from tapegrad._tensor import Tensor
 from tapegrad.creation import tensor
 from tapegrad.nn.module import Module
-from tapegrad.ops.nn import warn_broadcast_loss
+from tapegrad.ops.nn import LOSS_ADVICE, LOSS_ORDER, warn_broadcast_loss
 
 __all__ = [
     "l1_loss",
@@ -28,14 +28,6 @@ __all__ = [
 ]
 
 _REDUCTIONS = ("mean", "sum", "none")
-
-
-_TORCH_ADVICE = {
-    "size_average": "deprecated in PyTorch too: use reduction='mean' (or 'sum').",
-    "reduce": "deprecated in PyTorch too: use reduction='none' for per-element losses.",
-    "weight": "this loss takes no weight=; compute it with reduction='none', multiply by the "
-    "weights and reduce: (loss_fn(a, b) * w).mean() with reduction='none'.",
-}
 
 
 def _check_reduction(name: str, reduction: Any, weighted: bool = False) -> None:
@@ -55,7 +47,7 @@ def _check_reduction(name: str, reduction: Any, weighted: bool = False) -> None:
 class _Loss(Module):
     _weighted = False  # takes weight= (PyTorch's first positional argument)
 
-    @torch_keywords(_TORCH_ADVICE)
+    @torch_keywords(LOSS_ADVICE)
     def __init__(self, reduction: str = "mean") -> None:
         super().__init__()
         _check_reduction(type(self).__name__, reduction, self._weighted)
@@ -102,7 +94,7 @@ class CrossEntropyLoss(_LabelLoss):
             PyTorch's (N, C, d1, ...) layout.
     """
 
-    @torch_keywords(_TORCH_ADVICE)
+    @torch_keywords(LOSS_ADVICE)
     def __init__(
         self,
         reduction: str = "mean",
@@ -134,7 +126,7 @@ class NLLLoss(_LabelLoss):
     """``tg.nll_loss(log_probs, labels, weight, reduction=..., ignore_index=..., axis=...)``:
     minus the log-probability of each label (arguments as :class:`CrossEntropyLoss`)."""
 
-    @torch_keywords(_TORCH_ADVICE)
+    @torch_keywords(LOSS_ADVICE)
     def __init__(
         self,
         reduction: str = "mean",
@@ -212,6 +204,7 @@ def _huber(name: str, a: Tensor, b: Any, reduction: str, delta: float) -> Tensor
     return _reduced(per, reduction)
 
 
+@torch_keywords(LOSS_ADVICE, order=LOSS_ORDER)
 def l1_loss(a: Tensor, b: Any, *, reduction: str = "mean") -> Tensor:
     """The absolute error ``|a - b|``, reduced: ``"mean"`` over all elements, ``"sum"`` or
     ``"none"`` (PyTorch's ``F.l1_loss``; :class:`L1Loss`). Its gradient at ``a == b`` is 0,
@@ -227,6 +220,7 @@ def l1_loss(a: Tensor, b: Any, *, reduction: str = "mean") -> Tensor:
     return _l1("l1_loss", a, b, reduction)
 
 
+@torch_keywords(LOSS_ADVICE, order=LOSS_ORDER)
 def smooth_l1_loss(a: Tensor, b: Any, *, reduction: str = "mean", beta: float = 1.0) -> Tensor:
     """``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``, for ``d = a - b``,
     reduced (PyTorch's ``F.smooth_l1_loss``; :class:`SmoothL1Loss`; ``beta=0`` is the L1
@@ -241,6 +235,7 @@ def smooth_l1_loss(a: Tensor, b: Any, *, reduction: str = "mean", beta: float = 
     return _smooth_l1("smooth_l1_loss", a, b, reduction, float(beta))
 
 
+@torch_keywords(LOSS_ADVICE, order=LOSS_ORDER)
 def huber_loss(a: Tensor, b: Any, *, reduction: str = "mean", delta: float = 1.0) -> Tensor:
     """``0.5 d**2`` where ``|d| <= delta``, else ``delta (|d| - 0.5 delta)``, for
     ``d = a - b``, reduced (PyTorch's ``F.huber_loss``; :class:`HuberLoss`).
@@ -285,7 +280,7 @@ class SmoothL1Loss(_Loss):
         ValueError: an unknown reduction or a negative ``beta``.
     """
 
-    @torch_keywords(_TORCH_ADVICE)
+    @torch_keywords(LOSS_ADVICE)
     def __init__(self, reduction: str = "mean", beta: float = 1.0) -> None:
         super().__init__(reduction)
         if not beta >= 0:
@@ -313,7 +308,7 @@ class HuberLoss(_Loss):
         ValueError: an unknown reduction or a ``delta`` that is not positive.
     """
 
-    @torch_keywords(_TORCH_ADVICE)
+    @torch_keywords(LOSS_ADVICE)
     def __init__(self, reduction: str = "mean", delta: float = 1.0) -> None:
         super().__init__(reduction)
         if not delta > 0:
@@ -344,7 +339,7 @@ class BCEWithLogitsLoss(_Loss):
     pos_weight: Tensor | None
     _weighted = True
 
-    @torch_keywords(_TORCH_ADVICE)
+    @torch_keywords(LOSS_ADVICE)
     def __init__(
         self, reduction: str = "mean", *, weight: Any = None, pos_weight: Any = None
     ) -> None:

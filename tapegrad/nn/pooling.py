@@ -9,27 +9,11 @@ from tapegrad import ops
 from tapegrad._args import torch_keywords
 from tapegrad._tensor import Tensor
 from tapegrad.nn.module import Module
+from tapegrad.ops.pool import AVG_ADVICE, AVG_DEFAULTS, MAX_ADVICE, MAX_DEFAULTS
 
 __all__ = ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d"]
 
 _Size = int | tuple[int, int]
-
-_CEIL_MODE = (
-    "only floor mode is supported (PyTorch's default ceil_mode=False). To keep a last partial "
-    "window, tg.pad the input on the bottom and right first (with -inf for max pooling) so it "
-    "fits."
-)
-_MAX_ADVICE = {
-    "ceil_mode": _CEIL_MODE,
-    "dilation": "dilated pooling is not supported: remove it (PyTorch's default dilation=1).",
-    "return_indices": "there are no indices to return (and no MaxUnpool2d): remove it; to find "
-    "the maxima, compare the input with the pooled output upsampled.",
-}
-_AVG_ADVICE = {
-    "ceil_mode": _CEIL_MODE,
-    "divisor_override": "not supported: divide the window sums yourself, e.g. "
-    "tg.avg_pool2d(x, k) * (kh * kw / divisor).",
-}
 
 
 class _Pool2d(Module):
@@ -57,9 +41,7 @@ class MaxPool2d(_Pool2d):
         ValueError: at call time, a kernel larger than the padded input.
     """
 
-    @torch_keywords(
-        _MAX_ADVICE, defaults={"ceil_mode": False, "dilation": 1, "return_indices": False}
-    )
+    @torch_keywords(MAX_ADVICE, defaults=MAX_DEFAULTS)
     def __init__(self, kernel_size: _Size, stride: _Size | None = None, padding: _Size = 0) -> None:
         super().__init__(kernel_size, stride, padding)
 
@@ -84,7 +66,7 @@ class AvgPool2d(_Pool2d):
         ValueError: at call time, a kernel larger than the padded input.
     """
 
-    @torch_keywords(_AVG_ADVICE, defaults={"ceil_mode": False, "divisor_override": None})
+    @torch_keywords(AVG_ADVICE, defaults=AVG_DEFAULTS)
     def __init__(
         self,
         kernel_size: _Size,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from tapegrad._args import integer
+from tapegrad._args import integer, torch_keywords
 from tapegrad.derived import derived_vjp
 from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel
@@ -103,6 +103,10 @@ def _conv(
 _conv.defvjp(derived_vjp(_conv_fn))
 
 
+_CONV_ORDER = "F.conv{n}d take{s} stride, padding, dilation and groups after bias"
+
+
+@torch_keywords(order=_CONV_ORDER.format(n="1d/2d/3", s=""))
 def conv(
     x: Any,
     w: Any,
@@ -211,7 +215,7 @@ def _fixed_rank(n: int) -> Any:
         "Raises:\n    ShapeError: the weight does not have "
         f"{n + 2} axes; otherwise as ``conv``.\n"
     )
-    return convnd
+    return torch_keywords(order=_CONV_ORDER.format(n=n, s="s"))(convnd)
 
 
 conv1d = _fixed_rank(1)

@@ -289,6 +289,7 @@ def normalize(x: Any, p: float = 2.0, axis: int = -1, eps: float = 1e-12) -> Ten
     return out
 
 
+@numpy_keywords
 def cosine_similarity(a: Any, b: Any, axis: int = -1, eps: float = 1e-8) -> Tensor:
     """The cosine of the angle between ``a`` and ``b`` along ``axis`` (broadcast against each
     other): the sum of ``normalize(a, eps=eps) * normalize(b, eps=eps)``, each norm clamped

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tapegrad._args import integer, numpy_keywords
+from tapegrad._args import integer, numpy_keywords, torch_keywords
 from tapegrad._arrays import axis_check, broadcast_axes
 from tapegrad.errors import ShapeError, TapegradWarning
 from tapegrad.kernels import kernel
@@ -520,6 +520,17 @@ def _nll_loss_vjp(
     return (gx if needs[0] else None, None, gw)
 
 
+LOSS_ADVICE = {
+    "size_average": "deprecated in PyTorch too: use reduction='mean' (or 'sum').",
+    "reduce": "deprecated in PyTorch too: use reduction='none' for per-element losses.",
+    "weight": "this loss takes no weight=; compute it with reduction='none', multiply by the "
+    "weights and reduce: (loss_fn(a, b) * w).mean() with reduction='none'.",
+}
+"""PyTorch loss options tapegrad's losses do not take, and what to do instead."""
+LOSS_ORDER = "its losses take size_average and reduce (deprecated) before reduction"
+
+
+@torch_keywords(LOSS_ADVICE, order=LOSS_ORDER)
 def nll_loss(
     logp: Any,
     labels: Any,
@@ -590,6 +601,7 @@ def _bce_with_logits_vjp(
     return gx, gt
 
 
+@torch_keywords(LOSS_ADVICE, order=LOSS_ORDER)
 def binary_cross_entropy_with_logits(
     logits: Any,
     targets: Any,
@@ -682,6 +694,7 @@ def _mse_loss_vjp(
     return (ga if needs[0] else None, -ga if needs[1] else None)
 
 
+@torch_keywords(LOSS_ADVICE, order=LOSS_ORDER)
 def mse_loss(a: Any, b: Any, *, reduction: Reduction = "mean") -> Tensor:
     """Squared error ``(a - b)**2`` with NumPy broadcasting, reduced: "mean" (over all
     elements of the broadcast shape), "sum" or "none"; one fused op.

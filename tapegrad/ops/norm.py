@@ -229,6 +229,7 @@ def _running(
     return new_mean.astype(mean.dtype), new_var.astype(var.dtype)
 
 
+@torch_keywords(order="its F.batch_norm's sixth parameter is training")
 def batch_norm(
     x: Any,
     running_mean: Any,

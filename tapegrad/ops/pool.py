@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tapegrad._args import torch_keywords
 from tapegrad._dtypes import summed_in
 from tapegrad.derived import derived_vjp
 from tapegrad.errors import ShapeError
@@ -100,6 +101,35 @@ def _pool_args(name: str, x: Any, kernel: Any, stride: Any, padding: Any) -> dic
     return {"kernel": k, "stride": s, "padding": p}
 
 
+_CEIL_MODE = (
+    "only floor mode is supported (PyTorch's default ceil_mode=False). To keep a last partial "
+    "window, tg.pad the input on the bottom and right first (with -inf for max pooling) so it "
+    "fits."
+)
+MAX_ADVICE = {
+    "ceil_mode": _CEIL_MODE,
+    "dilation": "dilated pooling is not supported: remove it (PyTorch's default dilation=1).",
+    "return_indices": "there are no indices to return (and no MaxUnpool2d): remove it; to find "
+    "the maxima, compare the input with the pooled output upsampled.",
+}
+AVG_ADVICE = {
+    "ceil_mode": _CEIL_MODE,
+    "divisor_override": "not supported: divide the window sums yourself, e.g. "
+    "tg.avg_pool2d(x, k) * (kh * kw / divisor).",
+}
+"""PyTorch options the pooling layers and functions do not take, and what to do instead;
+given PyTorch's default values (``*_DEFAULTS``) they are dropped."""
+MAX_DEFAULTS = {"ceil_mode": False, "dilation": 1, "return_indices": False}
+AVG_DEFAULTS = {"ceil_mode": False, "divisor_override": None}
+_KERNEL_SIZE = {
+    "kernel_size": "the function's name for it is kernel= (or pass it by position: "
+    "tg.max_pool2d(x, 2)); the layers take kernel_size= as PyTorch's."
+}
+
+
+@torch_keywords(
+    {**MAX_ADVICE, **_KERNEL_SIZE}, defaults=MAX_DEFAULTS, order="its fifth parameter is dilation"
+)
 def max_pool2d(
     x: Any, kernel: int | Ints, stride: int | Ints | None = None, padding: int | Ints = 0
 ) -> Tensor:
@@ -126,6 +156,11 @@ def max_pool2d(
     return _max_pool2d(x, **_pool_args("max_pool2d", x, kernel, stride, padding))
 
 
+@torch_keywords(
+    {**AVG_ADVICE, **_KERNEL_SIZE},
+    defaults=AVG_DEFAULTS,
+    order="its fifth parameter is ceil_mode",
+)
 def avg_pool2d(
     x: Any,
     kernel: int | Ints,

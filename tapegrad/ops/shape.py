@@ -373,6 +373,14 @@ def _pad_vjp(
     return (g[tuple(slice(b, g.shape[i] - a) for i, (b, a) in enumerate(pad_width))],)
 
 
+@torch_keywords(
+    {
+        "mode": "tg.pad pads with a constant only (value=, PyTorch's mode='constant'); for "
+        "'reflect', 'replicate' or 'circular', build the borders from slices with "
+        "tg.concatenate (x[..., 1:2] and x[..., -2:-1] for reflect on the last axis)."
+    },
+    defaults={"mode": "constant"},
+)
 def pad(x: Any, pad_width: Any, value: float = 0) -> Tensor:
     """Pad with a constant, NumPy's ``pad(x, pad_width, constant_values=value)``.
 
@@ -390,6 +398,11 @@ def pad(x: Any, pad_width: Any, value: float = 0) -> Tensor:
         ValueError: a negative width; a flat ``(before, after)`` pair for a tensor of two
             dimensions or more (the message gives both spellings).
     """
+    if isinstance(value, str):
+        raise TypeError(
+            f"pad: value must be a number, got {value!r}: tg.pad's third parameter is the fill "
+            "value (PyTorch's F.pad takes the mode there); it pads with a constant only."
+        )
     ndim = getattr(x, "ndim", None)
     ndim = np.ndim(x) if ndim is None else ndim
     try:
