@@ -164,11 +164,13 @@ class MultiheadAttention(Module):
         """Attend from ``query`` to ``key``/``value``.
 
         Args:
-            query: ``(N, L, E)`` (``batch_first``) or ``(L, N, E)``.
-            key: ``(N, S, E)`` or ``(S, N, E)``.
+            query: ``(N, L, E)`` (``batch_first``) or ``(L, N, E)``; or unbatched ``(L, E)``
+                (with ``key`` and ``value`` unbatched too; the results are then unbatched).
+            key: ``(N, S, E)`` or ``(S, N, E)``; unbatched ``(S, E)``.
             value: same shape as ``key``.
-            key_padding_mask: ``(N, S)``, ``True`` where a key is padding; or a float mask
-                added to the scores (``-inf`` blocks), as PyTorch's.
+            key_padding_mask: ``(N, S)`` (unbatched ``(S,)``), ``True`` where a key is
+                padding; or a float mask added to the scores (``-inf`` blocks), as
+                PyTorch's.
             need_weights: also return the attention weights (computed without the fused
                 kernel); ``False`` uses ``tg.scaled_dot_product_attention`` (one node).
             attn_mask: ``(L, S)``, or ``(N * num_heads, L, S)`` for a mask per batch element
@@ -188,7 +190,8 @@ class MultiheadAttention(Module):
             ``out_proj`` of zeros, as PyTorch's.
 
         Raises:
-            ShapeError: inputs that are not 3-D or whose last axis is not ``embed_dim``;
+            ShapeError: inputs that are not 3-D (or all 2-D) or whose last axis is not
+                ``embed_dim``;
                 ``key`` and ``value`` of different shapes, or a batch size other than
                 ``query``'s; a mask of another shape than given above.
             TypeError: a mask that is neither boolean nor floating point.
@@ -197,6 +200,24 @@ class MultiheadAttention(Module):
         query = as_input(query, "MultiheadAttention")  # one tensor for one input given thrice
         key = query if given[1] is given[0] else as_input(key, "MultiheadAttention")
         value = key if given[2] is given[1] else as_input(value, "MultiheadAttention")
+        if query.ndim == key.ndim == value.ndim == 2:  # unbatched: a batch of one, as PyTorch
+            axis = 0 if self.batch_first else 1
+            q1 = query.unsqueeze(axis)
+            k1 = q1 if key is query else key.unsqueeze(axis)
+            v1 = k1 if value is key else value.unsqueeze(axis)
+            if key_padding_mask is not None:
+                key_padding_mask = as_input(key_padding_mask, "MultiheadAttention")[None]
+            out, weights = self.forward(
+                q1,
+                k1,
+                v1,
+                key_padding_mask,
+                need_weights,
+                attn_mask,
+                average_attn_weights,
+                is_causal,
+            )
+            return out.squeeze(axis), None if weights is None else weights.squeeze(0)
         for name, t in (("query", query), ("key", key), ("value", value)):
             if t.ndim != 3 or t.shape[-1] != self.embed_dim:
                 raise ShapeError(

@@ -208,6 +208,34 @@ def test_multihead_attention_positional_arguments_follow_pytorch() -> None:
         nn.MultiheadAttention(8, 2, kdim=4)
 
 
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_unbatched_attention_and_encoder_layer_match_torch(batch_first: bool) -> None:
+    """(L, E) inputs, a (S,) key padding mask: unbatched results, as PyTorch's."""
+    torch.manual_seed(0)
+    theirs = torch.nn.MultiheadAttention(8, 2, batch_first=batch_first)
+    ours = nn.MultiheadAttention(8, 2, batch_first=batch_first, key=0)
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((3, 8)).astype(np.float32)
+    kv = rng.standard_normal((5, 8)).astype(np.float32)
+    pad = np.array([False, False, True, False, False])
+    for average in (True, False):
+        want = theirs(*map(torch.tensor, (q, kv, kv)), key_padding_mask=torch.tensor(pad),
+                      average_attn_weights=average)  # fmt: skip
+        got = ours(q, kv, kv, key_padding_mask=pad, average_attn_weights=average)
+        for a, b in zip(got, want, strict=True):
+            assert a is not None
+            np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
+    layer_t = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=batch_first)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=batch_first)
+    layer.load_state_dict({k: v.detach().numpy() for k, v in layer_t.state_dict().items()})
+    x, xt = tg.tensor(q, requires_grad=True), torch.tensor(q, requires_grad=True)
+    layer(x).sum().backward()
+    layer_t(xt).sum().backward()
+    assert x.grad is not None and xt.grad is not None
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
 def test_multihead_attention_rejects_bad_shapes() -> None:
     with pytest.raises(ValueError, match="multiple of num_heads"):
         nn.MultiheadAttention(6, 4)
