@@ -22,6 +22,7 @@ def _check(nb: Any) -> None:
     assert re.search(r"steps with a one-cycle schedule: +[\d.]+ ms per step", text)
     assert re.search(r"beta1 0\.9\d\d, weight decay", text)  # OneCycleLR moved beta1 back up
     assert "; new compiles: 0" in text  # the rate, betas and weight decay are inputs
+    assert re.search(r"3 models, \d+ calls in turn: compiled 3 time\(s\)", text)
     assert "TracerError: logging_step: the step stored a tensor made inside it" in text
     assert "losses: []; parameters unchanged: True" in text
     hanging = re.search(r"(\d+) nodes recorded while tracing, (\d+) left hanging", text)
