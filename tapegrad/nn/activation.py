@@ -1,11 +1,20 @@
-"""Activation layers: ReLU, GELU, SiLU, Tanh, Sigmoid, LeakyReLU, ELU, Softplus (elementwise),
-Softmax and LogSoftmax (along an axis)."""
+"""Activation layers: ReLU, GELU, SiLU, Tanh, Sigmoid, LeakyReLU, ELU, Softplus, SELU, Hardtanh,
+ReLU6, Mish, LogSigmoid, Hardswish, Hardsigmoid, Softsign, PReLU (elementwise), Softmax,
+LogSoftmax and GLU (along an axis)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import jax.numpy as jnp
+
 from tapegrad import ops
 from tapegrad._args import integer, numpy_keywords
+from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor
+from tapegrad.errors import ShapeError
+from tapegrad.nn import _init
+from tapegrad.nn._inputs import as_input
 from tapegrad.nn.module import Module
 
 __all__ = [
@@ -19,6 +28,16 @@ __all__ = [
     "Softplus",
     "Softmax",
     "LogSoftmax",
+    "SELU",
+    "Hardtanh",
+    "ReLU6",
+    "Mish",
+    "LogSigmoid",
+    "Hardswish",
+    "Hardsigmoid",
+    "Softsign",
+    "PReLU",
+    "GLU",
 ]
 
 
@@ -191,3 +210,210 @@ class LogSoftmax(Softmax):
     def forward(self, x: Tensor) -> Tensor:
         """The log-softmax of ``x`` along ``axis``."""
         return ops.log_softmax(x, axis=self.axis)
+
+
+class _Inplace(Module):
+    """An elementwise layer with PyTorch's ``inplace`` flag, accepted and changing nothing
+    (see :class:`ReLU`)."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = bool(inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
+
+
+class SELU(_Inplace):
+    """Scaled ELU: ``tg.selu`` (PyTorch's ``alpha`` and ``scale``).
+
+    Args:
+        inplace: accepted for PyTorch's signature and changes nothing (see :class:`ReLU`).
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply SELU elementwise."""
+        return ops.selu(x)
+
+
+class Hardtanh(Module):
+    """``x`` clipped to ``[min_val, max_val]``: ``tg.hardtanh`` (gradient 1 strictly inside,
+    0 at and beyond the bounds, as PyTorch's).
+
+    Args:
+        min_val: the lower bound.
+        max_val: the upper bound.
+        inplace: accepted for PyTorch's signature and changes nothing (see :class:`ReLU`).
+
+    Raises:
+        ValueError: ``min_val > max_val``.
+    """
+
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.min_val, self.max_val = float(min_val), float(max_val)
+        if self.min_val > self.max_val:
+            raise ValueError(
+                f"Hardtanh: min_val={min_val} is greater than max_val={max_val}; pass "
+                "min_val <= max_val."
+            )
+        self.inplace = bool(inplace)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply hardtanh elementwise."""
+        return ops.hardtanh(x, min_val=self.min_val, max_val=self.max_val)
+
+    def extra_repr(self) -> str:
+        return f"min_val={self.min_val}, max_val={self.max_val}" + (
+            ", inplace=True" if self.inplace else ""
+        )
+
+
+class ReLU6(_Inplace):
+    """``min(max(x, 0), 6)``: ``tg.relu6`` (gradient 0 at 0 and 6, as PyTorch's).
+
+    Args:
+        inplace: accepted for PyTorch's signature and changes nothing (see :class:`ReLU`).
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply ReLU6 elementwise."""
+        return ops.relu6(x)
+
+
+class Mish(_Inplace):
+    """``x * tanh(softplus(x))``: ``tg.mish``.
+
+    Args:
+        inplace: accepted for PyTorch's signature and changes nothing (see :class:`ReLU`).
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply Mish elementwise."""
+        return ops.mish(x)
+
+
+class LogSigmoid(Module):
+    """``log(sigmoid(x))``, computed stably: ``tg.log_sigmoid``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply log-sigmoid elementwise."""
+        return ops.log_sigmoid(x)
+
+
+class Hardswish(_Inplace):
+    """``x * relu6(x + 3) / 6``: ``tg.hardswish``.
+
+    Args:
+        inplace: accepted for PyTorch's signature and changes nothing (see :class:`ReLU`).
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply hardswish elementwise."""
+        return ops.hardswish(x)
+
+
+class Hardsigmoid(_Inplace):
+    """``relu6(x + 3) / 6``: ``tg.hardsigmoid``.
+
+    Args:
+        inplace: accepted for PyTorch's signature and changes nothing (see :class:`ReLU`).
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply hardsigmoid elementwise."""
+        return ops.hardsigmoid(x)
+
+
+class Softsign(Module):
+    """``x / (1 + |x|)``: ``tg.softsign``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply softsign elementwise."""
+        return ops.softsign(x)
+
+
+class PReLU(Module):
+    """``x`` where ``x > 0``, else ``weight * x``, with a learned slope (He et al. 2015;
+    PyTorch's ``PReLU``, whose state dict loads unchanged: key ``weight``).
+
+    One slope for every element (``num_parameters=1``), or one per channel, the input's axis
+    1 (``(N, C, ...)``; a 0-d or 1-D input has no channel axis: one slope). Built from
+    ``tg.where`` and products, whose VJPs give PyTorch's gradients (``weight`` at ``x == 0``
+    for the input; ``sum x g`` over ``x <= 0`` for the slope).
+
+    Args:
+        num_parameters: 1, or the number of channels.
+        init: the slopes' initial value.
+        dtype: a floating dtype for the weight.
+        device: where it is made, as ``tg.zeros(..., device=)``.
+
+    Attributes:
+        weight: parameter of shape ``(num_parameters,)``.
+
+    Raises:
+        ValueError: ``num_parameters`` below 1.
+        TypeError: ``num_parameters`` is not an integer, or ``dtype`` is not floating.
+        ShapeError: at call time, an input whose channel count is not ``num_parameters``.
+    """
+
+    weight: Tensor
+
+    def __init__(
+        self,
+        num_parameters: int = 1,
+        init: float = 0.25,
+        *,
+        dtype: Any = jnp.float32,
+        device: Any = None,
+    ) -> None:
+        super().__init__()
+        n = integer(num_parameters, "PReLU: num_parameters")
+        if n < 1:
+            raise ValueError(f"PReLU: num_parameters must be at least 1, got {n}.")
+        check_float(dtype, "PReLU")
+        self.num_parameters, self.init = n, float(init)
+        self.weight = _init.constant((n,), self.init, dtype)
+        _init.to_device(self, device, "nn.PReLU")
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply the parametric ReLU to ``x`` (``(N, C, ...)`` with ``C == num_parameters``,
+        or any shape with one slope); the shape of ``x``."""
+        x = as_input(x, "PReLU")
+        w = self.weight
+        if self.num_parameters > 1:
+            channels = x.shape[1] if x.ndim >= 2 else 1
+            if channels != self.num_parameters:
+                raise ShapeError(
+                    f"PReLU: {self.num_parameters} slopes, one per channel (axis 1), but the "
+                    f"input of shape {x.shape} has {channels} channel(s); pass (N, "
+                    f"{self.num_parameters}, ...) or use PReLU() for one shared slope."
+                )
+            w = w.reshape((self.num_parameters,) + (1,) * (x.ndim - 2))
+        else:
+            w = w.reshape(())
+        return ops.where(x > 0, x, w * x)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"
+
+
+class GLU(Module):
+    """Gated linear unit along ``axis`` (PyTorch's ``dim``): ``tg.glu``; that axis halves.
+
+    Raises:
+        TypeError: ``axis`` is not an integer; PyTorch's ``dim=`` (names ``axis=``).
+        ShapeError: at call time, ``axis`` out of range or of odd length.
+    """
+
+    @numpy_keywords
+    def __init__(self, axis: int = -1) -> None:
+        super().__init__()
+        self.axis = integer(axis, "GLU: axis")
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``a * sigmoid(b)`` for the halves ``a, b`` of ``x`` along ``axis``."""
+        return ops.glu(x, axis=self.axis)
+
+    def extra_repr(self) -> str:
+        return f"axis={self.axis}"

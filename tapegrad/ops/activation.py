@@ -1,5 +1,6 @@
-"""Activations of neural networks: gelu, silu, softplus, leaky_relu, elu (elementwise, one
-input)."""
+"""Activations of neural networks: gelu, silu, softplus, leaky_relu, elu, selu, hardtanh,
+relu6, mish, log_sigmoid, hardswish, hardsigmoid, softsign (elementwise, one input) and glu
+(gated halves along an axis)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,27 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
+from tapegrad._args import integer
+from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel
 from tapegrad.op import defop
 
-__all__ = ["gelu", "silu", "softplus", "leaky_relu", "elu"]
+__all__ = [
+    "gelu",
+    "silu",
+    "softplus",
+    "leaky_relu",
+    "elu",
+    "selu",
+    "hardtanh",
+    "relu6",
+    "mish",
+    "log_sigmoid",
+    "hardswish",
+    "hardsigmoid",
+    "softsign",
+    "glu",
+]
 
 Res = tuple[jax.Array, ...]
 
@@ -140,3 +158,218 @@ def _elu_vjp(res: Res, g: jax.Array, *, alpha: float = 1.0) -> tuple[jax.Array]:
     """1 where x > 0, else ``alpha * exp(x)`` (at 0 too, as PyTorch's)."""
     (x,) = res
     return (jnp.where(x > 0, g, g * (alpha * jnp.exp(jnp.minimum(x, 0)))).astype(g.dtype),)
+
+
+# PyTorch's constants (torch.nn.SELU; Klambauer et al. 2017), as jax.nn.selu's
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+_selu = kernel(jax.nn.selu)
+
+
+@defop
+def selu(x: jax.Array) -> tuple[jax.Array, Res]:
+    """Scaled ELU, PyTorch's ``F.selu``: ``scale * x`` where ``x > 0``, else ``scale * alpha
+    * (exp(x) - 1)``, with ``alpha ~ 1.6733`` and ``scale ~ 1.0507``; the shape and dtype of
+    ``x`` (integers give float32, as ``jax.nn.selu``).
+    """
+    return _selu(x), (x,)
+
+
+@selu.defvjp
+@kernel
+def _selu_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """``scale`` where x > 0, else ``scale * alpha * exp(x)`` (at 0 too, as PyTorch's)."""
+    (x,) = res
+    neg = _SELU_SCALE * _SELU_ALPHA * jnp.exp(jnp.minimum(x, 0))
+    return (g * jnp.where(x > 0, _SELU_SCALE, neg).astype(g.dtype),)
+
+
+@partial(kernel, static_argnames=("low", "high"))
+def _clip(x: jax.Array, low: float, high: float) -> jax.Array:
+    return jnp.clip(x, low, high)
+
+
+@partial(kernel, static_argnames=("low", "high"))
+def _inside_vjp(res: Res, g: jax.Array, low: float, high: float) -> tuple[jax.Array]:
+    """g strictly inside (low, high), 0 elsewhere, the bounds included (PyTorch's)."""
+    (x,) = res
+    return (jnp.where((x > low) & (x < high), g, jnp.zeros_like(g)),)
+
+
+@defop
+def hardtanh(x: jax.Array, *, min_val: float = -1.0, max_val: float = 1.0) -> tuple[jax.Array, Res]:
+    """PyTorch's ``F.hardtanh``: ``x`` clipped to ``[min_val, max_val]``; the shape and dtype
+    of ``x``.
+
+    Raises:
+        ValueError: ``min_val > max_val`` (PyTorch's check).
+    """
+    if min_val > max_val:
+        raise ValueError(
+            f"hardtanh: min_val={min_val} is greater than max_val={max_val}; pass "
+            "min_val <= max_val."
+        )
+    return _clip(x, float(min_val), float(max_val)), (x,)
+
+
+@hardtanh.defvjp
+def _hardtanh_vjp(
+    res: Res, g: jax.Array, *, min_val: float = -1.0, max_val: float = 1.0
+) -> tuple[jax.Array]:
+    """1 strictly inside ``(min_val, max_val)``, 0 outside and at the bounds (PyTorch's)."""
+    gx: tuple[jax.Array] = _inside_vjp(res, g, float(min_val), float(max_val))
+    return gx
+
+
+@defop
+def relu6(x: jax.Array) -> tuple[jax.Array, Res]:
+    """``min(max(x, 0), 6)`` (PyTorch's ``F.relu6``, ``hardtanh(x, 0, 6)``); the shape and
+    dtype of ``x``."""
+    return _clip(x, 0.0, 6.0), (x,)
+
+
+@relu6.defvjp
+def _relu6_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """1 strictly inside (0, 6), 0 elsewhere, at 0 and 6 too (PyTorch's)."""
+    gx: tuple[jax.Array] = _inside_vjp(res, g, 0.0, 6.0)
+    return gx
+
+
+_mish = kernel(jax.nn.mish)
+
+
+@defop
+def mish(x: jax.Array) -> tuple[jax.Array, Res]:
+    """``x * tanh(softplus(x))`` (Misra 2019; PyTorch's ``F.mish``); the shape and dtype of
+    ``x`` (integers give float32, as jax.nn's).
+    """
+    return _mish(x), (x,)
+
+
+@mish.defvjp
+@kernel
+def _mish_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """With t = tanh(softplus(x)): t + x sigmoid(x) (1 - t**2)."""
+    (x,) = res
+    t = jnp.tanh(jax.nn.softplus(x))
+    return (g * (t + x * jax.nn.sigmoid(x) * (1 - t * t)),)
+
+
+_log_sigmoid = kernel(jax.nn.log_sigmoid)
+
+
+@defop
+def log_sigmoid(x: jax.Array) -> tuple[jax.Array, Res]:
+    """``log(sigmoid(x)) = -softplus(-x)``, computed stably (finite for large ``|x|``;
+    PyTorch's ``F.logsigmoid``); the shape and dtype of ``x`` (integers give float32, as
+    jax.nn's).
+    """
+    return _log_sigmoid(x), (x,)
+
+
+@log_sigmoid.defvjp
+@kernel
+def _log_sigmoid_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """d/dx log sigmoid(x) = 1 - sigmoid(x) = sigmoid(-x)."""
+    (x,) = res
+    return (g * jax.nn.sigmoid(-x),)
+
+
+@kernel
+def _hardswish(x: jax.Array) -> jax.Array:
+    return x * jnp.clip(x + 3, 0, 6) / 6
+
+
+@defop
+def hardswish(x: jax.Array) -> tuple[jax.Array, Res]:
+    """``x * relu6(x + 3) / 6`` (Howard et al. 2019; PyTorch's ``F.hardswish``); the shape
+    and dtype of ``x``."""
+    return _hardswish(x), (x,)
+
+
+@hardswish.defvjp
+@kernel
+def _hardswish_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """0 up to -3, ``x / 3 + 1/2`` strictly inside (-3, 3), 1 from 3 on: PyTorch's (0 at -3,
+    1 at 3)."""
+    (x,) = res
+    d = jnp.where(x <= -3, 0.0, jnp.where(x < 3, x / 3 + 0.5, 1.0))
+    return (g * d.astype(g.dtype),)
+
+
+@kernel
+def _hardsigmoid(x: jax.Array) -> jax.Array:
+    return jnp.clip(x + 3, 0, 6) / 6
+
+
+@defop
+def hardsigmoid(x: jax.Array) -> tuple[jax.Array, Res]:
+    """``relu6(x + 3) / 6`` (PyTorch's ``F.hardsigmoid``); the shape and dtype of ``x``."""
+    return _hardsigmoid(x), (x,)
+
+
+@hardsigmoid.defvjp
+@kernel
+def _hardsigmoid_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """1/6 strictly inside (-3, 3), 0 elsewhere, at -3 and 3 too (PyTorch's)."""
+    (x,) = res
+    return (jnp.where((x > -3) & (x < 3), g / 6, jnp.zeros_like(g)),)
+
+
+_softsign = kernel(jax.nn.soft_sign)
+
+
+@defop
+def softsign(x: jax.Array) -> tuple[jax.Array, Res]:
+    """``x / (1 + |x|)`` (PyTorch's ``F.softsign``); the shape and dtype of ``x`` (integers
+    give float32, as jax.nn's)."""
+    return _softsign(x), (x,)
+
+
+@softsign.defvjp
+@kernel
+def _softsign_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """d/dx x / (1 + |x|) = 1 / (1 + |x|)**2."""
+    (x,) = res
+    d = 1 + jnp.abs(x)
+    return (g / (d * d),)
+
+
+@partial(kernel, static_argnames=("axis",))
+def _glu(x: jax.Array, axis: int) -> jax.Array:
+    a, b = jnp.split(x, 2, axis=axis)
+    return a * jax.nn.sigmoid(b)
+
+
+@defop
+def glu(x: jax.Array, *, axis: int = -1) -> tuple[jax.Array, Res]:
+    """Gated linear unit (Dauphin et al. 2017; PyTorch's ``F.glu``, ``axis`` its ``dim``):
+    ``x`` split in halves ``a, b`` along ``axis``, ``a * sigmoid(b)``; the shape of ``x``
+    with ``axis`` halved, its dtype (floats).
+
+    Raises:
+        ShapeError: ``axis`` out of range, or of odd length (PyTorch's check).
+        TypeError: ``axis`` is not an integer; PyTorch's ``dim=`` (write ``axis=``); an
+            integer ``x`` (cast it to floats).
+    """
+    ax = integer(axis, "glu: axis")
+    shape = tuple(x.shape)
+    if not -len(shape) <= ax < len(shape):
+        raise ShapeError(f"glu: axis {ax} is out of range for an input of shape {shape}.")
+    if shape[ax] % 2:
+        raise ShapeError(
+            f"glu: axis {ax} of the input of shape {shape} has odd length {shape[ax]}; glu "
+            "splits it into two equal halves (value and gate), so it must be even."
+        )
+    return _glu(x, ax % len(shape)), (x,)
+
+
+@glu.defvjp
+@partial(kernel, static_argnames=("axis",))
+def _glu_vjp(res: Res, g: jax.Array, *, axis: int = -1) -> tuple[jax.Array]:
+    """With s = sigmoid(b): ga = g s, gb = g a s (1 - s), joined along ``axis``."""
+    (x,) = res
+    a, b = jnp.split(x, 2, axis=axis)
+    s = jax.nn.sigmoid(b)
+    ga = g * s
+    return (jnp.concatenate([ga, ga * a * (1 - s)], axis=axis),)

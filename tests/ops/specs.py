@@ -311,6 +311,30 @@ def _gelu_ref(x: jax.Array, *, approximate: str = "none") -> jax.Array:
     return 0.5 * x * (1 + jax.scipy.special.erf(x / np.sqrt(2.0)))
 
 
+def _away_from(kinks: tuple[float, ...], scale: float = 1.0) -> tuple[Case, ...]:
+    """A piecewise op's inputs: REALS times ``scale``, each element within 0.05 of a kink
+    moved 0.1 past it (JAX's derivative of the forward takes a subgradient there, the VJP
+    PyTorch's; the kinks themselves are checked against PyTorch in tests/nn)."""
+
+    def move(xs: Arrays) -> Arrays:
+        x = xs[0] * np.float32(scale)
+        near = np.zeros(x.shape, bool)
+        for k in kinks:
+            near |= np.abs(x - k) < 0.05
+        return (np.where(near, x + np.float32(0.1), x).astype(np.float32),)
+
+    return tuple(Case(c.id, c.inputs.map(move), c.params) for c in unary())
+
+
+def _glu_ref(x: jax.Array, *, axis: int = -1) -> jax.Array:
+    a, b = jnp.split(x, 2, axis=axis)
+    return a * jax.nn.sigmoid(b)
+
+
+def _hardtanh_ref(x: jax.Array, *, min_val: float = -1.0, max_val: float = 1.0) -> jax.Array:
+    return jnp.clip(x, min_val, max_val)
+
+
 def _dropout_ref(x: jax.Array, key: jax.Array, *, p: float) -> jax.Array:
     keep = jax.random.bernoulli(jnp.asarray(key), 1.0 - p, x.shape)
     return jnp.where(keep, x / (1.0 - p), 0.0)
@@ -895,6 +919,34 @@ SPECS: tuple[OpSpec, ...] = (
         _R["softplus"],
         (*unary(), fixed((2, 3), {"beta": 2.0}), fixed((2, 3), {"beta": 0.5, "threshold": 0.1})),
         _softplus_ref,
+    ),
+    OpSpec(_R["selu"], _away_from((0.0,)), jax.nn.selu),
+    OpSpec(
+        _R["hardtanh"],
+        (
+            *_away_from((-1.0, 1.0)),
+            Case(
+                "bounds",
+                _away_from((-0.5, 2.0), 2.0)[0].inputs,
+                {"min_val": -0.5, "max_val": 2.0},
+            ),
+        ),
+        _hardtanh_ref,
+    ),
+    OpSpec(_R["relu6"], _away_from((0.0, 6.0), 3.0), jax.nn.relu6),
+    OpSpec(_R["mish"], unary(), jax.nn.mish),
+    OpSpec(_R["log_sigmoid"], unary(), jax.nn.log_sigmoid),
+    OpSpec(_R["hardswish"], _away_from((-3.0, 3.0), 2.0), jax.nn.hard_swish),
+    OpSpec(_R["hardsigmoid"], _away_from((-3.0, 3.0), 2.0), jax.nn.hard_sigmoid),
+    OpSpec(_R["softsign"], _away_from((0.0,)), jax.nn.soft_sign),
+    OpSpec(
+        _R["glu"],
+        (
+            Case("default", arrays_in(((4,), (2, 4))).map(lambda x: (x,))),
+            fixed((2, 6, 3), {"axis": 1}),
+            fixed((4, 3), {"axis": 0}),
+        ),
+        _glu_ref,
     ),
     # reductions and scans
     OpSpec(_R["logsumexp"], reduction(), jax.nn.logsumexp),

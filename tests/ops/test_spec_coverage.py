@@ -32,6 +32,10 @@ TORCH_NAMES = {
     "linear",  # F.linear
     "lerp",  # torch.lerp
     "index_add",  # torch.index_add (jax.lax.scatter_add is scatter_add's namesake)
+    "hardtanh",  # F.hardtanh, with min_val/max_val (jax.nn.hard_tanh has no bounds)
+    "hardswish",  # F.hardswish (jax.nn.hard_swish)
+    "hardsigmoid",  # F.hardsigmoid (jax.nn.hard_sigmoid)
+    "softsign",  # F.softsign (jax.nn.soft_sign)
 }
 
 
