@@ -56,9 +56,11 @@ from tapegrad.nn.conv import Conv1d, Conv2d, Conv3d
 from tapegrad.nn.dropout import Dropout
 from tapegrad.nn.linear import Identity, Linear
 from tapegrad.nn.loss import (
+    BCELoss,
     BCEWithLogitsLoss,
     CrossEntropyLoss,
     HuberLoss,
+    KLDivLoss,
     L1Loss,
     MSELoss,
     NLLLoss,
@@ -133,6 +135,8 @@ __all__ = [
     "SmoothL1Loss",
     "HuberLoss",
     "BCEWithLogitsLoss",
+    "BCELoss",
+    "KLDivLoss",
     "utils",
 ]
 

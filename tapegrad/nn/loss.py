@@ -25,6 +25,8 @@ __all__ = [
     "SmoothL1Loss",
     "HuberLoss",
     "BCEWithLogitsLoss",
+    "BCELoss",
+    "KLDivLoss",
 ]
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -354,3 +356,64 @@ class BCEWithLogitsLoss(_Loss):
         return ops.binary_cross_entropy_with_logits(
             logits, targets, self.weight, reduction=self.reduction, pos_weight=self.pos_weight
         )
+
+
+class BCELoss(_Loss):
+    """``tg.binary_cross_entropy(p, targets, weight, reduction=...)``: the binary cross
+    entropy of probabilities, each log clamped at -100 (PyTorch's ``BCELoss``; on logits,
+    :class:`BCEWithLogitsLoss` is the stable choice).
+
+    Args:
+        reduction: ``"mean"`` over the elements, ``"sum"``, or ``"none"``.
+        weight: optional rescaling of each element's loss, broadcast against them; by
+            keyword (PyTorch's first positional argument). A buffer, as PyTorch's.
+
+    Raises:
+        ValueError: an unknown reduction (or a weight given by position: the message says
+            to pass ``weight=``).
+    """
+
+    weight: Tensor | None
+    _weighted = True
+
+    @torch_keywords(LOSS_ADVICE)
+    def __init__(self, reduction: str = "mean", *, weight: Any = None) -> None:
+        super().__init__(reduction)
+        self.register_buffer("weight", None if weight is None else _float_buffer(weight))
+
+    def forward(self, p: Tensor, targets: Any) -> Tensor:
+        """The loss of probabilities ``p`` against targets in ``[0, 1]`` of the same shape."""
+        return ops.binary_cross_entropy(p, targets, self.weight, reduction=self.reduction)
+
+
+class KLDivLoss(Module):
+    """``tg.kl_div(input, target, reduction=..., log_target=...)``: the Kullback-Leibler
+    divergence of ``target`` from the distribution whose log-probabilities are ``input``
+    (PyTorch's ``KLDivLoss``).
+
+    Args:
+        reduction: ``"mean"`` over every element (PyTorch's default), ``"batchmean"`` (the
+            sum divided by the batch size, the mathematical KL per sample), ``"sum"`` or
+            ``"none"``.
+        log_target: ``target`` holds log-probabilities.
+
+    Raises:
+        ValueError: an unknown reduction.
+    """
+
+    @torch_keywords(LOSS_ADVICE, order=LOSS_ORDER)
+    def __init__(self, reduction: str = "mean", log_target: bool = False) -> None:
+        super().__init__()
+        if reduction not in ("mean", "batchmean", "sum", "none"):
+            raise ValueError(
+                f"KLDivLoss: reduction={reduction!r}; use 'mean', 'batchmean', 'sum' or 'none'."
+            )
+        self.reduction = reduction
+        self.log_target = bool(log_target)
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:
+        """The divergence of ``target`` from ``input`` (log-probabilities), broadcast."""
+        return ops.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+    def extra_repr(self) -> str:
+        return f"reduction={self.reduction!r}" + (", log_target=True" if self.log_target else "")

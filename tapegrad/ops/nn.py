@@ -1,5 +1,5 @@
-"""Neural-network composites with fused VJPs (softmax, log_softmax, the losses) and the label
-encoding one_hot."""
+"""Neural-network composites with fused VJPs (softmax, log_softmax, the losses: cross_entropy,
+nll_loss, the binary cross entropies, kl_div, mse_loss) and the label encoding one_hot."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tapegrad._args import integer, numpy_keywords, torch_keywords
-from tapegrad._arrays import axis_check, broadcast_axes
+from tapegrad._arrays import axis_check, broadcast_axes, sum_to
 from tapegrad.errors import ShapeError, TapegradWarning
 from tapegrad.kernels import kernel
 from tapegrad.op import broadcast_check, defop, refuse_torch
@@ -28,6 +28,8 @@ __all__ = [
     "cross_entropy",
     "nll_loss",
     "binary_cross_entropy_with_logits",
+    "binary_cross_entropy",
+    "kl_div",
     "mse_loss",
     "one_hot",
 ]
@@ -661,6 +663,202 @@ def binary_cross_entropy_with_logits(
     if weight is not None:
         per = per * weight
     return per.mean() if reduction == "mean" else per.sum() if reduction == "sum" else per
+
+
+def _float_check(name: str, *arrays: jax.Array) -> None:
+    """Refuse integer or boolean operands of a loss that takes probabilities (PyTorch's)."""
+    for a in arrays:
+        if not jnp.issubdtype(a.dtype, jnp.floating):
+            raise TypeError(
+                f"{name}: operands must be floating, got dtype {a.dtype}; cast with "
+                ".astype(tg.float32)."
+            )
+
+
+_LOG_FLOOR = -100.0  # PyTorch's binary_cross_entropy clamps each log at -100
+
+
+@partial(kernel, static_argnames=("reduction",))
+def _bce_probs(p: jax.Array, t: jax.Array, w: jax.Array, reduction: Reduction) -> jax.Array:
+    logp = jnp.maximum(jnp.log(p), _LOG_FLOOR)
+    log1mp = jnp.maximum(jnp.log1p(-p), _LOG_FLOOR)
+    return _reduce(-(t * logp + (1 - t) * log1mp) * w, reduction)
+
+
+@defop(name="binary_cross_entropy")
+def _binary_cross_entropy(
+    p: jax.Array, t: jax.Array, w: jax.Array, *, reduction: Reduction = "mean"
+) -> tuple[jax.Array, tuple[jax.Array, jax.Array, jax.Array]]:
+    """-w (t max(log p, -100) + (1 - t) max(log(1 - p), -100)), reduced; p and t of one
+    shape, w broadcast to it."""
+    _float_check("binary_cross_entropy", p, t)
+    if tuple(p.shape) != tuple(t.shape):
+        raise ShapeError(
+            f"binary_cross_entropy: targets of shape {tuple(t.shape)} must have the "
+            f"probabilities' shape {tuple(p.shape)} (PyTorch's check)."
+        )
+    if broadcast_axes(tuple(p.shape), tuple(jnp.shape(w))) is None:
+        raise ShapeError(
+            f"binary_cross_entropy: weight of shape {tuple(jnp.shape(w))} does not broadcast "
+            f"to the probabilities' shape {tuple(p.shape)} (NumPy rules, without growing it)."
+        )
+    return _bce_probs(p, t, w, reduction), (p, t, w)
+
+
+@_binary_cross_entropy.defvjp
+@partial(kernel, static_argnames=("needs", "reduction"))
+def _binary_cross_entropy_vjp(
+    res: tuple[jax.Array, jax.Array, jax.Array],
+    g: jax.Array,
+    needs: tuple[bool, ...],
+    *,
+    reduction: Reduction = "mean",
+) -> tuple[jax.Array | None, ...]:
+    """PyTorch's rules, each times the element's cotangent r: d/dp = w (p - t) / max(p (1 -
+    p), 1e-12) (finite at p = 0 and 1), d/dt = -w logit(p) (unclamped: infinite at p = 0 and
+    1), d/dw = the unweighted loss (summed to w's shape; PyTorch refuses it)."""
+    p, t, w = res
+    rows = _spread(g, p.shape, reduction)
+    logp = jnp.maximum(jnp.log(p), _LOG_FLOOR)
+    log1mp = jnp.maximum(jnp.log1p(-p), _LOG_FLOOR)
+    gp = rows * w * (p - t) / jnp.maximum(p * (1 - p), 1e-12) if needs[0] else None
+    gt = rows * w * (jnp.log1p(-p) - jnp.log(p)) if needs[1] else None
+    gw = None
+    if needs[2]:
+        gw = sum_to(-(t * logp + (1 - t) * log1mp) * rows, tuple(jnp.shape(w)))
+    return gp, gt, gw
+
+
+@torch_keywords(LOSS_ADVICE, order=LOSS_ORDER)
+def binary_cross_entropy(
+    p: Any, targets: Any, weight: Any = None, *, reduction: Reduction = "mean"
+) -> Tensor:
+    """Binary cross entropy of probabilities, PyTorch's ``F.binary_cross_entropy``:
+    ``-w (t log p + (1 - t) log(1 - p))`` per element, each log clamped at -100 (so ``p``
+    of exactly 0 or 1 gives a finite loss of at most 100, as PyTorch's); one fused op. On
+    logits, ``binary_cross_entropy_with_logits`` is the stable choice.
+
+    Args:
+        p: probabilities in ``[0, 1]``, floats of any shape (values outside give NaN: they
+            are not read back from the device to be checked).
+        targets: floats of ``p``'s shape (they may require grad).
+        weight: optional, broadcast against the per-element losses (a rescaling of each;
+            it gets its gradient when it requires grad).
+        reduction: "mean", "sum" or "none".
+
+    Returns:
+        A 0-d tensor, or ``p``'s shape with ``reduction="none"``; ``p``'s dtype.
+
+    Raises:
+        ShapeError: the shapes of ``p`` and ``targets`` differ, or ``weight`` does not
+            broadcast to them.
+        TypeError: integer or boolean operands.
+        ValueError: an unknown reduction.
+
+    The VJP is PyTorch's: ``w (p - t) / max(p (1 - p), 1e-12)`` for ``p``.
+    """
+    _check_reduction("binary_cross_entropy", reduction)
+    return _binary_cross_entropy(p, targets, _weight(weight), reduction=reduction)
+
+
+_KL_REDUCTIONS = ("mean", "batchmean", "sum", "none")
+
+
+def _kl_count(x_shape: tuple[int, ...], out_shape: tuple[int, ...], reduction: str) -> int:
+    """What the reduced KL divides by: every element ("mean"), the input's first axis
+    ("batchmean", PyTorch's ``input.size(0)``), else 1."""
+    if reduction == "mean":
+        return max(math.prod(out_shape), 1)
+    if reduction == "batchmean":
+        return max(x_shape[0], 1) if x_shape else 1
+    return 1
+
+
+@partial(kernel, static_argnames=("reduction", "log_target"))
+def _kl(x: jax.Array, t: jax.Array, reduction: str, log_target: bool) -> jax.Array:
+    if log_target:
+        per = jnp.exp(t) * (t - x)
+    else:
+        per = jax.scipy.special.xlogy(t, t) - t * x
+    if reduction == "none":
+        return per
+    return jnp.sum(per) / _kl_count(x.shape, per.shape, reduction)
+
+
+@defop(name="kl_div", check=broadcast_check)
+def _kl_div(
+    x: jax.Array, t: jax.Array, *, reduction: str = "mean", log_target: bool = False
+) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    """t (log t - x) per element (0 where t = 0), or exp(t) (t - x) for log targets; x
+    log-probabilities, broadcast against t; reduced."""
+    _float_check("kl_div", x, t)
+    return _kl(x, t, reduction, log_target), (x, t)
+
+
+@_kl_div.defvjp
+@partial(kernel, static_argnames=("needs", "reduction", "log_target"))
+def _kl_div_vjp(
+    res: tuple[jax.Array, jax.Array],
+    g: jax.Array,
+    needs: tuple[bool, ...],
+    *,
+    reduction: str = "mean",
+    log_target: bool = False,
+) -> tuple[jax.Array | None, ...]:
+    """PyTorch's rules, times the element's cotangent r (g over the count for the means):
+    d/dx = -t (-exp(t) for log targets); d/dt = log t + 1 - x, NaN where t = 0 as PyTorch's
+    and JAX's xlogy (log targets: exp(t) (t + 1 - x)); each summed to its input's shape."""
+    x, t = res
+    shape = jnp.broadcast_shapes(x.shape, t.shape)
+    rows = (
+        g
+        if reduction == "none"
+        else jnp.broadcast_to(g / _kl_count(x.shape, shape, reduction), shape)
+    )
+    if log_target:
+        et = jnp.exp(t)
+        gx = -et * rows if needs[0] else None
+        gt = et * (t + 1 - x) * rows if needs[1] else None
+    else:
+        gx = -t * rows if needs[0] else None
+        gt = jnp.where(t > 0, jnp.log(t) + 1 - x, jnp.nan) * rows if needs[1] else None
+    return (
+        None if gx is None else sum_to(gx, x.shape),
+        None if gt is None else sum_to(gt, t.shape),
+    )
+
+
+@torch_keywords(LOSS_ADVICE, order=LOSS_ORDER)
+def kl_div(input: Any, target: Any, *, reduction: str = "mean", log_target: bool = False) -> Tensor:
+    """Kullback-Leibler divergence, PyTorch's ``F.kl_div``: ``input`` holds
+    log-probabilities (``tg.log_softmax``), ``target`` probabilities (or log-probabilities
+    with ``log_target=True``); per element ``target * (log(target) - input)``, 0 where
+    ``target == 0`` (``exp(t) (t - input)`` for log targets); one fused op.
+
+    Args:
+        input: log-probabilities, floats.
+        target: floats broadcast against ``input`` (NumPy rules; they may require grad).
+        reduction: "mean" (over every element, PyTorch's default, which is not the KL of a
+            batch), "batchmean" (the sum over the input's first axis's length: the
+            mathematical KL per sample), "sum" or "none".
+        log_target: ``target`` holds log-probabilities.
+
+    Returns:
+        A 0-d tensor, or the broadcast shape with ``reduction="none"``.
+
+    Raises:
+        ShapeError: the shapes do not broadcast.
+        TypeError: integer or boolean operands.
+        ValueError: an unknown reduction.
+
+    The VJP is PyTorch's: ``-target`` for the input; ``log(target) + 1 - input`` for the
+    target (NaN where ``target == 0``, as PyTorch's: detach targets, as is usual).
+    """
+    if reduction not in _KL_REDUCTIONS:
+        raise ValueError(
+            f"kl_div: reduction={reduction!r}; use 'mean', 'batchmean', 'sum' or 'none'."
+        )
+    return _kl_div(input, target, reduction=reduction, log_target=bool(log_target))
 
 
 @partial(kernel, static_argnames=("reduction",))

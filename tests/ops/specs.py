@@ -534,6 +534,23 @@ def _bce_ref(x: jax.Array, t: jax.Array, *, reduction: str = "mean") -> jax.Arra
     return _reduce_ref(optax.sigmoid_binary_cross_entropy(x, t), reduction)
 
 
+def _bce_probs_ref(
+    p: jax.Array, t: jax.Array, w: jax.Array, *, reduction: str = "mean"
+) -> jax.Array:
+    """PyTorch's binary cross entropy of probabilities, from its definition."""
+    return _reduce_ref(-w * (t * jnp.log(p) + (1 - t) * jnp.log(1 - p)), reduction)
+
+
+def _kl_ref(
+    x: jax.Array, t: jax.Array, *, reduction: str = "mean", log_target: bool = False
+) -> jax.Array:
+    """PyTorch's kl_div: optax's pointwise KL (t log t - t x), or its log-target form."""
+    per = jnp.exp(t) * (t - x) if log_target else jax.scipy.special.rel_entr(t, 1.0) - t * x
+    if reduction == "batchmean":
+        return jnp.sum(per) / x.shape[0]
+    return _reduce_ref(per, reduction)
+
+
 def _mse_ref(a: jax.Array, b: jax.Array, *, reduction: str = "mean") -> jax.Array:
     return _reduce_ref(jnp.square(a - b), reduction)
 
@@ -1144,6 +1161,36 @@ SPECS: tuple[OpSpec, ...] = (
             for r in ("mean", "sum", "none")
         ),
         _bce_ref,
+    ),
+    OpSpec(
+        _R["binary_cross_entropy"],
+        tuple(
+            # probabilities away from 0 and 1 (where PyTorch's log clamp at -100 and its
+            # gradient's 1e-12 floor apply; tested against PyTorch in tests/nn)
+            Case(
+                f"{r}-w{w}",
+                inputs(((2, 3), (2, 3), w), (Domain(0.0625, 0.9375), Domain(0.0, 1.0), POSITIVE)),
+                {"reduction": r},
+            )
+            for r, w in (("mean", ()), ("sum", (3,)), ("none", (2, 3)))
+        ),
+        _bce_probs_ref,
+    ),
+    OpSpec(
+        _R["kl_div"],
+        (
+            *(
+                Case(r, inputs(((2, 3), (2, 3)), (REALS, POSITIVE)), {"reduction": r})
+                for r in ("mean", "batchmean", "sum", "none")
+            ),
+            Case("broadcast", inputs(((2, 3), (3,)), (REALS, POSITIVE)), {"reduction": "sum"}),
+            Case(
+                "log_target",
+                inputs(((2, 3), (2, 3)), (REALS, REALS)),
+                {"reduction": "batchmean", "log_target": True},
+            ),
+        ),
+        _kl_ref,
     ),
 )
 

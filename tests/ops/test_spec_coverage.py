@@ -19,6 +19,8 @@ TORCH_NAMES = {
     "mse_loss",
     "nll_loss",
     "binary_cross_entropy_with_logits",
+    "binary_cross_entropy",  # F.binary_cross_entropy, of probabilities
+    "kl_div",  # F.kl_div (jax.scipy.special.kl_div is another function)
     "embedding",
     "dropout",
     "conv",
