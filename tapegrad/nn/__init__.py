@@ -72,7 +72,7 @@ from tapegrad.nn.pooling import AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool2d,
 from tapegrad.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from tapegrad.nn.shape import Flatten, Unflatten
 from tapegrad.nn.sparse import Embedding
-from tapegrad.nn.transformer import TransformerEncoderLayer
+from tapegrad.nn.transformer import TransformerEncoder, TransformerEncoderLayer
 
 __all__ = [
     "init",
@@ -119,6 +119,7 @@ __all__ = [
     "GLU",
     "MultiheadAttention",
     "TransformerEncoderLayer",
+    "TransformerEncoder",
     "RNN",
     "LSTM",
     "GRU",

@@ -1,23 +1,27 @@
-"""``TransformerEncoderLayer``: self-attention and a feed-forward block, PyTorch's layout."""
+"""The transformer encoder, PyTorch's layout: ``TransformerEncoderLayer`` (self-attention and a
+feed-forward block) and ``TransformerEncoder`` (a stack of copies of one)."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
 import jax.numpy as jnp
 
 from tapegrad import ops
+from tapegrad._args import integer
 from tapegrad._tensor import Tensor
 from tapegrad.nn import _init
 from tapegrad.nn._inputs import as_input
 from tapegrad.nn.attention import MultiheadAttention
+from tapegrad.nn.container import ModuleList
 from tapegrad.nn.dropout import Dropout
 from tapegrad.nn.linear import Linear
 from tapegrad.nn.module import Module
 from tapegrad.nn.normalization import LayerNorm
 
-__all__ = ["TransformerEncoderLayer"]
+__all__ = ["TransformerEncoderLayer", "TransformerEncoder"]
 
 
 def _relu(x: Tensor) -> Tensor:
@@ -158,3 +162,82 @@ class TransformerEncoderLayer(Module):
         x = self.norm1(x + self._sa(x, src_mask, src_key_padding_mask, is_causal))
         y: Tensor = self.norm2(x + self._ff(x))
         return y
+
+
+class TransformerEncoder(Module):
+    """A stack of ``num_layers`` copies of ``encoder_layer`` (``copy.deepcopy``, as PyTorch's:
+    each copy has its own parameters, all starting equal), then ``norm`` if given; a
+    ``torch.nn.TransformerEncoder`` state dict loads unchanged (``layers.0.self_attn...``,
+    ``norm.weight``).
+
+    Args:
+        encoder_layer: the layer to copy (a :class:`TransformerEncoderLayer` or any module
+            called as one: ``layer(x, src_mask=, src_key_padding_mask=, is_causal=)``); it
+            is not itself registered.
+        num_layers: how many copies, at least 0.
+        norm: an optional module applied to the last layer's output (``nn.LayerNorm(d)``,
+            PyTorch's usual choice with ``norm_first=True``).
+        enable_nested_tensor: accepted for PyTorch's signature; PyTorch's fast-path switch,
+            which changes no result (tapegrad has no nested tensors).
+        mask_check: accepted for PyTorch's signature, as ``enable_nested_tensor``.
+
+    Raises:
+        TypeError: ``encoder_layer`` or ``norm`` is not a module, or ``num_layers`` is not an
+            integer.
+        ValueError: a negative ``num_layers``.
+
+    A layer made with an explicit ``key`` is copied with it, so its dropout masks repeat in
+    every copy; give layers no key (the process random state draws each mask) to avoid that.
+    """
+
+    def __init__(
+        self,
+        encoder_layer: Module,
+        num_layers: int,
+        norm: Module | None = None,
+        enable_nested_tensor: bool = True,
+        mask_check: bool = True,
+    ) -> None:
+        super().__init__()
+        if not isinstance(encoder_layer, Module):
+            raise TypeError(
+                "TransformerEncoder: encoder_layer must be a module (nn.TransformerEncoderLayer"
+                f"(...)), got {type(encoder_layer).__name__}."
+            )
+        if norm is not None and not isinstance(norm, Module):
+            raise TypeError(
+                f"TransformerEncoder: norm must be a module (nn.LayerNorm(d_model)) or None, "
+                f"got {type(norm).__name__}."
+            )
+        n = integer(num_layers, "TransformerEncoder: num_layers")
+        if n < 0:
+            raise ValueError(f"TransformerEncoder: num_layers must be >= 0, got {n}.")
+        self.layers = ModuleList(copy.deepcopy(encoder_layer) for _ in range(n))
+        self.num_layers = n
+        self.norm = norm
+        self.enable_nested_tensor = bool(enable_nested_tensor)
+        self.mask_check = bool(mask_check)
+
+    def forward(
+        self,
+        src: Tensor,
+        mask: Any = None,
+        src_key_padding_mask: Any = None,
+        is_causal: bool | None = None,
+    ) -> Tensor:
+        """Encode ``src`` through every layer, then ``norm``; the shape of ``src``.
+
+        Args:
+            src: the sequence, as the layer takes it (``(N, L, E)`` with ``batch_first``).
+            mask: the attention mask passed to every layer as its ``src_mask``.
+            src_key_padding_mask: ``(N, L)``, passed to every layer.
+            is_causal: passed to every layer (``None``, PyTorch's default: ``False``; a
+                causal ``mask`` gives the same result either way).
+        """
+        x = as_input(src, "TransformerEncoder")
+        causal = bool(is_causal)
+        for layer in self.layers:
+            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=causal)
+        if self.norm is not None:
+            x = self.norm(x)
+        return x

@@ -191,6 +191,48 @@ def test_transformer_encoder_layer(norm_first: bool) -> None:
     check_against_torch(ours, theirs, [_x(2, 5, 8, seed=2), mask], call=causal)
 
 
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_transformer_encoder_stacks_copies_as_torch(norm_first: bool) -> None:
+    """PyTorch's TransformerEncoder: deep copies under ``layers.i``, a final ``norm``; its
+    state dict loads unchanged and the masks reach every layer."""
+    torch.manual_seed(0)
+    kw: dict[str, Any] = {"dropout": 0.0, "batch_first": True, "norm_first": norm_first}
+    theirs = torch.nn.TransformerEncoder(
+        torch.nn.TransformerEncoderLayer(8, 2, 16, **kw),
+        2,
+        norm=torch.nn.LayerNorm(8),
+        enable_nested_tensor=False,
+    )
+    ours = nn.TransformerEncoder(
+        nn.TransformerEncoderLayer(8, 2, 16, key=0, **kw), 2, norm=nn.LayerNorm(8)
+    )
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert ours.layers[0].linear1.weight is not ours.layers[1].linear1.weight
+    theirs.eval()
+    ours.eval()
+    check_against_torch(ours, theirs, [_x(2, 5, 8)])
+    mask = np.triu(np.ones((5, 5), dtype=bool), k=1)
+    padding = np.zeros((2, 5), dtype=bool)
+    padding[1, 3:] = True
+
+    def masked(m: Any, xs: list[Any]) -> Any:
+        return m(xs[0], mask=xs[1], src_key_padding_mask=xs[2])
+
+    check_against_torch(ours, theirs, [_x(2, 5, 8, seed=2), mask, padding], call=masked)
+
+    def causal(m: Any, xs: list[Any]) -> Any:
+        return m(xs[0], mask=xs[1], is_causal=True)
+
+    check_against_torch(ours, theirs, [_x(2, 5, 8, seed=3), mask], call=causal)
+    plain = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, key=0), 1)
+    assert list(plain.state_dict())[0] == "layers.0.self_attn.in_proj_weight"
+    assert plain.norm is None
+    with pytest.raises(TypeError, match="encoder_layer must be a module"):
+        nn.TransformerEncoder(nn.TransformerEncoderLayer, 2)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="num_layers must be >= 0"):
+        nn.TransformerEncoder(plain, -1)
+
+
 def test_multihead_attention_fused_path_matches_the_weights_path() -> None:
     mha = nn.MultiheadAttention(8, 2, batch_first=True, key=0)
     x = tg.tensor(_x(2, 5, 8))
