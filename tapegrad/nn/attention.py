@@ -207,7 +207,7 @@ class MultiheadAttention(Module):
             v1 = k1 if value is key else value.unsqueeze(axis)
             if key_padding_mask is not None:
                 key_padding_mask = as_input(key_padding_mask, "MultiheadAttention")[None]
-            out, weights = self.forward(
+            out1, weights1 = self.forward(
                 q1,
                 k1,
                 v1,
@@ -217,7 +217,7 @@ class MultiheadAttention(Module):
                 average_attn_weights,
                 is_causal,
             )
-            return out.squeeze(axis), None if weights is None else weights.squeeze(0)
+            return out1.squeeze(axis), None if weights1 is None else weights1.squeeze(0)
         for name, t in (("query", query), ("key", key), ("value", value)):
             if t.ndim != 3 or t.shape[-1] != self.embed_dim:
                 raise ShapeError(
