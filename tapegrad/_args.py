@@ -68,10 +68,13 @@ def integer(value: Any, what: str) -> int:
 def fraction(value: Any, what: str) -> float:
     """``value`` as a ``float`` when it is a number in ``[0, 1]`` (a probability, a momentum).
 
+    A one-element array or tensor is its number (``number_of``).
+
     Raises:
         TypeError: a bool, a string, ``None`` or anything else that is not a real number.
         ValueError: a number outside ``[0, 1]``.
     """
+    value = number_of(value, what)
     if isinstance(value, bool) or not isinstance(value, int | float | np.number):
         raise TypeError(f"{what} must be a number in [0, 1], got {value!r}.")
     if not 0.0 <= value <= 1.0:
@@ -166,25 +169,36 @@ def _shape_param(value: Any, op: str) -> Any:
     return dims(value, f"{op}: shape")
 
 
+def number_of(value: Any, what: str) -> Any:
+    """``value``, or for a one-element NumPy or JAX array or tensor its Python number (as
+    PyTorch takes a 0-d tensor for a number); anything that is not an array is returned as
+    it is (its user checks it).
+
+    Raises:
+        TypeError: an array of more than one element, or a traced value (a number
+            compiled into an op must be concrete).
+    """
+    if not (hasattr(value, "shape") and hasattr(value, "__array__")):
+        return value
+    if isinstance(value, jax.core.Tracer) or isinstance(
+        getattr(value, "data", None), jax.core.Tracer
+    ):
+        raise TypeError(
+            f"{what} is a traced value (inside jax.jit, vmap or a tg.jit step); it must be "
+            "a concrete number, compiled into the op: pass a Python number, or make the "
+            "argument it comes from static."
+        )
+    if np.size(value) != 1:
+        raise TypeError(f"{what} must be a number, got an array of shape {np.shape(value)}.")
+    return np.asarray(value).reshape(()).item()
+
+
 def _number_param(name: str) -> Callable[[Any, str], Any]:
     """The check of a number parameter that an op's kernels take as a static (hashed)
-    value: a one-element NumPy or JAX array becomes its Python number (as PyTorch takes a
-    0-d tensor for a float); anything else is returned as it is (the op checks it)."""
+    value: ``number_of``."""
 
     def check(value: Any, op: str) -> Any:
-        if not isinstance(value, (np.ndarray, np.generic, jax.Array)):
-            return value
-        if isinstance(value, jax.core.Tracer):
-            raise TypeError(
-                f"{op}: {name} is a traced value (inside jax.jit, vmap or a tg.jit step's "
-                "arguments); it must be a concrete number, compiled into the op: pass a Python "
-                f"number, or make the argument it comes from static."
-            )
-        if np.size(value) != 1:
-            raise TypeError(
-                f"{op}: {name} must be a number, got an array of shape {np.shape(value)}."
-            )
-        return np.asarray(value).reshape(()).item()
+        return number_of(value, f"{op}: {name}")
 
     return check
 

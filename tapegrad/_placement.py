@@ -166,10 +166,13 @@ def committed(a: Any) -> bool:
 
 def placed_like(array: jax.Array, ref: Any) -> jax.Array:
     """``array`` on ``ref``'s sharding when ``ref`` is an array placed by the user (committed)
-    and ``array`` is elsewhere (the backward seed on the root's devices, not the default one).
-    """
+    and ``array`` is elsewhere (the backward seed on the root's devices, not the default one);
+    a traced ``array`` (inside ``tg.jit``, writing into a constant it reached) constrained to
+    that sharding."""
     if committed(ref):
         sharding = ref.sharding
+        if isinstance(array, jax.core.Tracer):  # a value made inside a trace: constrained
+            return jax.lax.with_sharding_constraint(array, sharding)  # type: ignore[no-any-return,no-untyped-call]
         if array.sharding != sharding:
             moved: jax.Array = jax.device_put(array, sharding)
             return moved

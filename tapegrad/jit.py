@@ -188,12 +188,23 @@ class _Plan:
             self.inner, donate_argnums=(0, 5) if owner.donate else (), keep_unused=owner.donate
         )
         self._plain: Any = None
+        # per data argument, whether it is a tensor; and the call's concrete data, set
+        # around a compiled call (``JitFunction._call``), which a trace reads placements from
+        self.data_kinds = [k is Tensor for k in self.kinds if k is Tensor or k is None]
+        self.where: list[Any] | None = None
 
-    def demote(self) -> None:
+    def demote(self) -> bool:
         """Hold the object arguments weakly (those that allow it): another plan is in use,
-        and this one must not keep a model the caller dropped alive."""
-        self._weak = [_weakly(o) for o in self.objects]
+        and this one must not keep a model the caller dropped alive. When one of them goes,
+        the plan lets go of everything it holds (``_drop``: the model's parameters, the
+        optimizer's state) at once. Returns ``False``, keeping nothing, for a plan with a
+        tensor among its object arguments: it holds that tensor as its state."""
+        if any(isinstance(o, Tensor) for o in self.objects):
+            return False
+        gone = functools.partial(_drop, weakref.ref(self))
+        self._weak = [_weakly(o, gone) for o in self.objects]
         self.objects = []
+        return True
 
     def in_use(self) -> bool:
         """Whether the plan holds its object arguments (it is not demoted)."""
@@ -464,22 +475,31 @@ class JitFunction(Generic[P, R]):
         plans = self._plans.setdefault(key, [])
         if plans and plans[0].valid(objects):  # the usual call: the plan of the last call
             return plans[0]  # (the first plan is in use: ``_plan``, ``_call``)
+        stale = None  # a plan of these objects whose numbers or constants changed since
         for i in range(1, len(plans)):
             p = plans[i]
-            if p.promote():
+            if p.takes(objects) and p.promote():
                 if p.valid(objects):
-                    plans[0].demote()
-                    plans.insert(0, plans.pop(i))
+                    plans.pop(i)
+                    if plans[0].demote():
+                        plans.insert(0, p)
+                    else:
+                        plans[0] = p  # the previous plan held a tensor argument: dropped
                     self._prune(plans)
                     return p
-                p.demote()
-        stale = next((p for p in plans[:1] if all(map(is_, objects, p.objects))), None)
-        if stale is not None:  # the same objects: numbers or constants changed since
+                stale = p
+                break
+        if stale is None and plans and plans[0].takes(objects):
+            stale = plans[0]
+        lifted: set[int] = set()
+        if stale is not None:
             self._note_numbers(stale.changed_numbers())
+            lifted = stale.changed_constants()
+            if stale is not plans[0]:  # read: weakly held again until ``_plan`` replaces it
+                stale.demote()
         elif plans:
             self._note_objects(plans[0], objects)
         names = self._leaf_names(args, kwargs, flat=type(key[0]) is int)
-        lifted = set() if stale is None else stale.changed_constants()
         return self._plan(key, objects, names, lifted)
 
     def _run(
@@ -520,13 +540,14 @@ class JitFunction(Generic[P, R]):
         # a tensor argument passed by reference (``_Plan.aliased``) is state: an input whose
         # changes are written back, as a parameter's are
         extra = extra | {id(o) for o in objects if isinstance(o, Tensor)}
+        found = _discover.discover(self._fn, roots, extra)  # may raise: nothing changed yet
         plans = self._plans.setdefault(key, [])
-        if plans and plans[0].in_use():
-            plans[0].demote()
+        if plans and plans[0].in_use() and not plans[0].demote():
+            del plans[0]
         # replaced (the same objects: numbers or constants changed since, a retrace) or gone
         plans[:] = [p for p in plans if p.alive() and not p.takes(objects)]
         del plans[_PLANS_KEPT - 1 :]  # the least recently used
-        plan = _Plan(self, key, objects, names, _discover.discover(self._fn, roots, extra))
+        plan = _Plan(self, key, objects, names, found)
         plans.insert(0, plan)
         return plan
 
@@ -553,6 +574,7 @@ class JitFunction(Generic[P, R]):
             # tensors or slots (XLA cannot donate a buffer twice), or also a kept tensor's
             # (a constant made with tg.tensor(w.data)) or an argument's (w.detach()): spare them
             jitted = plan.plain()
+        plan.where = data  # read by a trace: the placement of the tensor arguments
         try:
             if not plan.checked:
                 self._first_trace(plan, jitted, donated, kept, data)
@@ -562,7 +584,9 @@ class JitFunction(Generic[P, R]):
                 donated, kept, plan.grads(), data, key, spent
             )
             plan.ran = True
+            plan.where = None
         except BaseException as e:
+            plan.where = None
             self._traced = False
             if not plan.ran:  # a plan that never ran keeps nothing alive (graphs it reached)
                 plans = self._plans.get(plan.key, [])
@@ -727,9 +751,13 @@ class JitFunction(Generic[P, R]):
             _check_result(result, self.__name__)
             if passed is not None:
                 self._check_arguments(plan, passed, args, kwargs)
+            # a new value on its argument's sharding, as for the state (``_changed_tensors``)
+            placed = [d for d, k in zip(plan.where or (), plan.data_kinds, strict=False) if k]
             new_args = [
-                None if (a := array_of(t)) is v else a
-                for t, v in zip(tensors, arg_values, strict=True)
+                None if (a := array_of(t)) is v else _placement.constrained_like(a, w)
+                for t, v, w in zip(
+                    tensors, arg_values, placed or [None] * len(tensors), strict=True
+                )
             ]
             new_values, new_grads = self._changed_tensors(
                 plan, values, grad_in, grads or [None] * len(grad_in), saved
@@ -1234,17 +1262,34 @@ def _grad_alone() -> tuple[int, int]:
 _GRAD_ALONE = _grad_alone()
 
 
-def _weakly(o: Any) -> Callable[[], Any]:
-    """A weak reference to ``o``, or, for an object that takes none (a number, a string, a
-    tuple), a callable returning it."""
+def _weakly(o: Any, gone: Callable[[Any], None]) -> Callable[[], Any]:
+    """A weak reference to ``o`` calling ``gone`` when ``o`` goes, or, for an object that
+    takes none (a number, a string, a tuple), a callable returning it."""
     try:
-        return weakref.ref(o)
+        return weakref.ref(o, gone)
     except TypeError:
         return functools.partial(_identity, o)
 
 
 def _identity(o: Any) -> Any:
     return o
+
+
+def _nothing() -> None:
+    return None
+
+
+def _drop(plan_ref: weakref.ref[_Plan], _: Any) -> None:
+    """An object argument of a demoted plan went: the plan lets go of everything but its key
+    (its lists, found state and compiled functions), so the object's parameters and
+    optimizer state go too; it is taken out of its step's list at the next miss
+    (``alive`` is false from now on). Runs wherever the object died: it takes no lock and
+    reads nothing the plan in use needs."""
+    plan = plan_ref()
+    if plan is not None:
+        key = plan.key
+        plan.__dict__.clear()
+        plan.key, plan._weak = key, [_nothing]
 
 
 def _blank(like: jax.Array) -> jax.Array:
@@ -1404,6 +1449,8 @@ def jit(
     Raises:
         ValueError: a ``static_argnums`` position or ``static_argnames`` name ``fn`` does not
             take (as ``jax.jit``).
+        TypeError: ``fn`` is a ``staticmethod`` or ``classmethod`` object (``@tg.jit`` below
+            ``@staticmethod``): the message says to swap the two.
         TracerError: (when called) ``.item()``, ``float()``, ``bool()``, ``.numpy()`` or
             Python control flow on a traced value; a tensor made inside that outlives the
             call; a result that is not a tensor, array or number; a tensor from another
@@ -1412,6 +1459,12 @@ def jit(
     """
 
     def wrap(f: Callable[P, R]) -> JitFunction[P, R]:
+        if isinstance(f, (staticmethod, classmethod)):
+            kind = type(f).__name__
+            raise TypeError(
+                f"tg.jit: got a {kind} object; put @{kind} above @tg.jit (a step defined "
+                f"in a class body is a method: @tg.jit alone binds the instance)."
+            )
         return JitFunction(f, static_argnums, static_argnames, donate)
 
     return wrap if fn is None else wrap(fn)

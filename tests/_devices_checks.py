@@ -369,6 +369,21 @@ def jit_state_keeps_its_sharding() -> None:
     assert step.trace_report() is traced, "traced again"
     close(w.data, nn.init.normal_(tg.zeros((8, 4)), key=0).data, "nn.init value")
 
+    # a tensor that does not require grad (a constant until written), and a data argument
+    c = tg.tensor(np.ones((8, 4), np.float32), sharding=data)
+
+    @tg.jit
+    def fill(x: tg.Tensor) -> None:
+        nn.init.normal_(c, key=1)
+        nn.init.normal_(x, key=2)
+
+    x = tg.tensor(np.ones((8, 4), np.float32), sharding=data)
+    for n in (1, 2):
+        fill(x)
+        for t, what in ((c, "constant"), (x, "argument")):
+            assert t.sharding.is_equivalent_to(data, 2), f"{what} call {n}: {t.sharding}"
+    close(x.data, nn.init.normal_(tg.zeros((8, 4)), key=2).data, "argument value")
+
 
 @check
 def eager_gradient_keeps_the_parameter_sharding() -> None:

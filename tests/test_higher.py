@@ -742,7 +742,7 @@ def test_a_number_parameter_given_as_a_one_element_array_is_its_number(
     error in the backward)."""
     x0 = np.array([[-1.0, -0.2, 0.3, 2.0]], np.float32)
     results = []
-    for a in (0.1, jnp.asarray(0.1), np.float32(0.1), np.array([0.1], np.float32)):
+    for a in (0.1, jnp.asarray(0.1), np.float32(0.1), np.array([0.1], np.float32), tg.tensor(0.1)):
         x = tg.tensor(x0).require_grad()
         y = call(x, a)
         (g,) = tg.grad((y**3).sum(), x, create_graph=True)

@@ -8,6 +8,7 @@ compiled directly) or checks what a retrace says and where.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -522,3 +523,84 @@ def test_the_callers_grad_mode_is_part_of_what_a_step_compiles_for() -> None:
     with tg.no_grad():
         assert not mode().item()
     assert mode.trace_count == 2
+
+
+def test_a_model_dropped_while_the_step_runs_another_is_freed_with_its_state() -> None:
+    """The plan of a model no longer in use holds it weakly; when the model goes, the plan
+    lets go of its parameters and optimizer state at once (not at the next new plan), and a
+    tensor argument's plan is not kept at all (it holds the tensor as its state)."""
+    import gc
+    import weakref
+
+    (a, oa), (b, ob) = _models(2)
+    step = tg.jit(_train_step)
+    gc.disable()
+    try:
+        step(b, ob, _X, _Y)
+        step(a, oa, _X, _Y)  # b's plan is demoted
+        gone = [weakref.ref(x) for x in (b, ob, b[0].weight)]
+        del b, ob
+        assert [r() is None for r in gone] == [True] * 3
+        step(a, oa, _X, _Y)
+
+        @tg.jit
+        def scale(w: tg.Tensor, x: tg.Tensor) -> tg.Tensor:
+            return (w * x).sum()
+
+        w1 = tg.ones((3,), requires_grad=True)
+        scale(w1, tg.ones((3,)))
+        dropped = weakref.ref(w1)
+        scale(tg.ones((3,), requires_grad=True), tg.ones((3,)))  # w1's plan is not kept
+        del w1
+        assert dropped() is None
+    finally:
+        gc.enable()
+
+
+def test_a_number_changed_on_a_model_not_in_use_is_named() -> None:
+    """Two models in turn, a number of one changed before its call: the warning names the
+    number (it said the model was another object each time)."""
+    (a, oa), (b, ob) = _models(2)
+    step = tg.jit(_train_step)
+    with pytest.warns(tg.RetraceWarning, match="numbers it reads") as caught:
+        for i in range(RETRACE_WARNING + 2):
+            a[0].temperature = float(i)  # read by nothing but the walk: a number of a module
+            step(a, oa, _X, _Y)
+            step(b, ob, _X, _Y)
+    assert all("another object" not in str(w.message) for w in caught)
+
+
+def test_a_failed_plan_for_a_new_model_keeps_the_previous_one() -> None:
+    """A new model whose state cannot be walked raises; going back to the model before
+    compiles nothing (its plan was left demoted and unreachable)."""
+    (a, oa), (b, ob) = _models(2)
+    step = tg.jit(_train_step)
+    step(a, oa, _X, _Y)
+
+    class Broken(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = b
+
+        def forward(self, x: tg.Tensor) -> tg.Tensor:
+            return self.inner(x)
+
+        def __getattribute__(self, name: str) -> Any:
+            if name == "__dict__" and _walking[0]:
+                raise RuntimeError("cannot walk")
+            return super().__getattribute__(name)
+
+    _walking = [False]
+    broken = Broken()
+    _walking[0] = True
+    with pytest.raises(RuntimeError, match="cannot walk"):
+        step(broken, ob, _X, _Y)
+    _walking[0] = False
+    step(a, oa, _X, _Y)
+    assert step.trace_count == 1
+
+
+@pytest.mark.parametrize("kind", [staticmethod, classmethod])
+def test_jit_below_staticmethod_or_classmethod_says_to_swap_them(kind: Any) -> None:
+    message = str(pytest.raises(TypeError, tg.jit, kind(lambda *a: None)).value)
+    assert f"put @{kind.__name__} above @tg.jit" in message, message

@@ -488,3 +488,14 @@ def test_what_the_new_method_hints_say_gives_pytorchs_values() -> None:
     assert tg.full((2,), 7.0, dtype=x.dtype).tolist() == p.new_full((2,), 7.0).tolist()
     other = tg.ones(1, dtype=tg.int32)
     assert x.astype(other.dtype).tolist() == p.type_as(torch.ones(1, dtype=torch.int32)).tolist()
+
+
+@pytest.mark.parametrize(
+    "p", [np.float32(0.5), np.array([0.5]), tg.tensor(0.5)], ids=["numpy scalar", "array", "tensor"]
+)
+def test_a_dropout_probability_given_as_a_one_element_array_is_its_number(p: Any) -> None:
+    x = tg.ones((64,))
+    np.testing.assert_array_equal(
+        tg.dropout(x, p, key=0).numpy(), tg.dropout(x, 0.5, key=0).numpy()
+    )
+    assert tg.nn.Dropout(p).p == 0.5

@@ -667,13 +667,19 @@ def index_add(x: Any, axis: int, index: Any, source: Any, *, alpha: Any = 1) -> 
             device indices out of range (negative ones too) add nothing and get no gradient.
         ShapeError: ``axis`` out of range, ``index`` not 1-D, or ``source`` of another shape.
         TypeError: the indices are not integers, ``source`` has another dtype, ``axis`` is
-            not an integer, or ``alpha`` not a number; PyTorch's ``dim=`` (tapegrad's
-            ``axis=``).
+            not an integer, ``alpha`` not a number (or not a whole number for an integer
+            ``x``); PyTorch's ``dim=`` (tapegrad's ``axis=``).
     """
     refuse_torch(index, "index_add")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.number)):
         raise TypeError(f"index_add: alpha must be a number, got {type(alpha).__name__}.")
     shape, axis = _scatter_axis("index_add", x, axis)
+    kind = np.dtype(getattr(x, "dtype", np.result_type(x))).kind
+    if kind in "iub" and not float(alpha).is_integer():
+        raise TypeError(
+            f"index_add: alpha={alpha!r} is not a whole number, for an integer tensor (PyTorch "
+            "truncates it); pass an integer alpha, or cast x to a float dtype first."
+        )
     index = _host_indices(index, "index_add", 0, shape[axis], f"axis {axis} of {shape}")
     return _index_add(x, index, source, axis=axis, alpha=alpha)
 

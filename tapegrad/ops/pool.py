@@ -122,8 +122,8 @@ given PyTorch's default values (``*_DEFAULTS``) they are dropped."""
 MAX_DEFAULTS = {"ceil_mode": False, "dilation": 1, "return_indices": False}
 AVG_DEFAULTS = {"ceil_mode": False, "divisor_override": None}
 _KERNEL_SIZE = {
-    "kernel_size": "the function's name for it is kernel= (or pass it by position: "
-    "tg.max_pool2d(x, 2)); the layers take kernel_size= as PyTorch's."
+    "kernel_size": "the function's name for it is kernel= (or pass it by position, second, "
+    "after the input); the layers take kernel_size= as PyTorch's."
 }
 
 

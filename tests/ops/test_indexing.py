@@ -348,6 +348,14 @@ INDEX_ADD_ERRORS: list[tuple[str, Any, type[Exception], str]] = [
     ),
     ("scatter-host-range", lambda x: tg.scatter_add(x, 1, [[3]], x), IndexError, "outside [0, 3)"),
     (
+        "index-add-int-alpha",
+        lambda x: tg.index_add(
+            x.astype(tg.int32), 0, [0], tg.ones((1, 3), dtype=tg.int32), alpha=0.5
+        ),
+        TypeError,
+        "not a whole number, for an integer tensor",
+    ),
+    (
         "scatter-axis",
         lambda x: tg.scatter_add(x, -3, [[0]], x),
         ShapeError,
