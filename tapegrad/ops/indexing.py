@@ -680,6 +680,8 @@ def index_add(x: Any, axis: int, index: Any, source: Any, *, alpha: Any = 1) -> 
             f"index_add: alpha={alpha!r} is not a whole number, for an integer tensor (PyTorch "
             "truncates it); pass an integer alpha, or cast x to a float dtype first."
         )
+    if kind in "iub":
+        alpha = int(alpha)  # 2.0 for an integer tensor: added as the integer (no cast warning)
     index = _host_indices(index, "index_add", 0, shape[axis], f"axis {axis} of {shape}")
     return _index_add(x, index, source, axis=axis, alpha=alpha)
 
