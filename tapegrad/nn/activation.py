@@ -392,7 +392,9 @@ class PReLU(Module):
             w = w.reshape((self.num_parameters,) + (1,) * (x.ndim - 2))
         else:
             w = w.reshape(())
-        return ops.where(x > 0, x, w * x)
+        # the slope multiplies x where x <= 0 only: a zero cotangent times an infinite x of
+        # the other branch would give the slope a NaN gradient (PyTorch's: 0 there)
+        return ops.where(x > 0, x, w * ops.where(x > 0, 0.0, x))
 
     def extra_repr(self) -> str:
         return f"num_parameters={self.num_parameters}"

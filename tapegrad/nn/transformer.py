@@ -177,8 +177,11 @@ class TransformerEncoder(Module):
         num_layers: how many copies, at least 0.
         norm: an optional module applied to the last layer's output (``nn.LayerNorm(d)``,
             PyTorch's usual choice with ``norm_first=True``).
-        enable_nested_tensor: accepted for PyTorch's signature; PyTorch's fast-path switch,
-            which changes no result (tapegrad has no nested tensors).
+        enable_nested_tensor: accepted for PyTorch's signature (tapegrad has no nested
+            tensors). PyTorch's fast path it enables (in eval mode, without grad, with a
+            ``src_key_padding_mask``) returns zeros at padded positions; tapegrad computes
+            them there as PyTorch does with ``enable_nested_tensor=False`` (the other
+            positions are equal): mask padded positions out of any pooling.
         mask_check: accepted for PyTorch's signature, as ``enable_nested_tensor``.
 
     Raises:

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from tapegrad._arrays import sum_to
+from tapegrad._dtypes import summed_in
 from tapegrad.kernels import kernel
 from tapegrad.op import broadcast_check, defop
 
@@ -298,19 +299,26 @@ def arctan2(a: jax.Array, b: jax.Array) -> tuple[jax.Array, Res]:
 @partial(kernel, static_argnames=("needs",))
 def _arctan2_vjp(res: Res, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     """With r = a**2 + b**2: ga = g * b / r, gb = -g * a / r (d atan2(a, b) = (b da - a db) / r;
-    JAX's and PyTorch's rule, NaN at a = b = 0 as in both), each summed to its input's shape."""
+    JAX's and PyTorch's rule), 0 at a = b = 0 as PyTorch's (JAX's is NaN there), each summed
+    to its input's shape."""
     a, b = res
     r = a * a + b * b
+    origin = r == 0
+    r = jnp.where(origin, 1, r)
     return (
-        sum_to(g * (b / r), a.shape) if needs[0] else None,
-        sum_to(-g * (a / r), b.shape) if needs[1] else None,
+        sum_to(jnp.where(origin, 0, g * (b / r)), a.shape) if needs[0] else None,
+        sum_to(jnp.where(origin, 0, -g * (a / r)), b.shape) if needs[1] else None,
     )
 
 
 @kernel
 def _lerp(start: jax.Array, end: jax.Array, weight: jax.Array) -> jax.Array:
+    dtype = jnp.result_type(start, end, weight)
+    wide = summed_in(dtype)  # float16/bfloat16 in float32, as PyTorch: end - start overflows
+    start, end, weight = start.astype(wide), end.astype(wide), weight.astype(wide)
     d = end - start  # PyTorch's two forms: exact at weight 0 (start) and at weight 1 (end)
-    return jnp.where(jnp.abs(weight) < 0.5, start + weight * d, end - d * (1 - weight))
+    out = jnp.where(jnp.abs(weight) < 0.5, start + weight * d, end - d * (1 - weight))
+    return out.astype(dtype)
 
 
 @defop(check=broadcast_check)

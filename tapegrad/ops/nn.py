@@ -766,11 +766,12 @@ _KL_REDUCTIONS = ("mean", "batchmean", "sum", "none")
 
 def _kl_count(x_shape: tuple[int, ...], out_shape: tuple[int, ...], reduction: str) -> int:
     """What the reduced KL divides by: every element ("mean"), the input's first axis
-    ("batchmean", PyTorch's ``input.size(0)``), else 1."""
+    ("batchmean", PyTorch's ``input.size(0)``), else 1. Zero for an empty batch: the mean of
+    nothing is NaN, as PyTorch's (and ``mse_loss``'s)."""
     if reduction == "mean":
-        return max(math.prod(out_shape), 1)
+        return math.prod(out_shape)
     if reduction == "batchmean":
-        return max(x_shape[0], 1) if x_shape else 1
+        return x_shape[0] if x_shape else 1
     return 1
 
 

@@ -117,3 +117,14 @@ def test_bad_arguments_say_what_to_do() -> None:
         nn.PReLU(0)
     with pytest.raises(AttributeError, match=r"write tg\.log_sigmoid"):
         tg.logsigmoid  # noqa: B018
+
+
+def test_prelu_slope_gradient_is_finite_beside_an_infinite_input() -> None:
+    """PyTorch's rule: the slope gets x * g where x <= 0 only (a zero cotangent times an
+    infinite x of the other branch gave it NaN)."""
+    m = nn.PReLU()
+    x = tg.tensor(np.array([np.inf, 1.0, 2.0, -3.0], np.float32), requires_grad=True)
+    m(x).sum().backward()
+    assert m.weight.grad is not None and x.grad is not None
+    np.testing.assert_allclose(m.weight.grad.numpy(), [-3.0])
+    np.testing.assert_allclose(x.grad.numpy(), [1.0, 1.0, 1.0, 0.25])

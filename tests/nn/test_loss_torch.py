@@ -114,3 +114,11 @@ def test_bad_arguments_say_what_to_do() -> None:
         nn.BCELoss(tg.ones((3,)))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="size_average"):
         nn.BCELoss(size_average=True)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("reduction", ["mean", "batchmean"])
+def test_kl_div_of_an_empty_batch_is_nan_as_torch(reduction: str) -> None:
+    empty = np.zeros((0, 3), np.float32)
+    want = torch.nn.functional.kl_div(torch.tensor(empty), torch.tensor(empty), reduction=reduction)
+    got = tg.kl_div(empty, empty, reduction=reduction)
+    assert np.isnan(float(got)) and np.isnan(want.item())

@@ -702,7 +702,7 @@ SPECS: tuple[OpSpec, ...] = (
     _binary_spec("maximum"),
     _binary_spec("minimum"),
     OpSpec(_R["where"], where_cases(), jnp.where),
-    _binary_spec("arctan2"),
+    _binary_spec("arctan2", REALS, NONZERO),  # JAX gives NaN at the origin, PyTorch 0 (tested)
     OpSpec(
         _R["lerp"],
         (

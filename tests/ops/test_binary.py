@@ -325,3 +325,18 @@ def test_lerp_hits_its_ends_exactly_and_takes_a_number_weight() -> None:
     np.testing.assert_allclose(gs, np.full(3, 0.7, F32), rtol=1e-6)
     np.testing.assert_allclose(ge, np.full(3, 0.3, F32), rtol=1e-6)
     assert tg.lerp(tg.ones(3, dtype=tg.bfloat16), 2.0, 0.5).dtype == tg.bfloat16
+
+
+def test_arctan2_gradient_at_the_origin_is_zero_as_pytorchs() -> None:
+    """JAX's rule gives 0/0 there: a parameter whose angle is read at a zero vector got NaN."""
+    gy, gx = _grads(tg.arctan2, np.array([0.0, 1.0], F32), np.array([0.0, 1.0], F32))
+    np.testing.assert_allclose(gy, [0.0, 0.5])
+    np.testing.assert_allclose(gx, [0.0, -0.5])
+
+
+def test_lerp_in_float16_computes_in_float32_as_pytorch() -> None:
+    """end - start overflows float16 at 6e4 - (-6e4)."""
+    start, end = np.array([6e4, 4e4], np.float16), np.array([-6e4, -4e4], np.float16)
+    got = tg.lerp(start, end, 0.7)
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.numpy().astype(np.float32), [-24000.0, -16000.0], rtol=1e-3)
