@@ -68,7 +68,14 @@ from tapegrad.nn.loss import (
 )
 from tapegrad.nn.module import LoadResult, Module, RemovableHandle
 from tapegrad.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
-from tapegrad.nn.pooling import AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
+from tapegrad.nn.pooling import (
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AvgPool1d,
+    AvgPool2d,
+    MaxPool1d,
+    MaxPool2d,
+)
 from tapegrad.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from tapegrad.nn.shape import Flatten, Unflatten
 from tapegrad.nn.sparse import Embedding
@@ -84,6 +91,8 @@ __all__ = [
     "Conv1d",
     "Conv2d",
     "Conv3d",
+    "MaxPool1d",
+    "AvgPool1d",
     "MaxPool2d",
     "AvgPool2d",
     "AdaptiveAvgPool1d",

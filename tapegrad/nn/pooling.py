@@ -1,5 +1,5 @@
-"""Pooling layers: ``MaxPool2d``, ``AvgPool2d`` over NCHW inputs, ``AdaptiveAvgPool1d`` and
-``AdaptiveAvgPool2d`` to a fixed output size."""
+"""Pooling layers: ``MaxPool1d``, ``AvgPool1d`` over NCL inputs, ``MaxPool2d``, ``AvgPool2d``
+over NCHW inputs, ``AdaptiveAvgPool1d`` and ``AdaptiveAvgPool2d`` to a fixed output size."""
 
 from __future__ import annotations
 
@@ -9,15 +9,33 @@ from tapegrad import ops
 from tapegrad._args import torch_keywords
 from tapegrad._tensor import Tensor
 from tapegrad.nn.module import Module
-from tapegrad.ops.pool import AVG_ADVICE, AVG_DEFAULTS, MAX_ADVICE, MAX_DEFAULTS
+from tapegrad.ops.pool import (
+    AVG1_ADVICE,
+    AVG1_DEFAULTS,
+    AVG_ADVICE,
+    AVG_DEFAULTS,
+    MAX1_ADVICE,
+    MAX_ADVICE,
+    MAX_DEFAULTS,
+)
 
-__all__ = ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d"]
+__all__ = [
+    "MaxPool1d",
+    "AvgPool1d",
+    "MaxPool2d",
+    "AvgPool2d",
+    "AdaptiveAvgPool1d",
+    "AdaptiveAvgPool2d",
+]
 
 _Size = int | tuple[int, int]
+_Size1 = int | tuple[int]
 
 
 class _Pool2d(Module):
-    def __init__(self, kernel_size: _Size, stride: _Size | None = None, padding: _Size = 0) -> None:
+    """The arguments and repr of the max and average pooling layers (1- and 2-d)."""
+
+    def __init__(self, kernel_size: Any, stride: Any | None = None, padding: Any = 0) -> None:
         super().__init__()
         self.kernel_size = kernel_size
         self.stride = kernel_size if stride is None else stride  # PyTorch's default, shown
@@ -81,6 +99,79 @@ class AvgPool2d(_Pool2d):
     def forward(self, x: Tensor) -> Tensor:
         """Pool ``x``."""
         return ops.avg_pool2d(
+            x,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            count_include_pad=self.count_include_pad,
+        )
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + (
+            "" if self.count_include_pad else ", count_include_pad=False"
+        )
+
+
+class MaxPool1d(_Pool2d):
+    """Maximum over ``kernel_size`` windows of x ``(N, C, L)`` or ``(C, L)``:
+    ``tg.max_pool1d``.
+
+    Args:
+        kernel_size: an int (or ``(k,)``).
+        stride: defaults to ``kernel_size`` (PyTorch's default, shown in the repr).
+        padding: implicit ``-inf`` padding on both ends, at most half the kernel.
+
+    Raises:
+        TypeError: ``ceil_mode=True``, ``dilation`` other than 1 or ``return_indices=True``
+            (not supported; the message says what to do).
+        ShapeError: at call time, an input that is not 2- or 3-D, or a kernel longer than
+            the padded input.
+        ValueError: at call time, a malformed kernel, stride or padding.
+    """
+
+    @torch_keywords(MAX1_ADVICE, defaults=MAX_DEFAULTS)
+    def __init__(
+        self, kernel_size: _Size1, stride: _Size1 | None = None, padding: _Size1 = 0
+    ) -> None:
+        super().__init__(kernel_size, stride, padding)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Pool ``x``."""
+        return ops.max_pool1d(x, self.kernel_size, self.stride, self.padding)
+
+
+class AvgPool1d(_Pool2d):
+    """Mean over ``kernel_size`` windows of x ``(N, C, L)`` or ``(C, L)``: ``tg.avg_pool1d``.
+
+    Args:
+        kernel_size: an int (or ``(k,)``).
+        stride: defaults to ``kernel_size`` (PyTorch's default, shown in the repr).
+        padding: implicit zero padding on both ends, at most half the kernel.
+        count_include_pad: count the padded zeros in the mean (PyTorch's default ``True``);
+            ``False`` divides each window's sum by the input elements it covers.
+
+    Raises:
+        TypeError: ``ceil_mode=True`` (not supported; the message says what to do).
+        ShapeError: at call time, an input that is not 2- or 3-D, or a kernel longer than
+            the padded input.
+        ValueError: at call time, a malformed kernel, stride or padding.
+    """
+
+    @torch_keywords(AVG1_ADVICE, defaults=AVG1_DEFAULTS)
+    def __init__(
+        self,
+        kernel_size: _Size1,
+        stride: _Size1 | None = None,
+        padding: _Size1 = 0,
+        *,
+        count_include_pad: bool = True,
+    ) -> None:
+        super().__init__(kernel_size, stride, padding)
+        self.count_include_pad = bool(count_include_pad)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Pool ``x``."""
+        return ops.avg_pool1d(
             x,
             self.kernel_size,
             self.stride,

@@ -1,8 +1,10 @@
-"""Pooling with PyTorch's arguments: max_pool2d and avg_pool2d over NCHW inputs, and adaptive
+"""Pooling with PyTorch's arguments: max_pool2d and avg_pool2d over NCHW inputs (and
+max_pool1d/avg_pool1d over NCL ones, the same ops over one spatial axis), and adaptive
 average pooling (``adaptive_avg_pool1d``/``2d``) to a fixed output size."""
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -21,15 +23,23 @@ from tapegrad.ops._window import Ints, check_window, spatial
 if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
 
-__all__ = ["max_pool2d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d"]
+__all__ = [
+    "max_pool1d",
+    "avg_pool1d",
+    "max_pool2d",
+    "avg_pool2d",
+    "adaptive_avg_pool1d",
+    "adaptive_avg_pool2d",
+]
 
 
 def _window(x: jax.Array, kernel: Ints, stride: Ints, padding: Ints) -> dict[str, Any]:
-    lead = (1,) * (x.ndim - 2)
+    """``lax.reduce_window``'s arguments over the last ``len(kernel)`` axes (1 or 2)."""
+    lead = (1,) * (x.ndim - len(kernel))
     return {
         "window_dimensions": lead + kernel,
         "window_strides": lead + stride,
-        "padding": ((0, 0),) * (x.ndim - 2) + tuple((p, p) for p in padding),
+        "padding": ((0, 0),) * len(lead) + tuple((p, p) for p in padding),
     }
 
 
@@ -51,9 +61,9 @@ def _avg_pool_fn(
     window sums of ones over the same zero padding)."""
     total = jax.lax.reduce_window(x, 0.0, jax.lax.add, **_window(x, kernel, stride, padding))
     if count_include_pad:
-        count: Any = kernel[0] * kernel[1]
+        count: Any = math.prod(kernel)
     else:
-        ones = jnp.ones(x.shape[-2:], x.dtype)
+        ones = jnp.ones(x.shape[-len(kernel) :], x.dtype)
         count = jax.lax.reduce_window(
             ones, 0.0, jax.lax.add, **_window(ones, kernel, stride, padding)
         )
@@ -65,7 +75,8 @@ def _avg_pool_fn(
 def _max_pool2d(
     x: jax.Array, *, kernel: Ints, stride: Ints, padding: Ints
 ) -> tuple[jax.Array, tuple[jax.Array]]:
-    """The maximum of each (kernel) window over the last two axes."""
+    """The maximum of each (kernel) window over the last ``len(kernel)`` axes (two; one for
+    ``max_pool1d``)."""
     return _max_pool_fn(x, kernel=kernel, stride=stride, padding=padding), (x,)
 
 
@@ -76,7 +87,8 @@ _max_pool2d.defvjp(derived_vjp(_max_pool_fn))
 def _avg_pool2d(
     x: jax.Array, *, kernel: Ints, stride: Ints, padding: Ints, count_include_pad: bool = True
 ) -> tuple[jax.Array, tuple[jax.Array]]:
-    """The mean of each (kernel) window over the last two axes."""
+    """The mean of each (kernel) window over the last ``len(kernel)`` axes (two; one for
+    ``avg_pool1d``)."""
     y = _avg_pool_fn(
         x, kernel=kernel, stride=stride, padding=padding, count_include_pad=count_include_pad
     )
@@ -86,18 +98,22 @@ def _avg_pool2d(
 _avg_pool2d.defvjp(derived_vjp(_avg_pool_fn))
 
 
-def _pool_args(name: str, x: Any, kernel: Any, stride: Any, padding: Any) -> dict[str, Ints]:
+def _pool_args(
+    name: str, x: Any, kernel: Any, stride: Any, padding: Any, n: int = 2
+) -> dict[str, Ints]:
+    """The checked kernel, stride and padding of pooling over the last ``n`` axes."""
     shape = operand_shape(x, name)
-    if len(shape) not in (3, 4):
-        raise ShapeError(f"{name}: input of shape {shape} must be (N, C, H, W) or (C, H, W).")
-    k = spatial(kernel, 2, name, "kernel")
-    s = k if stride is None else spatial(stride, 2, name, "stride")
-    p = spatial(padding, 2, name, "padding", low=0)
+    if len(shape) not in (n + 1, n + 2):
+        layout = "(N, C, L) or (C, L)" if n == 1 else "(N, C, H, W) or (C, H, W)"
+        raise ShapeError(f"{name}: input of shape {shape} must be {layout}.")
+    k = spatial(kernel, n, name, "kernel")
+    s = k if stride is None else spatial(stride, n, name, "stride")
+    p = spatial(padding, n, name, "padding", low=0)
     if any(2 * pi > ki for pi, ki in zip(p, k, strict=True)):
         raise ValueError(
             f"{name}: padding {p} must be at most half the kernel {k} (as in PyTorch)."
         )
-    check_window(name, shape, k, (1, 1), tuple((pi, pi) for pi in p), "window")
+    check_window(name, shape, k, (1,) * n, tuple((pi, pi) for pi in p), "window")
     return {"kernel": k, "stride": s, "padding": p}
 
 
@@ -117,10 +133,18 @@ AVG_ADVICE = {
     "divisor_override": "not supported: divide the window sums yourself, e.g. "
     "tg.avg_pool2d(x, k) * (kh * kw / divisor).",
 }
+_CEIL_MODE1 = (
+    "only floor mode is supported (PyTorch's default ceil_mode=False). To keep a last partial "
+    "window, tg.pad the input at the end of its last axis first (with -inf for max pooling) so "
+    "it fits."
+)
+MAX1_ADVICE = {**MAX_ADVICE, "ceil_mode": _CEIL_MODE1}
+AVG1_ADVICE = {"ceil_mode": _CEIL_MODE1}  # PyTorch's avg_pool1d has no divisor_override
 """PyTorch options the pooling layers and functions do not take, and what to do instead;
 given PyTorch's default values (``*_DEFAULTS``) they are dropped."""
 MAX_DEFAULTS = {"ceil_mode": False, "dilation": 1, "return_indices": False}
 AVG_DEFAULTS = {"ceil_mode": False, "divisor_override": None}
+AVG1_DEFAULTS = {"ceil_mode": False}
 _KERNEL_SIZE = {
     "kernel_size": "the function's name for it is kernel= (or pass it by position, second, "
     "after the input); the layers take kernel_size= as PyTorch's."
@@ -174,6 +198,59 @@ def avg_pool2d(
     by the input elements of each window). Arguments, result and errors as ``max_pool2d``; the
     VJP is JAX's derivative of the forward (each window's g spread over what it averaged)."""
     args = _pool_args("avg_pool2d", x, kernel, stride, padding)
+    return _avg_pool2d(x, **args, count_include_pad=bool(count_include_pad))
+
+
+@torch_keywords(
+    {**MAX1_ADVICE, **_KERNEL_SIZE}, defaults=MAX_DEFAULTS, order="its fifth parameter is dilation"
+)
+def max_pool1d(
+    x: Any, kernel: int | Ints, stride: int | Ints | None = None, padding: int | Ints = 0
+) -> Tensor:
+    """Max pooling over the last axis, PyTorch's ``F.max_pool1d`` (floor mode, no dilation).
+
+    Args:
+        x: (N, C, L) or (C, L).
+        kernel: window length, an int or ``(k,)``.
+        stride: step between windows (default: the kernel, as PyTorch).
+        padding: implicit -inf padding on both ends, at most half the kernel.
+
+    Returns:
+        (N, C, L') or (C, L') in ``x``'s dtype, ``L' = (L + 2 p - k) // s + 1``.
+
+    The same op as ``max_pool2d`` over one spatial axis (its forward is ``lax.reduce_window``
+    over the last ``len(kernel)`` axes, so no unit axis is added); the gradient goes to the
+    maximum of each window.
+
+    Raises:
+        ShapeError: the input is not 2- or 3-D, or the window is longer than the padded input.
+        ValueError: malformed kernel, stride or padding, or padding over half the kernel.
+        TypeError: a kernel, stride or padding that is not an int (a float); PyTorch's
+            ``ceil_mode=True``, ``dilation``, ``return_indices=True`` or ``kernel_size=``
+            (the message says what to write).
+    """
+    return _max_pool2d(x, **_pool_args("max_pool1d", x, kernel, stride, padding, n=1))
+
+
+@torch_keywords(
+    {**AVG1_ADVICE, **_KERNEL_SIZE},
+    defaults=AVG1_DEFAULTS,
+    order="its fifth parameter is ceil_mode",
+)
+def avg_pool1d(
+    x: Any,
+    kernel: int | Ints,
+    stride: int | Ints | None = None,
+    padding: int | Ints = 0,
+    *,
+    count_include_pad: bool = True,
+) -> Tensor:
+    """Average pooling over the last axis, PyTorch's ``F.avg_pool1d`` (floor mode;
+    ``count_include_pad=True``, the default, counts padded zeros in the mean, ``False`` divides
+    by the input elements of each window). Arguments, result and errors as ``max_pool1d``
+    (zero padding); the same op as ``avg_pool2d`` over one spatial axis, its VJP JAX's
+    derivative of the forward (each window's g spread over what it averaged)."""
+    args = _pool_args("avg_pool1d", x, kernel, stride, padding, n=1)
     return _avg_pool2d(x, **args, count_include_pad=bool(count_include_pad))
 
 

@@ -84,6 +84,54 @@ def test_pooling_flatten_and_activations() -> None:
         nn.Unflatten(3, (2, 2))(tg.ones((2, 4)))
 
 
+@pytest.mark.parametrize("shape", [(2, 3, 9), (3, 9)], ids=["batched", "unbatched"])
+def test_one_dimensional_pooling_matches_torch(shape: tuple[int, ...]) -> None:
+    """``MaxPool1d``/``AvgPool1d`` (and so ``tg.max_pool1d``/``avg_pool1d``): forward and input
+    gradient as PyTorch's, batched and unbatched, with stride, padding and both counts."""
+    layers = [
+        (nn.MaxPool1d(2), torch.nn.MaxPool1d(2)),
+        (nn.MaxPool1d(3, stride=2, padding=1), torch.nn.MaxPool1d(3, stride=2, padding=1)),
+        (nn.MaxPool1d((4,), 1, 2), torch.nn.MaxPool1d((4,), 1, 2)),
+        (nn.AvgPool1d(3), torch.nn.AvgPool1d(3)),
+        (nn.AvgPool1d(3, 2, 1), torch.nn.AvgPool1d(3, 2, 1)),
+        (
+            nn.AvgPool1d(3, 2, 1, count_include_pad=False),
+            torch.nn.AvgPool1d(3, 2, 1, count_include_pad=False),
+        ),
+        (
+            nn.MaxPool1d(2, ceil_mode=False, dilation=1, return_indices=False),  # the defaults
+            torch.nn.MaxPool1d(2),
+        ),
+        (nn.AvgPool1d(2, ceil_mode=False), torch.nn.AvgPool1d(2)),
+    ]
+    for ours, theirs in layers:
+        check_against_torch(ours, theirs, [_x(*shape)])
+    assert repr(nn.MaxPool1d(3)) == "MaxPool1d(kernel_size=3, stride=3, padding=0)"
+    assert "stride=2" in repr(nn.AvgPool1d(2)) and "count_include_pad=False" in repr(
+        nn.AvgPool1d(2, count_include_pad=False)
+    )
+
+
+def test_one_dimensional_pooling_functions_and_bad_input() -> None:
+    x = _x(2, 3, 8)
+    tx = torch.tensor(x)
+    F = torch.nn.functional
+    np.testing.assert_array_equal(np.asarray(tg.max_pool1d(x, 3, 2, 1)), F.max_pool1d(tx, 3, 2, 1))
+    np.testing.assert_allclose(
+        np.asarray(tg.avg_pool1d(x, 2, count_include_pad=False)), F.avg_pool1d(tx, 2), rtol=1e-6
+    )
+    with pytest.raises(tg.ShapeError, match=r"max_pool1d: .* must be \(N, C, L\) or \(C, L\)"):
+        tg.max_pool1d(x[None], 2)
+    with pytest.raises(tg.ShapeError, match=r"avg_pool1d: the window spans \(9,\)"):
+        tg.avg_pool1d(x, 9)
+    with pytest.raises(ValueError, match="at most half the kernel"):
+        tg.max_pool1d(x, 2, padding=2)
+    with pytest.raises(ValueError, match=r"kernel=\(2, 2\) must be an int >= 1"):
+        nn.MaxPool1d((2, 2))(tg.tensor(x))
+    with pytest.raises(TypeError, match="floats and booleans"):
+        tg.avg_pool1d(x, 2.0)  # type: ignore[arg-type]
+
+
 def test_embedding_and_layer_norm() -> None:
     torch.manual_seed(0)
     ids = np.array([[1, 4, 4], [0, 9, 2]], dtype=np.int32)

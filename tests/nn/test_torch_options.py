@@ -22,6 +22,10 @@ CASES: list[tuple[Callable[[], Any], type[Exception], str]] = [
     (lambda: nn.MaxPool2d(2, dilation=2), TypeError, r"^MaxPool2d\(\) .*dilated pooling"),
     (lambda: nn.MaxPool2d(2, return_indices=True), TypeError, r"^MaxPool2d\(\) .*no indices"),
     (lambda: nn.AvgPool2d(2, divisor_override=3), TypeError, r"^AvgPool2d\(\) .*divide"),
+    (lambda: nn.MaxPool1d(2, ceil_mode=True), TypeError, r"^MaxPool1d\(\) .*end of its last"),
+    (lambda: nn.MaxPool1d(2, dilation=2), TypeError, r"^MaxPool1d\(\) .*dilated pooling"),
+    (lambda: nn.MaxPool1d(2, return_indices=True), TypeError, r"^MaxPool1d\(\) .*no indices"),
+    (lambda: nn.AvgPool1d(2, ceil_mode=True), TypeError, r"^AvgPool1d\(\) .*tg.pad"),
     (
         lambda: nn.Conv2d(1, 2, 3, padding_mode="reflect"),
         TypeError,
@@ -52,6 +56,8 @@ def test_pytorch_defaults_are_accepted() -> None:
     nn.LSTM(3, 4, bidirectional=False, proj_size=0, key=0)
     nn.MaxPool2d(2, ceil_mode=False, dilation=1, return_indices=False)
     nn.AvgPool2d(2, ceil_mode=False, divisor_override=None, count_include_pad=True)
+    nn.MaxPool1d(2, ceil_mode=False, dilation=1, return_indices=False)
+    nn.AvgPool1d(2, ceil_mode=False, count_include_pad=True)
     nn.Conv2d(1, 2, 3, padding_mode="zeros", key=0)
     nn.Embedding(5, 3, max_norm=None, norm_type=2, scale_grad_by_freq=False, sparse=False, key=0)
     nn.MultiheadAttention(8, 2, kdim=None, vdim=None, add_bias_kv=False, add_zero_attn=False)
