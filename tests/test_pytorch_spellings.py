@@ -346,6 +346,7 @@ FUNCTION_KEYWORDS: list[tuple[str, Callable[..., Any], str]] = [
     ("cross_entropy", lambda x: tg.cross_entropy(x, tg.zeros(2, dtype=tg.int32), dim=1), "axis="),
     ("layer_norm", lambda x: tg.layer_norm(x, normalized_shape=(4,)), "pass it as shape="),
     ("dropout", lambda x: tg.dropout(x, 0.5, False), r"at most 2 positional .*\(training=, key="),
+    ("dropout2d", lambda x: tg.dropout2d(x[None], 0.5, False), r"at most 2 positional .*\(train"),
     ("conv2d", lambda x: tg.conv2d(x[None, None], tg.ones((1, 1, 1, 1)), None, 1, 0), "stride,"),
     ("max_pool2d", lambda x: tg.max_pool2d(x[None], kernel_size=2), "kernel= "),
     ("avg_pool2d", lambda x: tg.avg_pool2d(x[None], 2, 2, 0, True), "fifth parameter is ceil"),

@@ -53,7 +53,7 @@ from tapegrad.nn.activation import (
 from tapegrad.nn.attention import MultiheadAttention
 from tapegrad.nn.container import ModuleDict, ModuleList, Sequential
 from tapegrad.nn.conv import Conv1d, Conv2d, Conv3d
-from tapegrad.nn.dropout import Dropout
+from tapegrad.nn.dropout import Dropout, Dropout1d, Dropout2d
 from tapegrad.nn.linear import Identity, Linear
 from tapegrad.nn.loss import (
     BCELoss,
@@ -106,6 +106,8 @@ __all__ = [
     "BatchNorm1d",
     "BatchNorm2d",
     "Dropout",
+    "Dropout1d",
+    "Dropout2d",
     "ReLU",
     "GELU",
     "SiLU",

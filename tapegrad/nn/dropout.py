@@ -1,4 +1,5 @@
-"""``Dropout``: zero activations at random while training (``tg.dropout``)."""
+"""``Dropout``: zero activations at random while training (``tg.dropout``); ``Dropout1d`` and
+``Dropout2d``: zero whole channels (``tg.dropout1d``/``tg.dropout2d``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from tapegrad._tensor import Tensor
 from tapegrad.nn.module import Module
 from tapegrad.random import key_of, split_key
 
-__all__ = ["Dropout"]
+__all__ = ["Dropout", "Dropout1d", "Dropout2d"]
 
 
 def check_p(owner: str, p: float) -> float:
@@ -43,7 +44,7 @@ class Dropout(Module):
 
     def __init__(self, p: float = 0.5, inplace: bool = False, *, key: Any = None) -> None:
         super().__init__()
-        self.p = check_p("Dropout", p)
+        self.p = check_p(type(self).__name__, p)
         self.inplace = bool(inplace)
         self._key = None if key is None else key_of(key)
 
@@ -51,10 +52,54 @@ class Dropout(Module):
         """``x`` with dropout applied (unchanged in ``eval()`` mode or with ``p == 0``)."""
         if not self.training or self.p == 0.0:
             return x
+        return ops.dropout(x, self.p, training=True, key=self._next_key())
+
+    def _next_key(self) -> Any:
+        """This call's mask key: the layer's own key split once, or ``None`` (process state)."""
         key = None
         if self._key is not None:
             self._key, key = split_key(self._key)
-        return ops.dropout(x, self.p, training=True, key=key)
+        return key
 
     def extra_repr(self) -> str:
         return f"p={self.p}" + (", inplace=True" if self.inplace else "")
+
+
+class Dropout1d(Dropout):
+    """While ``training``, zero each channel of x ``(N, C, L)`` or ``(C, L)`` whole with
+    probability ``p`` and scale the rest by ``1 / (1 - p)``; in ``eval()`` mode, the identity
+    (``tg.dropout1d``). Arguments as ``Dropout`` (``p`` the probability of zeroing a channel;
+    ``key``; ``inplace`` accepted and ignored).
+
+    Raises:
+        ValueError: ``p`` outside ``[0, 1]``.
+        ShapeError: at call time, an input that is not 2- or 3-D (in ``eval()`` mode too, as
+            PyTorch).
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``x`` with whole channels dropped (unchanged in ``eval()`` mode or with ``p == 0``)."""
+        training = self.training and self.p != 0.0
+        return ops.dropout1d(
+            x, self.p, training=training, key=self._next_key() if training else None
+        )
+
+
+class Dropout2d(Dropout):
+    """While ``training``, zero each channel of x ``(N, C, H, W)`` or ``(C, H, W)`` whole with
+    probability ``p`` and scale the rest by ``1 / (1 - p)``; in ``eval()`` mode, the identity
+    (``tg.dropout2d``; a 3-D input is one image ``(C, H, W)``, where PyTorch 2.x still drops
+    per ``(x.shape[0], x.shape[1])`` with a warning: use ``Dropout1d`` for that). Arguments
+    as ``Dropout``.
+
+    Raises:
+        ValueError: ``p`` outside ``[0, 1]``.
+        ShapeError: at call time, an input that is not 3- or 4-D (in ``eval()`` mode too).
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``x`` with whole channels dropped (unchanged in ``eval()`` mode or with ``p == 0``)."""
+        training = self.training and self.p != 0.0
+        return ops.dropout2d(
+            x, self.p, training=training, key=self._next_key() if training else None
+        )

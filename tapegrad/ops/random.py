@@ -1,4 +1,5 @@
-"""Random ops on tensors: dropout (its mask drawn from a key, or from the process random state)."""
+"""Random ops on tensors: dropout, and channel dropout (``dropout1d``/``dropout2d``: one draw
+per channel), their masks drawn from a key or from the process random state."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ import jax.numpy as jnp
 
 from tapegrad._args import fraction, numpy_keywords
 from tapegrad._dtypes import check_float_values
+from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel
-from tapegrad.op import as_operand, defop
+from tapegrad.op import as_operand, defop, operand_shape
 from tapegrad.random import key_of
 
 if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
 
-__all__ = ["dropout"]
+__all__ = ["dropout", "dropout1d", "dropout2d"]
 
 
 def _odds(p: float) -> tuple[Any, Any]:
@@ -92,3 +94,74 @@ def dropout(x: Any, p: float = 0.5, *, training: bool = True, key: Any = None) -
     if p == 1.0:
         return x * 0.0  # type: ignore[no-any-return]
     return _dropout(x, key_of(key), p=float(p))
+
+
+def _channel_dropout(name: str, x: Any, p: float, training: bool, key: Any, n: int) -> Tensor:
+    """``x`` times a ``(N, C, 1, ...)`` (or ``(C, 1, ...)``) mask: ``dropout`` of ones, one
+    element per channel, so the mask is drawn as ``tg.dropout``'s (same key, same odds) and
+    the gradient, ``g * mask``, comes from the multiply."""
+    p = fraction(p, f"{name}: p")
+    shape = operand_shape(x, name)
+    if len(shape) not in (n + 1, n + 2):
+        layout = "(N, C, L) or (C, L)" if n == 1 else "(N, C, H, W) or (C, H, W)"
+        raise ShapeError(f"{name}: input of shape {shape} must be {layout}.")
+    if not training or p == 0.0:
+        return x  # type: ignore[no-any-return]
+    check_float_values(name, x)
+    if p == 1.0:
+        return x * 0.0  # type: ignore[no-any-return]
+    ones = jnp.ones(shape[:-n] + (1,) * n, x.dtype)
+    mask = _dropout(ones, key_of(key), p=float(p))
+    y: Tensor = mask * x
+    return y
+
+
+@numpy_keywords
+def dropout1d(x: Any, p: float = 0.5, *, training: bool = True, key: Any = None) -> Tensor:
+    """Channel dropout, PyTorch's ``F.dropout1d``: in training, each channel (every ``(n, c)``
+    of ``(N, C, L)``, every ``c`` of ``(C, L)``) is zeroed whole with probability ``p`` and
+    the others are scaled by ``1 / (1 - p)``; otherwise ``x`` itself is returned.
+
+    Args:
+        x: (N, C, L) or (C, L), floating point while training with ``p > 0``.
+        p: the probability of zeroing a channel, in ``[0, 1]`` (``p == 1`` gives zeros).
+        training: ``False`` makes it the identity (evaluation).
+        key: an int seed or a ``jax.random`` key for the mask; ``None`` draws a fresh key from
+            the process random state (``tg.manual_seed``), as ``tg.dropout``.
+
+    Returns:
+        A tensor of ``x``'s shape and dtype; its gradient is ``g`` times the same mask.
+
+    Raises:
+        ShapeError: ``x`` is not 2- or 3-D (also in evaluation, as PyTorch).
+        ValueError: ``p`` is outside ``[0, 1]``.
+        TypeError: ``p`` is not a number, or ``x`` holds booleans or integers while training
+            with ``p > 0``.
+    """
+    return _channel_dropout("dropout1d", x, p, training, key, 1)
+
+
+@numpy_keywords
+def dropout2d(x: Any, p: float = 0.5, *, training: bool = True, key: Any = None) -> Tensor:
+    """Channel dropout, PyTorch's ``F.dropout2d``: in training, each channel (every ``(n, c)``
+    of ``(N, C, H, W)``, every ``c`` of ``(C, H, W)``) is zeroed whole with probability ``p``
+    and the others are scaled by ``1 / (1 - p)``; otherwise ``x`` itself is returned.
+
+    A 3-D input is one unbatched image ``(C, H, W)``, the meaning PyTorch's warning announces;
+    PyTorch 2.x still draws one decision per ``(x.shape[0], x.shape[1])`` for it (as
+    ``(N, C, L)``): for that, call ``tg.dropout1d``. Other inputs (PyTorch warns) raise.
+
+    Args:
+        x: (N, C, H, W) or (C, H, W), floating point while training with ``p > 0``.
+        p, training, key: as ``dropout1d``.
+
+    Returns:
+        A tensor of ``x``'s shape and dtype; its gradient is ``g`` times the same mask.
+
+    Raises:
+        ShapeError: ``x`` is not 3- or 4-D (also in evaluation).
+        ValueError: ``p`` is outside ``[0, 1]``.
+        TypeError: ``p`` is not a number, or ``x`` holds booleans or integers while training
+            with ``p > 0``.
+    """
+    return _channel_dropout("dropout2d", x, p, training, key, 2)

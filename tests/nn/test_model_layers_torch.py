@@ -217,6 +217,68 @@ def test_dropout_is_reproducible_scaled_and_off_in_eval() -> None:
     assert drop(x) is x
 
 
+@pytest.mark.filterwarnings("ignore:dropout2d. Received a 3D input:UserWarning")  # PyTorch's
+@pytest.mark.parametrize(
+    ("ours", "theirs", "shape"),
+    [
+        (nn.Dropout1d, "Dropout1d", (40, 30, 5)),
+        (nn.Dropout1d, "Dropout1d", (300, 5)),
+        (nn.Dropout2d, "Dropout2d", (40, 30, 2, 3)),
+        (nn.Dropout2d, "Dropout2d", (300, 2, 3)),
+    ],
+    ids=["1d", "1d-unbatched", "2d", "2d-unbatched"],
+)
+def test_channel_dropout_drops_whole_channels_scaled(
+    ours: Any, theirs: str, shape: tuple[int, ...]
+) -> None:
+    """One keep/zero decision per channel (every position of a channel equal), kept ones
+    scaled by 1 / (1 - p), the gradient the same mask; eval and p=0 the identity, as torch."""
+    x = np.abs(_x(*shape)) + 1.0
+    n = 1 if theirs == "Dropout1d" else 2
+    drop = ours(0.25, key=5)
+    t = tg.tensor(x, requires_grad=True)
+    y = drop(t)
+    ratio = np.asarray(y) / x
+    flat = ratio.reshape(*shape[:-n], -1)
+    np.testing.assert_allclose(flat, np.broadcast_to(flat[..., :1], flat.shape), rtol=1e-6)
+    assert ((flat == 0).all(-1) | np.isclose(flat, 1 / 0.75, rtol=1e-6).all(-1)).all()
+    assert abs((flat[..., 0] == 0).mean() - 0.25) < 0.06
+    (y * tg.tensor(x)).sum().backward()
+    np.testing.assert_allclose(np.asarray(t.grad), ratio * x, rtol=1e-6)
+    assert not np.array_equal(np.asarray(drop(t)), np.asarray(y))  # a fresh mask per call
+    np.testing.assert_array_equal(np.asarray(ours(0.25, key=5)(t)), np.asarray(y))
+    tg.manual_seed(3)
+    a = np.asarray(ours(0.5)(t))
+    tg.manual_seed(3)
+    np.testing.assert_array_equal(np.asarray(ours(0.5)(t)), a)
+    # eval and p=0: the identity, as PyTorch's (whose 3-D Dropout2d also is in eval)
+    check_against_torch(ours(0.3).eval(), getattr(torch.nn, theirs)(0.3).eval(), [_x(*shape)])
+    check_against_torch(ours(0.0), getattr(torch.nn, theirs)(0.0), [_x(*shape)])
+    assert drop.eval()(t) is t
+
+
+def test_channel_dropout_functions_and_bad_input() -> None:
+    x = tg.tensor(np.abs(_x(8, 6, 4)) + 1.0)
+    y = np.asarray(tg.dropout1d(x, 0.5, key=2))
+    np.testing.assert_array_equal(np.asarray(tg.dropout1d(x, 0.5, key=2)), y)
+    assert ((y == 0).all(-1) | np.isclose(y, 2 * np.asarray(x)).all(-1)).all()
+    assert tg.dropout2d(x, 0.5, training=False) is x
+    assert not np.asarray(tg.dropout2d(x, 1.0)).any()
+    th = torch.nn.functional
+    with pytest.raises(RuntimeError, match="2D or 3D"):
+        th.dropout1d(torch.ones(5), 0.5)
+    with pytest.raises(tg.ShapeError, match=r"dropout1d: .* must be \(N, C, L\) or \(C, L\)"):
+        tg.dropout1d(tg.ones(5), 0.5)
+    with pytest.raises(tg.ShapeError, match=r"dropout2d: .* \(N, C, H, W\) or \(C, H, W\)"):
+        nn.Dropout2d().eval()(tg.ones((2, 3)))
+    with pytest.raises(ValueError, match=r"Dropout2d: .*\[0, 1\]"):
+        nn.Dropout2d(1.5)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        tg.dropout1d(x, -0.1)
+    with pytest.raises(TypeError, match="computes in floats"):
+        tg.dropout2d(tg.ones((2, 3, 4), dtype=tg.int32), 0.5)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_transformer_encoder_layer(norm_first: bool) -> None:
