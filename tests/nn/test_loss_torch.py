@@ -116,6 +116,7 @@ def test_bad_arguments_say_what_to_do() -> None:
         nn.BCELoss(size_average=True)  # type: ignore[call-arg]
 
 
+@pytest.mark.filterwarnings("ignore:reduction. 'mean' divides:UserWarning")  # PyTorch's
 @pytest.mark.parametrize("reduction", ["mean", "batchmean"])
 def test_kl_div_of_an_empty_batch_is_nan_as_torch(reduction: str) -> None:
     empty = np.zeros((0, 3), np.float32)
