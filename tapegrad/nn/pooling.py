@@ -68,7 +68,34 @@ class MaxPool2d(_Pool2d):
         return ops.max_pool2d(x, self.kernel_size, self.stride, self.padding)
 
 
-class AvgPool2d(_Pool2d):
+class _AvgPool(_Pool2d):
+    """The average pooling layers (1- and 2-d): ``count_include_pad``, the call and repr."""
+
+    _pool = staticmethod(ops.avg_pool2d)
+
+    def __init__(
+        self, kernel_size: Any, stride: Any, padding: Any, count_include_pad: bool
+    ) -> None:
+        super().__init__(kernel_size, stride, padding)
+        self.count_include_pad = bool(count_include_pad)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Pool ``x``."""
+        return self._pool(
+            x,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            count_include_pad=self.count_include_pad,
+        )
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + (
+            "" if self.count_include_pad else ", count_include_pad=False"
+        )
+
+
+class AvgPool2d(_AvgPool):
     """Mean over ``kernel_size`` windows of x ``(N, C, H, W)``: ``tg.avg_pool2d``.
 
     Args:
@@ -93,23 +120,7 @@ class AvgPool2d(_Pool2d):
         *,
         count_include_pad: bool = True,
     ) -> None:
-        super().__init__(kernel_size, stride, padding)
-        self.count_include_pad = bool(count_include_pad)
-
-    def forward(self, x: Tensor) -> Tensor:
-        """Pool ``x``."""
-        return ops.avg_pool2d(
-            x,
-            self.kernel_size,
-            self.stride,
-            self.padding,
-            count_include_pad=self.count_include_pad,
-        )
-
-    def extra_repr(self) -> str:
-        return super().extra_repr() + (
-            "" if self.count_include_pad else ", count_include_pad=False"
-        )
+        super().__init__(kernel_size, stride, padding, count_include_pad)
 
 
 class MaxPool1d(_Pool2d):
@@ -140,7 +151,7 @@ class MaxPool1d(_Pool2d):
         return ops.max_pool1d(x, self.kernel_size, self.stride, self.padding)
 
 
-class AvgPool1d(_Pool2d):
+class AvgPool1d(_AvgPool):
     """Mean over ``kernel_size`` windows of x ``(N, C, L)`` or ``(C, L)``: ``tg.avg_pool1d``.
 
     Args:
@@ -157,6 +168,8 @@ class AvgPool1d(_Pool2d):
         ValueError: at call time, a malformed kernel, stride or padding.
     """
 
+    _pool = staticmethod(ops.avg_pool1d)
+
     @torch_keywords(AVG1_ADVICE, defaults=AVG1_DEFAULTS)
     def __init__(
         self,
@@ -166,23 +179,7 @@ class AvgPool1d(_Pool2d):
         *,
         count_include_pad: bool = True,
     ) -> None:
-        super().__init__(kernel_size, stride, padding)
-        self.count_include_pad = bool(count_include_pad)
-
-    def forward(self, x: Tensor) -> Tensor:
-        """Pool ``x``."""
-        return ops.avg_pool1d(
-            x,
-            self.kernel_size,
-            self.stride,
-            self.padding,
-            count_include_pad=self.count_include_pad,
-        )
-
-    def extra_repr(self) -> str:
-        return super().extra_repr() + (
-            "" if self.count_include_pad else ", count_include_pad=False"
-        )
+        super().__init__(kernel_size, stride, padding, count_include_pad)
 
 
 class _AdaptivePool(Module):
