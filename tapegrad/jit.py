@@ -1287,9 +1287,10 @@ def _drop(plan_ref: weakref.ref[_Plan], _: Any) -> None:
     reads nothing the plan in use needs."""
     plan = plan_ref()
     if plan is not None:
-        key = plan.key
-        plan.__dict__.clear()
-        plan.key, plan._weak = key, [_nothing]
+        plan._weak = [_nothing]  # first: from here on every reader sees a plan that is gone
+        state = plan.__dict__  # emptied in place (replacing the dict under JAX crashed)
+        for name in [n for n in state if n not in ("key", "_weak")]:
+            del state[name]
 
 
 def _blank(like: jax.Array) -> jax.Array:
