@@ -59,6 +59,8 @@ def _avg_pool_fn(
     """The jnp forward: window sums over zero padding divided by the window size (PyTorch's
     ``count_include_pad=True``) or by the input elements each window covers (``False``: the
     window sums of ones over the same zero padding)."""
+    dtype = x.dtype
+    x = x.astype(summed_in(dtype))  # float16/bfloat16 window sums in float32, as PyTorch
     total = jax.lax.reduce_window(x, 0.0, jax.lax.add, **_window(x, kernel, stride, padding))
     if count_include_pad:
         count: Any = math.prod(kernel)
@@ -67,7 +69,7 @@ def _avg_pool_fn(
         count = jax.lax.reduce_window(
             ones, 0.0, jax.lax.add, **_window(ones, kernel, stride, padding)
         )
-    y: jax.Array = total / count
+    y: jax.Array = (total / count).astype(dtype)
     return y
 
 
@@ -80,7 +82,28 @@ def _max_pool2d(
     return _max_pool_fn(x, kernel=kernel, stride=stride, padding=padding), (x,)
 
 
-_max_pool2d.defvjp(derived_vjp(_max_pool_fn))
+@partial(compiled, static_argnames=("kernel", "stride", "padding"))
+def _max_pool_pullback(
+    x: jax.Array, g: jax.Array, *, kernel: Ints, stride: Ints, padding: Ints
+) -> jax.Array:
+    """JAX's derivative of ``_max_pool_fn`` (each window's g to its maximum), taken where
+    PyTorch's goes: at a point where a NaN is the maximum (the forward reports it), and a
+    -inf beats the -inf padding (padding is never chosen: a window of -inf inputs gives its
+    g to an input)."""
+    lowest = np.finfo(x.dtype).min  # the lowest finite value: above the -inf padding
+    picked = jnp.where(jnp.isnan(x), jnp.inf, jnp.where(x == -jnp.inf, lowest, x))
+    _, pull = jax.vjp(partial(_max_pool_fn, kernel=kernel, stride=stride, padding=padding), picked)
+    (gx,) = pull(g)
+    out: jax.Array = gx
+    return out
+
+
+@_max_pool2d.defvjp
+def _max_pool_vjp(
+    res: tuple[jax.Array], g: jax.Array, needs: tuple[bool, ...], **params: Any
+) -> tuple[jax.Array]:
+    """``_max_pool_pullback`` of the input (the one residual)."""
+    return (_max_pool_pullback(res[0], g, **params),)
 
 
 @defop(name="avg_pool2d")

@@ -368,3 +368,28 @@ def test_multihead_attention_returns_the_weights_after_dropout() -> None:
     v = (q @ wv.T + bv).reshape(2, 6, 2, 4).transpose(0, 2, 1, 3)  # (N, H, S, D)
     want = mha.out_proj((w @ v).transpose(0, 2, 1, 3).reshape(2, 6, 8))
     np.testing.assert_allclose(out.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_max_pool_gradient_goes_where_pytorchs_does_at_nan_and_minus_inf() -> None:
+    """A NaN is the window's maximum (the forward reports it), and a window of -inf inputs
+    gives its g to an input, never to the padding."""
+    for x0, args in (
+        (np.array([[[np.nan, 5.0, 3.0, 0.0]]], np.float32), (2,)),
+        (np.array([[[1.0, np.nan, 3.0, 0.0, 2.0, 1.0]]], np.float32), (2, 1)),
+        (np.full((1, 1, 3), -np.inf, np.float32), (2, 1, 1)),
+    ):
+        x, xt = tg.tensor(x0, requires_grad=True), torch.tensor(x0, requires_grad=True)
+        tg.max_pool1d(x, *args).sum().backward()
+        torch.nn.functional.max_pool1d(xt, *args).sum().backward()
+        assert x.grad is not None and xt.grad is not None
+        np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_avg_pool_sums_half_precision_windows_in_float32(dtype: str) -> None:
+    """As PyTorch: each window summed in float32 and rounded once."""
+    x0 = (100 + np.random.default_rng(0).standard_normal((2, 3, 400))).astype(np.float32)
+    xt = torch.tensor(x0).to(getattr(torch, dtype))
+    want = torch.nn.functional.avg_pool1d(xt, 64, 1, 32).float().numpy()
+    got = tg.avg_pool1d(tg.tensor(x0).astype(dtype), 64, 1, 32).astype(tg.float32).numpy()
+    np.testing.assert_allclose(got, want, rtol=0, atol=0.5 if dtype == "bfloat16" else 0.07)
