@@ -472,7 +472,7 @@ class JitFunction(Generic[P, R]):
         players) compiles once for each. Only the plan in use holds its object arguments;
         the others hold them weakly and go when one of them does (``_Plan.demote``): a
         dropped model is not kept alive by a step that once ran it."""
-        plans = self._plans.setdefault(key, [])
+        plans = self._plans.get(key) or []  # (no list made on the usual call)
         if plans and plans[0].valid(objects):  # the usual call: the plan of the last call
             return plans[0]  # (the first plan is in use: ``_plan``, ``_call``)
         stale = None  # a plan of these objects whose numbers or constants changed since
