@@ -11,7 +11,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Sharding, SingleDeviceSharding
+from jax.sharding import NamedSharding, PartitionSpec, Sharding, SingleDeviceSharding
 
 from tapegrad.errors import DeviceError
 from tapegrad.origin import format_origin, user_frame
@@ -22,6 +22,7 @@ __all__ = [
     "place",
     "committed",
     "placed_like",
+    "replicated_like",
     "constrained_like",
     "held_bytes",
     "NBYTES",
@@ -177,6 +178,22 @@ def placed_like(array: jax.Array, ref: Any) -> jax.Array:
             moved: jax.Array = jax.device_put(array, sharding)
             return moved
     return array
+
+
+def replicated_like(arrays: Iterable[Any]) -> Sharding | None:
+    """Where a computation on ``arrays`` puts a small value it makes (a step count): the
+    devices of the first array the user placed (committed), the value replicated on each;
+    ``None`` when none is placed (JAX may move them all) or for a sharding of a kind other
+    than a single device or a mesh (``NamedSharding``)."""
+    for a in arrays:
+        if committed(a):
+            sharding = a.sharding
+            if isinstance(sharding, SingleDeviceSharding):
+                return sharding
+            if isinstance(sharding, NamedSharding):
+                return NamedSharding(sharding.mesh, PartitionSpec())  # type: ignore[no-untyped-call]
+            return None
+    return None
 
 
 def loaded_like(array: jax.Array, ref: Any) -> jax.Array:

@@ -737,6 +737,29 @@ def _data_parallel(name: str) -> None:
 
 
 @check
+def jit_step_on_a_mesh_compiles_once() -> None:
+    """A ``tg.jit`` step of replicated parameters and their optimizer compiles once: the
+    optimizer's step counts start on the parameters' devices, replicated, where each step
+    puts them (they started uncommitted, and the second call compiled again)."""
+    _, data, repl = data_mesh()
+    x = tg.tensor(tg.randn((16, 6), key=7).data, sharding=data)
+    y = jax.device_put(jnp.arange(16) % 3, data)
+    for make in (
+        lambda ps: optim.Adam(ps, lr=0.01),
+        lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
+        lambda ps: optim.RMSprop(ps, lr=0.01),
+    ):
+        model = _mlp().to(repl)
+        opt = make(model.parameters())
+        for leaf in jax.tree_util.tree_leaves(opt.state):
+            assert leaf.sharding.is_equivalent_to(repl, leaf.ndim), f"state on {leaf.sharding}"
+        step = _jit_step(model, opt)
+        for _ in range(3):
+            step(x, y)
+        assert step.trace_count == 1, f"{type(opt).__name__}: {step.trace_count} compiles"
+
+
+@check
 def data_parallel_mlp() -> None:
     _data_parallel("mlp")
 

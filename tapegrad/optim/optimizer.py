@@ -39,7 +39,13 @@ import optax
 
 from tapegrad._args import torch_keywords
 from tapegrad._arrays import deleted
-from tapegrad._placement import committed, device_groups, loaded_like, placement_key
+from tapegrad._placement import (
+    committed,
+    device_groups,
+    loaded_like,
+    placement_key,
+    replicated_like,
+)
 from tapegrad._tensor import Tensor, zero_grads
 from tapegrad.current import current_tape
 from tapegrad.errors import DeviceError, TracerError, donated_error
@@ -657,15 +663,21 @@ def _init(rule: optax.GradientTransformation, arrays: tuple[jax.Array, ...]) -> 
     """``rule.init(arrays)``, compiled as one computation when no array was placed by the
     user (all on the default device): optax's eager ``init`` runs a ``zeros_like`` per
     parameter, one kernel compile per parameter shape on a first run (issue 17). Placed or
-    sharded parameters keep the eager ``init``, whose states are placed like them.
+    sharded parameters keep the eager ``init``, whose states are placed like them; its
+    counts (made uncommitted on the default device) are replicated on the devices of the
+    parameters, where every step's update puts them (else the second step, eager or
+    ``tg.jit``, compiled again for their new placement).
 
     With a low-precision parameter (bfloat16, float16), whose moments the update keeps in
     float32 (``rules._injected``), the state starts in the dtypes the update gives it, so that
     the step's state keeps one signature from the first call on (a compiled step compiles
     once). A state of constants (Adam's moments and count, RMSprop's, momentum's: zeros) on
     a CPU is filled on the host without a compile (``_filled_state``)."""
-    if any(map(committed, arrays)):
-        state = rule.init(arrays)
+    where = replicated_like(arrays)
+    if where is not None:  # counts made on the default device: replicated where a step puts them
+        state = jax.tree_util.tree_map(
+            lambda s: s if committed(s) else jax.device_put(s, where), rule.init(arrays)
+        )
     else:
         state = _filled_state(rule, arrays)
         if state is None:
