@@ -850,6 +850,90 @@ class Tensor:
         """Elementwise Gauss error function."""
         return _ops.erf(self)
 
+    def tan(self) -> Tensor:
+        """Elementwise tangent."""
+        return _ops.tan(self)
+
+    def arcsin(self) -> Tensor:
+        """Elementwise inverse sine (PyTorch's asin)."""
+        return _ops.arcsin(self)
+
+    def arccos(self) -> Tensor:
+        """Elementwise inverse cosine (PyTorch's acos)."""
+        return _ops.arccos(self)
+
+    def arctan(self) -> Tensor:
+        """Elementwise inverse tangent (PyTorch's atan)."""
+        return _ops.arctan(self)
+
+    def sinh(self) -> Tensor:
+        """Elementwise hyperbolic sine."""
+        return _ops.sinh(self)
+
+    def cosh(self) -> Tensor:
+        """Elementwise hyperbolic cosine."""
+        return _ops.cosh(self)
+
+    def arcsinh(self) -> Tensor:
+        """Elementwise inverse hyperbolic sine (PyTorch's asinh)."""
+        return _ops.arcsinh(self)
+
+    def arccosh(self) -> Tensor:
+        """Elementwise inverse hyperbolic cosine (PyTorch's acosh)."""
+        return _ops.arccosh(self)
+
+    def arctanh(self) -> Tensor:
+        """Elementwise inverse hyperbolic tangent (PyTorch's atanh)."""
+        return _ops.arctanh(self)
+
+    def exp2(self) -> Tensor:
+        """Elementwise 2**x."""
+        return _ops.exp2(self)
+
+    def expm1(self) -> Tensor:
+        """Elementwise exp(x) - 1, accurate where x is small."""
+        return _ops.expm1(self)
+
+    def log2(self) -> Tensor:
+        """Elementwise base-2 logarithm."""
+        return _ops.log2(self)
+
+    def log10(self) -> Tensor:
+        """Elementwise base-10 logarithm."""
+        return _ops.log10(self)
+
+    def reciprocal(self) -> Tensor:
+        """Elementwise 1 / x."""
+        return _ops.reciprocal(self)
+
+    def erfc(self) -> Tensor:
+        """Elementwise complementary error function 1 - erf(x)."""
+        return _ops.erfc(self)
+
+    def erfinv(self) -> Tensor:
+        """Elementwise inverse error function."""
+        return _ops.erfinv(self)
+
+    def lgamma(self) -> Tensor:
+        """Elementwise log |Gamma(x)|."""
+        return _ops.lgamma(self)
+
+    def digamma(self) -> Tensor:
+        """Elementwise digamma, d/dx lgamma(x)."""
+        return _ops.digamma(self)
+
+    def sinc(self) -> Tensor:
+        """Elementwise normalised sinc sin(pi x) / (pi x)."""
+        return _ops.sinc(self)
+
+    def deg2rad(self) -> Tensor:
+        """Elementwise degrees to radians."""
+        return _ops.deg2rad(self)
+
+    def rad2deg(self) -> Tensor:
+        """Elementwise radians to degrees."""
+        return _ops.rad2deg(self)
+
     def isnan(self) -> Tensor:
         """Elementwise: whether the value is NaN (a boolean tensor, never requiring grad)."""
         return _ops.isnan(self)
@@ -1305,6 +1389,12 @@ _TORCH_METHODS = {
     "outer": "use tg.outer(x, y)",
     "diag": "use tg.diag(x, k) (x.diagonal(k) reads a diagonal too)",
     "atan2": "use tg.arctan2(x, other) (NumPy's name)",
+    "asin": "use x.arcsin() (NumPy's name)",
+    "acos": "use x.arccos() (NumPy's name)",
+    "atan": "use x.arctan() (NumPy's name)",
+    "asinh": "use x.arcsinh() (NumPy's name)",
+    "acosh": "use x.arccosh() (NumPy's name)",
+    "atanh": "use x.arctanh() (NumPy's name)",
     "arctan2": "use tg.arctan2(x, other)",
     "lerp": "use tg.lerp(x, end, weight)",
     "allclose": "use tg.allclose(x, other, rtol=1e-05, atol=1e-08)",

@@ -58,6 +58,7 @@ RANK = {
     "tapegrad.ops.random": 8,
     "tapegrad.ops.reduce": 8,
     "tapegrad.ops.shape": 8,
+    "tapegrad.ops.special": 8,
     "tapegrad.ops.unary": 8,
     "tapegrad.jax_op": 9,
     "tapegrad.higher": 9,
