@@ -51,6 +51,7 @@ RANK = {
     "tapegrad.ops.conv": 8,
     "tapegrad.ops.indexing": 8,
     "tapegrad.ops.linalg": 8,
+    "tapegrad.ops.matrix": 8,
     "tapegrad.ops.nn": 8,
     "tapegrad.ops.nondiff": 8,
     "tapegrad.ops.norm": 8,

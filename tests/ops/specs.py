@@ -598,6 +598,48 @@ COMPARISONS = ("less", "less_equal", "greater", "greater_equal", "equal", "not_e
 BITWISE = ("bitwise_and", "bitwise_or", "bitwise_xor")
 
 
+_SQUARE = ((3, 3), (2, 3, 3), (1, 1))
+
+
+def _dominant(a: np.ndarray) -> np.ndarray:
+    """``a`` (entries in [-3, 3]) plus ``3 n`` on the diagonal: nonsingular, positive det."""
+    n = a.shape[-1]
+    return (a + 3 * n * np.eye(n)).astype(np.float32)
+
+
+def _spd(a: np.ndarray) -> np.ndarray:
+    """``a a^T + n I``: symmetric positive definite, eigenvalues apart from 0."""
+    n = a.shape[-1]
+    return (a @ np.swapaxes(a, -1, -2) + n * np.eye(n)).astype(np.float32)
+
+
+def matrices(kind: Callable[[np.ndarray], np.ndarray] = _dominant) -> tuple[Case, ...]:
+    """One case: a square matrix or a batch of them, made well conditioned by ``kind``."""
+    return (Case("square", arrays_in(_SQUARE).map(lambda a: (kind(a),))),)
+
+
+def _solve_cases() -> tuple[Case, ...]:
+    def system(pair: Arrays, vector: bool) -> Arrays:
+        a, b = pair
+        return (_dominant(a), b[..., 0] if vector else b)
+
+    shapes = (((3, 3), (3, 2)), ((2, 3, 3), (2, 3, 1)), ((2, 3, 3), (1, 3, 2)))
+    vectors = (((3, 3), (3, 1)), ((2, 3, 3), (2, 3, 1)), ((2, 3, 3), (3, 1)))
+    return (
+        Case("matrix", pairs(shapes).map(lambda p: system(p, False)), {"vector": False}),
+        Case("vector", pairs(vectors).map(lambda p: system(p, True)), {"vector": True}),
+    )
+
+
+def _solve_ref(a: jax.Array, b: jax.Array, vector: bool) -> jax.Array:
+    return jnp.linalg.solve(a, b[..., None])[..., 0] if vector else jnp.linalg.solve(a, b)
+
+
+def _logdet_ref(a: jax.Array) -> jax.Array:
+    sign, value = jnp.linalg.slogdet(a)
+    return jnp.where(sign < 0, jnp.nan, value)
+
+
 def _masks(cases: tuple[Case, ...]) -> tuple[Case, ...]:
     """``cases`` with each drawn array turned into a boolean mask (``x > 0``)."""
     return tuple(
@@ -637,6 +679,28 @@ SPECS: tuple[OpSpec, ...] = (
     _unary_spec("abs"),
     _unary_spec("sin"),
     _unary_spec("cos"),
+    # ops/matrix.py: well-conditioned matrices (singular ones are in test_matrix.py)
+    OpSpec(_R["det"], matrices(), jnp.linalg.det, rtol=1e-4),
+    OpSpec(_R["slogdet"], matrices(), lambda a: jnp.linalg.slogdet(a)[1], rtol=1e-4),
+    OpSpec(_R["logdet"], matrices(_spd), _logdet_ref, rtol=1e-4),
+    OpSpec(_R["inv"], matrices(), jnp.linalg.inv, rtol=1e-4),
+    OpSpec(_R["solve"], _solve_cases(), _solve_ref, rtol=1e-4),
+    OpSpec(
+        _R["cholesky"],
+        (
+            Case("lower", matrices(_spd)[0].inputs, {"upper": False}),
+            Case("upper", matrices(_spd)[0].inputs, {"upper": True}),
+        ),
+        lambda a, upper: jnp.linalg.cholesky(a, upper=upper),
+        rtol=1e-4,
+    ),
+    OpSpec(
+        _R["eigvalsh"],
+        (Case("lower", matrices(_spd)[0].inputs, {"lower": True}),),
+        lambda a, lower: jnp.linalg.eigvalsh(a, UPLO="L" if lower else "U"),
+        rtol=1e-4,
+        atol=1e-4,
+    ),
     # ops/special.py: domains inside each function's (the boundaries are in test_special.py)
     _unary_spec("tan", Domain(-1.25, 1.25)),
     _unary_spec("arcsin", Domain(-0.875, 0.875)),
