@@ -928,6 +928,8 @@ def _from_store(
     root = store_dir()
     folder = None if root is None else _env_folder(root)
     path = None if folder is None else folder / f"{key}.bin"
+    if path is not None and path.with_suffix(".jax").exists():
+        return None  # a program that calls out of XLA: plain jax.jit's (``_calls_out``)
     compiled = loaded = None
     if path is not None and path.exists():
         try:
@@ -939,12 +941,28 @@ def _from_store(
         lowered, options = _lower(plain, args, kwargs, classic)
         if _config.trace_context() != context:  # another thread changed a global setting
             return None  # while this one traced: the program may not be the key's
+        if _calls_out(lowered):
+            if folder is not None and path is not None:
+                with contextlib.suppress(OSError):
+                    folder.mkdir(parents=True, exist_ok=True)
+                    path.with_suffix(".jax").touch()
+            return None
         with _past_jax_cache():
             compiled = lowered.compile(compiler_options=options)
         if folder is not None and path is not None:
             _save(compiled, folder, path)
     call = _fast_call(compiled)
     return None if call is None else (call, loaded)
+
+
+def _calls_out(lowered: Any) -> bool:
+    """Whether a lowered program calls code outside XLA (a ``custom_call``: the LAPACK
+    routines of ``det``, ``inv``, ``solve``, ``cholesky``, ``eigvalsh``). jaxlib readies
+    those routines while it lowers a call to them, so a program loaded from the store into a
+    process that lowered none crashed the interpreter when it ran (a segmentation fault):
+    such a kernel is plain ``jax.jit``'s, which lowers first (and JAX's persistent cache
+    keeps its program), and the store keeps an empty ``.jax`` entry saying so."""
+    return "custom_call" in lowered.as_text()
 
 
 def _lower(

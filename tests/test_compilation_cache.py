@@ -210,6 +210,41 @@ def test_damaged_or_foreign_store_entries_are_compiled_again(tmp_path: Path) -> 
     np.testing.assert_allclose(other["gw"], first["gw"], rtol=1e-6)
 
 
+_LAPACK = """
+import json, sys
+import numpy as np
+import tapegrad as tg
+from tapegrad import kernels
+
+tg.set_compilation_cache(sys.argv[1])
+a = tg.tensor(np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]], np.float32))
+a.require_grad()
+out = tg.det(a) + tg.inv(a).sum() + tg.solve(a, tg.ones(3)).sum() + tg.cholesky(a).sum()
+out = out + tg.slogdet(a).logabsdet + tg.eigvalsh(a).sum() + (a * 2.0).sum()
+out.backward()
+print(json.dumps({
+    "out": float(out), "grad": np.asarray(a.grad).tolist(),
+    "stored": len(list(kernels.store_dir().rglob("*.bin"))),
+    "jax": len(list(kernels.store_dir().rglob("*.jax"))),
+}))
+"""
+
+
+def test_kernels_calling_lapack_are_left_to_jax(tmp_path: Path) -> None:
+    """A kernel whose program calls LAPACK (det, inv, solve, cholesky, eigvalsh) loaded from
+    the store into a later process crashed it (jaxlib readies LAPACK while lowering, and a
+    loaded program is not lowered): the store marks such kernels as plain jax.jit's, and the
+    second process computes the same values."""
+    import json
+
+    runs = []
+    for _ in range(2):
+        out = _run(_LAPACK, tmp_path, prelude="", args=(str(tmp_path / "cache"),))
+        runs.append(json.loads(out.strip().splitlines()[-1]))
+    assert runs[0]["jax"] >= 6 and runs[0]["stored"] >= 1, runs[0]
+    assert runs[1] == runs[0]
+
+
 @pytest.mark.slow
 def test_no_store_while_the_cache_is_off(tmp_path: Path) -> None:
     _run(
