@@ -52,7 +52,14 @@ from tapegrad.nn.activation import (
 )
 from tapegrad.nn.attention import MultiheadAttention
 from tapegrad.nn.container import ModuleDict, ModuleList, Sequential
-from tapegrad.nn.conv import Conv1d, Conv2d, Conv3d
+from tapegrad.nn.conv import (
+    Conv1d,
+    Conv2d,
+    Conv3d,
+    ConvTranspose1d,
+    ConvTranspose2d,
+    ConvTranspose3d,
+)
 from tapegrad.nn.dropout import Dropout, Dropout1d, Dropout2d
 from tapegrad.nn.linear import Identity, Linear
 from tapegrad.nn.loss import (
@@ -91,6 +98,9 @@ __all__ = [
     "Conv1d",
     "Conv2d",
     "Conv3d",
+    "ConvTranspose1d",
+    "ConvTranspose2d",
+    "ConvTranspose3d",
     "MaxPool1d",
     "AvgPool1d",
     "MaxPool2d",

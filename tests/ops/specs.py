@@ -393,6 +393,50 @@ def conv_case(x: Shape, w: Shape, stride: Any, pads: Any, dilation: Any, groups:
     return Case(f"{x}*{w}-{_id(params)}", inputs((x, w, (w[0],)), (REALS,) * 3), params)
 
 
+def _conv_transpose_ref(
+    x: jax.Array,
+    w: jax.Array,
+    b: jax.Array,
+    *,
+    stride: Any,
+    pads: Any,
+    dilation: Any,
+    groups: int,
+) -> jax.Array:
+    """By definition: the gradient, with respect to its input, of the convolution whose weight
+    is ``w`` read as (out, in / groups, *K) (``x`` the cotangent of its output)."""
+    n = w.ndim - 2
+    spec = "NC" + "DHW"[3 - n :]
+    kernel = w.shape[2:]
+    padding = [d * (k - 1) - lo for (lo, _), d, k in zip(pads, dilation, kernel, strict=True)]
+    sizes = [
+        (s - 1) * st + 1 + lo + hi - d * (k - 1)
+        for s, st, (lo, hi), d, k in zip(x.shape[2:], stride, pads, dilation, kernel, strict=True)
+    ]
+    z = jnp.zeros((x.shape[0], w.shape[1] * groups, *sizes), x.dtype)
+
+    def conv(z: jax.Array) -> jax.Array:
+        return jax.lax.conv_general_dilated(
+            z,
+            w,
+            stride,
+            [(p, p) for p in padding],
+            rhs_dilation=dilation,
+            feature_group_count=groups,
+            dimension_numbers=(spec, "OI" + spec[2:], spec),
+        )
+
+    (y,) = jax.vjp(conv, z)[1](x)
+    return y + jnp.reshape(b, (-1,) + (1,) * n)
+
+
+def conv_transpose_case(
+    x: Shape, w: Shape, stride: Any, pads: Any, dilation: Any, groups: int
+) -> Case:
+    params = {"stride": stride, "pads": pads, "dilation": dilation, "groups": groups}
+    return Case(f"{x}*{w}-{_id(params)}", inputs((x, w, (w[1] * groups,)), (REALS,) * 3), params)
+
+
 def _pool_ref(reducer: str) -> Callable[..., jax.Array]:
     def ref(x: jax.Array, *, kernel: Any, stride: Any, padding: Any) -> jax.Array:
         pads = ((0, 0), (0, 0), *((p, p) for p in padding))
@@ -1163,6 +1207,19 @@ SPECS: tuple[OpSpec, ...] = (
             conv_case((1, 2, 4, 4, 3), (2, 2, 2, 2, 2), (1, 1, 1), ((1, 0),) * 3, (1, 1, 1), 1),
         ),
         _conv_ref,
+        rtol=1e-4,
+        atol=1e-4,
+    ),
+    OpSpec(
+        _R["conv_transpose"],
+        (
+            conv_transpose_case((2, 4, 5), (4, 3, 3), (1,), ((2, 2),), (1,), 1),
+            conv_transpose_case((2, 4, 3, 4), (4, 2, 3, 2), (2, 1), ((1, 2), (1, 1)), (1, 2), 2),
+            conv_transpose_case(
+                (1, 2, 2, 3, 2), (2, 2, 2, 2, 2), (2, 2, 2), ((1, 1),) * 3, (1, 1, 1), 1
+            ),
+        ),
+        _conv_transpose_ref,
         rtol=1e-4,
         atol=1e-4,
     ),
