@@ -58,6 +58,7 @@ RANK = {
     "tapegrad.ops.pool": 8,
     "tapegrad.ops.random": 8,
     "tapegrad.ops.reduce": 8,
+    "tapegrad.ops.resize": 8.5,  # area mode: the adaptive pools (rank 8)
     "tapegrad.ops.shape": 8,
     "tapegrad.ops.special": 8,
     "tapegrad.ops.unary": 8,
@@ -87,6 +88,7 @@ RANK = {
     "tapegrad.nn.pooling": 11,
     "tapegrad.nn.shape": 11,
     "tapegrad.nn.sparse": 11,
+    "tapegrad.nn.upsampling": 11,
     "tapegrad.nn.attention": 12,
     "tapegrad.nn.rnn": 12,
     "tapegrad.nn.transformer": 13,

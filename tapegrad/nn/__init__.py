@@ -87,6 +87,13 @@ from tapegrad.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from tapegrad.nn.shape import Flatten, Unflatten
 from tapegrad.nn.sparse import Embedding
 from tapegrad.nn.transformer import TransformerEncoder, TransformerEncoderLayer
+from tapegrad.nn.upsampling import (
+    PixelShuffle,
+    PixelUnshuffle,
+    Upsample,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
+)
 
 __all__ = [
     "init",
@@ -101,6 +108,11 @@ __all__ = [
     "ConvTranspose1d",
     "ConvTranspose2d",
     "ConvTranspose3d",
+    "Upsample",
+    "UpsamplingNearest2d",
+    "UpsamplingBilinear2d",
+    "PixelShuffle",
+    "PixelUnshuffle",
     "MaxPool1d",
     "AvgPool1d",
     "MaxPool2d",

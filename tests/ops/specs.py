@@ -437,6 +437,26 @@ def conv_transpose_case(
     return Case(f"{x}*{w}-{_id(params)}", inputs((x, w, (w[1] * groups,)), (REALS,) * 3), params)
 
 
+def _resize_ref(x: jax.Array, *, mode: str, sizes: Any, scales: Any, align: bool) -> jax.Array:
+    """Each axis as two gathers and a lerp (tg.interpolate uses a matrix product); the
+    source indices are PyTorch's rule, checked against PyTorch in test_resize.py."""
+    from tapegrad.ops.resize import _sources
+
+    for k, (n_out, scale) in enumerate(zip(sizes, scales, strict=True)):
+        axis = x.ndim - len(sizes) + k
+        i0, i1, w1 = _sources(mode, x.shape[axis], n_out, scale, align, np.dtype(x.dtype))
+        shape = [1] * x.ndim
+        shape[axis] = n_out
+        w = jnp.reshape(jnp.asarray(w1), shape)
+        x = jnp.take(x, i0, axis=axis) * (1 - w) + jnp.take(x, i1, axis=axis) * w
+    return x
+
+
+def resize_case(shape: Shape, mode: str, sizes: Any, scales: Any, align: bool = False) -> Case:
+    params = {"mode": mode, "sizes": sizes, "scales": scales, "align": align}
+    return Case(f"{shape}-{_id(params)}", inputs((shape,), (REALS,)), params)
+
+
 def _pool_ref(reducer: str) -> Callable[..., jax.Array]:
     def ref(x: jax.Array, *, kernel: Any, stride: Any, padding: Any) -> jax.Array:
         pads = ((0, 0), (0, 0), *((p, p) for p in padding))
@@ -1222,6 +1242,17 @@ SPECS: tuple[OpSpec, ...] = (
         _conv_transpose_ref,
         rtol=1e-4,
         atol=1e-4,
+    ),
+    OpSpec(
+        _R["interpolate"],
+        (
+            resize_case((2, 3, 4, 5), "nearest", (7, 3), (None, None)),
+            resize_case((2, 3, 4), "nearest-exact", (6,), (1 / 1.5,)),
+            resize_case((2, 3, 4, 5), "bilinear", (7, 3), (None, None)),
+            resize_case((2, 3, 4, 5), "bilinear", (6, 10), (None, None), align=True),
+            resize_case((1, 2, 3, 2, 4), "trilinear", (5, 3, 2), (0.5, None, 2.0)),
+        ),
+        _resize_ref,
     ),
     *(
         OpSpec(

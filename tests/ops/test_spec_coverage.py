@@ -26,6 +26,7 @@ TORCH_NAMES = {
     "dropout",
     "conv",
     "conv_transpose",  # F.conv_transpose1d/2d/3d, one op
+    "interpolate",  # F.interpolate
     "max_pool2d",
     "avg_pool2d",
     "adaptive_avg_pool",  # F.adaptive_avg_pool1d and 2d, one op

@@ -1,0 +1,276 @@
+"""Resizing in PyTorch's conventions: ``interpolate`` (``F.interpolate``'s nearest,
+nearest-exact, linear, bilinear, trilinear and area modes) and ``pixel_shuffle`` /
+``pixel_unshuffle``.
+
+``interpolate`` is one op: each resized axis is a gather (nearest modes) or a product with a
+small ``(out, in)`` matrix of interpolation weights (linear modes), built from the static
+sizes when the kernel compiles (a constant of the compiled program, never per call), with
+PyTorch's source-index rules computed in the input's float dtype as PyTorch's CPU kernels
+compute them (so the chosen pixels and weights are PyTorch's). Its VJP is JAX's derivative of
+that forward (the transposed matrices, or a scatter-add of the gathered pixels), compiled
+per shape.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from tapegrad._args import integer
+from tapegrad._tensor import Tensor
+from tapegrad.derived import derived_vjp
+from tapegrad.errors import ShapeError
+from tapegrad.kernels import kernel
+from tapegrad.op import as_operand, defop, operand_shape
+from tapegrad.ops.pool import adaptive_avg_pool1d, adaptive_avg_pool2d
+
+__all__ = ["interpolate", "pixel_shuffle", "pixel_unshuffle"]
+
+_LINEAR = {"linear": 3, "bilinear": 4, "trilinear": 5}
+"""The linear modes and the input rank each takes (PyTorch's)."""
+_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "area")
+
+
+def _sources(
+    mode: str, n_in: int, n_out: int, scale: float | None, align: bool, dtype: np.dtype
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """PyTorch's source indices and weights along one axis: ``(i0, i1, w1)``, output ``j``
+    being ``(1 - w1[j]) x[i0[j]] + w1[j] x[i1[j]]`` (a nearest mode: ``w1`` all zeros).
+    ``scale`` is the user's ``1 / scale_factor`` when given (PyTorch's rule), else
+    ``n_in / n_out``; the arithmetic is in ``dtype`` (float32 for float32 inputs), as
+    PyTorch's ``area_pixel_compute_source_index`` and ``nearest_idx``."""
+    dst = np.arange(n_out).astype(dtype)
+    ratio = dtype.type(n_in / n_out if scale is None else scale)
+    if mode in ("nearest", "nearest-exact"):
+        shift = dtype.type(0.5 if mode == "nearest-exact" else 0.0)
+        i0 = np.minimum(np.floor((dst + shift) * ratio).astype(np.int64), n_in - 1)
+        return i0, i0, np.zeros(n_out, dtype)
+    if align:
+        ratio = dtype.type((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0)
+        src = ratio * dst
+    else:
+        src = np.maximum(ratio * (dst + dtype.type(0.5)) - dtype.type(0.5), dtype.type(0))
+    i0 = src.astype(np.int64)  # src >= 0: truncation is floor
+    i1 = np.where(i0 < n_in - 1, i0 + 1, i0)
+    return i0, i1, (src - i0.astype(dtype)).astype(dtype)
+
+
+@partial(kernel, static_argnames=("mode", "sizes", "scales", "align"))
+def _resize_fn(
+    x: jax.Array,
+    *,
+    mode: str,
+    sizes: tuple[int, ...],
+    scales: tuple[float | None, ...],
+    align: bool,
+) -> jax.Array:
+    """Resize the trailing ``len(sizes)`` axes of ``x`` one after the other."""
+    n = len(sizes)
+    dtype = np.dtype(x.dtype)
+    for k, (n_out, scale) in enumerate(zip(sizes, scales, strict=True)):
+        axis = x.ndim - n + k
+        i0, i1, w1 = _sources(mode, x.shape[axis], n_out, scale, align, dtype)
+        if mode in ("nearest", "nearest-exact"):
+            x = jnp.take(x, jnp.asarray(i0), axis=axis)
+            continue
+        weights = np.zeros((n_out, x.shape[axis]), dtype)
+        rows = np.arange(n_out)
+        np.add.at(weights, (rows, i0), (1 - w1).astype(dtype))
+        np.add.at(weights, (rows, i1), w1)
+        y = jnp.tensordot(jnp.asarray(weights), x, axes=([1], [axis]))
+        x = jnp.moveaxis(y, 0, axis)
+    return x
+
+
+@defop(name="interpolate")
+def _interpolate(
+    x: jax.Array,
+    *,
+    mode: str,
+    sizes: tuple[int, ...],
+    scales: tuple[float | None, ...],
+    align: bool,
+) -> tuple[jax.Array, tuple[jax.Array]]:
+    """``x`` (N, C, *S) resized to (N, C, *sizes)."""
+    return _resize_fn(x, mode=mode, sizes=sizes, scales=scales, align=align), (x,)
+
+
+_interpolate.defvjp(derived_vjp(_resize_fn))
+
+
+def _per_axis(value: Any, n: int, what: str) -> tuple[Any, ...]:
+    """``value`` (one number, or one per spatial axis) as a tuple of ``n``.
+
+    Raises:
+        ValueError: a sequence of another length (PyTorch's message, and what to pass).
+    """
+    if isinstance(value, (tuple, list)):
+        if len(value) != n:
+            raise ValueError(
+                f"interpolate: the input has {n} spatial axes but {what} has {len(value)} "
+                f"entries ({list(value)}); give one per spatial axis, for an input "
+                "(N, C, d1, ..., dK) and sizes or factors (o1, ..., oK)."
+            )
+        return tuple(value)
+    return (value,) * n
+
+
+def interpolate(
+    input: Any,  # noqa: A002 - PyTorch's name
+    size: int | tuple[int, ...] | None = None,
+    scale_factor: float | tuple[float, ...] | None = None,
+    mode: str = "nearest",
+    align_corners: bool | None = None,
+    recompute_scale_factor: bool | None = None,
+    antialias: bool = False,
+) -> Tensor:
+    """Resize the spatial axes of ``input`` (PyTorch's ``F.interpolate``).
+
+    Args:
+        input: (N, C, *S) with 1, 2 or 3 spatial axes S.
+        size: the output's spatial sizes: an int for every axis or one per axis.
+        scale_factor: instead of ``size``: a multiplier per axis (or one for all); the
+            output size is ``floor(S * scale_factor)``, and the source index of an output
+            pixel uses ``1 / scale_factor`` unless ``recompute_scale_factor`` (PyTorch's
+            rule: the two differ when ``S * scale_factor`` is not an integer).
+        mode: ``"nearest"`` (PyTorch's default: source ``floor(j * scale)``, which shifts
+            the image by half a pixel; ``"nearest-exact"`` is ``floor((j + 0.5) * scale)``,
+            as PIL and scikit-image), ``"linear"`` (3-D input), ``"bilinear"`` (4-D),
+            ``"trilinear"`` (5-D), or ``"area"`` (adaptive average pooling; 3-D and 4-D).
+        align_corners: for the linear modes: ``True`` maps the corner pixels' centres onto
+            each other, ``False`` (the default) their outer edges; refused for the other
+            modes, as PyTorch does.
+        recompute_scale_factor: with ``scale_factor``: compute the source indices from the
+            output size instead (``S / out``).
+        antialias: only ``False`` (tapegrad does not low-pass filter when downsampling).
+
+    Returns:
+        (N, C, *sizes), ``input``'s dtype. The VJP is JAX's derivative of the forward: the
+        transposed interpolation matrices (linear modes) or a scatter-add into the source
+        pixels (nearest modes), equal to PyTorch's.
+
+    Raises:
+        ShapeError: an input that is not 3-, 4- or 5-D, or a mode that needs another rank.
+        ValueError: neither or both of ``size`` and ``scale_factor``; a size or factor per
+            axis of the wrong length or not positive; ``align_corners`` with a nearest or
+            area mode; ``recompute_scale_factor`` with ``size``; an unknown mode;
+            ``antialias=True``.
+        TypeError: a size that is not an integer.
+    """
+    shape = operand_shape(input, "interpolate")
+    n = len(shape) - 2
+    if mode not in _MODES:
+        raise ValueError(
+            f"interpolate: mode={mode!r} is not one of {', '.join(map(repr, _MODES))} "
+            "('bicubic' is not supported: 'bilinear' is the nearest in kind)."
+        )
+    if n not in (1, 2, 3):
+        raise ShapeError(
+            f"interpolate: input of shape {shape} must be (N, C, *spatial) with 1, 2 or 3 "
+            "spatial axes; add the batch axis of an unbatched image with x[None]."
+        )
+    if mode in _LINEAR and len(shape) != _LINEAR[mode]:
+        want = {3: "linear", 4: "bilinear", 5: "trilinear"}[len(shape)]
+        raise ShapeError(
+            f"interpolate: got a {len(shape)}-D input, but mode {mode!r} needs a "
+            f"{_LINEAR[mode]}-D one; for this input use mode={want!r}."
+        )
+    if antialias:
+        raise ValueError("interpolate: antialias=True is not supported; pass antialias=False.")
+    if align_corners is not None and mode not in _LINEAR:
+        raise ValueError(
+            "interpolate: align_corners can only be set with the interpolating modes linear, "
+            f"bilinear and trilinear, not {mode!r}; leave it out."
+        )
+    if (size is None) == (scale_factor is None):
+        raise ValueError(
+            "interpolate: give exactly one of size and scale_factor"
+            + (" (both were given)." if size is not None else ".")
+        )
+    scales: tuple[float | None, ...] = (None,) * n
+    if size is not None:
+        if recompute_scale_factor is not None:
+            raise ValueError(
+                "interpolate: recompute_scale_factor is not meaningful with an explicit size; "
+                "leave it out."
+            )
+        sizes = tuple(integer(s, "interpolate: size") for s in _per_axis(size, n, "size"))
+    else:
+        factors = tuple(float(f) for f in _per_axis(scale_factor, n, "scale_factor"))
+        if min(factors) <= 0 or not all(map(math.isfinite, factors)):
+            raise ValueError(f"interpolate: scale_factor={scale_factor!r} must be positive.")
+        sizes = tuple(math.floor(s * f) for s, f in zip(shape[2:], factors, strict=True))
+        if not recompute_scale_factor:
+            scales = tuple(1.0 / f for f in factors)
+    if min(sizes) <= 0:
+        raise ValueError(
+            f"interpolate: the output size {sizes} of input {shape} must be positive on every "
+            "axis; use a larger size or scale_factor."
+        )
+    if mode == "area":
+        if n == 3:
+            raise ShapeError("interpolate: mode 'area' takes 3-D and 4-D inputs here.")
+        if n == 1:
+            return adaptive_avg_pool1d(input, sizes[0])
+        return adaptive_avg_pool2d(input, (sizes[0], sizes[1]))
+    return _interpolate(input, mode=mode, sizes=sizes, scales=scales, align=bool(align_corners))
+
+
+def _factor(name: str, value: Any) -> int:
+    r = integer(value, f"{name}: the factor")
+    if r <= 0:
+        raise ValueError(f"{name}: the factor must be positive, got {r}.")
+    return r
+
+
+def pixel_shuffle(x: Any, upscale_factor: int) -> Tensor:
+    """Rearrange (*, C r^2, H, W) into (*, C, H r, W r) (PyTorch's ``F.pixel_shuffle``: a
+    sub-pixel convolution's upsampling); a reshape and a transpose, differentiable.
+
+    Raises:
+        ShapeError: fewer than 3 axes, or channels not divisible by ``r^2``.
+        ValueError: a factor that is not positive.
+        TypeError: a factor that is not an integer.
+    """
+    r = _factor("pixel_shuffle", upscale_factor)
+    t = x if isinstance(x, Tensor) else Tensor(as_operand(x, "pixel_shuffle"))
+    if t.ndim < 3 or t.shape[-3] % (r * r):
+        raise ShapeError(
+            f"pixel_shuffle: input of shape {t.shape} must be (*, C * {r * r}, H, W): at least "
+            f"3 axes and channels divisible by upscale_factor^2 = {r * r}."
+        )
+    *lead, c, h, w = t.shape
+    k = len(lead)
+    y = t.reshape(*lead, c // (r * r), r, r, h, w)
+    y = y.permute(*range(k), k, k + 3, k + 1, k + 4, k + 2)
+    out: Tensor = y.reshape(*lead, c // (r * r), h * r, w * r)
+    return out
+
+
+def pixel_unshuffle(x: Any, downscale_factor: int) -> Tensor:
+    """Rearrange (*, C, H r, W r) into (*, C r^2, H, W) (PyTorch's ``F.pixel_unshuffle``,
+    the inverse of ``pixel_shuffle``).
+
+    Raises:
+        ShapeError: fewer than 3 axes, or a height or width not divisible by ``r``.
+        ValueError: a factor that is not positive.
+        TypeError: a factor that is not an integer.
+    """
+    r = _factor("pixel_unshuffle", downscale_factor)
+    t = x if isinstance(x, Tensor) else Tensor(as_operand(x, "pixel_unshuffle"))
+    if t.ndim < 3 or t.shape[-2] % r or t.shape[-1] % r:
+        raise ShapeError(
+            f"pixel_unshuffle: input of shape {t.shape} must be (*, C, H, W) with H and W "
+            f"divisible by downscale_factor = {r}."
+        )
+    *lead, c, h, w = t.shape
+    k = len(lead)
+    y = t.reshape(*lead, c, h // r, r, w // r, r)
+    y = y.permute(*range(k), k, k + 2, k + 4, k + 1, k + 3)
+    out: Tensor = y.reshape(*lead, c * r * r, h // r, w // r)
+    return out
