@@ -86,7 +86,13 @@ from tapegrad.nn.pooling import (
 from tapegrad.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from tapegrad.nn.shape import Flatten, Unflatten
 from tapegrad.nn.sparse import Embedding
-from tapegrad.nn.transformer import TransformerEncoder, TransformerEncoderLayer
+from tapegrad.nn.transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 from tapegrad.nn.upsampling import (
     PixelShuffle,
     PixelUnshuffle,
@@ -153,6 +159,9 @@ __all__ = [
     "MultiheadAttention",
     "TransformerEncoderLayer",
     "TransformerEncoder",
+    "TransformerDecoderLayer",
+    "TransformerDecoder",
+    "Transformer",
     "RNN",
     "LSTM",
     "GRU",
