@@ -26,10 +26,6 @@ __all__ = ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
 
 
 _TORCH_ADVICE = {
-    "bidirectional": "tapegrad's recurrent layers run forward in time only. For a bidirectional "
-    "layer, run a second layer on the time-reversed sequence and concatenate: "
-    "out = tg.concatenate([fwd(x)[0], bwd(x[::-1])[0][::-1]], axis=-1) (time first; with "
-    "batch_first=True reverse axis 1: x[:, ::-1]).",
     "proj_size": "LSTM projections are not supported: drop proj_size (PyTorch's default 0); to "
     "shrink the outputs, apply an nn.Linear(hidden_size, proj_size) to them (PyTorch projects "
     "h inside the recurrence, so its weights do not load into that).",
@@ -114,14 +110,20 @@ def _sizes(name: str, *sizes: tuple[str, Any]) -> list[int]:
     return values
 
 
+def _suffix(layer: int, direction: int) -> str:
+    """PyTorch's parameter suffix of a layer's direction: ``_l0``, ``_l0_reverse``."""
+    return f"_l{layer}_reverse" if direction else f"_l{layer}"
+
+
 class _RNNBase(Module):
     """Parameters ``weight_ih_l{k}`` ``(G*H, in)``, ``weight_hh_l{k}`` ``(G*H, H)``,
-    ``bias_ih_l{k}``, ``bias_hh_l{k}`` ``(G*H,)`` per layer ``k``, all uniform in
+    ``bias_ih_l{k}``, ``bias_hh_l{k}`` ``(G*H,)`` per layer ``k`` (and the same with a
+    ``_reverse`` suffix for a bidirectional layer's backward direction), all uniform in
     ``[-1/sqrt(H), 1/sqrt(H)]`` (PyTorch's), ``G`` gates stacked in PyTorch's order."""
 
     _gates: int
 
-    @torch_keywords(_TORCH_ADVICE, defaults={"bidirectional": False, "proj_size": 0})
+    @torch_keywords(_TORCH_ADVICE, defaults={"proj_size": 0})
     def __init__(
         self,
         input_size: int,
@@ -130,6 +132,7 @@ class _RNNBase(Module):
         bias: bool = True,
         batch_first: bool = False,
         dropout: float = 0.0,
+        bidirectional: bool = False,
         *,
         key: Any = None,
         dtype: Any = jnp.float32,
@@ -146,11 +149,18 @@ class _RNNBase(Module):
         check_float(dtype, name)
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first = bias, batch_first
-        layer_keys = _init.keys(key, 4 * num_layers + 1)
+        if bidirectional not in (True, False):  # 0 and 1 too, as PyTorch
+            raise TypeError(f"{name}: bidirectional must be True or False, got {bidirectional!r}.")
+        self.bidirectional = bool(bidirectional)
+        directions = 2 if bidirectional else 1
+        layer_keys = _init.keys(key, 4 * num_layers * directions + 1)
         for layer in range(num_layers):
-            n_in = input_size if layer == 0 else hidden_size
-            keys = layer_keys[4 * layer : 4 * layer + 4]
-            _gate_weights(self, f"_l{layer}", (n_in, hidden_size), self._gates, bias, keys, dtype)
+            n_in = input_size if layer == 0 else hidden_size * directions
+            for d in range(directions):
+                at = 4 * (layer * directions + d)
+                keys = layer_keys[at : at + 4]
+                suffix = _suffix(layer, d)
+                _gate_weights(self, suffix, (n_in, hidden_size), self._gates, bias, keys, dtype)
         self.dropout = check_p(name, dropout)  # a float, as PyTorch's (code sets it too)
         self._dropout_key = None if key is None else key_of(layer_keys[-1])
         _init.to_device(self, device, f"nn.{name}")
@@ -202,8 +212,9 @@ class _RNNBase(Module):
             ShapeError: ``h`` has another shape (also: not 2-D for an unbatched input).
         """
         n = x.shape[1]
+        layers = self.num_layers * (2 if self.bidirectional else 1)
         if h is None:
-            return [Tensor(jnp.zeros((n, self.hidden_size), x.dtype))] * self.num_layers
+            return [Tensor(jnp.zeros((n, self.hidden_size), x.dtype))] * layers
         refuse_torch(h, f"{type(self).__name__}: {what}")
         if not isinstance(h, Tensor | jax.Array | np.ndarray):
             raise self._state_error(what, h, "a tensor")
@@ -211,52 +222,79 @@ class _RNNBase(Module):
             if h.ndim != 2:
                 raise ShapeError(
                     f"{type(self).__name__}: for an unbatched (L, {self.input_size}) input, "
-                    f"{what} must be 2-D (num_layers, hidden_size) = "
-                    f"{(self.num_layers, self.hidden_size)}, got shape {tuple(h.shape)}; "
+                    f"{what} must be 2-D (num_layers * directions, hidden_size) = "
+                    f"{(layers, self.hidden_size)}, got shape {tuple(h.shape)}; "
                     f"a batched input (L, N, {self.input_size}) takes "
-                    "(num_layers, N, hidden_size)."
+                    "(num_layers * directions, N, hidden_size)."
                 )
             h = h.reshape(h.shape[0], 1, h.shape[1])
-        want = (self.num_layers, n, self.hidden_size)
+        want = (layers, n, self.hidden_size)
         if h.shape != want:
             raise ShapeError(
-                f"{type(self).__name__}: {what} must have shape {want}, got {h.shape}."
+                f"{type(self).__name__}: {what} must have shape {want} (num_layers * "
+                f"directions, N, hidden_size), got {h.shape}."
             )
-        return [h[layer] for layer in range(self.num_layers)]
+        return [h[layer] for layer in range(layers)]
 
-    def _inputs(self, x: Tensor, layer: int) -> tuple[Tensor, Tensor, Tensor | None]:
-        """Input projections of all steps at once ``(L, N, G*H)``, ``W_hh^T``, ``b_hh``."""
-        xw = x @ getattr(self, f"weight_ih_l{layer}").T
+    def _inputs(self, x: Tensor, suffix: str) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Input projections of all steps at once ``(L, N, G*H)``, ``W_hh^T``, ``b_hh`` of the
+        layer direction ``suffix``."""
+        xw = x @ getattr(self, f"weight_ih{suffix}").T
         b_hh = None
         if self.bias:
-            xw = xw + getattr(self, f"bias_ih_l{layer}")
-            b_hh = getattr(self, f"bias_hh_l{layer}")
-        return xw, getattr(self, f"weight_hh_l{layer}").T, b_hh
+            xw = xw + getattr(self, f"bias_ih{suffix}")
+            b_hh = getattr(self, f"bias_hh{suffix}")
+        return xw, getattr(self, f"weight_hh{suffix}").T, b_hh
 
     def _run(
-        self, x: Any, hx: Any, step: Callable[..., Tensor], fold: bool = False
-    ) -> tuple[Tensor, Tensor]:
-        """A recurrence with one state (``RNN``, ``GRU``) over the sequence, layer by layer:
-        ``step(xw_t, h, W_hh^T, b_hh)`` gives the next ``h`` from the step's input projection
-        ``x_t W_ih^T + b_ih`` (with ``fold``, ``b_hh`` is added to the projections once and
-        ``None`` is passed). Returns ``(output, h_n)``."""
-        x, unbatched = self._check(x)
-        h0 = self._state(hx, x, unbatched, "h_0")
-        hs: list[Tensor] = []
+        self,
+        x: Tensor,
+        states: list[Any],
+        step: Callable[..., tuple[Tensor, Any]],
+        fold: bool = False,
+    ) -> tuple[Tensor, list[Any]]:
+        """The recurrence over time-major ``x`` ``(L, N, in)``, layer by layer, each layer's
+        directions in turn (a bidirectional layer's second runs from the last step to the
+        first; their outputs are concatenated on the last axis, PyTorch's layout).
+        ``step(xw_t, state, W_hh^T, b_hh)`` gives the step's output ``h`` and the next state
+        from the step's input projection ``x_t W_ih^T + b_ih`` (with ``fold``, ``b_hh`` is
+        added to the projections once and ``None`` is passed); ``states`` are the initial
+        ones per layer direction (layer-major). Returns the last layer's output and the final
+        states, in the order of ``states``."""
+        directions = 2 if self.bidirectional else 1
+        length = x.shape[0]
+        finals: list[Any] = []
         for layer in range(self.num_layers):
-            xw, w_hh, b_hh = self._inputs(x, layer)
-            if fold and b_hh is not None:
-                xw, b_hh = xw + b_hh, None
-            h = h0[layer]
-            outs = []
-            for t in range(x.shape[0]):
-                h = step(xw[t], h, w_hh, b_hh)
-                outs.append(h)
-            hs.append(h)
-            x = ops.stack(outs, axis=0)
+            outputs = []
+            for d in range(directions):
+                xw, w_hh, b_hh = self._inputs(x, _suffix(layer, d))
+                if fold and b_hh is not None:
+                    xw, b_hh = xw + b_hh, None
+                state = states[layer * directions + d]
+                outs: list[Any] = [None] * length
+                for t in reversed(range(length)) if d else range(length):
+                    outs[t], state = step(xw[t], state, w_hh, b_hh)
+                finals.append(state)
+                outputs.append(ops.stack(outs, axis=0))
+            x = outputs[0] if directions == 1 else ops.concatenate(outputs, axis=-1)
             if layer < self.num_layers - 1:
                 x = self._drop(x)
-        return self._output(x, unbatched), self._final(hs, unbatched)
+        return x, finals
+
+    def _one_state(
+        self, x: Any, hx: Any, step: Callable[..., Tensor], fold: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        """``RNN``'s and ``GRU``'s recurrence (one state ``h``): ``step(xw_t, h, W_hh^T,
+        b_hh)`` gives the next ``h`` (see ``_run``). Returns ``(output, h_n)``."""
+        x, unbatched = self._check(x)
+        h0 = self._state(hx, x, unbatched, "h_0")
+
+        def both(xw: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> tuple[Tensor, Any]:
+            h = step(xw, h, w_hh, b_hh)
+            return h, h
+
+        out, hs = self._run(x, h0, both, fold)
+        return self._output(out, unbatched), self._final(hs, unbatched)
 
     def _output(self, seq: Tensor, unbatched: bool) -> Tensor:
         if unbatched:
@@ -282,6 +320,7 @@ class _RNNBase(Module):
             f"batch_first={self.batch_first}"
             + ("" if self.bias else ", bias=False")
             + (f", dropout={self.dropout}" if self.dropout else "")
+            + (", bidirectional=True" if self.bidirectional else "")
         )
 
 
@@ -301,20 +340,23 @@ class RNN(_RNNBase):
         bias: learn the biases.
         batch_first: ``(N, L, in)`` inputs and outputs; else ``(L, N, in)``.
         dropout: dropout on the outputs of every layer but the last, while training.
+        bidirectional: a second direction per layer running from the last step to the
+            first (parameters suffixed ``_reverse``); outputs ``(L, N, 2 H)`` (the two
+            directions concatenated, forward first) and final states ``(2 num_layers, N, H)``
+            (layer by layer, forward direction first), as PyTorch's.
         key: an int seed or a key; ``None`` draws from the process random state.
         dtype: a floating dtype for the parameters.
         device: where the parameters live (PyTorch's ``device=``; ``None``: JAX's default).
 
     Raises:
-        TypeError: a size that is not an integer; PyTorch's ``bidirectional=True`` (not
-            supported: the message says what to write).
+        TypeError: a size that is not an integer.
         ValueError: a non-positive size, ``dropout`` outside ``[0, 1]``, a nonlinearity
             other than ``"tanh"`` and ``"relu"``.
     """
 
     _gates = 1
 
-    @torch_keywords(_TORCH_ADVICE, defaults={"bidirectional": False, "proj_size": 0})
+    @torch_keywords(_TORCH_ADVICE, defaults={"proj_size": 0})
     def __init__(
         self,
         input_size: int,
@@ -324,6 +366,7 @@ class RNN(_RNNBase):
         bias: bool = True,
         batch_first: bool = False,
         dropout: float = 0.0,
+        bidirectional: bool = False,
         *,
         key: Any = None,
         dtype: Any = jnp.float32,
@@ -337,6 +380,7 @@ class RNN(_RNNBase):
             bias,
             batch_first,
             dropout,
+            bidirectional,
             key=key,
             dtype=dtype,
             device=device,
@@ -347,7 +391,7 @@ class RNN(_RNNBase):
         """Run over the sequence: arguments, result and errors as ``GRU.forward``'s, and a
         ``ValueError`` for a ``nonlinearity`` set to another value than "tanh" or "relu"."""
         _check_nonlinearity("RNN", self.nonlinearity)  # code may have set it
-        return self._run(x, hx, self._step, fold=True)
+        return self._one_state(x, hx, self._step, fold=True)
 
     def _step(self, xw: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> Tensor:
         """``act(x W_ih^T + b_ih + b_hh + h W_hh^T)`` (both biases folded into ``xw``)."""
@@ -375,14 +419,18 @@ class LSTM(_RNNBase):
         bias: learn the biases.
         batch_first: ``(N, L, in)`` inputs and outputs; else ``(L, N, in)``.
         dropout: dropout on the outputs of every layer but the last, while training.
+        bidirectional: a second direction per layer running from the last step to the
+            first (parameters suffixed ``_reverse``); outputs ``(L, N, 2 H)`` (the two
+            directions concatenated, forward first) and final states ``(2 num_layers, N, H)``
+            (layer by layer, forward direction first), as PyTorch's.
         key: an int seed or a key; ``None`` draws from the process random state.
         dtype: a floating dtype for the parameters.
         device: where the parameters and buffers are made, as ``tg.zeros(..., device=)``
             (``"cpu"``, ``"gpu:0"``, a ``jax.Device``); ``None``: JAX's default device.
 
     Raises:
-        TypeError: a size that is not an integer; PyTorch's ``bidirectional=True`` or
-            ``proj_size`` (not supported: the message says what to write).
+        TypeError: a size that is not an integer; PyTorch's ``proj_size`` (not supported:
+            the message says what to write).
         ValueError: a non-positive size, ``dropout`` outside ``[0, 1]``.
     """
 
@@ -396,7 +444,8 @@ class LSTM(_RNNBase):
         Args:
             x: ``(L, N, input_size)`` (``(N, L, input_size)`` with ``batch_first``), or
                 unbatched ``(L, input_size)``.
-            hx: initial ``(h_0, c_0)``, each ``(num_layers, N, H)``; zeros by default.
+            hx: initial ``(h_0, c_0)``, each ``(num_layers * directions, N, H)``; zeros by
+                default.
 
         Returns:
             ``(output, (h_n, c_n))``: the last layer's ``h`` at every step, and the final
@@ -412,24 +461,24 @@ class LSTM(_RNNBase):
             raise self._state_error("hx", hx, "a pair (h_0, c_0)")
         h0 = self._state(hx[0] if hx else None, x, unbatched, "h_0")
         c0 = self._state(hx[1] if hx else None, x, unbatched, "c_0")
-        hs: list[Tensor] = []
-        cs: list[Tensor] = []
-        for layer in range(self.num_layers):
-            xw, w_hh, b_hh = self._inputs(x, layer)
-            h, c = h0[layer], c0[layer]
-            outs = []
-            for t in range(x.shape[0]):
-                gates = xw[t] + h @ w_hh
-                if b_hh is not None:
-                    gates = gates + b_hh
-                h, c = _lstm_step(gates, c, hid)
-                outs.append(h)
-            hs.append(h)
-            cs.append(c)
-            x = ops.stack(outs, axis=0)
-            if layer < self.num_layers - 1:
-                x = self._drop(x)
-        return self._output(x, unbatched), (self._final(hs, unbatched), self._final(cs, unbatched))
+
+        def step(
+            xw: Tensor, state: tuple[Tensor, Tensor], w_hh: Tensor, b_hh: Tensor | None
+        ) -> tuple[Tensor, Any]:
+            h, c = state
+            gates = xw + h @ w_hh
+            if b_hh is not None:
+                gates = gates + b_hh
+            h, c = _lstm_step(gates, c, hid)
+            return h, (h, c)
+
+        out, finals = self._run(x, list(zip(h0, c0, strict=True)), step)
+        hs = [h for h, _ in finals]
+        cs = [c for _, c in finals]
+        return self._output(out, unbatched), (
+            self._final(hs, unbatched),
+            self._final(cs, unbatched),
+        )
 
 
 class GRU(_RNNBase):
@@ -445,14 +494,18 @@ class GRU(_RNNBase):
         bias: learn the biases.
         batch_first: ``(N, L, in)`` inputs and outputs; else ``(L, N, in)``.
         dropout: dropout on the outputs of every layer but the last, while training.
+        bidirectional: a second direction per layer running from the last step to the
+            first (parameters suffixed ``_reverse``); outputs ``(L, N, 2 H)`` (the two
+            directions concatenated, forward first) and final states ``(2 num_layers, N, H)``
+            (layer by layer, forward direction first), as PyTorch's.
         key: an int seed or a key; ``None`` draws from the process random state.
         dtype: a floating dtype for the parameters.
         device: where the parameters and buffers are made, as ``tg.zeros(..., device=)``
             (``"cpu"``, ``"gpu:0"``, a ``jax.Device``); ``None``: JAX's default device.
 
     Raises:
-        TypeError: a size that is not an integer; PyTorch's ``bidirectional=True`` or
-            ``proj_size`` (not supported: the message says what to write).
+        TypeError: a size that is not an integer; PyTorch's ``proj_size`` (not supported:
+            the message says what to write).
         ValueError: a non-positive size, ``dropout`` outside ``[0, 1]``.
     """
 
@@ -464,7 +517,7 @@ class GRU(_RNNBase):
         Args:
             x: ``(L, N, input_size)`` (``(N, L, input_size)`` with ``batch_first``), or
                 unbatched ``(L, input_size)``.
-            hx: initial ``h_0`` ``(num_layers, N, H)``; zeros by default.
+            hx: initial ``h_0`` ``(num_layers * directions, N, H)``; zeros by default.
 
         Returns:
             ``(output, h_n)``: the last layer's ``h`` at every step, and the final state of
@@ -474,7 +527,7 @@ class GRU(_RNNBase):
             TypeError: ``hx`` is not an array (an LSTM-style tuple, say).
             ShapeError: ``x`` or ``hx`` of another shape than given above.
         """
-        return self._run(x, hx, self._step)
+        return self._one_state(x, hx, self._step)
 
     def _step(self, xw: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> Tensor:
         """One GRU step (``_gru_step``)."""

@@ -121,8 +121,6 @@ def test_elman_rnn_and_cells_refuse_what_torch_refuses() -> None:
         nn.RNN(3, 4, nonlinearity="sigmoid")
     with pytest.raises(ValueError, match="unknown nonlinearity"):
         nn.RNNCell(3, 4, nonlinearity="gelu")
-    with pytest.raises(TypeError, match="bidirectional"):
-        nn.RNN(3, 4, bidirectional=True)
     cell = nn.LSTMCell(3, 4, key=0)
     with pytest.raises(tg.ShapeError, match=r"input must be \(N, 3\) or unbatched \(3,\)"):
         cell(tg.ones((2, 5)))

@@ -1,6 +1,6 @@
 """PyTorch layer options tapegrad does not take: a TypeError naming the public class and what
-to do (or ValueError for a value), PyTorch's default values accepted as no-ops, and the
-bidirectional workaround the message gives checked against PyTorch."""
+to do (or ValueError for a value), PyTorch's default values accepted as no-ops; and the
+bidirectional recurrent layers (once refused) checked against PyTorch's."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _parity import check_against_torch
 
 import tapegrad as tg
 from tapegrad import nn
 
 CASES: list[tuple[Callable[[], Any], type[Exception], str]] = [
-    (lambda: nn.LSTM(3, 4, bidirectional=True), TypeError, r"^LSTM\(\) .*reversed sequence"),
-    (lambda: nn.GRU(3, 4, bidirectional=1), TypeError, r"^GRU\(\) got bidirectional="),
+    (lambda: nn.GRU(3, 4, bidirectional="yes"), TypeError, r"^GRU: bidirectional must be True"),
     (lambda: nn.LSTM(3, 4, proj_size=2), TypeError, r"^LSTM\(\) .*nn.Linear\(hidden_size"),
     (lambda: nn.MaxPool2d(2, ceil_mode=True), TypeError, r"^MaxPool2d\(\) .*floor mode"),
     (lambda: nn.AvgPool2d(2, ceil_mode=True), TypeError, r"^AvgPool2d\(\) .*tg.pad"),
@@ -104,18 +104,43 @@ def test_bce_with_logits_weight_and_pos_weight_are_pytorchs(reduction: str) -> N
     assert as_list.item() == pytest.approx(ours.item(), rel=1e-6)
 
 
-def test_the_bidirectional_advice_computes_pytorchs_bidirectional_lstm() -> None:
-    """What the bidirectional message says to write gives PyTorch's output, with the
-    ``_reverse`` weights loaded into the second layer."""
+@pytest.mark.parametrize("kind", ["RNN", "LSTM", "GRU"])
+@pytest.mark.parametrize(("layers", "batch_first"), [(1, False), (2, True), (2, False)])
+def test_bidirectional_layers_match_torch(kind: str, layers: int, batch_first: bool) -> None:
+    """Outputs ``(L, N, 2H)``, final states ``(2 num_layers, N, H)`` in PyTorch's order, and
+    every gradient (parameters, input, initial states), with torch's state dict loaded."""
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
-    theirs = torch.nn.LSTM(3, 4, bidirectional=True)
-    state = {k: v.detach().numpy() for k, v in theirs.state_dict().items()}
-    fwd, bwd = nn.LSTM(3, 4, key=0), nn.LSTM(3, 4, key=1)
-    fwd.load_state_dict({k: v for k, v in state.items() if not k.endswith("_reverse")})
-    bwd.load_state_dict({k[: -len("_reverse")]: v for k, v in state.items() if "_reverse" in k})
-    x_np = np.random.default_rng(0).standard_normal((5, 2, 3)).astype(np.float32)
-    x = tg.tensor(x_np)
-    out = tg.concatenate([fwd(x)[0], bwd(x[::-1])[0][::-1]], axis=-1)
-    want, _ = theirs(torch.tensor(x_np))
+    theirs = getattr(torch.nn, kind)(3, 4, layers, batch_first=batch_first, bidirectional=True)
+    ours = getattr(nn, kind)(3, 4, layers, batch_first=batch_first, bidirectional=True, key=0)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 5, 3) if batch_first else (5, 2, 3)).astype(np.float32)
+    h0 = rng.standard_normal((2 * layers, 2, 4)).astype(np.float32)
+    c0 = rng.standard_normal((2 * layers, 2, 4)).astype(np.float32)
+
+    def call(module: Any, xs: list[Any]) -> Any:
+        out, hn = module(xs[0], (xs[1], xs[2]) if kind == "LSTM" else xs[1])
+        h = hn[0] if kind == "LSTM" else hn
+        assert tuple(out.shape)[-1] == 8 and tuple(h.shape) == (2 * layers, 2, 4)
+        return out * 1.0 + (h * h).sum()  # the final states reach the gradient too
+
+    inputs = [x, h0, c0] if kind == "LSTM" else [x, h0]
+    check_against_torch(ours, theirs, inputs, call=call, rtol=1e-4, atol=1e-5)
+
+
+def test_bidirectional_unbatched_and_repr() -> None:
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    theirs = torch.nn.GRU(3, 4, bidirectional=True)
+    ours = nn.GRU(3, 4, bidirectional=1, key=0)
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    x = np.random.default_rng(2).standard_normal((5, 3)).astype(np.float32)
+    out, hn = ours(tg.tensor(x))
+    want, want_h = theirs(torch.tensor(x))
+    assert out.shape == (5, 8) and hn.shape == (2, 4)
     np.testing.assert_allclose(out.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(hn.numpy(), want_h.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert "bidirectional=True" in repr(ours)
+    with pytest.raises(tg.ShapeError, match=r"\(2, 1, 4\) \(num_layers \* directions"):
+        nn.GRU(3, 4, bidirectional=True, key=0)(tg.ones((5, 1, 3)), tg.zeros((1, 1, 4)))
