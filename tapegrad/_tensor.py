@@ -633,6 +633,10 @@ class Tensor:
         """Running sum along ``axis`` (``None``: over the flattened tensor)."""
         return _ops.cumsum(self, axis=axis)
 
+    def cumprod(self, axis: int | None = None) -> Tensor:
+        """Running product along ``axis`` (``None``: over the flattened tensor)."""
+        return _ops.cumprod(self, axis=axis)
+
     def gather(self, *args: Any, **kwargs: Any) -> Tensor:
         """``tg.gather(self, axis, indices)``: PyTorch's ``gather(dim, index)``, values picked
         along ``axis`` by integer ``indices`` of the same rank."""
@@ -933,6 +937,26 @@ class Tensor:
     def rad2deg(self) -> Tensor:
         """Elementwise radians to degrees."""
         return _ops.rad2deg(self)
+
+    def logaddexp(self, other: Any) -> Tensor:
+        """``tg.logaddexp(self, other)``."""
+        return _ops.logaddexp(self, other)
+
+    def hypot(self, other: Any) -> Tensor:
+        """``tg.hypot(self, other)``."""
+        return _ops.hypot(self, other)
+
+    def xlogy(self, other: Any) -> Tensor:
+        """``tg.xlogy(self, other)``."""
+        return _ops.xlogy(self, other)
+
+    def fmod(self, other: Any) -> Tensor:
+        """``tg.fmod(self, other)``."""
+        return _ops.fmod(self, other)
+
+    def copysign(self, other: Any) -> Tensor:
+        """``tg.copysign(self, other)``."""
+        return _ops.copysign(self, other)
 
     def isnan(self) -> Tensor:
         """Elementwise: whether the value is NaN (a boolean tensor, never requiring grad)."""

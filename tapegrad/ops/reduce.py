@@ -1,4 +1,5 @@
-"""Reductions over axes: sum, mean, max, min, logsumexp, var, std, and the scan cumsum."""
+"""Reductions over axes: sum, mean, max, min, logsumexp, var, std, and the scans cumsum and
+cumprod."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ __all__ = [
     "var",
     "std",
     "cumsum",
+    "cumprod",
     "all",
     "any",
 ]
@@ -337,6 +339,26 @@ def _cumsum_vjp(
     """y_j = sum_{i <= j} x_i, so gx_i = sum_{j >= i} g_j: a reversed cumulative sum."""
     (in_shape,) = res
     return (_reverse_cumsum(g, axis, in_shape),)
+
+
+@partial(kernel, static_argnames=("axis",))
+def _cumprod_fn(x: jax.Array, *, axis: int | None = None) -> jax.Array:
+    if x.ndim == 0:  # a 0-d input's axis 0 or -1: its one element
+        return x
+    return jnp.cumprod(x, axis=axis)
+
+
+@defop(name="cumprod")
+def cumprod(x: jax.Array, *, axis: int | None = None) -> tuple[jax.Array, tuple[jax.Array]]:
+    """Running product along ``axis`` (``None``: over the flattened input, as NumPy; a 0-d
+    input's axis 0 or -1 is its one element, as PyTorch). The VJP is JAX's derivative of the
+    scan (compiled per shape): right where the input holds zeros, as PyTorch's, unlike the
+    quotient ``g * y / x``."""
+    _axes(axis, x.ndim)  # checks the axis
+    return _cumprod_fn(x, axis=axis), (x,)
+
+
+cumprod.defvjp(derived_vjp(_cumprod_fn))
 
 
 @defop(differentiable=False)

@@ -1,7 +1,8 @@
-"""Elementwise functions with one tensor input whose derivative is a closed form of the input
-or the output: trigonometric and hyperbolic functions and their inverses, exponentials and
+"""Elementwise functions whose derivative is a closed form of the inputs or the output: with
+one tensor input, trigonometric and hyperbolic functions and their inverses, exponentials and
 logarithms in other bases, the reciprocal, and the special functions ``erfc``, ``erfinv``,
-``lgamma``, ``digamma``, ``sinc``.
+``lgamma``, ``digamma``, ``sinc``; with two (NumPy broadcasting), ``logaddexp``, ``hypot``,
+``xlogy``, ``fmod`` and ``copysign``, each gradient PyTorch's formula.
 
 Each op is declared by ``_elementwise`` from its jnp forward and its derivative ``d(x, y)``
 (the VJP is ``g * d(x, y)``, one compiled kernel per shape and dtype). Outside its domain an
@@ -14,15 +15,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 from jax.scipy import special as jsp
 
+from tapegrad._arrays import sum_to
 from tapegrad._tensor import Tensor
 from tapegrad.kernels import kernel
-from tapegrad.op import Op, as_operand, defop
+from tapegrad.op import Op, as_operand, broadcast_check, defop
 
 __all__ = [
     "tan",
@@ -46,6 +49,11 @@ __all__ = [
     "sinc",
     "deg2rad",
     "rad2deg",
+    "logaddexp",
+    "hypot",
+    "xlogy",
+    "fmod",
+    "copysign",
 ]
 
 Derivative = Callable[[jax.Array], jax.Array]
@@ -252,3 +260,113 @@ def _scaled(x: Any, factor: float, name: str) -> Tensor:
         t = t.astype(jnp.result_type(float))
     out: Tensor = t * factor
     return out
+
+
+Pair = tuple[jax.Array, jax.Array]
+Cts = tuple[jax.Array | None, jax.Array | None]
+_VJP2 = partial(kernel, static_argnames=("needs",))
+
+
+def _two(
+    name: str, forward: Callable[[jax.Array, jax.Array], jax.Array], doc: str, saves_output: bool
+) -> Op:
+    """The op ``name``: ``y = forward(a, b)`` with NumPy broadcasting, residuals ``(a, b)``
+    and, with ``saves_output``, ``y``; its VJP is declared after it (``defvjp``)."""
+    run = kernel(forward)
+
+    def op_forward(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+        y = run(a, b)
+        return y, ((a, b, y) if saves_output else (a, b))
+
+    op_forward.__name__ = op_forward.__qualname__ = name
+    op_forward.__doc__ = doc
+    return defop(check=broadcast_check)(op_forward)
+
+
+def _summed(needs: tuple[bool, ...], ga: Any, gb: Any, a: jax.Array, b: jax.Array) -> Cts:
+    """The needed cotangents, each summed to its input's shape (broadcasting)."""
+    return (
+        sum_to(ga, a.shape) if needs[0] else None,
+        sum_to(gb, b.shape) if needs[1] else None,
+    )
+
+
+logaddexp = _two(
+    "logaddexp",
+    jnp.logaddexp,
+    "Elementwise log(exp(a) + exp(b)), without overflow.",
+    saves_output=False,
+)
+
+
+@logaddexp.defvjp
+@_VJP2
+def _logaddexp_vjp(res: Pair, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
+    """ga = g / (1 + exp(b - a)), gb = g / (1 + exp(a - b)) (PyTorch's: the softmax of the
+    pair; NaN where both are the same infinity)."""
+    a, b = res
+    return _summed(needs, g / (1 + jnp.exp(b - a)), g / (1 + jnp.exp(a - b)), a, b)
+
+
+hypot = _two(
+    "hypot", jnp.hypot, "Elementwise sqrt(a^2 + b^2), without overflow.", saves_output=True
+)
+
+
+@hypot.defvjp
+@_VJP2
+def _hypot_vjp(res: tuple[jax.Array, ...], g: jax.Array, needs: tuple[bool, ...]) -> Cts:
+    """ga = g a / y, gb = g b / y (PyTorch's; NaN at a = b = 0)."""
+    a, b, y = res
+    return _summed(needs, g * a / y, g * b / y, a, b)
+
+
+xlogy = _two(
+    "xlogy",
+    jax.scipy.special.xlogy,
+    "Elementwise x * log(y), 0 where x is 0 (PyTorch's and SciPy's xlogy).",
+    saves_output=False,
+)
+
+
+@xlogy.defvjp
+@_VJP2
+def _xlogy_vjp(res: Pair, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
+    """gx = g log(y), 0 where x = 0 and y <= 0; gy = g x / y (PyTorch's formulas)."""
+    x, y = res
+    gx = jnp.where((x == 0) & (y <= 0), 0, jax.scipy.special.xlogy(g, y))
+    return _summed(needs, gx, g * x / y, x, y)
+
+
+fmod = _two(
+    "fmod",
+    jnp.fmod,
+    "Elementwise remainder of a / b with the sign of a (C's fmod; ``%`` is Python's, with "
+    "the sign of b).",
+    saves_output=False,
+)
+
+
+@fmod.defvjp
+@_VJP2
+def _fmod_vjp(res: Pair, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
+    """ga = g, gb = -g trunc(a / b) (PyTorch's)."""
+    a, b = res
+    return _summed(needs, g, -g * jnp.trunc(a / b), a, b)
+
+
+copysign = _two(
+    "copysign",
+    jnp.copysign,
+    "Elementwise |a| with the sign of b.",
+    saves_output=True,
+)
+
+
+@copysign.defvjp
+@_VJP2
+def _copysign_vjp(res: tuple[jax.Array, ...], g: jax.Array, needs: tuple[bool, ...]) -> Cts:
+    """ga = g y / a (+-g), 0 where a = 0; gb = 0 (PyTorch's)."""
+    a, b, y = res
+    ratio = jnp.where(a == 0, 0, y / jnp.where(a == 0, 1, a))
+    return _summed(needs, g * ratio, jnp.zeros_like(g), a, b)

@@ -169,3 +169,49 @@ def test_a_string_is_refused_clearly() -> None:
         tg.tan("1.0")
     with pytest.raises(TypeError, match="deg2rad"):
         tg.deg2rad("90")
+
+
+BINARY: list[tuple[str, list[float], list[float]]] = [
+    ("logaddexp", [-3.0, 0.0, 2.5, -np.inf, 40.0], [1.0, 0.0, -2.0, 0.5, -40.0]),
+    ("hypot", [3.0, -1.5, 0.2, 1e-3, -4.0], [4.0, 2.0, -0.7, 2.0, 0.5]),
+    ("xlogy", [0.0, 0.0, 1.5, -2.0, 3.0], [0.0, 2.0, 0.5, 3.0, 1.0]),
+    ("fmod", [5.5, -5.5, 7.0, -0.3, 2.0], [2.0, 2.0, -3.0, 0.25, 0.7]),
+    ("copysign", [0.0, -2.0, 3.0, 1.5, -0.5], [-1.0, 1.0, -0.0, -4.0, 2.0]),
+]
+
+
+@pytest.mark.parametrize(("name", "a", "b"), BINARY, ids=[c[0] for c in BINARY])
+def test_two_input_functions_match_torch(name: str, a: list[float], b: list[float]) -> None:
+    """Values and both gradients, also broadcast (a column against a row), at the edges the
+    points include (x = 0 for xlogy, a = 0 for copysign, -inf for logaddexp)."""
+    for shape_a, shape_b in (((5,), (5,)), ((5, 1), (1, 5))):
+        xa = np.asarray(a, np.float32).reshape(shape_a)
+        xb = np.asarray(b, np.float32).reshape(shape_b)
+        ta, tb = tg.tensor(xa, requires_grad=True), tg.tensor(xb, requires_grad=True)
+        y = getattr(tg, name)(ta, tb)
+        (y * 1.5).sum().backward()
+        ua, ub = torch.tensor(xa, requires_grad=True), torch.tensor(xb, requires_grad=True)
+        z = getattr(torch, name)(ua, ub)
+        (z * 1.5).sum().backward()
+        np.testing.assert_allclose(np.asarray(y.data), z.detach().numpy(), rtol=1e-6, atol=1e-6)
+        for t, u in ((ta, ua), (tb, ub)):
+            np.testing.assert_allclose(
+                np.asarray(t.grad.data), u.grad.numpy(), rtol=1e-5, atol=1e-6
+            )
+        assert np.array_equal(np.asarray(getattr(ta, name)(tb).data), np.asarray(y.data), True)
+        del ta, tb, y
+
+
+def test_cumprod_gradient_is_right_with_zeros() -> None:
+    """The scan's own derivative (a quotient g y / x is NaN or wrong at zeros)."""
+    x = np.array([[1.5, 0.0, 2.0, -1.0], [0.0, 0.0, 3.0, 2.0]], np.float32)
+    w = np.arange(8, dtype=np.float32).reshape(2, 4)
+    for axis in (0, 1, -1, None):
+        t = tg.tensor(x, requires_grad=True)
+        (t.cumprod(axis) * tg.tensor(w.reshape(-1) if axis is None else w)).sum().backward()
+        u = torch.tensor(x, requires_grad=True)
+        z = u.reshape(-1).cumprod(0) if axis is None else u.cumprod(axis)
+        (z * torch.tensor(w.reshape(-1) if axis is None else w)).sum().backward()
+        np.testing.assert_allclose(np.asarray(t.grad.data), u.grad.numpy(), rtol=1e-6)
+        del t
+    assert float(tg.cumprod(tg.tensor(2.0), axis=0)) == 2.0
