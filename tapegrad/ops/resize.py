@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tapegrad._args import integer
+from tapegrad._dtypes import summed_in
 from tapegrad._tensor import Tensor
 from tapegrad.derived import derived_vjp
 from tapegrad.errors import ShapeError
@@ -42,22 +43,32 @@ def _sources(
     """PyTorch's source indices and weights along one axis: ``(i0, i1, w1)``, output ``j``
     being ``(1 - w1[j]) x[i0[j]] + w1[j] x[i1[j]]`` (a nearest mode: ``w1`` all zeros).
     ``scale`` is the user's ``1 / scale_factor`` when given (PyTorch's rule), else
-    ``n_in / n_out``; the arithmetic is in ``dtype`` (float32 for float32 inputs), as
-    PyTorch's ``area_pixel_compute_source_index`` and ``nearest_idx``."""
-    dst = np.arange(n_out).astype(dtype)
-    ratio = dtype.type(n_in / n_out if scale is None else scale)
-    if mode in ("nearest", "nearest-exact"):
-        shift = dtype.type(0.5 if mode == "nearest-exact" else 0.0)
-        i0 = np.minimum(np.floor((dst + shift) * ratio).astype(np.int64), n_in - 1)
-        return i0, i0, np.zeros(n_out, dtype)
+    ``n_in / n_out``. The arithmetic is PyTorch's CPU kernels' (``nearest_idx``,
+    ``area_pixel_compute_source_index``): the nearest modes' step in float32 whatever the
+    dtype, the linear modes' in float64 for float64 inputs and float32 for the others
+    (float16 and bfloat16 included), so the same pixels and weights are picked."""
+    nearest = mode in ("nearest", "nearest-exact")
+    t: Any = np.float64 if dtype == np.float64 and not nearest else np.float32
+    dst = np.arange(n_out)
+    step: Any = t(scale) if scale is not None else t(n_in) / t(n_out)
+    if nearest:
+        if mode == "nearest":
+            src = np.floor(dst.astype(np.float32) * step)
+        else:  # (dst + 0.5) * step in double, rounded to float, as PyTorch's
+            src = np.floor(((dst + 0.5) * float(step)).astype(np.float32))
+        i0 = np.minimum(src.astype(np.int64), n_in - 1)
+        return i0, i0, np.zeros(n_out, t)
+    if n_in == n_out:  # PyTorch copies the axis (whatever scale_factor gave this size)
+        return dst, dst, np.zeros(n_out, t)
     if align:
-        ratio = dtype.type((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0)
-        src = ratio * dst
+        step = t(n_in - 1) / t(n_out - 1) if n_out > 1 else t(0)
+        src = step * dst.astype(t)
     else:
-        src = np.maximum(ratio * (dst + dtype.type(0.5)) - dtype.type(0.5), dtype.type(0))
+        src = ((dst + 0.5) * float(step) - 0.5).astype(t)
+        src = np.maximum(src, t(0))
     i0 = src.astype(np.int64)  # src >= 0: truncation is floor
     i1 = np.where(i0 < n_in - 1, i0 + 1, i0)
-    return i0, i1, (src - i0.astype(dtype)).astype(dtype)
+    return i0, i1, (src - i0.astype(t)).astype(t)
 
 
 @partial(kernel, static_argnames=("mode", "sizes", "scales", "align"))
@@ -72,19 +83,22 @@ def _resize_fn(
     """Resize the trailing ``len(sizes)`` axes of ``x`` one after the other."""
     n = len(sizes)
     dtype = np.dtype(x.dtype)
+    out_dtype = x.dtype
+    if mode not in ("nearest", "nearest-exact"):
+        x = x.astype(summed_in(dtype))  # float16/bfloat16 weighted in float32, as PyTorch
     for k, (n_out, scale) in enumerate(zip(sizes, scales, strict=True)):
         axis = x.ndim - n + k
         i0, i1, w1 = _sources(mode, x.shape[axis], n_out, scale, align, dtype)
         if mode in ("nearest", "nearest-exact"):
             x = jnp.take(x, jnp.asarray(i0), axis=axis)
             continue
-        weights = np.zeros((n_out, x.shape[axis]), dtype)
+        weights = np.zeros((n_out, x.shape[axis]), w1.dtype)
         rows = np.arange(n_out)
-        np.add.at(weights, (rows, i0), (1 - w1).astype(dtype))
+        np.add.at(weights, (rows, i0), 1 - w1)
         np.add.at(weights, (rows, i1), w1)
-        y = jnp.tensordot(jnp.asarray(weights), x, axes=([1], [axis]))
+        y = jnp.tensordot(jnp.asarray(weights, x.dtype), x, axes=([1], [axis]))
         x = jnp.moveaxis(y, 0, axis)
-    return x
+    return x.astype(out_dtype)
 
 
 @defop(name="interpolate")

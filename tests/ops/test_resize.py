@@ -178,3 +178,36 @@ def test_bad_shapes_raise_clearly() -> None:
         tg.pixel_unshuffle(tg.ones((1, 3, 3, 2)), 2)
     with pytest.raises(ValueError, match="positive"):
         tg.pixel_shuffle(tg.ones((1, 4, 2, 2)), 0)
+
+
+@pytest.mark.parametrize(
+    ("n", "m", "mode", "align"),
+    [
+        (700, 13, "nearest", None),
+        (6, 19, "nearest-exact", None),
+        (700, 2101, "nearest-exact", None),
+        (100, 200, "linear", True),
+        (100, 37, "linear", False),
+    ],
+)
+def test_source_pixels_are_torchs_in_half_precision(
+    n: int, m: int, mode: str, align: bool | None
+) -> None:
+    """float16 inputs: PyTorch computes the source indices in float32 (in float16 a wrong
+    pixel was picked from 700 -> 13 on, and linear weights were 0.1 off)."""
+    x = RNG.normal(size=(1, 1, n)).astype(np.float16)
+    y = tg.interpolate(tg.tensor(x), size=m, mode=mode, align_corners=align)
+    z = F.interpolate(torch.tensor(x), size=m, mode=mode, align_corners=align)
+    assert y.dtype == np.float16
+    np.testing.assert_allclose(np.asarray(y.data, np.float32), z.float().numpy(), rtol=0, atol=1e-3)
+
+
+def test_a_scale_factor_that_keeps_the_size_copies_as_torch() -> None:
+    """5 -> 5 with scale_factor 1.1: PyTorch copies the axis (it interpolated with 1/1.1)."""
+    x = np.arange(5, dtype=np.float32)[None, None]
+    got = tg.interpolate(tg.tensor(x), scale_factor=1.1, mode="linear")
+    np.testing.assert_array_equal(np.asarray(got.data), x)
+    np.testing.assert_array_equal(
+        np.asarray(got.data),
+        F.interpolate(torch.tensor(x), scale_factor=1.1, mode="linear").numpy(),
+    )
