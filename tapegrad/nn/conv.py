@@ -280,6 +280,12 @@ class Conv3d(_ConvNd):
     _dims = 3
 
 
+_TRANSPOSE_ADVICE = {
+    "padding_mode": "only zero padding is supported, as for PyTorch's transposed "
+    "convolutions (which refuse any other padding_mode too).",
+}
+
+
 class _ConvTransposeNd(Module):
     """Shared construction of ``ConvTranspose1d``/``2d``/``3d`` (PyTorch's parameter order:
     ``groups`` before ``bias``, ``dilation`` after it)."""
@@ -288,7 +294,7 @@ class _ConvTransposeNd(Module):
     bias: Tensor | None
     _dims: int
 
-    @torch_keywords(_TORCH_ADVICE, defaults={"padding_mode": "zeros"})
+    @torch_keywords(_TRANSPOSE_ADVICE, defaults={"padding_mode": "zeros"})
     def __init__(
         self,
         in_channels: int,

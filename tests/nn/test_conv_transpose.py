@@ -106,7 +106,11 @@ def test_initialisation_follows_torch() -> None:
 @pytest.mark.parametrize(
     ("make", "error", "match"),
     [
-        (lambda: nn.ConvTranspose2d(4, 6, 3, padding_mode="reflect"), TypeError, "zero padding"),
+        (
+            lambda: nn.ConvTranspose2d(4, 6, 3, padding_mode="reflect"),
+            TypeError,
+            "transposed convolutions",
+        ),
         (lambda: nn.ConvTranspose2d(4, 6, 3, padding="same"), ValueError, "takes ints"),
         (lambda: nn.ConvTranspose2d(4, 6, 3, stride=2, output_padding=2), ValueError, "smaller"),
         (lambda: nn.ConvTranspose2d(4, 6, 3, groups=4), ValueError, "divisible by groups"),
