@@ -13,6 +13,7 @@ import jax.numpy as jnp
 
 from tapegrad import creation, ops
 from tapegrad._args import integer
+from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor
 from tapegrad.errors import ShapeError
 from tapegrad.nn import _init, init
@@ -471,12 +472,13 @@ class Transformer(Module):
         d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
         norm_first, bias, dtype, device: as :class:`TransformerEncoderLayer`, for both stacks.
         num_encoder_layers, num_decoder_layers: the stacks' depths.
-        custom_encoder, custom_decoder: modules used instead of the built stacks (as
-            PyTorch's, they are not re-initialised).
-        key: an int seed or a key for every parameter; ``None`` draws from the process
-            random state.
+        custom_encoder, custom_decoder: modules used instead of the built stacks; their
+            parameters of two or more dimensions are re-drawn too, as PyTorch's.
+        key: an int seed or a key for every parameter and every dropout layer's masks (each
+            layer its own); ``None`` draws from the process random state.
 
     Raises:
+        TypeError: ``custom_encoder`` or ``custom_decoder`` is not a module.
         ValueError, TypeError: as the layers'; at call time, ``src`` and ``tgt`` of other
             batch sizes or widths other than ``d_model`` (``ShapeError``).
     """
@@ -502,6 +504,15 @@ class Transformer(Module):
         device: Any = None,
     ) -> None:
         super().__init__()
+        for name, custom in (
+            ("custom_encoder", custom_encoder),
+            ("custom_decoder", custom_decoder),
+        ):
+            if custom is not None and not isinstance(custom, Module):
+                raise TypeError(
+                    f"Transformer: {name} must be a module or None (called as "
+                    f"nn.Transformer{name[7:].capitalize()} is), got {type(custom).__name__}."
+                )
         k_enc, k_dec, k_init = _init.keys(key, 3) if key is not None else [None] * 3
         options: dict[str, Any] = dict(
             dim_feedforward=dim_feedforward,
@@ -525,11 +536,14 @@ class Transformer(Module):
             decoder_layer = TransformerDecoderLayer(d_model, nhead, key=k_dec, **options)
             norm = LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype)
             self.decoder = TransformerDecoder(decoder_layer, num_decoder_layers, norm)
-        own = [m for m in (self.encoder, self.decoder) if m not in (custom_encoder, custom_decoder)]
-        weights = [p for m in own for p in m.parameters() if p.ndim > 1]
-        keys = _init.keys(k_init, len(weights)) if k_init is not None else [None] * len(weights)
-        for p, k in zip(weights, keys, strict=True):
-            init.xavier_uniform_(p, key=k)
+        # PyTorch's _reset_parameters: every parameter of self, custom stacks' included.
+        weights = [p for p in self.parameters() if p.ndim > 1]
+        drops = [m for m in self.modules() if isinstance(m, Dropout) and m._key is not None]
+        keys = _init.keys(k_init, len(weights) + len(drops)) if k_init is not None else []
+        for i, p in enumerate(weights):
+            init.xavier_uniform_(p, key=keys[i] if keys else None)
+        for m, k in zip(drops, keys[len(weights) :], strict=True):
+            m._key = k  # each copied layer its own dropout masks, not its template's
         self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
         _init.to_device(self, device, "nn.Transformer")
 
@@ -597,11 +611,13 @@ class Transformer(Module):
         mask added to the scores), as PyTorch's; ``dtype`` float32 by default.
 
         Raises:
-            TypeError: ``sz`` is not an integer.
+            TypeError: ``sz`` is not an integer, or ``dtype`` is not floating point.
             ValueError: a negative ``sz``.
         """
         n = integer(sz, "generate_square_subsequent_mask: sz")
         if n < 0:
             raise ValueError(f"generate_square_subsequent_mask: sz must be >= 0, got {n}.")
-        full = creation.full((n, n), float("-inf"), dtype=dtype or jnp.float32, device=device)
+        dtype = jnp.float32 if dtype is None else dtype
+        check_float(dtype, "generate_square_subsequent_mask")  # -inf: PyTorch's raises too
+        full = creation.full((n, n), float("-inf"), dtype=dtype, device=device)
         return ops.triu(full, 1)

@@ -130,6 +130,30 @@ def test_transformer_initialisation_is_xavier_uniform() -> None:
     np.testing.assert_array_equal(np.asarray(again.encoder.layers[0].linear1.weight.data), w)
 
 
+def test_transformer_redraws_custom_stacks_and_keys_each_dropout() -> None:
+    """PyTorch's _reset_parameters redraws every parameter of two or more dimensions, a
+    custom encoder's too; with key=, the copied layers do not share one dropout key (every
+    layer would drop the same positions)."""
+    torch.manual_seed(0)
+    encoder_t = torch.nn.TransformerEncoder(
+        torch.nn.TransformerEncoderLayer(16, 2, 32), 1, enable_nested_tensor=False
+    )
+    before_t = encoder_t.layers[0].linear1.weight.detach().clone()
+    torch.nn.Transformer(16, 2, custom_encoder=encoder_t, num_decoder_layers=1)
+    assert not torch.equal(before_t, encoder_t.layers[0].linear1.weight)
+    encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 2, 32, key=1), 1)
+    before = np.asarray(encoder.layers[0].linear1.weight)
+    model = nn.Transformer(16, 2, 1, 2, 32, custom_encoder=encoder, key=0)
+    assert model.encoder is encoder
+    assert not np.array_equal(before, np.asarray(encoder.layers[0].linear1.weight))
+    d0, d1 = model.decoder.layers[0], model.decoder.layers[1]
+    keys = {np.asarray(m._key).tobytes() for m in model.modules() if isinstance(m, nn.Dropout)}
+    assert len(keys) == len([m for m in model.modules() if isinstance(m, nn.Dropout)])
+    model.train()
+    x = tg.ones((6, 1, 16))
+    assert not np.array_equal(np.asarray(d0.dropout(x)), np.asarray(d1.dropout(x)))
+
+
 def test_a_small_seq2seq_trains_eagerly_and_under_jit() -> None:
     """Copy a sequence through an encoder-decoder; the loss falls, and a compiled step gives
     the eager step's loss."""
@@ -169,3 +193,9 @@ def test_bad_input_raises_clearly() -> None:
         nn.TransformerDecoderLayer(E, H, activation="swish")
     with pytest.raises(ValueError, match="sz must be >= 0"):
         nn.Transformer.generate_square_subsequent_mask(-1)
+    with pytest.raises(RuntimeError, match="cannot be converted"):  # -inf has no int32
+        torch.nn.Transformer.generate_square_subsequent_mask(3, dtype=torch.int32)
+    with pytest.raises(TypeError, match="generate_square_subsequent_mask"):
+        nn.Transformer.generate_square_subsequent_mask(3, dtype=tg.int32)
+    with pytest.raises(TypeError, match="custom_decoder must be a module or None"):
+        nn.Transformer(E, H, custom_decoder=lambda t, m: t)  # type: ignore[arg-type]
