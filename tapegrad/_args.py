@@ -219,6 +219,7 @@ CHECKS: dict[str, Callable[[Any, str], Any]] = {
             "p",
             "scale",
             "value",
+            "lambd",
         )
     },
 }

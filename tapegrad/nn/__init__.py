@@ -29,10 +29,12 @@ from typing import TYPE_CHECKING
 
 from tapegrad.nn import init, utils
 from tapegrad.nn.activation import (
+    CELU,
     ELU,
     GELU,
     GLU,
     SELU,
+    Hardshrink,
     Hardsigmoid,
     Hardswish,
     Hardtanh,
@@ -46,9 +48,14 @@ from tapegrad.nn.activation import (
     Sigmoid,
     SiLU,
     Softmax,
+    Softmax2d,
+    Softmin,
     Softplus,
+    Softshrink,
     Softsign,
     Tanh,
+    Tanhshrink,
+    Threshold,
 )
 from tapegrad.nn.attention import MultiheadAttention
 from tapegrad.nn.container import ModuleDict, ModuleList, Sequential
@@ -154,6 +161,13 @@ __all__ = [
     "Hardswish",
     "Hardsigmoid",
     "Softsign",
+    "CELU",
+    "Hardshrink",
+    "Softshrink",
+    "Tanhshrink",
+    "Threshold",
+    "Softmin",
+    "Softmax2d",
     "PReLU",
     "GLU",
     "MultiheadAttention",

@@ -1,6 +1,7 @@
 """Activation layers: ReLU, GELU, SiLU, Tanh, Sigmoid, LeakyReLU, ELU, Softplus, SELU, Hardtanh,
-ReLU6, Mish, LogSigmoid, Hardswish, Hardsigmoid, Softsign, PReLU (elementwise), Softmax,
-LogSoftmax and GLU (along an axis)."""
+ReLU6, Mish, LogSigmoid, Hardswish, Hardsigmoid, Softsign, PReLU, CELU, Hardshrink, Softshrink,
+Tanhshrink, Threshold (elementwise), Softmax, LogSoftmax, Softmin, Softmax2d and GLU (along an
+axis)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from tapegrad import ops
-from tapegrad._args import integer, numpy_keywords
+from tapegrad._args import integer, number_of, numpy_keywords
 from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor
 from tapegrad.errors import ShapeError
@@ -37,6 +38,13 @@ __all__ = [
     "Hardsigmoid",
     "Softsign",
     "PReLU",
+    "CELU",
+    "Hardshrink",
+    "Softshrink",
+    "Tanhshrink",
+    "Threshold",
+    "Softmin",
+    "Softmax2d",
     "GLU",
 ]
 
@@ -210,6 +218,33 @@ class LogSoftmax(Softmax):
     def forward(self, x: Tensor) -> Tensor:
         """The log-softmax of ``x`` along ``axis``."""
         return ops.log_softmax(x, axis=self.axis)
+
+
+class Softmin(Softmax):
+    """``tg.softmin`` along ``axis`` (PyTorch's ``dim``): ``softmax(-x)``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        """The softmin of ``x`` along ``axis``."""
+        return ops.softmin(x, axis=self.axis)
+
+
+class Softmax2d(Module):
+    """PyTorch's ``Softmax2d``: the softmax over the channels of each location, axis -3 of
+    an ``(N, C, H, W)`` or ``(C, H, W)`` input.
+
+    Raises:
+        ShapeError: at call time, an input that is not 3-d or 4-d.
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        """The softmax of ``x`` over its channel axis (-3)."""
+        shape = tuple(as_input(x, "Softmax2d").shape)
+        if len(shape) not in (3, 4):
+            raise ShapeError(
+                f"Softmax2d: expects an (N, C, H, W) or (C, H, W) input, got shape {shape}; "
+                "for a softmax over another axis use nn.Softmax(axis)."
+            )
+        return ops.softmax(x, axis=-3)
 
 
 class _Inplace(Module):
@@ -419,3 +454,101 @@ class GLU(Module):
 
     def extra_repr(self) -> str:
         return f"axis={self.axis}"
+
+
+class CELU(Module):
+    """``x`` where ``x > 0``, else ``alpha * (exp(x / alpha) - 1)``: ``tg.celu``.
+
+    Args:
+        alpha: the value the negative side tends to, ``-alpha``; nonzero.
+        inplace: accepted for PyTorch's signature and changes nothing (see :class:`ReLU`).
+
+    Raises:
+        ValueError: ``alpha == 0``.
+    """
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.alpha = float(number_of(alpha, "CELU: alpha"))
+        if self.alpha == 0:
+            raise ValueError("CELU: alpha=0 divides x by zero; pass a nonzero alpha.")
+        self.inplace = bool(inplace)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply CELU elementwise."""
+        return ops.celu(x, alpha=self.alpha)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class Hardshrink(Module):
+    """0 where ``|x| <= lambd``, else ``x``: ``tg.hardshrink`` (gradient 0 at ``+-lambd``,
+    as PyTorch's).
+
+    Raises:
+        ValueError: ``lambd < 0``.
+    """
+
+    def __init__(self, lambd: float = 0.5) -> None:
+        super().__init__()
+        self.lambd = float(number_of(lambd, f"{type(self).__name__}: lambd"))
+        if not self.lambd >= 0:
+            raise ValueError(
+                f"{type(self).__name__}: lambd={lambd} is negative; the band [-lambd, lambd] "
+                "needs lambd >= 0."
+            )
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Shrink ``x`` elementwise."""
+        return ops.hardshrink(x, lambd=self.lambd)
+
+    def extra_repr(self) -> str:
+        return f"{self.lambd}"
+
+
+class Softshrink(Hardshrink):
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0:
+    ``tg.softshrink`` (gradient 0 at ``+-lambd``, as PyTorch's).
+
+    Raises:
+        ValueError: ``lambd < 0``.
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Shrink ``x`` elementwise."""
+        return ops.softshrink(x, lambd=self.lambd)
+
+
+class Tanhshrink(Module):
+    """``x - tanh(x)``: ``tg.tanhshrink``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply tanhshrink elementwise."""
+        return ops.tanhshrink(x)
+
+
+class Threshold(Module):
+    """``x`` where ``x > threshold``, else ``value``: ``tg.threshold`` (both required, as
+    PyTorch's).
+
+    Args:
+        threshold: the level at and below which ``value`` replaces ``x``.
+        value: the replacement.
+        inplace: accepted for PyTorch's signature and changes nothing (see :class:`ReLU`).
+    """
+
+    def __init__(self, threshold: float, value: float, inplace: bool = False) -> None:
+        super().__init__()
+        self.threshold = float(number_of(threshold, "Threshold: threshold"))
+        self.value = float(number_of(value, "Threshold: value"))
+        self.inplace = bool(inplace)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Threshold ``x`` elementwise."""
+        return ops.threshold(x, threshold=self.threshold, value=self.value)
+
+    def extra_repr(self) -> str:
+        return f"threshold={self.threshold}, value={self.value}" + (
+            ", inplace=True" if self.inplace else ""
+        )

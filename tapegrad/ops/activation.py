@@ -1,6 +1,6 @@
 """Activations of neural networks: gelu, silu, softplus, leaky_relu, elu, selu, hardtanh,
-relu6, mish, log_sigmoid, hardswish, hardsigmoid, softsign (elementwise, one input) and glu
-(gated halves along an axis)."""
+relu6, mish, log_sigmoid, hardswish, hardsigmoid, softsign, celu, hardshrink, softshrink,
+tanhshrink, threshold (elementwise, one input), softmin and glu (along an axis)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from tapegrad._args import integer
+from tapegrad._arrays import axis_check
 from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel
 from tapegrad.op import defop
@@ -29,6 +30,12 @@ __all__ = [
     "hardswish",
     "hardsigmoid",
     "softsign",
+    "celu",
+    "hardshrink",
+    "softshrink",
+    "tanhshrink",
+    "threshold",
+    "softmin",
     "glu",
 ]
 
@@ -333,6 +340,163 @@ def _softsign_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
     (x,) = res
     d = 1 + jnp.abs(x)
     return (g / (d * d),)
+
+
+@partial(kernel, static_argnames=("alpha",))
+def _celu(x: jax.Array, alpha: float) -> jax.Array:
+    return jnp.where(x > 0, x, alpha * jnp.expm1(jnp.minimum(x, 0) / alpha))
+
+
+@defop
+def celu(x: jax.Array, *, alpha: float = 1.0) -> tuple[jax.Array, Res]:
+    """PyTorch's ``F.celu``: ``x`` where ``x > 0``, else ``alpha * (exp(x / alpha) - 1)``;
+    the shape and dtype of ``x``.
+
+    Raises:
+        ValueError: ``alpha == 0`` (PyTorch refuses it too: the exponent divides by it).
+    """
+    if alpha == 0:
+        raise ValueError("celu: alpha=0 divides x by zero; pass a nonzero alpha (default 1.0).")
+    return _celu(x, alpha=float(alpha)), (x,)
+
+
+@celu.defvjp
+@partial(kernel, static_argnames=("alpha",))
+def _celu_vjp(res: Res, g: jax.Array, *, alpha: float = 1.0) -> tuple[jax.Array]:
+    """1 where x > 0, else ``exp(x / alpha)`` (at 0 too, as PyTorch's)."""
+    (x,) = res
+    return (jnp.where(x > 0, g, g * jnp.exp(jnp.minimum(x, 0) / alpha)).astype(g.dtype),)
+
+
+def _check_lambd(name: str, lambd: float) -> None:
+    if not lambd >= 0:
+        raise ValueError(
+            f"{name}: lambd={lambd} is negative; the band [-lambd, lambd] needs lambd >= 0."
+        )
+
+
+@partial(kernel, static_argnames=("lambd",))
+def _hardshrink(x: jax.Array, lambd: float) -> jax.Array:
+    return jnp.where((x >= -lambd) & (x <= lambd), jnp.zeros_like(x), x)
+
+
+@partial(kernel, static_argnames=("lambd",))
+def _outside_vjp(res: Res, g: jax.Array, lambd: float) -> tuple[jax.Array]:
+    """g outside [-lambd, lambd], 0 inside it, its ends included (PyTorch's)."""
+    (x,) = res
+    return (jnp.where((x >= -lambd) & (x <= lambd), jnp.zeros_like(g), g),)
+
+
+@defop
+def hardshrink(x: jax.Array, *, lambd: float = 0.5) -> tuple[jax.Array, Res]:
+    """PyTorch's ``F.hardshrink``: 0 where ``|x| <= lambd``, else ``x``; the shape and dtype
+    of ``x``.
+
+    Raises:
+        ValueError: ``lambd < 0``.
+    """
+    _check_lambd("hardshrink", lambd)
+    return _hardshrink(x, float(lambd)), (x,)
+
+
+@hardshrink.defvjp
+def _hardshrink_vjp(res: Res, g: jax.Array, *, lambd: float = 0.5) -> tuple[jax.Array]:
+    """1 where ``|x| > lambd``, 0 inside the band and at its ends (PyTorch's)."""
+    gx: tuple[jax.Array] = _outside_vjp(res, g, float(lambd))
+    return gx
+
+
+@partial(kernel, static_argnames=("lambd",))
+def _softshrink(x: jax.Array, lambd: float) -> jax.Array:
+    return jnp.where(x > lambd, x - lambd, jnp.where(x < -lambd, x + lambd, jnp.zeros_like(x)))
+
+
+@defop
+def softshrink(x: jax.Array, *, lambd: float = 0.5) -> tuple[jax.Array, Res]:
+    """PyTorch's ``F.softshrink``: ``x - lambd`` above ``lambd``, ``x + lambd`` below
+    ``-lambd``, 0 between; the shape and dtype of ``x``.
+
+    Raises:
+        ValueError: ``lambd < 0`` (PyTorch's check).
+    """
+    _check_lambd("softshrink", lambd)
+    return _softshrink(x, float(lambd)), (x,)
+
+
+@softshrink.defvjp
+def _softshrink_vjp(res: Res, g: jax.Array, *, lambd: float = 0.5) -> tuple[jax.Array]:
+    """1 where ``|x| > lambd``, 0 inside the band and at its ends (PyTorch's)."""
+    gx: tuple[jax.Array] = _outside_vjp(res, g, float(lambd))
+    return gx
+
+
+_tanhshrink = kernel(lambda x: x - jnp.tanh(x))
+
+
+@defop
+def tanhshrink(x: jax.Array) -> tuple[jax.Array, Res]:
+    """PyTorch's ``F.tanhshrink``: ``x - tanh(x)``; the shape and dtype of ``x``."""
+    return _tanhshrink(x), (x,)
+
+
+@tanhshrink.defvjp
+@kernel
+def _tanhshrink_vjp(res: Res, g: jax.Array) -> tuple[jax.Array]:
+    """d/dx (x - tanh x) = tanh(x)**2 (written so, not 1 - (1 - tanh**2): no cancellation)."""
+    (x,) = res
+    t = jnp.tanh(x)
+    return (g * t * t,)
+
+
+@partial(kernel, static_argnames=("threshold", "value"))
+def _threshold(x: jax.Array, threshold: float, value: float) -> jax.Array:
+    return jnp.where(x > threshold, x, jnp.asarray(value, x.dtype))
+
+
+@defop
+def threshold(x: jax.Array, *, threshold: float, value: float) -> tuple[jax.Array, Res]:
+    """PyTorch's ``F.threshold``: ``x`` where ``x > threshold``, else ``value``; the shape and
+    dtype of ``x``. Both numbers are required (as PyTorch's)."""
+    return _threshold(x, float(threshold), float(value)), (x,)
+
+
+@threshold.defvjp
+@partial(kernel, static_argnames=("threshold", "value"))
+def _threshold_vjp(res: Res, g: jax.Array, *, threshold: float, value: float) -> tuple[jax.Array]:
+    """1 where ``x > threshold``, 0 elsewhere, at the threshold too (PyTorch's)."""
+    (x,) = res
+    return (jnp.where(x > threshold, g, jnp.zeros_like(g)),)
+
+
+def _over(x: jax.Array, axis: int) -> int | None:
+    """``axis``, or ``None`` for a 0-d ``x`` with axis 0 or -1 (over its one element, as
+    PyTorch's softmin of a 0-d tensor)."""
+    return None if x.ndim == 0 and axis in (0, -1) else axis
+
+
+@partial(kernel, static_argnames=("axis",))
+def _softmin(x: jax.Array, axis: int) -> jax.Array:
+    return jax.nn.softmax(-x, axis=_over(x, axis))
+
+
+@defop(check=axis_check)
+def softmin(x: jax.Array, *, axis: int = -1) -> tuple[jax.Array, Res]:
+    """PyTorch's ``F.softmin`` (``axis`` its ``dim``): ``softmax(-x)`` along ``axis``,
+    computed stably; the shape and dtype of ``x``.
+
+    Raises:
+        ShapeError: ``axis`` out of range. TypeError: PyTorch's ``dim=`` (write ``axis=``).
+    """
+    y = _softmin(x, axis=axis)
+    return y, (y,)
+
+
+@softmin.defvjp
+@partial(kernel, static_argnames=("axis",))
+def _softmin_vjp(res: Res, g: jax.Array, *, axis: int = -1) -> tuple[jax.Array]:
+    """gx = -y * (g - sum(g * y, axis)): the softmax Jacobian, times d(-x)/dx = -1."""
+    (y,) = res
+    return (-y * (g - jnp.sum(g * y, axis=_over(y, axis), keepdims=True)),)
 
 
 @partial(kernel, static_argnames=("axis",))

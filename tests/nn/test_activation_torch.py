@@ -40,6 +40,16 @@ LAYERS: list[tuple[Callable[[], Any], Callable[[], Any]]] = [
     (lambda: nn.PReLU(6, init=0.1), lambda: torch.nn.PReLU(6, init=0.1)),
     (nn.GLU, torch.nn.GLU),
     (lambda: nn.GLU(axis=1), lambda: torch.nn.GLU(dim=1)),
+    (nn.CELU, torch.nn.CELU),
+    (lambda: nn.CELU(0.5, inplace=True), lambda: torch.nn.CELU(0.5)),
+    (nn.Hardshrink, torch.nn.Hardshrink),
+    (lambda: nn.Hardshrink(1.0), lambda: torch.nn.Hardshrink(1.0)),
+    (nn.Softshrink, torch.nn.Softshrink),
+    (lambda: nn.Softshrink(2.0), lambda: torch.nn.Softshrink(2.0)),
+    (nn.Tanhshrink, torch.nn.Tanhshrink),
+    (lambda: nn.Threshold(0.5, -2.0), lambda: torch.nn.Threshold(0.5, -2.0)),
+    (lambda: nn.Softmin(1), lambda: torch.nn.Softmin(1)),
+    (nn.Softmax2d, torch.nn.Softmax2d),
 ]
 
 
@@ -77,6 +87,15 @@ def test_prelu_weight_loads_from_torch_and_reads_like_it() -> None:
         (tg.hardsigmoid, torch.nn.functional.hardsigmoid),
         (tg.softsign, torch.nn.functional.softsign),
         (lambda x: tg.glu(x, axis=0), lambda x: torch.nn.functional.glu(x, 0)),
+        (lambda x: tg.celu(x, alpha=2.0), lambda x: torch.nn.functional.celu(x, 2.0)),
+        (tg.hardshrink, torch.nn.functional.hardshrink),
+        (lambda x: tg.softshrink(x, 1.0), lambda x: torch.nn.functional.softshrink(x, 1.0)),
+        (tg.tanhshrink, torch.nn.functional.tanhshrink),
+        (
+            lambda x: tg.threshold(x, 1.0, 0.25),
+            lambda x: torch.nn.functional.threshold(x, 1.0, 0.25),
+        ),
+        (lambda x: tg.softmin(x, axis=0), lambda x: torch.nn.functional.softmin(x, 0)),
     ],
 )
 def test_activation_functions_match_torch(ours: Any, theirs: Any) -> None:
@@ -128,3 +147,57 @@ def test_prelu_slope_gradient_is_finite_beside_an_infinite_input() -> None:
     assert m.weight.grad is not None and x.grad is not None
     np.testing.assert_allclose(m.weight.grad.numpy(), [-3.0])
     np.testing.assert_allclose(x.grad.numpy(), [1.0, 1.0, 1.0, 0.25])
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs"),
+    [
+        (nn.CELU(0.5, inplace=True), torch.nn.CELU(0.5, inplace=True)),
+        (nn.Hardshrink(0.25), torch.nn.Hardshrink(0.25)),
+        (nn.Softshrink(), torch.nn.Softshrink()),
+        (nn.Tanhshrink(), torch.nn.Tanhshrink()),
+        (nn.Threshold(0.1, 20.0, inplace=True), torch.nn.Threshold(0.1, 20.0, inplace=True)),
+        (nn.Softmax2d(), torch.nn.Softmax2d()),
+    ],
+)
+def test_new_activation_layers_read_like_torch(ours: Any, theirs: Any) -> None:
+    assert repr(ours) == repr(theirs)
+
+
+def test_shrink_and_threshold_gradients_at_their_edges_are_torchs() -> None:
+    """At ``|x| == lambd`` the shrinks pass no gradient; at ``x == threshold`` neither does
+    threshold (PyTorch's), in float64 too."""
+    x = np.array([-1.0, -0.5, 0.0, 0.5, 1.0, 0.25])
+    for ours, theirs in [
+        (tg.hardshrink, torch.nn.functional.hardshrink),
+        (tg.softshrink, torch.nn.functional.softshrink),
+        (lambda a: tg.threshold(a, 0.5, 9.0), lambda a: torch.nn.functional.threshold(a, 0.5, 9.0)),
+        (lambda a: tg.celu(a, 0.5), lambda a: torch.nn.functional.celu(a, 0.5)),
+    ]:
+        t = tg.tensor(x.astype(np.float32), requires_grad=True)
+        p = torch.tensor(x, requires_grad=True)
+        ours(t).sum().backward()
+        theirs(p).sum().backward()
+        assert t.grad is not None and p.grad is not None
+        np.testing.assert_allclose(np.asarray(t.grad), p.grad.numpy(), rtol=1e-6)
+
+
+def test_new_activation_arguments_say_what_to_do() -> None:
+    with pytest.raises(ValueError, match=r"^softshrink: lambd=-1.0 is negative"):
+        tg.softshrink(tg.ones(2), lambd=-1.0)
+    with pytest.raises(ValueError, match=r"^Hardshrink: lambd=-1 is negative"):
+        nn.Hardshrink(-1)
+    with pytest.raises(ValueError, match=r"^celu: alpha=0"):
+        tg.celu(tg.ones(2), alpha=0.0)
+    with pytest.raises(ValueError, match=r"^CELU: alpha=0"):
+        nn.CELU(0)
+    with pytest.raises(tg.ShapeError, match=r"^Softmax2d: expects an \(N, C, H, W\)"):
+        nn.Softmax2d()(tg.ones((2, 3)))
+    with pytest.raises(TypeError, match="use axis="):
+        nn.Softmin(dim=1)
+    with pytest.raises(TypeError, match="must be a number"):
+        tg.hardshrink(tg.ones(2), lambd=np.ones(2))
+    # a 0-d tensor is its number, as PyTorch takes it
+    np.testing.assert_allclose(
+        np.asarray(nn.Threshold(tg.tensor(0.5), 1.0)(tg.tensor([0.0, 2.0]))), [1.0, 2.0]
+    )

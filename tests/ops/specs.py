@@ -1110,6 +1110,38 @@ SPECS: tuple[OpSpec, ...] = (
     OpSpec(_R["hardsigmoid"], _away_from((-3.0, 3.0), 2.0), jax.nn.hard_sigmoid),
     OpSpec(_R["softsign"], _away_from((0.0,)), jax.nn.soft_sign),
     OpSpec(
+        _R["celu"],
+        (*_away_from((0.0,)), Case("alpha", _away_from((0.0,))[0].inputs, {"alpha": 0.5})),
+        lambda x, alpha=1.0: jax.nn.celu(x, alpha),
+    ),
+    OpSpec(
+        _R["hardshrink"],
+        (
+            *_away_from((-0.5, 0.5)),
+            Case("lambd", _away_from((-1.0, 1.0))[0].inputs, {"lambd": 1.0}),
+        ),
+        lambda x, lambd=0.5: jnp.where(jnp.abs(x) > lambd, x, 0.0),
+    ),
+    OpSpec(
+        _R["softshrink"],
+        (
+            *_away_from((-0.5, 0.5)),
+            Case("lambd", _away_from((-1.0, 1.0))[0].inputs, {"lambd": 1.0}),
+        ),
+        lambda x, lambd=0.5: jnp.sign(x) * jnp.maximum(jnp.abs(x) - lambd, 0.0),
+    ),
+    OpSpec(_R["tanhshrink"], unary(), lambda x: x - jnp.tanh(x)),
+    OpSpec(
+        _R["threshold"],
+        (Case("t", _away_from((0.5,))[0].inputs, {"threshold": 0.5, "value": -2.0}),),
+        lambda x, threshold, value: jnp.where(x > threshold, x, value),
+    ),
+    OpSpec(
+        _R["softmin"],
+        (fixed((2, 3), {}), fixed((3, 4), {"axis": 0})),
+        lambda x, axis=-1: jax.nn.softmax(-x, axis=axis),
+    ),
+    OpSpec(
         _R["glu"],
         (
             Case("default", arrays_in(((4,), (2, 4))).map(lambda x: (x,))),

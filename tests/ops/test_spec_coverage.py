@@ -41,6 +41,11 @@ TORCH_NAMES = {
     "hardswish",  # F.hardswish (jax.nn.hard_swish)
     "hardsigmoid",  # F.hardsigmoid (jax.nn.hard_sigmoid)
     "softsign",  # F.softsign (jax.nn.soft_sign)
+    "hardshrink",  # F.hardshrink
+    "softshrink",  # F.softshrink
+    "tanhshrink",  # F.tanhshrink
+    "threshold",  # F.threshold
+    "softmin",  # F.softmin
 }
 
 
