@@ -52,6 +52,7 @@ RANK = {
     "tapegrad.ops.indexing": 8,
     "tapegrad.ops.linalg": 8,
     "tapegrad.ops.matrix": 8,
+    "tapegrad.ops.loss": 8.5,  # composites of the op families (rank 8) and ops.nn's advice
     "tapegrad.ops.nn": 8,
     "tapegrad.ops.nondiff": 8,
     "tapegrad.ops.norm": 8,
@@ -84,6 +85,8 @@ RANK = {
     "tapegrad.nn.dropout": 11,
     "tapegrad.nn.linear": 11,
     "tapegrad.nn.loss": 11,
+    "tapegrad.nn.margin_loss": 11.5,  # on nn.loss's _Loss
+    "tapegrad.nn.distance": 11,
     "tapegrad.nn.normalization": 11,
     "tapegrad.nn.pooling": 11,
     "tapegrad.nn.shape": 11,

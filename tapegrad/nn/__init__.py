@@ -67,6 +67,7 @@ from tapegrad.nn.conv import (
     ConvTranspose2d,
     ConvTranspose3d,
 )
+from tapegrad.nn.distance import CosineSimilarity, PairwiseDistance
 from tapegrad.nn.dropout import Dropout, Dropout1d, Dropout2d
 from tapegrad.nn.linear import Identity, Linear
 from tapegrad.nn.loss import (
@@ -79,6 +80,16 @@ from tapegrad.nn.loss import (
     MSELoss,
     NLLLoss,
     SmoothL1Loss,
+)
+from tapegrad.nn.margin_loss import (
+    CosineEmbeddingLoss,
+    GaussianNLLLoss,
+    HingeEmbeddingLoss,
+    MarginRankingLoss,
+    MultiLabelSoftMarginLoss,
+    PoissonNLLLoss,
+    SoftMarginLoss,
+    TripletMarginLoss,
 )
 from tapegrad.nn.module import LoadResult, Module, RemovableHandle
 from tapegrad.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
@@ -194,6 +205,16 @@ __all__ = [
     "BCEWithLogitsLoss",
     "BCELoss",
     "KLDivLoss",
+    "MarginRankingLoss",
+    "HingeEmbeddingLoss",
+    "SoftMarginLoss",
+    "MultiLabelSoftMarginLoss",
+    "CosineEmbeddingLoss",
+    "TripletMarginLoss",
+    "GaussianNLLLoss",
+    "PoissonNLLLoss",
+    "PairwiseDistance",
+    "CosineSimilarity",
     "utils",
 ]
 

@@ -6,6 +6,7 @@ from tapegrad.ops.binary import *  # noqa: F403
 from tapegrad.ops.conv import *  # noqa: F403
 from tapegrad.ops.indexing import *  # noqa: F403
 from tapegrad.ops.linalg import *  # noqa: F403
+from tapegrad.ops.loss import *  # noqa: F403
 from tapegrad.ops.matrix import *  # noqa: F403
 from tapegrad.ops.nn import *  # noqa: F403
 from tapegrad.ops.nondiff import *  # noqa: F403
