@@ -45,8 +45,9 @@ def _reduced(per: Tensor, reduction: str) -> Tensor:
 
 def _clamp_min0(z: Tensor) -> Tensor:
     """``max(z, 0)`` with PyTorch's ``clamp_min`` gradient: 1 where ``z >= 0``, at 0 too (a
-    hinge exactly at its margin still pushes, as PyTorch's; ``relu``'s would be 0)."""
-    out: Tensor = where(z >= 0, z, 0.0)
+    hinge exactly at its margin still pushes, as PyTorch's; ``relu``'s would be 0); a NaN
+    stays NaN, as PyTorch's."""
+    out: Tensor = where(z < 0, 0.0, z)
     return out
 
 
@@ -297,7 +298,8 @@ def poisson_nll_loss(
     """PyTorch's ``F.poisson_nll_loss``: ``exp(x) - target * x`` for a log-rate ``x``
     (``log_input``), else ``x - target * log(x + eps)``; ``full`` adds the Stirling term
     ``t log t - t + 0.5 log(2 pi t)`` where ``target > 1`` (0 elsewhere, as PyTorch's);
-    reduced over the elements.
+    reduced over the elements. A target's gradient through the masked Stirling term is 0 (at
+    a target of 0 too, where PyTorch's is NaN: it differentiates ``t log t`` before masking).
 
     Raises:
         ShapeError: the shapes do not broadcast. ValueError: an unknown reduction.

@@ -198,6 +198,19 @@ def test_edge_points_match_torch() -> None:
     )
 
 
+def test_nan_and_masked_edges() -> None:
+    """A NaN score gives a NaN hinge (PyTorch's); a zero count's gradient through the masked
+    Stirling term is 0 (PyTorch's is NaN there: documented)."""
+    y = tg.margin_ranking_loss(
+        tg.tensor([np.nan, 1.0]), tg.zeros(2), tg.tensor([1.0, -1.0]), reduction="none"
+    )
+    np.testing.assert_allclose(np.asarray(y), [np.nan, 1.0])
+    t = tg.tensor([0.0, 1.0, 3.0], requires_grad=True)
+    tg.poisson_nll_loss(tg.zeros(3), t, full=True, reduction="sum").backward()
+    assert t.grad is not None
+    np.testing.assert_allclose(np.asarray(t.grad), [0.0, 0.0, np.log(3.0) + 1 / 6], rtol=1e-6)
+
+
 LAYERS: list[tuple[Callable[[], Any], Callable[[], Any], list[np.ndarray]]] = [
     (
         lambda: nn.MarginRankingLoss(0.2),
