@@ -46,6 +46,7 @@ RANK = {
     "tapegrad.derived": 7.5,  # builds Ops (rank 7); op families (rank 8) take VJPs from it
     "tapegrad.devices": 8,
     "tapegrad.ops.activation": 8,
+    "tapegrad.ops.adaptive_pool": 8,
     "tapegrad.ops.attention": 8,
     "tapegrad.ops.binary": 8,
     "tapegrad.ops.conv": 8,

@@ -68,7 +68,7 @@ from tapegrad.nn.conv import (
     ConvTranspose3d,
 )
 from tapegrad.nn.distance import CosineSimilarity, PairwiseDistance
-from tapegrad.nn.dropout import Dropout, Dropout1d, Dropout2d
+from tapegrad.nn.dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from tapegrad.nn.linear import Identity, Linear
 from tapegrad.nn.loss import (
     BCELoss,
@@ -92,14 +92,26 @@ from tapegrad.nn.margin_loss import (
     TripletMarginLoss,
 )
 from tapegrad.nn.module import LoadResult, Module, RemovableHandle
-from tapegrad.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
+from tapegrad.nn.normalization import (
+    BatchNorm1d,
+    BatchNorm2d,
+    BatchNorm3d,
+    GroupNorm,
+    LayerNorm,
+    RMSNorm,
+)
 from tapegrad.nn.pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
+    AdaptiveAvgPool3d,
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
     AvgPool1d,
     AvgPool2d,
+    AvgPool3d,
     MaxPool1d,
     MaxPool2d,
+    MaxPool3d,
 )
 from tapegrad.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from tapegrad.nn.shape import Flatten, Unflatten
@@ -143,6 +155,11 @@ __all__ = [
     "AvgPool2d",
     "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
+    "MaxPool3d",
+    "AvgPool3d",
+    "AdaptiveAvgPool3d",
+    "AdaptiveMaxPool1d",
+    "AdaptiveMaxPool2d",
     "Flatten",
     "Unflatten",
     "Embedding",
@@ -151,9 +168,11 @@ __all__ = [
     "GroupNorm",
     "BatchNorm1d",
     "BatchNorm2d",
+    "BatchNorm3d",
     "Dropout",
     "Dropout1d",
     "Dropout2d",
+    "Dropout3d",
     "ReLU",
     "GELU",
     "SiLU",

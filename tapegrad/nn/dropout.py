@@ -1,5 +1,5 @@
 """``Dropout``: zero activations at random while training (``tg.dropout``); ``Dropout1d`` and
-``Dropout2d``: zero whole channels (``tg.dropout1d``/``tg.dropout2d``)."""
+``Dropout2d``, ``Dropout3d``: zero whole channels (``tg.dropout1d``/``2d``/``3d``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tapegrad._tensor import Tensor
 from tapegrad.nn.module import Module
 from tapegrad.random import key_of, split_key
 
-__all__ = ["Dropout", "Dropout1d", "Dropout2d"]
+__all__ = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d"]
 
 
 def check_p(owner: str, p: float) -> float:
@@ -101,5 +101,23 @@ class Dropout2d(Dropout):
         """``x`` with whole channels dropped (unchanged in ``eval()`` mode or with ``p == 0``)."""
         training = self.training and self.p != 0.0
         return ops.dropout2d(
+            x, self.p, training=training, key=self._next_key() if training else None
+        )
+
+
+class Dropout3d(Dropout):
+    """While ``training``, zero each channel of x ``(N, C, D, H, W)`` or ``(C, D, H, W)`` whole
+    with probability ``p`` and scale the rest by ``1 / (1 - p)``; in ``eval()`` mode, the
+    identity (``tg.dropout3d``). Arguments as ``Dropout``.
+
+    Raises:
+        ValueError: ``p`` outside ``[0, 1]``.
+        ShapeError: at call time, an input that is not 4- or 5-D (in ``eval()`` mode too).
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``x`` with whole channels dropped (unchanged in ``eval()`` mode or with ``p == 0``)."""
+        training = self.training and self.p != 0.0
+        return ops.dropout3d(
             x, self.p, training=training, key=self._next_key() if training else None
         )

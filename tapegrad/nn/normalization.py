@@ -1,5 +1,5 @@
-"""Normalisation layers: ``LayerNorm``, ``RMSNorm``, ``GroupNorm``, ``BatchNorm1d``,
-``BatchNorm2d`` (running statistics as buffers)."""
+"""Normalisation layers: ``LayerNorm``, ``RMSNorm``, ``GroupNorm``, ``BatchNorm1d``/``2d``/
+``3d`` (running statistics as buffers)."""
 
 from __future__ import annotations
 
@@ -373,3 +373,10 @@ class BatchNorm2d(_BatchNorm):
     :class:`BatchNorm1d` for parameters, buffers and arguments)."""
 
     _ndims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch normalisation of ``(N, C, D, H, W)`` inputs per channel ``C`` (see
+    :class:`BatchNorm1d` for parameters, buffers and arguments)."""
+
+    _ndims = (5,)

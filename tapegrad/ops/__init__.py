@@ -1,6 +1,7 @@
 """The built-in ops, one module per family; each op is a forward/VJP pair (docs/style.md)."""
 
 from tapegrad.ops.activation import *  # noqa: F403
+from tapegrad.ops.adaptive_pool import *  # noqa: F403
 from tapegrad.ops.attention import *  # noqa: F403
 from tapegrad.ops.binary import *  # noqa: F403
 from tapegrad.ops.conv import *  # noqa: F403

@@ -7,10 +7,22 @@ from typing import Any
 from tapegrad._args import integer
 from tapegrad.errors import ShapeError
 
-__all__ = ["Ints", "Pairs", "spatial", "check_window"]
+__all__ = ["Ints", "Pairs", "layout", "spatial", "check_window"]
 
 Ints = tuple[int, ...]
 Pairs = tuple[tuple[int, int], ...]
+
+
+_LAYOUTS = {
+    1: "(N, C, L) or (C, L)",
+    2: "(N, C, H, W) or (C, H, W)",
+    3: "(N, C, D, H, W) or (C, D, H, W)",
+}
+
+
+def layout(n: int) -> str:
+    """The input layouts, batched or not, of an op over ``n`` (1 to 3) spatial axes."""
+    return _LAYOUTS[n]
 
 
 def spatial(value: Any, n: int, name: str, what: str, low: int = 1, forms: str = "") -> Ints:

@@ -1,6 +1,6 @@
-"""Pooling with PyTorch's arguments: max_pool2d and avg_pool2d over NCHW inputs (and
-max_pool1d/avg_pool1d over NCL ones, the same ops over one spatial axis), and adaptive
-average pooling (``adaptive_avg_pool1d``/``2d``) to a fixed output size."""
+"""Pooling over fixed windows with PyTorch's arguments: max_pool2d and avg_pool2d over NCHW
+inputs (and max_pool1d/avg_pool1d over NCL ones, max_pool3d/avg_pool3d over NCDHW ones, the
+same two ops over one or three spatial axes)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tapegrad.derived import derived_vjp
 from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel as compiled
 from tapegrad.op import defop, operand_shape
-from tapegrad.ops._window import Ints, check_window, spatial
+from tapegrad.ops._window import Ints, check_window, layout, spatial
 
 if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
@@ -28,13 +28,13 @@ __all__ = [
     "avg_pool1d",
     "max_pool2d",
     "avg_pool2d",
-    "adaptive_avg_pool1d",
-    "adaptive_avg_pool2d",
+    "max_pool3d",
+    "avg_pool3d",
 ]
 
 
 def _window(x: jax.Array, kernel: Ints, stride: Ints, padding: Ints) -> dict[str, Any]:
-    """``lax.reduce_window``'s arguments over the last ``len(kernel)`` axes (1 or 2)."""
+    """``lax.reduce_window``'s arguments over the last ``len(kernel)`` axes (1 to 3)."""
     lead = (1,) * (x.ndim - len(kernel))
     return {
         "window_dimensions": lead + kernel,
@@ -78,7 +78,7 @@ def _max_pool2d(
     x: jax.Array, *, kernel: Ints, stride: Ints, padding: Ints
 ) -> tuple[jax.Array, tuple[jax.Array]]:
     """The maximum of each (kernel) window over the last ``len(kernel)`` axes (two; one for
-    ``max_pool1d``)."""
+    ``max_pool1d``, three for ``max_pool3d``)."""
     return _max_pool_fn(x, kernel=kernel, stride=stride, padding=padding), (x,)
 
 
@@ -111,7 +111,7 @@ def _avg_pool2d(
     x: jax.Array, *, kernel: Ints, stride: Ints, padding: Ints, count_include_pad: bool = True
 ) -> tuple[jax.Array, tuple[jax.Array]]:
     """The mean of each (kernel) window over the last ``len(kernel)`` axes (two; one for
-    ``avg_pool1d``)."""
+    ``avg_pool1d``, three for ``avg_pool3d``)."""
     y = _avg_pool_fn(
         x, kernel=kernel, stride=stride, padding=padding, count_include_pad=count_include_pad
     )
@@ -127,8 +127,7 @@ def _pool_args(
     """The checked kernel, stride and padding of pooling over the last ``n`` axes."""
     shape = operand_shape(x, name)
     if len(shape) not in (n + 1, n + 2):
-        layout = "(N, C, L) or (C, L)" if n == 1 else "(N, C, H, W) or (C, H, W)"
-        raise ShapeError(f"{name}: input of shape {shape} must be {layout}.")
+        raise ShapeError(f"{name}: input of shape {shape} must be {layout(n)}.")
     k = spatial(kernel, n, name, "kernel")
     s = k if stride is None else spatial(stride, n, name, "stride")
     p = spatial(padding, n, name, "padding", low=0)
@@ -163,6 +162,17 @@ _CEIL_MODE1 = (
 )
 MAX1_ADVICE = {**MAX_ADVICE, "ceil_mode": _CEIL_MODE1}
 AVG1_ADVICE = {"ceil_mode": _CEIL_MODE1}  # PyTorch's avg_pool1d has no divisor_override
+_CEIL_MODE3 = (
+    "only floor mode is supported (PyTorch's default ceil_mode=False). To keep a last partial "
+    "window, tg.pad the input at the end of each pooled axis first (with -inf for max pooling) "
+    "so it fits."
+)
+MAX3_ADVICE = {**MAX_ADVICE, "ceil_mode": _CEIL_MODE3}
+AVG3_ADVICE = {
+    "ceil_mode": _CEIL_MODE3,
+    "divisor_override": "not supported: divide the window sums yourself, e.g. "
+    "tg.avg_pool3d(x, k) * (kd * kh * kw / divisor).",
+}
 """PyTorch options the pooling layers and functions do not take, and what to do instead;
 given PyTorch's default values (``*_DEFAULTS``) they are dropped."""
 MAX_DEFAULTS = {"ceil_mode": False, "dilation": 1, "return_indices": False}
@@ -277,106 +287,56 @@ def avg_pool1d(
     return _avg_pool2d(x, **args, count_include_pad=bool(count_include_pad))
 
 
-def _windows(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """PyTorch's adaptive windows along one axis: output i averages the inputs
-    ``floor(i * n_in / n_out)`` to ``ceil((i + 1) * n_in / n_out)`` (exclusive). Returns the
-    ``(n_out, k)`` indices of each window (``k`` its longest; past a window's end its last
-    index again), the ``(n_out, k)`` mask of its own entries and the ``(n_out,)`` counts."""
-    i = np.arange(n_out)
-    start, stop = (i * n_in) // n_out, -((-(i + 1) * n_in) // n_out)
-    counts = stop - start
-    idx = start[:, None] + np.arange(int(counts.max()))
-    return np.minimum(idx, stop[:, None] - 1).astype(np.int32), idx < stop[:, None], counts
-
-
-@partial(compiled, static_argnames=("size",))
-def _adaptive_avg_fn(x: jax.Array, *, size: Ints) -> jax.Array:
-    """The jnp forward over the last ``len(size)`` axes, one at a time: equal windows (the
-    size divides) as a reshape and a mean, others gathered ``(n_out, k)`` (constant indices:
-    memory ~k / (n_in / n_out) times x's, not an (n_out, n_in) matrix) and summed over
-    their own entries; float16 and bfloat16 in float32 (``summed_in``), as PyTorch."""
-    dtype = x.dtype
-    x = x.astype(summed_in(dtype))
-    n = len(size)
-    for k, n_out in enumerate(size):
-        axis = x.ndim - n + k
-        n_in, after = x.shape[axis], (1,) * (n - k - 1)
-        if n_in % n_out == 0:
-            split = (*x.shape[:axis], n_out, n_in // n_out, *x.shape[axis + 1 :])
-            x = jnp.mean(x.reshape(split), axis=axis + 1)
-            continue
-        idx, own, counts = _windows(n_in, n_out)
-        picked = jnp.take(x, jnp.asarray(idx), axis=axis)  # (..., n_out, k, ...)
-        total = jnp.sum(jnp.where(own.reshape(own.shape + after), picked, 0), axis=axis + 1)
-        x = total / jnp.asarray(counts.reshape(counts.shape + after), x.dtype)
-    return x.astype(dtype)
-
-
-@defop(name="adaptive_avg_pool")
-def _adaptive_avg_pool(x: jax.Array, *, size: Ints) -> tuple[jax.Array, tuple[jax.Array]]:
-    """The mean of PyTorch's adaptive windows over the last ``len(size)`` axes."""
-    return _adaptive_avg_fn(x, size=size), (x,)
-
-
-_adaptive_avg_pool.defvjp(derived_vjp(_adaptive_avg_fn))
-
-
-def _adaptive(name: str, x: Any, output_size: Any, n: int) -> Tensor:
-    shape = operand_shape(x, name)
-    layout = "(N, C, L) or (C, L)" if n == 1 else "(N, C, H, W) or (C, H, W)"
-    if len(shape) not in (n + 1, n + 2) or 0 in shape[-n:]:
-        raise ShapeError(f"{name}: input of shape {shape} must be {layout}, spatial sizes > 0.")
-    dtype = x.dtype if hasattr(x, "dtype") else np.result_type(x)
-    if not jnp.issubdtype(dtype, jnp.floating):
-        raise TypeError(
-            f"{name}: a {dtype} input cannot be averaged in its own dtype (PyTorch refuses it "
-            "too); cast it first: x.astype(tg.float32)."
-        )
-    given = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * n
-    if len(given) != n:
-        raise ValueError(f"{name}: output_size={output_size!r} must be an int or {n} ints.")
-    keep = tuple(shape[-n + k] if v is None else v for k, v in enumerate(given))  # None: as is
-    return _adaptive_avg_pool(x, size=spatial(keep, n, name, "output_size"))
-
-
-def adaptive_avg_pool1d(x: Any, output_size: int) -> Tensor:
-    """Adaptive average pooling over the last axis, PyTorch's ``F.adaptive_avg_pool1d``:
-    output element i averages inputs ``floor(i L / L_out)`` to ``ceil((i + 1) L / L_out)``.
+@torch_keywords(
+    {**MAX3_ADVICE, **_KERNEL_SIZE}, defaults=MAX_DEFAULTS, order="its fifth parameter is dilation"
+)
+def max_pool3d(
+    x: Any, kernel: int | Ints, stride: int | Ints | None = None, padding: int | Ints = 0
+) -> Tensor:
+    """Max pooling over the last three axes, PyTorch's ``F.max_pool3d`` (floor mode, no
+    dilation).
 
     Args:
-        x: (N, C, L) or (C, L).
-        output_size: ``L_out``, an int >= 1.
+        x: (N, C, D, H, W) or (C, D, H, W).
+        kernel: window size, an int or (kd, kh, kw).
+        stride: step between windows (default: the kernel, as PyTorch).
+        padding: implicit -inf padding on both sides, at most half the kernel.
 
     Returns:
-        (N, C, L_out) or (C, L_out), in ``x``'s dtype.
+        (N, C, D', H', W') or (C, D', H', W') in ``x``'s dtype, ``D' = (D + 2 p - kd) // sd
+        + 1`` (and so for H', W').
 
-    The forward averages equal windows with a reshape and a mean, others by gathering them
-    (float16 and bfloat16 in float32, as PyTorch); the VJP is JAX's derivative of it (each
-    output's g spread evenly over its window), compiled per shape.
-
-    Raises:
-        ShapeError: the input is not 2- or 3-D, or its length is 0.
-        ValueError: ``output_size`` below 1 or of the wrong count.
-        TypeError: ``output_size`` not an int; an input that is not floating point.
-    """
-    return _adaptive("adaptive_avg_pool1d", x, output_size, 1)
-
-
-def adaptive_avg_pool2d(x: Any, output_size: int | tuple[int | None, int | None]) -> Tensor:
-    """Adaptive average pooling over the last two axes, PyTorch's ``F.adaptive_avg_pool2d``
-    (``adaptive_avg_pool1d``'s windows along each; ``(1, 1)`` is global average pooling).
-
-    Args:
-        x: (N, C, H, W) or (C, H, W).
-        output_size: ``(H_out, W_out)`` or one int for both; ``None`` keeps that size.
-
-    Returns:
-        (N, C, H_out, W_out) or (C, H_out, W_out), in ``x``'s dtype.
+    The same op as ``max_pool2d`` over three spatial axes; the gradient goes to the maximum
+    of each window, where PyTorch's does (a NaN reported as the maximum; an input, never the
+    padding, in a window of -inf).
 
     Raises:
-        ShapeError: the input is not 3- or 4-D, or a spatial size is 0.
-        ValueError: an output size below 1 or of the wrong count.
-        TypeError: an output size that is not an int or ``None``; an input that is not
-            floating point.
+        ShapeError: the input is not 4- or 5-D, or the window is larger than the padded input.
+        ValueError: malformed kernel, stride or padding, or padding over half the kernel.
+        TypeError: a kernel, stride or padding that is not an int (a float); PyTorch's
+            ``ceil_mode=True``, ``dilation``, ``return_indices=True`` or ``kernel_size=``
+            (the message says what to write).
     """
-    return _adaptive("adaptive_avg_pool2d", x, output_size, 2)
+    return _max_pool2d(x, **_pool_args("max_pool3d", x, kernel, stride, padding, n=3))
+
+
+@torch_keywords(
+    {**AVG3_ADVICE, **_KERNEL_SIZE},
+    defaults=AVG_DEFAULTS,
+    order="its fifth parameter is ceil_mode",
+)
+def avg_pool3d(
+    x: Any,
+    kernel: int | Ints,
+    stride: int | Ints | None = None,
+    padding: int | Ints = 0,
+    *,
+    count_include_pad: bool = True,
+) -> Tensor:
+    """Average pooling over the last three axes, PyTorch's ``F.avg_pool3d`` (floor mode;
+    ``count_include_pad=True``, the default, counts padded zeros in the mean, ``False`` divides
+    by the input elements of each window). Arguments, result and errors as ``max_pool3d``
+    (zero padding; ``divisor_override`` is refused with advice, not ``dilation``); the same op
+    as ``avg_pool2d`` over three spatial axes, its VJP JAX's derivative of the forward."""
+    args = _pool_args("avg_pool3d", x, kernel, stride, padding, n=3)
+    return _avg_pool2d(x, **args, count_include_pad=bool(count_include_pad))

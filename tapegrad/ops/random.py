@@ -1,4 +1,4 @@
-"""Random ops on tensors: dropout, and channel dropout (``dropout1d``/``dropout2d``: one draw
+"""Random ops on tensors: dropout, and channel dropout (``dropout1d``/``2d``/``3d``: one draw
 per channel), their masks drawn from a key or from the process random state."""
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from tapegrad._dtypes import check_float_values
 from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel
 from tapegrad.op import as_operand, defop, operand_shape
+from tapegrad.ops._window import layout
 from tapegrad.random import key_of
 
 if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
 
-__all__ = ["dropout", "dropout1d", "dropout2d"]
+__all__ = ["dropout", "dropout1d", "dropout2d", "dropout3d"]
 
 
 def _odds(p: float) -> tuple[Any, Any]:
@@ -103,8 +104,7 @@ def _channel_dropout(name: str, x: Any, p: float, training: bool, key: Any, n: i
     p = fraction(p, f"{name}: p")
     shape = operand_shape(x, name)
     if len(shape) not in (n + 1, n + 2):
-        layout = "(N, C, L) or (C, L)" if n == 1 else "(N, C, H, W) or (C, H, W)"
-        raise ShapeError(f"{name}: input of shape {shape} must be {layout}.")
+        raise ShapeError(f"{name}: input of shape {shape} must be {layout(n)}.")
     if not training or p == 0.0:
         return x  # type: ignore[no-any-return]
     check_float_values(name, x)
@@ -165,3 +165,25 @@ def dropout2d(x: Any, p: float = 0.5, *, training: bool = True, key: Any = None)
             with ``p > 0``.
     """
     return _channel_dropout("dropout2d", x, p, training, key, 2)
+
+
+@numpy_keywords
+def dropout3d(x: Any, p: float = 0.5, *, training: bool = True, key: Any = None) -> Tensor:
+    """Channel dropout, PyTorch's ``F.dropout3d``: in training, each channel (every ``(n, c)``
+    of ``(N, C, D, H, W)``, every ``c`` of ``(C, D, H, W)``) is zeroed whole with probability
+    ``p`` and the others are scaled by ``1 / (1 - p)``; otherwise ``x`` itself is returned.
+
+    Args:
+        x: (N, C, D, H, W) or (C, D, H, W), floating point while training with ``p > 0``.
+        p, training, key: as ``dropout1d``.
+
+    Returns:
+        A tensor of ``x``'s shape and dtype; its gradient is ``g`` times the same mask.
+
+    Raises:
+        ShapeError: ``x`` is not 4- or 5-D (also in evaluation; PyTorch warns and goes on).
+        ValueError: ``p`` is outside ``[0, 1]``.
+        TypeError: ``p`` is not a number, or ``x`` holds booleans or integers while training
+            with ``p > 0``.
+    """
+    return _channel_dropout("dropout3d", x, p, training, key, 3)

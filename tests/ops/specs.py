@@ -489,12 +489,42 @@ def _adaptive_avg_ref(x: jax.Array, *, size: Any) -> jax.Array:
     return x
 
 
-ADAPTIVE_CASES = (((2, 3, 7, 5), (3, 2)), ((2, 4, 6), (4,)), ((1, 2, 5, 6), (7, 9)))
+def _adaptive_max_ref(x: jax.Array, *, size: Any) -> jax.Array:
+    """Each output the maximum of its slice, PyTorch's windows along each pooled axis (ties
+    are measure-zero for the spec's random floats, so ``jnp.max``'s derivative agrees)."""
+    for k, n_out in enumerate(size):
+        axis = x.ndim - len(size) + k
+        n_in = x.shape[axis]
+        x = jnp.concatenate(
+            [
+                jnp.max(
+                    jax.lax.slice_in_dim(
+                        x, i * n_in // n_out, -(-(i + 1) * n_in // n_out), 1, axis
+                    ),
+                    axis=axis,
+                    keepdims=True,
+                )
+                for i in range(n_out)
+            ],
+            axis=axis,
+        )
+    return x
+
+
+ADAPTIVE_CASES = (
+    ((2, 3, 7, 5), (3, 2)),
+    ((2, 4, 6), (4,)),
+    ((1, 2, 5, 6), (7, 9)),
+    ((1, 2, 5, 4, 3), (2, 3, 2)),
+)
+ADAPTIVE_MAX_CASES = (((2, 3, 7, 5), (3, 2)), ((2, 4, 7), (3,)), ((3, 5, 4), (7, 4)))
 
 
 POOL_CASES = (
     ((2, 3, 6, 5), {"kernel": (2, 2), "stride": (2, 2), "padding": (0, 0)}),
     ((1, 2, 5, 5), {"kernel": (3, 3), "stride": (2, 1), "padding": (1, 1)}),
+    ((2, 5, 7), {"kernel": (3,), "stride": (2,), "padding": (1,)}),
+    ((1, 2, 4, 5, 3), {"kernel": (2, 3, 2), "stride": (2, 1, 1), "padding": (1, 1, 0)}),
 )
 
 
@@ -1314,6 +1344,14 @@ SPECS: tuple[OpSpec, ...] = (
         _adaptive_avg_ref,
         rtol=1e-5,
         atol=1e-6,
+    ),
+    OpSpec(
+        _R["adaptive_max_pool"],
+        tuple(
+            Case(f"{s}-{size}", arrays(s).map(lambda x: (x,)), {"size": size})
+            for s, size in ADAPTIVE_MAX_CASES
+        ),
+        _adaptive_max_ref,
     ),
     # normalization
     OpSpec(

@@ -29,7 +29,8 @@ TORCH_NAMES = {
     "interpolate",  # F.interpolate
     "max_pool2d",
     "avg_pool2d",
-    "adaptive_avg_pool",  # F.adaptive_avg_pool1d and 2d, one op
+    "adaptive_avg_pool",  # F.adaptive_avg_pool1d, 2d and 3d, one op
+    "adaptive_max_pool",  # F.adaptive_max_pool1d and 2d, one op
     "layer_norm",
     "batch_norm",
     "scaled_dot_product_attention",
