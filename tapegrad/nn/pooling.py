@@ -10,7 +10,7 @@ from tapegrad import ops
 from tapegrad._args import torch_keywords
 from tapegrad._tensor import Tensor
 from tapegrad.nn.module import Module
-from tapegrad.ops.adaptive_pool import RETURN_INDICES, RETURN_INDICES_DEFAULT
+from tapegrad.ops.adaptive_pool import no_indices
 from tapegrad.ops.pool import (
     AVG1_ADVICE,
     AVG1_DEFAULTS,
@@ -309,8 +309,8 @@ class AdaptiveAvgPool3d(_AdaptivePool):
 class _AdaptiveMaxPool(_AdaptivePool):
     """The adaptive max pooling layers: PyTorch's ``return_indices=True`` refused."""
 
-    @torch_keywords(RETURN_INDICES, defaults=RETURN_INDICES_DEFAULT)
-    def __init__(self, output_size: Any) -> None:
+    def __init__(self, output_size: Any, return_indices: bool = False) -> None:
+        no_indices(f"{type(self).__name__}()", return_indices)
         super().__init__(output_size)
 
 

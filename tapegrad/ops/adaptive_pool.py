@@ -10,7 +10,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tapegrad._args import torch_keywords
 from tapegrad._dtypes import summed_in
 from tapegrad.derived import derived_vjp
 from tapegrad.errors import ShapeError
@@ -192,23 +191,29 @@ def adaptive_avg_pool3d(
     return _adaptive_avg_pool(x, **_adaptive("adaptive_avg_pool3d", x, output_size, 3))
 
 
-RETURN_INDICES = {
-    "return_indices": "there are no indices to return (as for tg.max_pool2d; no MaxUnpool): "
-    "remove it; to find the maxima, compare the input with the pooled output."
-}
-"""PyTorch's ``return_indices=True`` of adaptive max pooling, not taken, and what to do;
-``return_indices=False`` (``RETURN_INDICES_DEFAULT``) is dropped."""
-RETURN_INDICES_DEFAULT = {"return_indices": False}
+def no_indices(owner: str, return_indices: Any) -> None:
+    """Refuse PyTorch's ``return_indices=True`` of adaptive max pooling (taken, in PyTorch's
+    position, so that ``False`` is a no-op), as ``max_pool2d`` refuses it.
+
+    Raises:
+        TypeError: ``return_indices`` is true, naming ``owner`` and what to do instead.
+    """
+    if return_indices:
+        raise TypeError(
+            f"{owner} got return_indices={return_indices!r}: there are no indices to return "
+            "(as for tg.max_pool2d; no MaxUnpool): remove it; to find the maxima, compare "
+            "the input with the pooled output."
+        )
 
 
-@torch_keywords(RETURN_INDICES, defaults=RETURN_INDICES_DEFAULT)
-def adaptive_max_pool1d(x: Any, output_size: int) -> Tensor:
+def adaptive_max_pool1d(x: Any, output_size: int, return_indices: bool = False) -> Tensor:
     """Adaptive max pooling over the last axis, PyTorch's ``F.adaptive_max_pool1d``: output
     element i is the maximum of inputs ``floor(i L / L_out)`` to ``ceil((i + 1) L / L_out)``.
 
     Args:
         x: (N, C, L) or (C, L), floating point.
         output_size: ``L_out``, an int >= 1.
+        return_indices: PyTorch's; only ``False`` (no indices are returned).
 
     Returns:
         (N, C, L_out) or (C, L_out), in ``x``'s dtype (a NaN in a window is its maximum).
@@ -223,17 +228,20 @@ def adaptive_max_pool1d(x: Any, output_size: int) -> Tensor:
         TypeError: ``output_size`` not an int; an input that is not floating point;
             ``return_indices=True`` (the message says what to do).
     """
+    no_indices("adaptive_max_pool1d()", return_indices)
     return _adaptive_max_pool(x, **_adaptive("adaptive_max_pool1d", x, output_size, 1))
 
 
-@torch_keywords(RETURN_INDICES, defaults=RETURN_INDICES_DEFAULT)
-def adaptive_max_pool2d(x: Any, output_size: int | tuple[int | None, int | None]) -> Tensor:
+def adaptive_max_pool2d(
+    x: Any, output_size: int | tuple[int | None, int | None], return_indices: bool = False
+) -> Tensor:
     """Adaptive max pooling over the last two axes, PyTorch's ``F.adaptive_max_pool2d``
     (``adaptive_max_pool1d``'s windows along each; ``1`` is global max pooling).
 
     Args:
         x: (N, C, H, W) or (C, H, W), floating point.
         output_size: ``(H_out, W_out)`` or one int for both; ``None`` keeps that size.
+        return_indices: PyTorch's; only ``False`` (no indices are returned).
 
     Returns:
         (N, C, H_out, W_out) or (C, H_out, W_out), in ``x``'s dtype.
@@ -247,4 +255,5 @@ def adaptive_max_pool2d(x: Any, output_size: int | tuple[int | None, int | None]
         TypeError: an output size that is not an int or ``None``; an input that is not
             floating point; ``return_indices=True``.
     """
+    no_indices("adaptive_max_pool2d()", return_indices)
     return _adaptive_max_pool(x, **_adaptive("adaptive_max_pool2d", x, output_size, 2))

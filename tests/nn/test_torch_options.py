@@ -26,6 +26,17 @@ CASES: list[tuple[Callable[[], Any], type[Exception], str]] = [
     (lambda: nn.MaxPool1d(2, dilation=2), TypeError, r"^MaxPool1d\(\) .*dilated pooling"),
     (lambda: nn.MaxPool1d(2, return_indices=True), TypeError, r"^MaxPool1d\(\) .*no indices"),
     (lambda: nn.AvgPool1d(2, ceil_mode=True), TypeError, r"^AvgPool1d\(\) .*tg.pad"),
+    (lambda: nn.MaxPool3d(2, ceil_mode=True), TypeError, r"^MaxPool3d\(\) .*each pooled axis"),
+    (lambda: nn.MaxPool3d(2, dilation=2), TypeError, r"^MaxPool3d\(\) .*dilated pooling"),
+    (lambda: nn.MaxPool3d(2, return_indices=True), TypeError, r"^MaxPool3d\(\) .*no indices"),
+    (lambda: nn.AvgPool3d(2, ceil_mode=True), TypeError, r"^AvgPool3d\(\) .*tg.pad"),
+    (lambda: nn.AvgPool3d(2, divisor_override=3), TypeError, r"^AvgPool3d\(\) .*kd \* kh"),
+    (lambda: nn.AdaptiveMaxPool1d(2, True), TypeError, r"^AdaptiveMaxPool1d\(\) .*no indices"),
+    (
+        lambda: nn.AdaptiveMaxPool2d(2, return_indices=True),
+        TypeError,
+        r"^AdaptiveMaxPool2d\(\) .*no indices",
+    ),
     (
         lambda: nn.Conv2d(1, 2, 3, padding_mode="reflect"),
         TypeError,
@@ -50,6 +61,7 @@ def test_unsupported_pytorch_options_name_the_public_class_and_what_to_do(
     with pytest.raises(kind, match=message) as info:
         make()
     assert "_RNNBase" not in str(info.value) and "_Pool2d" not in str(info.value)
+    assert "_AdaptiveMaxPool" not in str(info.value)
 
 
 def test_pytorch_defaults_are_accepted() -> None:
@@ -58,6 +70,10 @@ def test_pytorch_defaults_are_accepted() -> None:
     nn.AvgPool2d(2, ceil_mode=False, divisor_override=None, count_include_pad=True)
     nn.MaxPool1d(2, ceil_mode=False, dilation=1, return_indices=False)
     nn.AvgPool1d(2, ceil_mode=False, count_include_pad=True)
+    nn.MaxPool3d(2, ceil_mode=False, dilation=1, return_indices=False)
+    nn.AvgPool3d(2, ceil_mode=False, divisor_override=None, count_include_pad=True)
+    nn.AdaptiveMaxPool1d(2, return_indices=False)
+    nn.AdaptiveMaxPool2d((2, None), False)
     nn.Conv2d(1, 2, 3, padding_mode="zeros", key=0)
     nn.Embedding(5, 3, max_norm=None, norm_type=2, scale_grad_by_freq=False, sparse=False, key=0)
     nn.MultiheadAttention(8, 2, kdim=None, vdim=None, add_bias_kv=False, add_zero_attn=False)
