@@ -185,8 +185,18 @@ def test_embedding_negative_device_index_reads_nan_as_out_of_range() -> None:
             lambda: torch.nn.BatchNorm2d(3, momentum=0.3),
             (4, 3, 2, 2),
         ),
+        (
+            lambda: nn.BatchNorm3d(2, momentum=0.2),
+            lambda: torch.nn.BatchNorm3d(2, momentum=0.2),
+            (3, 2, 3, 2, 3),
+        ),
+        (
+            lambda: nn.BatchNorm3d(2, affine=False),
+            lambda: torch.nn.BatchNorm3d(2, affine=False),
+            (2, 2, 1, 3, 2),
+        ),
     ],
-    ids=["bn1d", "bn1d-seq", "bn2d"],
+    ids=["bn1d", "bn1d-seq", "bn2d", "bn3d", "bn3d-no-affine"],
 )
 def test_batch_norm_train_and_eval(ours: Any, theirs: Any, shape: tuple[int, ...]) -> None:
     mine, ref = ours(), theirs()
@@ -225,8 +235,10 @@ def test_dropout_is_reproducible_scaled_and_off_in_eval() -> None:
         (nn.Dropout1d, "Dropout1d", (300, 5)),
         (nn.Dropout2d, "Dropout2d", (40, 30, 2, 3)),
         (nn.Dropout2d, "Dropout2d", (300, 2, 3)),
+        (nn.Dropout3d, "Dropout3d", (40, 30, 2, 1, 3)),
+        (nn.Dropout3d, "Dropout3d", (300, 2, 2, 1)),
     ],
-    ids=["1d", "1d-unbatched", "2d", "2d-unbatched"],
+    ids=["1d", "1d-unbatched", "2d", "2d-unbatched", "3d", "3d-unbatched"],
 )
 def test_channel_dropout_drops_whole_channels_scaled(
     ours: Any, theirs: str, shape: tuple[int, ...]
@@ -234,7 +246,7 @@ def test_channel_dropout_drops_whole_channels_scaled(
     """One keep/zero decision per channel (every position of a channel equal), kept ones
     scaled by 1 / (1 - p), the gradient the same mask; eval and p=0 the identity, as torch."""
     x = np.abs(_x(*shape)) + 1.0
-    n = 1 if theirs == "Dropout1d" else 2
+    n = int(theirs[-2])  # the spatial axes
     drop = ours(0.25, key=5)
     t = tg.tensor(x, requires_grad=True)
     y = drop(t)
