@@ -358,6 +358,36 @@ MODEL_ROWS: list[tuple[str, Callable[..., Any], Callable[..., Any], tuple[np.nda
         (ints(5, 2, 6), f32(5, 3)),
     ),
     (
+        "max_pool3d",
+        lambda x: tg.max_pool3d(x, 3, (2, 1, 2), 1),
+        lambda x: F.max_pool3d(x, 3, (2, 1, 2), 1),
+        (f32(2, 2, 5, 4, 7),),
+    ),
+    (
+        "avg_pool3d-not-counted",
+        lambda x: tg.avg_pool3d(x, (2, 3, 3), 2, (1, 1, 0), count_include_pad=False),
+        lambda x: F.avg_pool3d(x, (2, 3, 3), 2, (1, 1, 0), count_include_pad=False),
+        (f32(3, 5, 6, 7),),
+    ),
+    (
+        "adaptive_avg_pool3d",
+        lambda x: tg.adaptive_avg_pool3d(x, (2, None, 4)),
+        lambda x: F.adaptive_avg_pool3d(x, (2, None, 4)),
+        (f32(1, 2, 5, 3, 7),),
+    ),
+    (
+        "adaptive_max_pool1d",
+        lambda x: tg.adaptive_max_pool1d(x, 4),
+        lambda x: F.adaptive_max_pool1d(x, 4),
+        (f32(2, 3, 9),),
+    ),
+    (
+        "adaptive_max_pool2d",
+        lambda x: tg.adaptive_max_pool2d(x, (3, 5)),
+        lambda x: F.adaptive_max_pool2d(x, (3, 5)),
+        (f32(2, 7, 4),),
+    ),
+    (
         "avg_pool2d-rect",
         lambda x: tg.avg_pool2d(x, (2, 3), (1, 2)),
         lambda x: F.avg_pool2d(x, (2, 3), (1, 2)),
