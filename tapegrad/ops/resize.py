@@ -28,7 +28,7 @@ from tapegrad.derived import derived_vjp
 from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel
 from tapegrad.op import as_operand, defop, operand_shape
-from tapegrad.ops.pool import adaptive_avg_pool1d, adaptive_avg_pool2d
+from tapegrad.ops.adaptive_pool import adaptive_avg_pool1d, adaptive_avg_pool2d
 
 __all__ = ["interpolate", "pixel_shuffle", "pixel_unshuffle"]
 
