@@ -48,6 +48,7 @@ RANK = {
     "tapegrad.ops.activation": 8,
     "tapegrad.ops.adaptive_pool": 8,
     "tapegrad.ops.attention": 8,
+    "tapegrad.ops.bag": 8.5,  # embedding_bag, on indexing's checks
     "tapegrad.ops.binary": 8,
     "tapegrad.ops.conv": 8,
     "tapegrad.ops.indexing": 8,

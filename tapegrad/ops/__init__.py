@@ -3,6 +3,7 @@
 from tapegrad.ops.activation import *  # noqa: F403
 from tapegrad.ops.adaptive_pool import *  # noqa: F403
 from tapegrad.ops.attention import *  # noqa: F403
+from tapegrad.ops.bag import *  # noqa: F403
 from tapegrad.ops.binary import *  # noqa: F403
 from tapegrad.ops.conv import *  # noqa: F403
 from tapegrad.ops.indexing import *  # noqa: F403
