@@ -115,7 +115,7 @@ from tapegrad.nn.pooling import (
 )
 from tapegrad.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from tapegrad.nn.shape import Flatten, Unflatten
-from tapegrad.nn.sparse import Embedding
+from tapegrad.nn.sparse import Embedding, EmbeddingBag
 from tapegrad.nn.transformer import (
     Transformer,
     TransformerDecoder,
@@ -163,6 +163,7 @@ __all__ = [
     "Flatten",
     "Unflatten",
     "Embedding",
+    "EmbeddingBag",
     "LayerNorm",
     "RMSNorm",
     "GroupNorm",
