@@ -54,7 +54,7 @@ def _bag_fn(
     mode: str,
     width: int | None,
     last: bool,
-    padding_idx: int | None,
+    padding_idx: int | None = None,
 ) -> jax.Array:
     """The jnp forward: rows of ``weight`` summed, averaged or maximised per bag; padding
     entries (``padding_idx``) and positions in no bag take no part; empty bags give zeros.

@@ -296,6 +296,51 @@ def _embedding_ref(indices: jax.Array, weight: jax.Array) -> jax.Array:
     return jnp.asarray(weight)[indices]
 
 
+def _embedding_bag_ref(
+    indices: jax.Array,
+    offsets: jax.Array,
+    weight: jax.Array,
+    psw: jax.Array,
+    *,
+    mode: str,
+    width: int | None,
+    last: bool,
+    padding_idx: int | None = None,
+) -> jax.Array:
+    """A dense twin: a (bags, n) membership matrix from each bag's [start, end)."""
+    idx = jnp.reshape(indices, -1)
+    n = idx.shape[0]
+    if width is not None:
+        starts = jnp.arange(indices.shape[0]) * width
+        ends = starts + width
+    else:
+        bags = offsets.shape[0] - (1 if last else 0)
+        starts = offsets[:bags]
+        ends = offsets[1:] if last else jnp.append(offsets[1:], n)
+    pos = jnp.arange(n)
+    member = (pos >= starts[:, None]) & (pos < ends[:, None])
+    if padding_idx is not None:
+        member &= idx != padding_idx
+    rows = weight[idx]
+    if mode == "max":
+        masked = jnp.where(member[:, :, None], rows, -jnp.inf)
+        return jnp.where(member.any(1)[:, None], jnp.max(masked, axis=1), 0)
+    scale = member * jnp.reshape(psw, -1) if mode == "sum" else member
+    total = scale.astype(weight.dtype) @ rows
+    if mode == "mean":
+        total = total / jnp.maximum(member.sum(1), 1)[:, None]
+    return total
+
+
+def embedding_bag_case(index: Shape, offsets: Sequence[int], params: Params) -> Case:
+    """Indices in [0, 5), fixed offsets (an empty bag among them), a (5, 3) table and a
+    weight per index."""
+    drawn = st.tuples(
+        labels(index, 5), st.just(np.asarray(offsets, np.int32)), arrays((5, 3)), arrays(index)
+    )
+    return Case(f"bag{index}-{_id(params)}", drawn, params)
+
+
 def _pad_ref(x: jax.Array, *, pad_width: Any, value: float = 0) -> jax.Array:
     return jnp.pad(x, pad_width, constant_values=value)
 
@@ -1271,6 +1316,23 @@ SPECS: tuple[OpSpec, ...] = (
         _R["embedding"],
         (with_ints((5, 3), (4,), 5, {}, first=True), with_ints((5, 2), (2, 3), 5, {}, True)),
         _embedding_ref,
+    ),
+    OpSpec(
+        _R["embedding_bag"],
+        tuple(
+            embedding_bag_case((7,), (0, 2, 2, 5), {"mode": m, "width": None, "last": False})
+            for m in ("sum", "mean", "max")
+        )
+        + (
+            embedding_bag_case(
+                (7,), (0, 3, 3, 6), {"mode": "sum", "width": None, "last": True, "padding_idx": 1}
+            ),
+            embedding_bag_case(
+                (2, 3), (0,), {"mode": "mean", "width": 3, "last": False, "padding_idx": 2}
+            ),
+            embedding_bag_case((2, 3), (0,), {"mode": "max", "width": 3, "last": False}),
+        ),
+        _embedding_bag_ref,
     ),
     OpSpec(
         _R["einsum"],

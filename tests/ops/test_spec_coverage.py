@@ -23,6 +23,7 @@ TORCH_NAMES = {
     "logdet",  # torch.logdet (NaN for a negative determinant)
     "kl_div",  # F.kl_div (jax.scipy.special.kl_div is another function)
     "embedding",
+    "embedding_bag",  # F.embedding_bag
     "dropout",
     "conv",
     "conv_transpose",  # F.conv_transpose1d/2d/3d, one op
