@@ -367,8 +367,21 @@ FUNCTION_KEYWORDS: list[tuple[str, Callable[..., Any], str]] = [
     ("l1_loss", lambda x: tg.l1_loss(x, x, size_average=True), "reduction='mean'"),
     ("nll_loss", lambda x: tg.nll_loss(x, tg.zeros(2, dtype=tg.int32), None, True), "size_av"),
     ("pad mode", lambda x: tg.pad(x, 1, mode="reflect"), "constant only .* tg.concatenate"),
-    ("pad positional mode", lambda x: tg.pad(x, 1, "constant"), "third parameter is the fill"),
+    ("pad positional reflect", lambda x: tg.pad(x, 1, "reflect"), "constant only .* tg.conc"),
 ]
+
+
+def test_pad_takes_pytorchs_positional_constant_mode_and_value() -> None:
+    """``F.pad(x, (1, 2), "constant", 0.5)``: the mode and value in PyTorch's (and NumPy's)
+    places give PyTorch's values; a number in the mode's place is still the fill value."""
+    x = np.arange(3.0, dtype=np.float32)
+    want = torch.nn.functional.pad(torch.tensor(x), (1, 2), "constant", 0.5).numpy()
+    np.testing.assert_array_equal(tg.pad(tg.tensor(x), (1, 2), "constant", 0.5).numpy(), want)
+    np.testing.assert_array_equal(tg.pad(tg.tensor(x), (1, 2), 0.5).numpy(), want)
+    assert tg.pad(tg.ones((2, 3)), 1, "constant").numpy().sum() == 6
+    assert tg.pad(tg.ones(2), 1, "constant", None).numpy().tolist() == [0, 1, 1, 0]
+    with pytest.raises(TypeError, match="in mode's place and value="):
+        tg.pad(tg.ones(2), 1, 0.5, 0.5)
 
 
 @pytest.mark.parametrize(

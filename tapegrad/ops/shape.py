@@ -373,15 +373,15 @@ def _pad_vjp(
     return (g[tuple(slice(b, g.shape[i] - a) for i, (b, a) in enumerate(pad_width))],)
 
 
-@torch_keywords(
-    {
-        "mode": "tg.pad pads with a constant only (value=, PyTorch's mode='constant'); for "
-        "'reflect', 'replicate' or 'circular', build the borders from slices with "
-        "tg.concatenate (x[..., 1:2] and x[..., -2:-1] for reflect on the last axis)."
-    },
-    defaults={"mode": "constant"},
+_PAD_MODES = (
+    "tg.pad pads with a constant only (value=, PyTorch's mode='constant'); for "
+    "'reflect', 'replicate' or 'circular', build the borders from slices with "
+    "tg.concatenate (x[..., 1:2] and x[..., -2:-1] for reflect on the last axis)."
 )
-def pad(x: Any, pad_width: Any, value: float = 0) -> Tensor:
+
+
+@torch_keywords()
+def pad(x: Any, pad_width: Any, mode: Any = "constant", value: float | None = None) -> Tensor:
     """Pad with a constant, NumPy's ``pad(x, pad_width, constant_values=value)``.
 
     Args:
@@ -390,19 +390,33 @@ def pad(x: Any, pad_width: Any, value: float = 0) -> Tensor:
             sides of every axis; a flat ``(before, after)`` only for a 1-d tensor (NumPy
             pads every axis with it, PyTorch's ``F.pad`` the last one only: refused where
             they differ). PyTorch's flat list starting from the last axis is not taken.
-        value: the fill value.
+        mode: ``"constant"``, the one mode supported, in NumPy's and PyTorch's third place
+            (``tg.pad(x, w, "constant", 0.5)`` as ``F.pad(x, w, "constant", 0.5)``). A
+            number here is the fill value (tapegrad's earlier ``pad(x, w, value)``).
+        value: the fill value; ``None`` (PyTorch's default) is 0.
 
     Raises:
         ShapeError: ``pad_width`` does not fit the tensor's dimensions, or is ragged.
-        TypeError: a width that is not an int.
+        TypeError: a width that is not an int; a mode other than ``"constant"`` (the message
+            says how to build reflect, replicate or circular padding); a value that is not a
+            number; a number in ``mode``'s place together with ``value``.
         ValueError: a negative width; a flat ``(before, after)`` pair for a tensor of two
             dimensions or more (the message gives both spellings).
     """
-    if isinstance(value, str):
+    if isinstance(mode, str):
+        if mode != "constant":
+            raise TypeError(f"pad: mode={mode!r} is not supported; {_PAD_MODES}")
+    elif value is not None:
         raise TypeError(
-            f"pad: value must be a number, got {value!r}: tg.pad's third parameter is the fill "
-            "value (PyTorch's F.pad takes the mode there); it pads with a constant only."
+            f"pad: got {mode!r} in mode's place and value={value!r}; pass the mode as a "
+            'string ("constant") and the fill value as value=.'
         )
+    else:
+        mode, value = "constant", mode  # tapegrad's earlier pad(x, pad_width, value)
+    value = 0 if value is None else value
+    if isinstance(value, (str, bool)) or not isinstance(value, (int, float, np.number)):
+        if not (hasattr(value, "shape") and np.size(value) == 1):  # a 0-d array is a number
+            raise TypeError(f"pad: value must be a number, got {value!r}.")
     ndim = getattr(x, "ndim", None)
     ndim = np.ndim(x) if ndim is None else ndim
     try:
