@@ -76,8 +76,8 @@ def _bag_fn(
     rows = jnp.take(weight, rows_at, axis=0, mode="fill")  # NaN rows out of range
     if mode != "max":
         acc = jnp.promote_types(weight.dtype, jnp.float32)  # float16 sums in float32
-        w = jnp.broadcast_to(jnp.reshape(psw, (-1,) if jnp.ndim(psw) else ()), idx.shape)
-        w = w.astype(acc) if mode == "sum" else 1
+        flat = jnp.reshape(psw, (-1,) if jnp.ndim(psw) else ())
+        w = jnp.broadcast_to(flat if mode == "sum" else 1, idx.shape).astype(acc)
         contrib = jnp.where(valid[:, None], rows.astype(acc) * jnp.reshape(w, (-1, 1)), 0)
         total = jax.ops.segment_sum(contrib, seg, bags)
         if mode == "mean":
