@@ -132,7 +132,8 @@ def _linear_fn(x: jax.Array, w: jax.Array, b: jax.Array) -> jax.Array:
 def _linear(
     x: jax.Array, w: jax.Array, b: jax.Array
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-    """``x @ w.T + b`` in one compiled call: x (..., in), w (out, in), b (out,) or 0."""
+    """``x @ w.T + b`` in one compiled call: x (..., in), w (out, in), b (out,) or 0; or w
+    (in,) and b 0-d, y (...) (``matmul``'s vector rule)."""
     return _linear_fn(x, w, b), (x, w)
 
 
@@ -142,8 +143,12 @@ def _linear_vjp(
     res: tuple[jax.Array, jax.Array], g: jax.Array, needs: tuple[bool, ...]
 ) -> tuple[jax.Array | None, ...]:
     """gx = g @ w, gw = g^T x and gb = sum of g over the leading axes (x and g flattened to
-    2-D first): the three cotangents of a linear layer in one compiled call."""
+    2-D first): the three cotangents of a linear layer in one compiled call. A 1-D w is one
+    row and g (...) one column; gw and gb are then read back as (in,) and ()."""
     x, w = res
+    if w.ndim == 1:
+        gx, gw, gb = _linear_vjp((x, w[None]), g[..., None], needs)
+        return (gx, None if gw is None else gw[0], None if gb is None else gb[0])
     rows = math.prod(x.shape[:-1])  # not -1: a layer of 0 features has 0-size rows
     g2 = g.reshape(rows, w.shape[0])
     gx = jnp.matmul(g, w) if needs[0] else None
@@ -159,32 +164,45 @@ def linear(x: Any, weight: Any, bias: Any = None) -> Tensor:
 
     Args:
         x: input of shape (..., in_features), or (in_features,).
-        weight: (out_features, in_features), PyTorch's layout.
-        bias: optional (out_features,).
+        weight: (out_features, in_features), PyTorch's layout; or (in_features,), PyTorch's
+            one-output form: the output has no feature axis.
+        bias: optional (out_features,); with a 1-D weight, 0-d (PyTorch's documented shape;
+            PyTorch itself refuses any bias with a 1-D weight and a 2-D input, which this
+            takes).
 
     Returns:
-        (..., out_features), in the promoted dtype.
+        (..., out_features), or (...) for a 1-D weight, in the promoted dtype.
 
     The VJP (hand-written, compiled per shape and dtype): gx = g @ weight, gweight = g^T x and
-    gbias = g summed over the leading axes, with x and g flattened to 2-D.
+    gbias = g summed over the leading axes, with x and g flattened to 2-D (a 1-D weight read
+    as one row, g as one column).
 
     Raises:
-        ShapeError: ``weight`` is not 2-D, ``x``'s last axis is not ``in_features``, or
-            ``bias`` is not (out_features,).
+        ShapeError: ``weight`` is not 1-D or 2-D, ``x`` is 0-d or its last axis is not
+            ``in_features``, or ``bias`` is not (out_features,) (0-d for a 1-D weight).
         OperandTypeError: an operand that is not a tensor or an array (a list: convert it
             with ``tg.tensor``).
     """
     w_shape = operand_shape(weight, "linear")
     x_shape = operand_shape(x, "linear")
-    if len(w_shape) != 2:
+    if len(w_shape) not in (1, 2):
         raise ShapeError(
-            f"linear: weight of shape {w_shape} must be 2-D (out_features, in_features)."
+            f"linear: weight of shape {w_shape} must be 2-D (out_features, in_features), or "
+            "1-D (in_features,) for one output without a feature axis."
         )
-    if not x_shape or x_shape[-1] != w_shape[1]:
+    if not x_shape or x_shape[-1] != w_shape[-1]:
         raise ShapeError(
-            f"linear: input of shape {x_shape} must end in in_features={w_shape[1]} to match "
+            f"linear: input of shape {x_shape} must end in in_features={w_shape[-1]} to match "
             f"the weight {w_shape}."
         )
+    if len(w_shape) == 1:
+        b_shape = () if bias is None else operand_shape(bias, "linear")
+        if b_shape != ():
+            raise ShapeError(
+                f"linear: with a 1-D weight {w_shape} (one output, no feature axis) the bias "
+                f"must be 0-d, got shape {b_shape}; pass bias.reshape(()) for a (1,) bias."
+            )
+        return _linear(x, weight, 0.0 if bias is None else bias)
     if bias is None:
         return _linear(x, weight, 0.0)
     if tuple(bias.shape) != (w_shape[0],):

@@ -156,3 +156,29 @@ def test_trace_of_integers_is_an_integer_that_records_nothing() -> None:
     x = tg.tensor(np.arange(9, dtype=np.int32).reshape(3, 3))
     y = tg.trace(x)
     assert y.dtype == np.int32 and y.item() == 12 and not y.requires_grad
+
+
+def test_linear_with_a_1d_weight_takes_a_0d_bias_and_refuses_others() -> None:
+    """PyTorch documents bias () for weight (in,), and refuses any bias with a 2-D input
+    there (its fused addmm path); tapegrad takes the documented form for every input."""
+    x, w = tg.tensor(_rand(5, 3), requires_grad=True), tg.tensor(_rand(3), requires_grad=True)
+    b = tg.tensor(np.float32(0.5), requires_grad=True)
+    y = tg.linear(x, w, b)
+    assert y.shape == (5,)
+    np.testing.assert_allclose(y.numpy(), x.numpy() @ w.numpy() + 0.5, rtol=1e-6)
+    gx, gw, gb = tg.grad(y.sum(), [x, w, b])
+    np.testing.assert_allclose(gx.numpy(), np.broadcast_to(w.numpy(), (5, 3)), rtol=1e-6)
+    np.testing.assert_allclose(gw.numpy(), x.numpy().sum(0), rtol=1e-5)
+    assert float(gb) == 5.0
+    for bias in (np.zeros(1, np.float32), np.zeros(5, np.float32)):
+        with pytest.raises(tg.ShapeError, match="the bias must be 0-d"):
+            tg.linear(x, w, bias)
+    with pytest.raises(tg.ShapeError, match="must be 2-D .* or 1-D"):
+        tg.linear(x, np.zeros((1, 3, 3), np.float32))
+    with pytest.raises(tg.ShapeError, match="must end in in_features=4"):
+        tg.linear(x, np.zeros(4, np.float32))
+
+
+def test_linear_with_a_1d_weight_is_one_node_checked_against_jax() -> None:
+    check_vjp(R["linear"], _rand(4, 2, 3), _rand(3), np.float32(0.3))
+    check_vjp(R["linear"], _rand(3), _rand(3), np.float32(0.3))

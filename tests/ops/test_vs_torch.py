@@ -394,6 +394,14 @@ MODEL_ROWS: list[tuple[str, Callable[..., Any], Callable[..., Any], tuple[np.nda
         (f32(1, 2, 5, 7),),
     ),
     (
+        "linear-1d-weight-0d-bias",  # PyTorch's one-output form: no feature axis
+        lambda x, w, b: tg.linear(x, w, b),
+        lambda x, w, b: F.linear(x, w, b),
+        (f32(4, 2, 3), f32(3), f32()),
+    ),
+    ("linear-1d-weight-vector", tg.linear, F.linear, (f32(3), f32(3))),
+    ("linear-1d-weight-matrix", tg.linear, F.linear, (f32(5, 3), f32(3))),
+    (
         "layer_norm-affine",
         lambda x, w, b: tg.layer_norm(x, (3, 4), w, b),
         lambda x, w, b: F.layer_norm(x, (3, 4), w, b),
