@@ -1,9 +1,13 @@
 """Normalisation layers: ``LayerNorm``, ``RMSNorm``, ``GroupNorm``, ``BatchNorm1d``/``2d``/
 ``3d`` (running statistics as buffers)."""
 
+"""Normalisation layers: ``LayerNorm``, ``RMSNorm``, ``GroupNorm``, ``BatchNorm1d``/``2d`` and
+``InstanceNorm1d``/``2d``/``3d`` (running statistics as buffers)."""
+
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import jax.numpy as jnp
@@ -11,15 +15,25 @@ import numpy as np
 
 from tapegrad import ops
 from tapegrad._args import dims, fraction, integer
-from tapegrad._dtypes import check_float, summed_in
+from tapegrad._dtypes import check_float
 from tapegrad._tensor import Tensor
-from tapegrad.errors import ShapeError
+from tapegrad.errors import ShapeError, TapegradWarning
 from tapegrad.grad_mode import no_grad
 from tapegrad.nn import _init
 from tapegrad.nn._inputs import as_input
 from tapegrad.nn.module import Module
+from tapegrad.origin import user_stacklevel
 
-__all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d"]
+__all__ = [
+    "LayerNorm",
+    "RMSNorm",
+    "GroupNorm",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "InstanceNorm3d",
+]
 
 
 def _normalized_shape(value: Any, owner: str) -> tuple[int, ...]:
@@ -176,10 +190,11 @@ class RMSNorm(Module):
 class GroupNorm(Module):
     """Normalise ``(N, C, *)`` inputs over each group of ``C // num_groups`` channels and
     every other axis but the batch (Wu & He 2018), then scale and shift per channel, as
-    PyTorch's ``GroupNorm`` (biased variance; the same in training and evaluation). The
-    statistics are one fused ``layer_norm`` over each group; a float16 or bfloat16 input is
-    normalised, scaled and shifted in float32 and the output rounded back to its dtype, as
-    PyTorch's (in float16, squared deviations of activations over 256 overflow).
+    PyTorch's ``GroupNorm`` (biased variance; the same in training and evaluation):
+    ``tg.group_norm``, whose statistics are one fused ``layer_norm`` over each group; a float16
+    or bfloat16 input is normalised, scaled and shifted in float32 and the output rounded back
+    to its dtype, as PyTorch's (in float16, squared deviations of activations over 256
+    overflow).
 
     Args:
         num_groups: the number of groups; divides ``num_channels``.
@@ -236,38 +251,31 @@ class GroupNorm(Module):
                 f"GroupNorm({self.num_groups}, {self.num_channels}) expects input (N, "
                 f"{self.num_channels}, ...), got shape {x.shape}."
             )
-        wide = summed_in(x.dtype)  # float32 for float16 and bfloat16, as PyTorch
-        xs = x.astype(wide) if wide != x.dtype else x
-        per_group = math.prod(x.shape[1:]) // self.num_groups  # not -1: an empty batch
-        groups = xs.reshape(x.shape[0], self.num_groups, per_group)
-        y = ops.layer_norm(groups, per_group, eps=self.eps).reshape(*x.shape)
-        if self.weight is not None and self.bias is not None:
-            per_channel = (self.num_channels,) + (1,) * (x.ndim - 2)
-            y = y * self.weight.reshape(per_channel) + self.bias.reshape(per_channel)
-        return y.astype(x.dtype) if wide != x.dtype else y  # the input's dtype, as PyTorch
+        return ops.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
 
 
-class _BatchNorm(Module):
-    """Batch normalisation over every axis but the channel axis (1)."""
+class _NormBase(Module):
+    """What batch and instance normalisation share (PyTorch's ``_NormBase``): per-channel
+    ``weight`` and ``bias``, the running statistics as buffers, and the repr."""
 
     weight: Tensor | None
     bias: Tensor | None
     running_mean: Tensor
     running_var: Tensor
     num_batches_tracked: Tensor
-    _ndims: tuple[int, ...]
 
     def __init__(
         self,
         num_features: int,
         eps: float = 1e-5,
-        momentum: float = 0.1,
+        momentum: float | None = 0.1,
         affine: bool = True,
         track_running_stats: bool = True,
         *,
+        bias: bool = True,
         dtype: Any = jnp.float32,
         device: Any = None,
     ) -> None:
@@ -278,16 +286,33 @@ class _BatchNorm(Module):
             raise ValueError(f"{name}({num_features}): num_features must be positive.")
         check_float(dtype, name)
         self.num_features, self.eps = num_features, float(eps)
-        self.momentum = _momentum(momentum, name)
-        self.track_running_stats = track_running_stats
+        self.momentum = self._momentum(momentum)
+        self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
         c = (num_features,)
         self.weight = _init.constant(c, 1.0, dtype) if affine else None
-        self.bias = _init.constant(c, 0.0, dtype) if affine else None
+        self.bias = _init.constant(c, 0.0, dtype) if affine and bias else None
         if track_running_stats:
             self.running_mean = _init.constant(c, 0.0, dtype, param=False)
             self.running_var = _init.constant(c, 1.0, dtype, param=False)
             self.num_batches_tracked = Tensor(jnp.zeros((), jnp.int32))
         _init.to_device(self, device, f"nn.{name}")
+
+    def _momentum(self, value: Any) -> float | None:
+        """``momentum`` checked (at construction and at each call: code sets it)."""
+        return _momentum(value, type(self).__name__)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+            f"affine={self.affine}, bias={self.bias is not None}, "
+            f"track_running_stats={self.track_running_stats}"
+        )
+
+
+class _BatchNorm(_NormBase):
+    """Batch normalisation over every axis but the channel axis (1)."""
+
+    _ndims: tuple[int, ...]
 
     def forward(self, x: Tensor) -> Tensor:
         """Normalise ``x`` with batch statistics (training) or the running ones (eval).
@@ -335,12 +360,6 @@ class _BatchNorm(Module):
                 self.num_batches_tracked.data = self.num_batches_tracked.data + 1
         return y
 
-    def extra_repr(self) -> str:
-        return (
-            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-            f"affine={self.weight is not None}, track_running_stats={self.track_running_stats}"
-        )
-
 
 class BatchNorm1d(_BatchNorm):
     """Batch normalisation of ``(N, C)`` or ``(N, C, L)`` inputs per channel ``C``.
@@ -355,6 +374,7 @@ class BatchNorm1d(_BatchNorm):
         momentum: weight of the new batch in the running statistics, in [0, 1].
         affine: learn ``weight`` and ``bias``.
         track_running_stats: keep running statistics (else batch statistics always).
+        bias: with ``affine``, also learn ``bias`` (PyTorch's keyword).
         dtype: a floating dtype for parameters and running statistics.
         device: where the parameters and buffers are made, as ``tg.zeros(..., device=)``
             (``"cpu"``, ``"gpu:0"``, a ``jax.Device``); ``None``: JAX's default device.
@@ -380,3 +400,133 @@ class BatchNorm3d(_BatchNorm):
     :class:`BatchNorm1d` for parameters, buffers and arguments)."""
 
     _ndims = (5,)
+
+
+class _InstanceNorm(_NormBase):
+    """Instance normalisation: each channel of each sample over its spatial axes."""
+
+    _spatial: int  # the spatial axes: 1, 2 or 3
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = False,
+        track_running_stats: bool = False,
+        *,
+        bias: bool = True,
+        dtype: Any = jnp.float32,
+        device: Any = None,
+    ) -> None:
+        super().__init__(
+            num_features,
+            eps,
+            momentum,
+            affine,
+            track_running_stats,
+            bias=bias,
+            dtype=dtype,
+            device=device,
+        )
+
+    def _momentum(self, value: Any) -> float | None:
+        """``None`` is taken, as PyTorch's instance norm takes it: momentum 0, the running
+        statistics stay as they are."""
+        return None if value is None else fraction(value, f"{type(self).__name__}: momentum")
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Normalise ``x``, batched ``(N, C, *spatial)`` or unbatched ``(C, *spatial)``.
+        In training mode, or always without ``track_running_stats``, with each instance's own
+        statistics (``tg.instance_norm``), updating the running statistics in place when
+        tracked; in evaluation mode with tracking, with the running statistics.
+        ``num_batches_tracked`` is kept (in ``state_dict()``) but not counted, as PyTorch's.
+        Raises:
+            ShapeError: ``x`` has neither rank this layer takes; its channels are not
+                ``num_features`` with ``affine`` or ``track_running_stats`` (PyTorch raises too).
+            ValueError: normalising with the input's statistics a spatial size of 1.
+        Warns:
+            TapegradWarning: (a ``UserWarning``) the channels are not ``num_features``
+                without ``affine`` or ``track_running_stats``, where ``num_features`` is not
+                used: PyTorch warns and normalises; so does this.
+        """
+        name = type(self).__name__
+        x = as_input(x, name)
+        ranks = (self._spatial + 1, self._spatial + 2)
+        if x.ndim not in ranks:
+            raise ShapeError(
+                f"{name}({self.num_features}) expects input of rank {ranks} ((C, *spatial) or "
+                f"(N, C, *spatial) with {self._spatial} spatial axes), got shape {x.shape}."
+            )
+        channels = x.shape[x.ndim - self._spatial - 1]
+        if channels != self.num_features:
+            if self.affine or self.track_running_stats:
+                raise ShapeError(
+                    f"{name}({self.num_features}) expects {self.num_features} channels on axis "
+                    f"{x.ndim - self._spatial - 1}, got shape {x.shape}."
+                )
+            warnings.warn(
+                f"{name}({self.num_features}): the input has {channels} channels (shape "
+                f"{x.shape}); num_features is not used without affine or track_running_stats, "
+                "so it normalises all of them (PyTorch warns here too). Pass the input's "
+                f"channel count ({name}({channels})) to silence this.",
+                TapegradWarning,
+                stacklevel=user_stacklevel(),
+            )
+        batched = x if x.ndim == ranks[1] else x.reshape(1, *x.shape)
+        tracked = self.track_running_stats
+        momentum = self._momentum(self.momentum)  # read at each call: code sets it
+        y = ops.instance_norm(
+            batched,
+            self.running_mean if tracked else None,
+            self.running_var if tracked else None,
+            self.weight,
+            self.bias,
+            use_input_stats=self.training or not tracked,
+            momentum=0.0 if momentum is None else momentum,
+            eps=self.eps,
+        )
+        return y if x.ndim == ranks[1] else y.reshape(*x.shape)
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance normalisation of ``(N, C, L)`` or unbatched ``(C, L)`` inputs (Ulyanov et al.
+    2016), PyTorch's ``InstanceNorm1d``: each channel of each sample normalised over ``L``
+    (biased variance), then with ``affine`` scaled and shifted per channel.
+    Parameters (with ``affine``) ``weight`` (ones) and ``bias`` (zeros) of shape ``(C,)``;
+    buffers (with ``track_running_stats``) ``running_mean`` (zeros), ``running_var`` (ones)
+    and ``num_batches_tracked``, saved in ``state_dict()`` under PyTorch's names, so a PyTorch
+    state dict loads unchanged.
+    Args:
+        num_features: the channels ``C``.
+        eps: added to the variance before the square root.
+        momentum: weight of each new batch in the running statistics, in [0, 1] (the
+            average of the instances' means and unbiased variances, as PyTorch's); ``None``,
+            as PyTorch's instance norm: 0, the running statistics stay as they are.
+        affine: learn ``weight`` and ``bias``.
+        track_running_stats: keep running statistics, updated in training mode and used in
+            evaluation mode (else each input's statistics always).
+        bias: with ``affine``, also learn ``bias`` (PyTorch's keyword).
+        dtype: a floating dtype for parameters and running statistics.
+        device: where the parameters and buffers are made, as ``tg.zeros(..., device=)``
+            (``"cpu"``, ``"gpu:0"``, a ``jax.Device``); ``None``: JAX's default device.
+    Raises:
+        TypeError: ``num_features`` is not an integer (NumPy's are).
+        ValueError: a non-positive ``num_features``; ``momentum`` outside [0, 1].
+    """
+
+    _spatial = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance normalisation of ``(N, C, H, W)`` or unbatched ``(C, H, W)`` inputs (see
+    :class:`InstanceNorm1d` for parameters, buffers and arguments)."""
+
+    _spatial = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance normalisation of ``(N, C, D, H, W)`` or unbatched ``(C, D, H, W)`` inputs (see
+    :class:`InstanceNorm1d` for parameters, buffers and arguments)."""
+
+    _spatial = 3

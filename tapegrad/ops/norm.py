@@ -1,4 +1,5 @@
-"""Normalization layers as fused ops: layer_norm and batch_norm (one node each, hand VJPs)."""
+"""Normalization layers as fused ops: layer_norm and batch_norm (one node each, hand VJPs),
+and group_norm and instance_norm built on layer_norm's node."""
 
 from __future__ import annotations
 
@@ -10,19 +11,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tapegrad._args import torch_keywords
-from tapegrad._dtypes import summed_in
+from tapegrad._args import integer, torch_keywords
+from tapegrad._dtypes import is_float, summed_in
 from tapegrad._placement import mixed_devices_error
 from tapegrad.derived import compiled_vjp
 from tapegrad.errors import ShapeError, raise_instead
 from tapegrad.grad_mode import no_grad
 from tapegrad.kernels import kernel
-from tapegrad.op import defop, operand_shape
+from tapegrad.op import as_operand, defop, operand_shape
 
 if TYPE_CHECKING:
     from tapegrad._tensor import Tensor
 
-__all__ = ["layer_norm", "batch_norm"]
+__all__ = ["layer_norm", "batch_norm", "group_norm", "instance_norm"]
 
 Axes = tuple[int, ...]
 Res = tuple[jax.Array, jax.Array]  # the input x and the weight w, as given
@@ -214,8 +215,7 @@ def _batch_norm_vjp(
     return compiled_vjp(_bn_eval_fn, (("eps", eps),))(res, g, needs)
 
 
-@partial(kernel, static_argnames=("momentum",))
-def _running(
+def _blend(
     x: jax.Array, mean: jax.Array, var: jax.Array, momentum: float
 ) -> tuple[jax.Array, jax.Array]:
     """PyTorch's update: mean and the *unbiased* variance of the batch, blended by momentum;
@@ -227,6 +227,25 @@ def _running(
     new_mean = (1 - momentum) * mean + momentum * jnp.mean(x, axis=axes)
     new_var = (1 - momentum) * var + momentum * batch_var
     return new_mean.astype(mean.dtype), new_var.astype(var.dtype)
+
+
+_running = kernel(_blend, static_argnames=("momentum",))
+
+
+@partial(kernel, static_argnames=("momentum",))
+def _instance_running(
+    x: jax.Array, mean: jax.Array, var: jax.Array, momentum: float
+) -> tuple[jax.Array, jax.Array]:
+    """PyTorch's instance norm update: each instance (n, c) blended as batch norm's of the
+    input seen as (1, N * C, *spatial) against the running statistics repeated N times, then
+    the N blends of a channel averaged."""
+    n, c = x.shape[:2]
+    flat = x.reshape(1, n * c, -1)  # not empty: instance_norm skips an empty input
+    new_mean, new_var = _blend(flat, jnp.tile(mean, n), jnp.tile(var, n), momentum)
+    return (
+        jnp.mean(new_mean.reshape(n, c), axis=0).astype(mean.dtype),
+        jnp.mean(new_var.reshape(n, c), axis=0).astype(var.dtype),
+    )
 
 
 @torch_keywords(order="its F.batch_norm's sixth parameter is training")
@@ -264,17 +283,7 @@ def batch_norm(
             evaluation without running statistics.
         TypeError: running statistics to update that are not tensors.
     """
-    from tapegrad._tensor import Tensor
-
-    if (running_mean is None) != (running_var is None):
-        raise ValueError("batch_norm: give both running_mean and running_var, or neither.")
-    if training and running_mean is not None:
-        if not (isinstance(running_mean, Tensor) and isinstance(running_var, Tensor)):
-            raise TypeError(
-                "batch_norm: running_mean and running_var are updated in place in training, "
-                "so they must be tensors (tg.zeros(C), tg.ones(C)), not "
-                f"{type(running_mean).__name__} and {type(running_var).__name__}."
-            )
+    _check_running("batch_norm", running_mean, running_var, training)
     x_shape = tuple(np.shape(x))
     if len(x_shape) < 2:
         raise ShapeError(f"batch_norm: input of shape {x_shape} must be (N, C, ...).")
@@ -302,14 +311,7 @@ def batch_norm(
         )
     stats = None
     if training and running_mean is not None:  # first: an error records nothing
-        data = x.data if isinstance(x, Tensor) else jnp.asarray(x)
-        arrays = [data, running_mean.data, running_var.data]
-        try:
-            stats = _running(*arrays, float(momentum))
-        except ValueError:  # JAX's "incompatible devices": name them and what to do
-            names = ["the input", "running_mean", "running_var"]
-            raise_instead(mixed_devices_error("batch_norm", arrays, 1, names))
-            raise
+        stats = _new_stats("batch_norm", _running, x, running_mean, running_var, momentum)
     y = _batch_norm(
         x,
         0.0 if running_mean is None else running_mean,
@@ -319,6 +321,201 @@ def batch_norm(
         training=bool(training),
         eps=float(eps),
     )
+    if stats is not None:
+        with no_grad():
+            running_mean.data, running_var.data = stats
+    return y
+
+
+def _check_running(name: str, running_mean: Any, running_var: Any, update: bool) -> None:
+    """Both running statistics or neither; tensors where they are to be updated in place.
+
+    Raises:
+        ValueError: one of them is ``None``.
+        TypeError: ``update`` and one of them is not a tensor.
+    """
+    from tapegrad._tensor import Tensor
+
+    if (running_mean is None) != (running_var is None):
+        raise ValueError(f"{name}: give both running_mean and running_var, or neither.")
+    if update and running_mean is not None:
+        if not (isinstance(running_mean, Tensor) and isinstance(running_var, Tensor)):
+            raise TypeError(
+                f"{name}: running_mean and running_var are updated in place in training, "
+                "so they must be tensors (tg.zeros(C), tg.ones(C)), not "
+                f"{type(running_mean).__name__} and {type(running_var).__name__}."
+            )
+
+
+def _new_stats(
+    name: str, update: Any, x: Any, running_mean: Tensor, running_var: Tensor, momentum: float
+) -> tuple[jax.Array, jax.Array]:
+    """The running statistics after ``x`` (``update``: ``_running`` or ``_instance_running``),
+    computed before the op so that an error records nothing.
+
+    Raises:
+        DeviceError: ``x`` and the statistics are on devices no sharding relates.
+    """
+    from tapegrad._tensor import Tensor
+
+    data = x.data if isinstance(x, Tensor) else jnp.asarray(x)
+    arrays = [data, running_mean.data, running_var.data]
+    try:
+        stats: tuple[jax.Array, jax.Array] = update(*arrays, float(momentum))
+    except ValueError:  # JAX's "incompatible devices": name them and what to do
+        names = ["the input", "running_mean", "running_var"]
+        raise_instead(mixed_devices_error(name, arrays, 1, names))
+        raise
+    return stats
+
+
+def _as_tensor(x: Any, name: str) -> Tensor:
+    """``x`` as a tensor (a NumPy or JAX array wrapped, as ops take them), else the ops'
+    ``OperandTypeError`` naming ``name``."""
+    from tapegrad._tensor import Tensor
+
+    return x if isinstance(x, Tensor) else Tensor(jnp.asarray(as_operand(x, name)))
+
+
+def _per_channel(name: str, x_shape: tuple[int, ...], **tensors: Any) -> None:
+    """Raise ``ShapeError`` unless each given tensor is ``(C,)``, C the input's axis 1."""
+    for what, t in tensors.items():
+        if t is not None and tuple(np.shape(t)) != (x_shape[1],):
+            raise ShapeError(
+                f"{name}: {what} of shape {tuple(np.shape(t))} must be ({x_shape[1]},) for an "
+                f"input of shape {x_shape} (channels on axis 1)."
+            )
+
+
+def group_norm(
+    x: Any, num_groups: int, weight: Any = None, bias: Any = None, eps: float = 1e-5
+) -> Tensor:
+    """Group normalization, PyTorch's ``F.group_norm(input, num_groups, weight, bias, eps)``
+    (Wu & He 2018): the channels of an ``(N, C, *)`` input are split into ``num_groups``
+    groups, each group of each sample normalized over its channels and every other axis
+    (biased variance), then scaled and shifted per channel. The statistics are one
+    ``layer_norm`` node over the groups (its fused VJP); a float16 or bfloat16 input is
+    normalized, scaled and shifted in float32 and the result rounded back to its dtype, as
+    PyTorch's (in float16, squared deviations of activations over 256 overflow).
+
+    Args:
+        x: a floating ``(N, C, *)`` tensor (an empty batch gives an empty output).
+        num_groups: divides ``C``.
+        weight: optional ``(C,)`` scale (default ones); bias: optional ``(C,)`` shift.
+        eps: added to the variance.
+
+    Returns:
+        A tensor of ``x``'s shape and dtype. Gradients reach ``x``, ``weight`` and ``bias``.
+
+    Raises:
+        ShapeError: ``x`` has fewer than 2 axes, ``C`` is not a multiple of ``num_groups``,
+            or weight/bias is not ``(C,)``.
+        TypeError: ``num_groups`` is not an integer; ``x`` is not floating.
+        OperandTypeError: ``x`` is a list or a PyTorch tensor (convert it with ``tg.tensor``).
+    """
+    t = _as_tensor(x, "group_norm")
+    shape = tuple(t.shape)
+    groups = integer(num_groups, "group_norm: num_groups")
+    if len(shape) < 2 or groups <= 0 or shape[1] % groups:
+        raise ShapeError(
+            f"group_norm: input of shape {shape} must be (N, C, ...) with C a positive "
+            f"multiple of num_groups={groups}."
+        )
+    _per_channel("group_norm", shape, weight=weight, bias=bias)
+    if not is_float(t.dtype):
+        raise TypeError(
+            f"group_norm takes floating inputs, got {t.dtype}; cast it first: x.astype(tg.float32)."
+        )
+    wide = summed_in(t.dtype)  # float32 for float16 and bfloat16, as PyTorch
+    xs = t.astype(wide) if wide != t.dtype else t
+    per_group = math.prod(shape[1:]) // groups  # not -1: an empty batch
+    y = layer_norm(xs.reshape(shape[0], groups, per_group), per_group, eps=eps).reshape(*shape)
+    per_channel = (shape[1],) + (1,) * (len(shape) - 2)
+    if weight is not None:
+        y = y * _as_tensor(weight, "group_norm").reshape(per_channel)
+    if bias is not None:
+        y = y + _as_tensor(bias, "group_norm").reshape(per_channel)
+    return y.astype(t.dtype) if wide != t.dtype else y  # the input's dtype, as PyTorch
+
+
+@torch_keywords(order="its F.instance_norm's sixth parameter is use_input_stats")
+def instance_norm(
+    x: Any,
+    running_mean: Any = None,
+    running_var: Any = None,
+    weight: Any = None,
+    bias: Any = None,
+    *,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Instance normalization, PyTorch's ``F.instance_norm`` (Ulyanov et al. 2016): each
+    channel of each sample of an ``(N, C, *spatial)`` input normalized over its spatial axes
+    (biased variance), then scaled and shifted per channel.
+
+    With ``use_input_stats`` (the default) the statistics are the input's own: this is
+    :func:`group_norm` with one group per channel (its nodes and VJP). ``running_mean`` and
+    ``running_var``, when given, are then updated in place (their ``.data``, outside the
+    graph) as PyTorch's: each instance's mean and *unbiased* variance blended into the running
+    statistics by ``momentum``, and the ``N`` blends of a channel averaged. An empty input
+    leaves them as they are (PyTorch writes NaN for an empty batch: an average over no
+    instances). Without ``use_input_stats`` the running statistics normalize instead, as
+    ``batch_norm(training=False)`` (one node; its VJP derived by JAX).
+
+    Args:
+        x: a floating ``(N, C, *spatial)`` tensor.
+        running_mean: a ``(C,)`` tensor, or ``None``.
+        running_var: a ``(C,)`` tensor, or ``None`` (give both or neither).
+        weight: optional ``(C,)`` scale (default ones); bias: optional ``(C,)`` shift.
+        use_input_stats: normalize with the input's statistics (and update the running
+            ones), or with the running ones.
+        momentum: the running statistics' update factor.
+        eps: added to the variance.
+
+    Returns:
+        A tensor of ``x``'s shape and dtype. Gradients reach ``x``, ``weight`` and ``bias``;
+        the running statistics get none.
+
+    Raises:
+        ShapeError: ``x`` has fewer than 2 axes, or a statistic, weight or bias is not ``(C,)``.
+        ValueError: ``use_input_stats`` with one value per instance (the spatial size is 1,
+            PyTorch's rule); ``use_input_stats=False`` without running statistics; one
+            running statistic without the other.
+        TypeError: running statistics to update that are not tensors; ``x`` is not floating.
+    """
+    _check_running("instance_norm", running_mean, running_var, use_input_stats)
+    x_shape = operand_shape(x, "instance_norm")
+    if len(x_shape) < 2:
+        raise ShapeError(f"instance_norm: input of shape {x_shape} must be (N, C, ...).")
+    _per_channel(
+        "instance_norm",
+        x_shape,
+        running_mean=running_mean,
+        running_var=running_var,
+        weight=weight,
+        bias=bias,
+    )
+    if not use_input_stats:
+        if running_mean is None:
+            raise ValueError(
+                "instance_norm: use_input_stats=False normalizes with running_mean and "
+                "running_var; pass them (or use_input_stats=True)."
+            )
+        return batch_norm(x, running_mean, running_var, weight, bias, training=False, eps=eps)
+    spatial = math.prod(x_shape[2:])
+    if spatial == 1:
+        raise ValueError(
+            f"instance_norm: expected more than 1 spatial element when using the input's "
+            f"statistics, got input of shape {x_shape}; each (sample, channel) needs several "
+            "values to normalize."
+        )
+    stats = None
+    if running_mean is not None and 0 not in x_shape:  # first: an error records nothing
+        stats = _new_stats(
+            "instance_norm", _instance_running, x, running_mean, running_var, momentum
+        )
+    y = group_norm(x, x_shape[1], weight, bias, eps)
     if stats is not None:
         with no_grad():
             running_mean.data, running_var.data = stats
