@@ -264,7 +264,7 @@ def _too_many_positional(
     PyTorch's positional order differs (for the message), when it is known."""
     names = [n for n, p in params.items() if p.kind <= inspect.Parameter.POSITIONAL_OR_KEYWORD]
     keywords = [n for n, p in params.items() if p.kind == inspect.Parameter.KEYWORD_ONLY]
-    shown = [n for n in names if n != "self"]
+    shown = [n for n in names if n not in ("self", "cls")]
     offset = len(names) - len(shown)
     why = (
         f"PyTorch's positional order differs for some of them ({order}), so tapegrad takes "

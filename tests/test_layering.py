@@ -90,6 +90,7 @@ RANK = {
     "tapegrad.nn.margin_loss": 11.5,  # on nn.loss's _Loss
     "tapegrad.nn.distance": 11,
     "tapegrad.nn.normalization": 11,
+    "tapegrad.nn.param_containers": 11,
     "tapegrad.nn.pooling": 11,
     "tapegrad.nn.shape": 11,
     "tapegrad.nn.sparse": 11,

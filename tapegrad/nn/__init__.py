@@ -103,6 +103,7 @@ from tapegrad.nn.normalization import (
     LayerNorm,
     RMSNorm,
 )
+from tapegrad.nn.param_containers import ParameterDict, ParameterList
 from tapegrad.nn.pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
@@ -222,6 +223,8 @@ __all__ = [
     "Sequential",
     "ModuleList",
     "ModuleDict",
+    "ParameterList",
+    "ParameterDict",
     "CrossEntropyLoss",
     "NLLLoss",
     "MSELoss",

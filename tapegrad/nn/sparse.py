@@ -1,17 +1,22 @@
 """``Embedding`` and ``EmbeddingBag``: lookup tables of learned vectors, read by rows or bags."""
 
+"""``Embedding``: a lookup table of learned vectors (``tg.embedding``), drawn or pretrained."""
+
 from __future__ import annotations
 
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 
 from tapegrad import ops
 from tapegrad._args import integer, torch_keywords
-from tapegrad._dtypes import check_float
+from tapegrad._dtypes import check_float, is_float
 from tapegrad._tensor import Tensor
+from tapegrad.errors import ShapeError
 from tapegrad.nn import _init
 from tapegrad.nn.module import Module
+from tapegrad.op import as_operand
 from tapegrad.ops.indexing import EMBEDDING_ADVICE, EMBEDDING_DEFAULTS
 
 __all__ = ["Embedding", "EmbeddingBag"]
@@ -56,6 +61,7 @@ class Embedding(Module):
         key: Any = None,
         dtype: Any = jnp.float32,
         device: Any = None,
+        _weight: jax.Array | None = None,
     ) -> None:
         super().__init__()
         num_embeddings = integer(num_embeddings, "Embedding: num_embeddings")
@@ -72,15 +78,65 @@ class Embedding(Module):
                     f"must be in [{-num_embeddings}, {num_embeddings})."
                 )
             padding_idx %= num_embeddings
-        check_float(dtype, "Embedding")
+        check_float(dtype if _weight is None else _weight.dtype, "Embedding")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = padding_idx
-        (k,) = _init.keys(key, 1)
-        weight = _init.normal(k, (num_embeddings, embedding_dim), dtype)
-        if padding_idx is not None:
-            weight.data = weight.data.at[padding_idx].set(0)
-        self.weight = weight
+        if _weight is not None:  # from_pretrained's table, as it is (PyTorch's _weight)
+            self.weight = Tensor(_weight).require_grad()
+        else:
+            (k,) = _init.keys(key, 1)
+            weight = _init.normal(k, (num_embeddings, embedding_dim), dtype)
+            if padding_idx is not None:
+                weight.data = weight.data.at[padding_idx].set(0)
+            self.weight = weight
         _init.to_device(self, device, "nn.Embedding")
+
+    @classmethod
+    @torch_keywords(EMBEDDING_ADVICE, defaults=EMBEDDING_DEFAULTS)
+    def from_pretrained(
+        cls, embeddings: Any, freeze: bool = True, padding_idx: int | None = None
+    ) -> Embedding:
+        """An ``Embedding`` whose table is ``embeddings`` (PyTorch's classmethod).
+
+        The table is used as given: the ``padding_idx`` row is not zeroed (its gradient is
+        always zero, as in the constructor), as PyTorch's. ``weight`` is a new leaf holding
+        the same array (a tensor given is left as it is when this one trains).
+
+        Args:
+            embeddings: a 2-D floating ``(num_embeddings, embedding_dim)`` tapegrad tensor,
+                JAX array or NumPy array (a PyTorch tensor: convert it first,
+                ``tg.tensor(t)``).
+            freeze: ``weight`` does not require grad (the default, PyTorch's): it stays a
+                parameter (in ``parameters()`` and ``state_dict()``), which optimizers leave
+                as it is. ``False``: it trains.
+            padding_idx: a row (negative counts from the end) whose gradient is always zero.
+
+        Raises:
+            OperandTypeError: (a ``TypeError``) a PyTorch tensor, a list or another object.
+            TypeError: a table that is not floating; PyTorch's ``max_norm=``,
+                ``scale_grad_by_freq=``, ``sparse=`` (not supported: the message says what to
+                do; their PyTorch defaults are accepted).
+            ShapeError: a table that is not 2-D.
+            ValueError: an empty table, or ``padding_idx`` outside ``[-rows, rows)``.
+        """
+        data = embeddings.data if isinstance(embeddings, Tensor) else None
+        if data is None:
+            data = jnp.asarray(as_operand(embeddings, "Embedding.from_pretrained"))
+        if data.ndim != 2:
+            raise ShapeError(
+                f"Embedding.from_pretrained: embeddings of shape {tuple(data.shape)} must be "
+                "2-D (num_embeddings, embedding_dim)."
+            )
+        if not is_float(data.dtype):
+            raise TypeError(
+                f"Embedding.from_pretrained: embeddings of dtype {data.dtype} must be floating; "
+                "cast them first: embeddings.astype(tg.float32)."
+            )
+        rows, cols = data.shape
+        module = cls(rows, cols, padding_idx, _weight=data)
+        if freeze:
+            module.weight.requires_grad_(False)
+        return module
 
     def forward(self, indices: Any) -> Tensor:
         """Look up ``indices`` (an integer tensor or array of any shape)."""
