@@ -263,7 +263,11 @@ def _too_many_positional(
     parameters go by position here and that the rest go by keyword; ``order`` says how
     PyTorch's positional order differs (for the message), when it is known."""
     names = [n for n, p in params.items() if p.kind <= inspect.Parameter.POSITIONAL_OR_KEYWORD]
-    keywords = [n for n, p in params.items() if p.kind == inspect.Parameter.KEYWORD_ONLY]
+    keywords = [  # a private keyword (Embedding's _weight, from_pretrained's) is not advertised
+        n
+        for n, p in params.items()
+        if p.kind == inspect.Parameter.KEYWORD_ONLY and not n.startswith("_")
+    ]
     shown = [n for n in names if n not in ("self", "cls")]
     offset = len(names) - len(shown)
     why = (
