@@ -1,8 +1,5 @@
 """Normalisation layers: ``LayerNorm``, ``RMSNorm``, ``GroupNorm``, ``BatchNorm1d``/``2d``/
-``3d`` (running statistics as buffers)."""
-
-"""Normalisation layers: ``LayerNorm``, ``RMSNorm``, ``GroupNorm``, ``BatchNorm1d``/``2d`` and
-``InstanceNorm1d``/``2d``/``3d`` (running statistics as buffers)."""
+``3d`` and ``InstanceNorm1d``/``2d``/``3d`` (running statistics as buffers)."""
 
 from __future__ import annotations
 

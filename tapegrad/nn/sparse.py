@@ -1,6 +1,5 @@
-"""``Embedding`` and ``EmbeddingBag``: lookup tables of learned vectors, read by rows or bags."""
-
-"""``Embedding``: a lookup table of learned vectors (``tg.embedding``), drawn or pretrained."""
+"""``Embedding`` and ``EmbeddingBag``: lookup tables of learned vectors, read by rows or bags
+(``tg.embedding``, ``tg.embedding_bag``), drawn or pretrained."""
 
 from __future__ import annotations
 
