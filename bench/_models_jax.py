@@ -1,7 +1,8 @@
-"""Hand-written JAX twins of ``bench.models``' steps: the same convnet and transformer block as
-pure functions of a parameter dict (PyTorch's state-dict names), trained by one
-``jax.jit(value_and_grad)`` + ``optax.adam`` step with the parameters, the optimizer state and
-the running statistics donated. The floor ``tg.jit`` is measured against (issue 13 item 6).
+"""Hand-written JAX twins of ``bench.models``' steps: the same convnet, transformer block and
+LSTM (its recurrence a ``jax.lax.scan``) as pure functions of a parameter dict (PyTorch's
+state-dict names), trained by one ``jax.jit(value_and_grad)`` + ``optax.adam`` step with the
+parameters, the optimizer state and the running statistics donated. The floor ``tg.jit`` is
+measured against (issue 13 item 6).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-__all__ = ["convnet_step", "block_step"]
+__all__ = ["convnet_step", "block_step", "lstm_step"]
 
 Params = dict[str, jax.Array]
 _EPS = 1e-5
@@ -131,6 +132,49 @@ def block_step(
 
     def run() -> jax.Array:
         loss, *carry[:] = jitted(*carry, hs)
+        return loss
+
+    return run
+
+
+def _lstm_loss(p: Params, x: jax.Array, y: jax.Array) -> jax.Array:
+    """PyTorch's one-layer ``LSTM`` (batch first, gates ``i, f, g, o``) over ``x`` ``(N, L, in)``
+    as a ``lax.scan`` over time, a linear head on the last step, cross entropy."""
+    w_hh = p["rnn.weight_hh_l0"].T
+    hidden = w_hh.shape[0]
+    xw = x.transpose(1, 0, 2) @ p["rnn.weight_ih_l0"].T + p["rnn.bias_ih_l0"] + p["rnn.bias_hh_l0"]
+
+    def cell(carry: tuple[jax.Array, jax.Array], xw_t: jax.Array) -> Any:
+        h, c = carry
+        i, f, g, o = jnp.split(xw_t + h @ w_hh, 4, axis=-1)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        return (jax.nn.sigmoid(o) * jnp.tanh(c), c), None
+
+    zeros = jnp.zeros((x.shape[0], hidden), x.dtype)
+    (h, _), _ = jax.lax.scan(cell, (zeros, zeros), xw)
+    logits = h @ p["head.weight"].T + p["head.bias"]
+    return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+
+def lstm_step(
+    state: Mapping[str, Any], x: np.ndarray, y: np.ndarray, lr: float
+) -> Callable[[], jax.Array]:
+    """The LSTM classifier's Adam step on ``(x, y)`` (``rnn.*``: PyTorch's ``LSTM`` names,
+    ``head.*``: the linear head)."""
+    params = _arrays(state)
+    tx = optax.adam(lr)
+    carry = [params, tx.init(params)]
+    xs, ys = jnp.asarray(x), jnp.asarray(y)
+
+    def step(p: Params, opt_state: Any, x: jax.Array, y: jax.Array) -> Any:
+        loss, grads = jax.value_and_grad(_lstm_loss)(p, x, y)
+        updates, opt_state = tx.update(grads, opt_state, p)
+        return loss, optax.apply_updates(p, updates), opt_state
+
+    jitted = jax.jit(step, donate_argnums=(0, 1))
+
+    def run() -> jax.Array:
+        loss, *carry[:] = jitted(*carry, xs, ys)
         return loss
 
     return run

@@ -1,5 +1,5 @@
-"""Issue 13's model steps: a convnet step and a transformer-block step, tapegrad eager
-against PyTorch eager (CPU), and compiled (``tg.jit``) against a hand-written ``jax.jit``
+"""Issue 13's model steps: a convnet step, a transformer-block step and an LSTM step,
+tapegrad eager against PyTorch eager (CPU), and compiled (``tg.jit``) against a hand-written ``jax.jit``
 step; the same weights in all four.
 
 ``python -m bench.models [--quick] [--repeats N] [--json PATH]``
@@ -10,14 +10,19 @@ step; the same weights in all four.
 - Transformer-block step (``TransformerEncoderLayer(64, 4, 256, dropout=0,
   batch_first=True)``) on ``(16, 64, 64)``: forward, mean square, backward, Adam step.
   Target <= 2x torch eager.
+- LSTM step (``LSTM(32, 64, batch_first=True)`` and a ``Linear(64, 10)`` head on the last
+  step) on ``(16, 24, 32)`` with 10 classes: zero_grad, forward, cross entropy, backward, Adam
+  step. Target <= 2x torch eager. (tapegrad's recurrence runs eagerly one op per gate per
+  step; torch's is one fused kernel call for the whole sequence.)
 
 Compiled (issue 13 item 6): the same unchanged tapegrad step under ``tg.jit`` (its own model
 and optimizer), against a hand-written ``jax.jit(value_and_grad)`` + ``optax.adam`` step of
-the same model (``bench._models_jax``: pure functions of the state dict, parameters, optimizer
-state and running statistics donated). Target <= 1.2x the hand step. The first losses of the
-two compiled steps are checked to agree before timing. A diagnostic row times the convnet's
-``tg.jit`` step with a ``CosineAnnealingLR`` stepped after every call (a learning rate that
-changes every step is an input of the compiled step: it must not compile again).
+the same model (``bench._models_jax``, the LSTM's recurrence a ``jax.lax.scan``: pure
+functions of the state dict, parameters, optimizer state and running statistics donated).
+Target <= 1.2x the hand step. The first losses of the two compiled steps are checked to agree
+before timing. A diagnostic row times the convnet's ``tg.jit`` step with a
+``CosineAnnealingLR`` stepped after every call (a learning rate that changes every step is an
+input of the compiled step: it must not compile again).
 
 All four run alternately in one process (torch with one compute thread, as in
 ``bench.peers``: its thread pool spins badly on a busy machine); torch's state dict is loaded
@@ -180,7 +185,59 @@ def _cases(quick: bool) -> dict[str, dict[str, tuple[Callable[[], Any], Callable
         topt2.step()
         return loss
 
+    # ---- LSTM classifier
+    n3, steps = (4, 6) if quick else (16, 24)
+    seq = rng.standard_normal((n3, steps, 32)).astype(np.float32)
+    labels = (np.arange(n3) % 10).astype(np.int32)
+    lstm_t = torch.nn.Module()
+    lstm_t.rnn = torch.nn.LSTM(32, 64, batch_first=True)
+    lstm_t.head = torch.nn.Linear(64, 10)
+
+    class Tagger(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rnn = nn.LSTM(32, 64, batch_first=True, key=0)
+            self.head = nn.Linear(64, 10, key=1)
+            self.load_state_dict(lstm_t.state_dict())
+
+        def forward(self, x: tg.Tensor) -> tg.Tensor:
+            return self.head(self.rnn(x)[0][:, -1])
+
+    tagger, ctagger = Tagger(), Tagger()
+    opt3 = optim.Adam(tagger.parameters(), lr=1e-3)
+    copt3 = optim.Adam(ctagger.parameters(), lr=1e-3)
+    topt3 = torch.optim.Adam(lstm_t.parameters(), lr=1e-3)
+    tseq, tlab = tg.tensor(seq), tg.tensor(labels)
+    pseq, plab = torch.tensor(seq), torch.tensor(labels.astype(np.int64))
+
+    def lstm_ours() -> Any:
+        opt3.zero_grad()
+        loss = tg.cross_entropy(tagger(tseq), tlab)
+        loss.backward()
+        opt3.step()
+        return loss.data
+
+    @tg.jit
+    def lstm_jit(x: tg.Tensor, y: tg.Tensor) -> tg.Tensor:
+        copt3.zero_grad()
+        loss = tg.cross_entropy(ctagger(x), y)
+        loss.backward()
+        copt3.step()
+        return loss
+
+    lstm_weights = {k: v.detach().numpy() for k, v in lstm_t.state_dict().items()}
+    lstm_hand = _models_jax.lstm_step(lstm_weights, seq, labels, 1e-3)
+
+    def lstm_theirs() -> Any:
+        topt3.zero_grad()
+        out, _ = lstm_t.rnn(pseq)
+        loss = torch.nn.functional.cross_entropy(lstm_t.head(out[:, -1]), plab)
+        loss.backward()
+        topt3.step()
+        return loss
+
     _agree("convnet step", conv_jit(tx, ty), conv_hand())
+    _agree("LSTM step", lstm_jit(tseq, tlab), lstm_hand())
     _agree("transformer-block step", block_jit(th), block_hand())
     conv_scheduled()
     conv_scheduled()
@@ -200,6 +257,12 @@ def _cases(quick: bool) -> dict[str, dict[str, tuple[Callable[[], Any], Callable
             "torch": (block_theirs, _torch_sync),
             TG_JIT: (lambda: block_jit(th), block),
             HAND: (block_hand, block),
+        },
+        "LSTM step": {
+            "tapegrad": (lstm_ours, block),
+            "torch": (lstm_theirs, _torch_sync),
+            TG_JIT: (lambda: lstm_jit(tseq, tlab), block),
+            HAND: (lstm_hand, block),
         },
     }
 

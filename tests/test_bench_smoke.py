@@ -173,12 +173,16 @@ def test_models_quick(tmp_path: Path) -> None:
         "convnet step (compiled), per step",
         "transformer-block step (eager), per step",
         "transformer-block step (compiled), per step",
+        "LSTM step (eager), per step",
+        "LSTM step (compiled), per step",
     ]
     assert [t["name"] for t in report["targets"]] == [
         "issue 13: tapegrad eager convnet step / torch eager",
         "issue 13: tg.jit convnet step / hand jax.jit + optax",
         "issue 13: tapegrad eager transformer-block step / torch eager",
         "issue 13: tg.jit transformer-block step / hand jax.jit + optax",
+        "issue 13: tapegrad eager LSTM step / torch eager",
+        "issue 13: tg.jit LSTM step / hand jax.jit + optax",
     ]
 
 
