@@ -1,6 +1,6 @@
 """Issue 13's model steps: a convnet step, a transformer-block step and an LSTM step,
-tapegrad eager against PyTorch eager (CPU), and compiled (``tg.jit``) against a hand-written ``jax.jit``
-step; the same weights in all four.
+tapegrad eager against PyTorch eager (CPU), and compiled (``tg.jit``) against a hand-written
+``jax.jit`` step; the same weights in all four.
 
 ``python -m bench.models [--quick] [--repeats N] [--json PATH]``
 
