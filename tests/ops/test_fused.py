@@ -205,4 +205,6 @@ def test_float16_attention_scores_are_summed_in_float32_as_torch(size: float) ->
         assert np.isfinite(got).all()
         for dt in results:
             want = results[dt][i]
-            np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3 * np.abs(want).max())
+            # float16 products: a few ulps apart from torch's, by CPU (one element of 1536 was
+            # 7 float16 ulps off on one machine); inf/NaN (the bug) would be far outside
+            np.testing.assert_allclose(got, want, rtol=5e-3, atol=2e-3 * np.abs(want).max())
