@@ -633,6 +633,7 @@ class Tensor:
         """Running sum along ``axis`` (``None``: over the flattened tensor)."""
         return _ops.cumsum(self, axis=axis)
 
+    @numpy_keywords
     def cumprod(self, axis: int | None = None) -> Tensor:
         """Running product along ``axis`` (``None``: over the flattened tensor)."""
         return _ops.cumprod(self, axis=axis)

@@ -202,8 +202,8 @@ def test_size_is_numpys_attribute_and_calling_it_names_shape() -> None:
             " (key=, dtype=, device=)",
         ),
         (
-            lambda: tg.nn.LSTM(3, 4, 1, True, False, 0.0, False),
-            "dropout), got 7",
+            lambda: tg.nn.LSTM(3, 4, 1, True, False, 0.0, False, 0),
+            "bidirectional), got 8",
             " (key=, dtype=, device=)",
         ),
         (

@@ -267,16 +267,14 @@ Cts = tuple[jax.Array | None, jax.Array | None]
 _VJP2 = partial(kernel, static_argnames=("needs",))
 
 
-def _two(
-    name: str, forward: Callable[[jax.Array, jax.Array], jax.Array], doc: str, saves_output: bool
-) -> Op:
+def _two(name: str, forward: Callable[[jax.Array, jax.Array], jax.Array], doc: str) -> Op:
     """The op ``name``: ``y = forward(a, b)`` with NumPy broadcasting, residuals ``(a, b)``
-    and, with ``saves_output``, ``y``; its VJP is declared after it (``defvjp``)."""
+    (a VJP that needs ``y`` computes it again, in its own kernel); its VJP is declared after
+    it (``defvjp``)."""
     run = kernel(forward)
 
     def op_forward(a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[jax.Array, ...]]:
-        y = run(a, b)
-        return y, ((a, b, y) if saves_output else (a, b))
+        return run(a, b), (a, b)
 
     op_forward.__name__ = op_forward.__qualname__ = name
     op_forward.__doc__ = doc
@@ -295,7 +293,6 @@ logaddexp = _two(
     "logaddexp",
     jnp.logaddexp,
     "Elementwise log(exp(a) + exp(b)), without overflow.",
-    saves_output=False,
 )
 
 
@@ -308,16 +305,15 @@ def _logaddexp_vjp(res: Pair, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     return _summed(needs, g / (1 + jnp.exp(b - a)), g / (1 + jnp.exp(a - b)), a, b)
 
 
-hypot = _two(
-    "hypot", jnp.hypot, "Elementwise sqrt(a^2 + b^2), without overflow.", saves_output=True
-)
+hypot = _two("hypot", jnp.hypot, "Elementwise sqrt(a^2 + b^2), without overflow.")
 
 
 @hypot.defvjp
 @_VJP2
-def _hypot_vjp(res: tuple[jax.Array, ...], g: jax.Array, needs: tuple[bool, ...]) -> Cts:
+def _hypot_vjp(res: Pair, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     """ga = g a / y, gb = g b / y (PyTorch's; NaN at a = b = 0)."""
-    a, b, y = res
+    a, b = res
+    y = jnp.hypot(a, b)
     return _summed(needs, g * a / y, g * b / y, a, b)
 
 
@@ -325,7 +321,6 @@ xlogy = _two(
     "xlogy",
     jax.scipy.special.xlogy,
     "Elementwise x * log(y), 0 where x is 0 (PyTorch's and SciPy's xlogy).",
-    saves_output=False,
 )
 
 
@@ -343,7 +338,6 @@ fmod = _two(
     jnp.fmod,
     "Elementwise remainder of a / b with the sign of a (C's fmod; ``%`` is Python's, with "
     "the sign of b).",
-    saves_output=False,
 )
 
 
@@ -355,18 +349,14 @@ def _fmod_vjp(res: Pair, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     return _summed(needs, g, -g * jnp.trunc(a / b), a, b)
 
 
-copysign = _two(
-    "copysign",
-    jnp.copysign,
-    "Elementwise |a| with the sign of b.",
-    saves_output=True,
-)
+copysign = _two("copysign", jnp.copysign, "Elementwise |a| with the sign of b.")
 
 
 @copysign.defvjp
 @_VJP2
-def _copysign_vjp(res: tuple[jax.Array, ...], g: jax.Array, needs: tuple[bool, ...]) -> Cts:
+def _copysign_vjp(res: Pair, g: jax.Array, needs: tuple[bool, ...]) -> Cts:
     """ga = g y / a (+-g), 0 where a = 0; gb = 0 (PyTorch's)."""
-    a, b, y = res
+    a, b = res
+    y = jnp.copysign(a, b)
     ratio = jnp.where(a == 0, 0, y / jnp.where(a == 0, 1, a))
     return _summed(needs, g * ratio, jnp.zeros_like(g), a, b)
