@@ -74,6 +74,24 @@ def _activation(owner: str, activation: Any) -> Callable[[Tensor], Tensor]:
     return fn
 
 
+def _attend(
+    attn: Any, drop: Any, x: Tensor, memory: Tensor, mask: Any, padding: Any, is_causal: bool
+) -> Tensor:
+    """A layer's attention block: ``attn`` (queries from ``x``, keys and values from
+    ``memory``; ``x`` itself for self-attention), then the dropout ``drop``."""
+    out, _ = attn(
+        x,
+        memory,
+        memory,
+        key_padding_mask=padding,
+        need_weights=False,
+        attn_mask=mask,
+        is_causal=is_causal,
+    )
+    y: Tensor = drop(out)
+    return y
+
+
 class TransformerEncoderLayer(Module):
     """One encoder layer (Vaswani et al. 2017) with PyTorch's sub-module names, so a
     ``torch.nn.TransformerEncoderLayer`` state dict loads unchanged.
@@ -141,17 +159,7 @@ class TransformerEncoderLayer(Module):
         _init.to_device(self, device, "nn.TransformerEncoderLayer")
 
     def _sa(self, x: Tensor, mask: Any, padding: Any, is_causal: bool) -> Tensor:
-        out, _ = self.self_attn(
-            x,
-            x,
-            x,
-            key_padding_mask=padding,
-            need_weights=False,
-            attn_mask=mask,
-            is_causal=is_causal,
-        )
-        y: Tensor = self.dropout1(out)
-        return y
+        return _attend(self.self_attn, self.dropout1, x, x, mask, padding, is_causal)
 
     def _ff(self, x: Tensor) -> Tensor:
         y: Tensor = self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
@@ -338,30 +346,10 @@ class TransformerDecoderLayer(Module):
         _init.to_device(self, device, "nn.TransformerDecoderLayer")
 
     def _sa(self, x: Tensor, mask: Any, padding: Any, is_causal: bool) -> Tensor:
-        out, _ = self.self_attn(
-            x,
-            x,
-            x,
-            key_padding_mask=padding,
-            need_weights=False,
-            attn_mask=mask,
-            is_causal=is_causal,
-        )
-        y: Tensor = self.dropout1(out)
-        return y
+        return _attend(self.self_attn, self.dropout1, x, x, mask, padding, is_causal)
 
     def _mha(self, x: Tensor, memory: Tensor, mask: Any, padding: Any, is_causal: bool) -> Tensor:
-        out, _ = self.multihead_attn(
-            x,
-            memory,
-            memory,
-            key_padding_mask=padding,
-            need_weights=False,
-            attn_mask=mask,
-            is_causal=is_causal,
-        )
-        y: Tensor = self.dropout2(out)
-        return y
+        return _attend(self.multihead_attn, self.dropout2, x, memory, mask, padding, is_causal)
 
     def _ff(self, x: Tensor) -> Tensor:
         y: Tensor = self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
