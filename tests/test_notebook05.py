@@ -27,6 +27,10 @@ def _check(nb: Any, full: bool) -> None:
     assert "call .detach() on state carried between steps" in text
     assert "nodes=7, leaves=7, live_nodes=7, hanging_nodes=0" in text
     assert re.search(r"unigram baseline [\d.]+", text)
+    # the encoder-decoder and the autoencoder train; a cleanup leaves parameters only
+    assert re.search(r"reverser: loss [\d.]+ -> [\d.]+, 1 compile", text)
+    assert re.search(r"autoencoder: reconstruction error [\d.]+ -> [\d.]+", text)
+    assert "after cleanup: 0 op nodes, 0 hanging" in text
     accuracy = re.search(r"final test accuracy: ([\d.]+)%", text)
     assert accuracy is not None
     if full:
