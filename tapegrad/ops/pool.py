@@ -89,12 +89,32 @@ def _max_pool_pullback(
     """JAX's derivative of ``_max_pool_fn`` (each window's g to its maximum), taken where
     PyTorch's goes: at a point where a NaN is the maximum (the forward reports it), and a
     -inf beats the -inf padding (padding is never chosen: a window of -inf inputs gives its
-    g to an input)."""
+    g to an input). A window holding NaNs gives its g to its last NaN in row-major order, as
+    PyTorch's scan (``val > max || isnan(val)``): a second pass over the NaN windows, on the
+    NaNs' positions, taken only when the input holds a NaN (``lax.cond``)."""
+    pool = partial(_max_pool_fn, kernel=kernel, stride=stride, padding=padding)
+
+    def route(picked: jax.Array, cotangent: jax.Array) -> jax.Array:
+        _, pull = jax.vjp(pool, picked)
+        (gx,) = pull(cotangent)
+        out: jax.Array = gx
+        return out
+
     lowest = np.finfo(x.dtype).min  # the lowest finite value: above the -inf padding
     picked = jnp.where(jnp.isnan(x), jnp.inf, jnp.where(x == -jnp.inf, lowest, x))
-    _, pull = jax.vjp(partial(_max_pool_fn, kernel=kernel, stride=stride, padding=padding), picked)
-    (gx,) = pull(g)
-    out: jax.Array = gx
+
+    def with_nans(_: Any) -> jax.Array:
+        in_nan_window = jnp.isnan(pool(x))
+        n = len(kernel)
+        index = jnp.arange(math.prod(x.shape[-n:]), dtype=jnp.float32).reshape(x.shape[-n:])
+        order = jnp.where(jnp.isnan(x), index, -jnp.inf)  # float32: exact to 2**24 positions
+        rest = route(picked, jnp.where(in_nan_window, 0, g))
+        last = route(order, jnp.where(in_nan_window, g, 0).astype(jnp.float32))
+        return rest + last.astype(rest.dtype)
+
+    out: jax.Array = jax.lax.cond(
+        jnp.any(jnp.isnan(x)), with_nans, lambda _: route(picked, g), None
+    )
     return out
 
 

@@ -104,9 +104,8 @@ def _ties_nan_inf(shape: tuple[int, ...], nans: list[int]) -> np.ndarray:
     return x
 
 
-# max_pool3d as max_pool1d/2d: one NaN per window (with several, PyTorch's gradient goes to
-# the last, the fixed-window pools' to the first: see the report of this change)
-ONE_NAN, NANS = [1, 10], [1, 3, 10, 11, 25]
+# several NaNs per window: the gradient goes to the last in row-major order, as PyTorch's
+ONE_NAN, NANS = [1, 3, 10, 11], [1, 3, 10, 11, 25]
 
 
 @pytest.mark.parametrize(
@@ -117,8 +116,15 @@ ONE_NAN, NANS = [1, 10], [1, 3, 10, 11, 25]
             lambda x: tg.max_pool3d(x, 3, (2, 1, 2), 1),
             lambda x: F.max_pool3d(x, 3, (2, 1, 2), 1),
             (1, 2, 5, 4, 5),
-            [1],
+            NANS,
         ),
+        (
+            lambda x: tg.max_pool2d(x, 3, 1, 1),
+            lambda x: F.max_pool2d(x, 3, 1, 1),
+            (2, 2, 5, 6),
+            NANS,
+        ),
+        (lambda x: tg.max_pool1d(x, 3, 2), lambda x: F.max_pool1d(x, 3, 2), (2, 3, 9), NANS),
         (
             lambda x: tg.adaptive_max_pool1d(x, 3),
             lambda x: F.adaptive_max_pool1d(x, 3),
@@ -150,7 +156,17 @@ ONE_NAN, NANS = [1, 10], [1, 3, 10, 11, 25]
             NANS,
         ),
     ],
-    ids=["max3d", "max3d-padded", "amax1d", "amax1d-overlap", "amax2d", "amax2d-up", "amax2d-1"],
+    ids=[
+        "max3d",
+        "max3d-padded",
+        "max2d-padded",
+        "max1d",
+        "amax1d",
+        "amax1d-overlap",
+        "amax2d",
+        "amax2d-up",
+        "amax2d-1",
+    ],
 )
 def test_max_pool_gradient_goes_where_pytorchs_does_at_ties_nan_and_minus_inf(
     ours: Callable[[Any], Any],
