@@ -6,9 +6,9 @@ nearest-exact, linear, bilinear, trilinear and area modes) and ``pixel_shuffle``
 small ``(out, in)`` matrix of interpolation weights (linear modes), built from the static
 sizes when the kernel compiles (a constant of the compiled program, never per call), with
 PyTorch's source-index rules computed in the input's float dtype as PyTorch's CPU kernels
-compute them (so the chosen pixels and weights are PyTorch's). Its VJP is JAX's derivative of
+compute them (so the chosen pixels and weights are PyTorch's). Its VJP is the transpose of
 that forward (the transposed matrices, or a scatter-add of the gathered pixels), compiled
-per shape.
+per shape; a node keeps only the input's shape.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import numpy as np
 from tapegrad._args import integer
 from tapegrad._dtypes import summed_in
 from tapegrad._tensor import Tensor
-from tapegrad.derived import derived_vjp
 from tapegrad.errors import ShapeError
 from tapegrad.kernels import kernel
 from tapegrad.op import as_operand, defop, operand_shape
@@ -109,12 +108,35 @@ def _interpolate(
     sizes: tuple[int, ...],
     scales: tuple[float | None, ...],
     align: bool,
-) -> tuple[jax.Array, tuple[jax.Array]]:
-    """``x`` (N, C, *S) resized to (N, C, *sizes)."""
-    return _resize_fn(x, mode=mode, sizes=sizes, scales=scales, align=align), (x,)
+) -> tuple[jax.Array, tuple[tuple[int, ...]]]:
+    """``x`` (N, C, *S) resized to (N, C, *sizes); the residual is ``x``'s shape."""
+    return _resize_fn(x, mode=mode, sizes=sizes, scales=scales, align=align), (x.shape,)
 
 
-_interpolate.defvjp(derived_vjp(_resize_fn))
+@partial(kernel, static_argnames=("shape", "mode", "sizes", "scales", "align"))
+def _resize_transpose(
+    g: jax.Array,
+    *,
+    shape: tuple[int, ...],
+    mode: str,
+    sizes: tuple[int, ...],
+    scales: tuple[float | None, ...],
+    align: bool,
+) -> jax.Array:
+    """The transpose of the (linear) resize of an input of ``shape``, applied to ``g``."""
+    resize = partial(_resize_fn, mode=mode, sizes=sizes, scales=scales, align=align)
+    (gx,) = jax.linear_transpose(resize, jax.ShapeDtypeStruct(shape, g.dtype))(g)  # type: ignore[no-untyped-call]
+    out: jax.Array = gx
+    return out
+
+
+@_interpolate.defvjp
+def _interpolate_vjp(res: tuple[tuple[int, ...]], g: jax.Array, **params: Any) -> tuple[jax.Array]:
+    """Resizing is linear: gx is its transpose applied to g (JAX's ``linear_transpose`` of
+    the forward: the transposed interpolation matrices, or a scatter-add into the source
+    pixels), so a node keeps the input's shape, not the input."""
+    (shape,) = res
+    return (_resize_transpose(g, shape=shape, **params),)
 
 
 def _per_axis(value: Any, n: int, what: str) -> tuple[Any, ...]:
@@ -164,7 +186,7 @@ def interpolate(
         antialias: only ``False`` (tapegrad does not low-pass filter when downsampling).
 
     Returns:
-        (N, C, *sizes), ``input``'s dtype. The VJP is JAX's derivative of the forward: the
+        (N, C, *sizes), ``input``'s dtype. The VJP is the forward's transpose (JAX's): the
         transposed interpolation matrices (linear modes) or a scatter-add into the source
         pixels (nearest modes), equal to PyTorch's.
 
