@@ -72,3 +72,15 @@ def test_notebook_outputs_name_repository_files_relative_to_it() -> None:
         for m in absolute.findall(json.dumps(cell.get("outputs", [])))
     }
     assert not bad, sorted(bad)
+
+
+def test_the_readmes_layers_example_runs() -> None:
+    """The README's example of PyTorch's layers and the linear algebra runs as printed (its
+    asserts check the shapes)."""
+    readme = (ROOT / "README.md").read_text()
+    marker = "decoder = nn.Sequential("
+    block = next(b for b in readme.split("```python\n")[1:] if marker in b).split("```", 1)[0]
+    namespace: dict[str, object] = {}
+    exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - the README's own code
+    low = namespace["low"]
+    assert getattr(low, "grad", None) is not None
