@@ -202,8 +202,8 @@ def test_size_is_numpys_attribute_and_calling_it_names_shape() -> None:
             " (key=, dtype=, device=)",
         ),
         (
-            lambda: tg.nn.LSTM(3, 4, 1, True, False, 0.0, False, 0),
-            "bidirectional), got 8",
+            lambda: tg.nn.LSTM(3, 4, 1, True, False, 0.0, False, 0, "cpu"),
+            "proj_size), got 9",
             " (key=, dtype=, device=)",
         ),
         (

@@ -60,6 +60,7 @@ RANK = {
     "tapegrad.ops.norm": 8,
     "tapegrad.ops.pool": 8,
     "tapegrad.ops.random": 8,
+    "tapegrad.ops.recurrent": 8,
     "tapegrad.ops.reduce": 8,
     "tapegrad.ops.resize": 8.5,  # area mode: the adaptive pools (rank 8)
     "tapegrad.ops.shape": 8,

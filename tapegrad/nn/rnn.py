@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -20,16 +19,10 @@ from tapegrad.nn._inputs import as_input
 from tapegrad.nn.dropout import check_p
 from tapegrad.nn.module import Module
 from tapegrad.op import refuse_torch
+from tapegrad.ops.recurrent import rnn_scan
 from tapegrad.random import key_of, split_key
 
 __all__ = ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
-
-
-_TORCH_ADVICE = {
-    "proj_size": "LSTM projections are not supported: drop proj_size (PyTorch's default 0); to "
-    "shrink the outputs, apply an nn.Linear(hidden_size, proj_size) to them (PyTorch projects "
-    "h inside the recurrence, so its weights do not load into that).",
-}
 
 
 _NONLINEARITIES = ("tanh", "relu")
@@ -48,52 +41,65 @@ def _check_nonlinearity(name: str, nonlinearity: Any) -> str:
     return str(nonlinearity)
 
 
-def _elman_step(pre: Tensor, nonlinearity: str) -> Tensor:
-    """Elman's ``h' = act(pre)``, ``pre = x W_ih^T + b_ih + h W_hh^T + b_hh``."""
-    return pre.tanh() if nonlinearity == "tanh" else ops.relu(pre)
-
-
-def _lstm_step(gates: Tensor, c: Tensor, hid: int) -> tuple[Tensor, Tensor]:
-    """One LSTM step from its gate pre-activations ``(N, 4H)`` (``i, f, g, o``) and the cell
-    ``c``: ``(h', c')``."""
-    i = gates[:, :hid].sigmoid()
-    f = gates[:, hid : 2 * hid].sigmoid()
-    g = gates[:, 2 * hid : 3 * hid].tanh()
-    o = gates[:, 3 * hid :].sigmoid()
-    c = f * c + i * g
-    return o * c.tanh(), c
-
-
-def _gru_step(gi: Tensor, hw: Tensor, h: Tensor, hid: int) -> Tensor:
-    """One GRU step from the input's ``x W_ih^T + b_ih`` and the state's ``h W_hh^T + b_hh``
-    (each ``(N, 3H)``, gates ``r, z, n``): ``h' = (1 - z) * n + z * h``."""
-    r = (gi[:, :hid] + hw[:, :hid]).sigmoid()
-    z = (gi[:, hid : 2 * hid] + hw[:, hid : 2 * hid]).sigmoid()
-    cand = (gi[:, 2 * hid :] + r * hw[:, 2 * hid :]).tanh()
-    return cand + z * (h - cand)
+def _mode(module: Module) -> str:
+    """The recurrence ``rnn_scan`` runs for ``module`` (an ``RNN``'s nonlinearity, checked:
+    code may have set it)."""
+    if isinstance(module, RNN | RNNCell):
+        return _check_nonlinearity(type(module).__name__, module.nonlinearity)
+    return "lstm" if isinstance(module, LSTM | LSTMCell) else "gru"
 
 
 def _gate_weights(
     module: Module,
     suffix: str,
-    sizes: tuple[int, int],
+    sizes: tuple[int, int, int],
     gates: int,
     bias: bool,
     keys: list[jax.Array],
     dtype: Any,
 ) -> None:
     """PyTorch's recurrent weights on ``module``: ``weight_ih{suffix}`` ``(G*H, in)``,
-    ``weight_hh{suffix}`` ``(G*H, H)`` and with ``bias`` ``bias_ih{suffix}``,
-    ``bias_hh{suffix}`` ``(G*H,)``, uniform in ``[-1/sqrt(H), 1/sqrt(H)]``, from the four
-    ``keys``; ``sizes`` is ``(in, H)``."""
-    n_in, hidden = sizes
+    ``weight_hh{suffix}`` ``(G*H, P)``, with ``bias`` ``bias_ih{suffix}`` and
+    ``bias_hh{suffix}`` ``(G*H,)``, and where ``P != H`` (an LSTM's ``proj_size``)
+    ``weight_hr{suffix}`` ``(P, H)``, all uniform in ``[-1/sqrt(H), 1/sqrt(H)]``, from the
+    ``keys`` (four, a fifth for ``weight_hr``); ``sizes`` is ``(in, H, P)``."""
+    n_in, hidden, out = sizes
     k, g = _init.fan_in_bound(hidden), gates * hidden
-    kih, khh, kbi, kbh = keys
+    kih, khh, kbi, kbh = keys[:4]
     setattr(module, f"weight_ih{suffix}", _init.uniform(kih, (g, n_in), k, dtype))
-    setattr(module, f"weight_hh{suffix}", _init.uniform(khh, (g, hidden), k, dtype))
+    setattr(module, f"weight_hh{suffix}", _init.uniform(khh, (g, out), k, dtype))
     if bias:
         setattr(module, f"bias_ih{suffix}", _init.uniform(kbi, (g,), k, dtype))
         setattr(module, f"bias_hh{suffix}", _init.uniform(kbh, (g,), k, dtype))
+    if out != hidden:
+        khr = jax.random.fold_in(kih, 1)  # the four keys' draws stay those of proj_size=0
+        setattr(module, f"weight_hr{suffix}", _init.uniform(khr, (out, hidden), k, dtype))
+
+
+def _proj_size(name: str, proj_size: Any, hidden_size: int, gates: int) -> int:
+    """PyTorch's ``proj_size``: 0 (none), or for an LSTM an int in ``[1, hidden_size)``.
+
+    Raises:
+        TypeError: not an integer.
+        ValueError: negative, not below ``hidden_size``, or nonzero for ``RNN``/``GRU``
+            (PyTorch's errors).
+    """
+    size = integer(proj_size, f"{name}: proj_size")
+    if size < 0:
+        raise ValueError(
+            f"{name}: proj_size should be a positive integer or zero to disable projections, "
+            f"got {size}."
+        )
+    if size and gates != 4:
+        raise ValueError(
+            f"{name}: proj_size argument is only supported for LSTM, not RNN or GRU; "
+            "drop it (or use nn.LSTM)."
+        )
+    if size >= hidden_size:
+        raise ValueError(
+            f"{name}: proj_size has to be smaller than hidden_size ({size} >= {hidden_size})."
+        )
+    return size
 
 
 def _sizes(name: str, *sizes: tuple[str, Any]) -> list[int]:
@@ -123,7 +129,7 @@ class _RNNBase(Module):
 
     _gates: int
 
-    @torch_keywords(_TORCH_ADVICE, defaults={"proj_size": 0})
+    @torch_keywords()
     def __init__(
         self,
         input_size: int,
@@ -133,6 +139,7 @@ class _RNNBase(Module):
         batch_first: bool = False,
         dropout: float = 0.0,
         bidirectional: bool = False,
+        proj_size: int = 0,
         *,
         key: Any = None,
         dtype: Any = jnp.float32,
@@ -146,6 +153,7 @@ class _RNNBase(Module):
             ("hidden_size", hidden_size),
             ("num_layers", num_layers),
         )
+        self.proj_size = _proj_size(name, proj_size, hidden_size, self._gates)
         check_float(dtype, name)
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first = bias, batch_first
@@ -154,13 +162,15 @@ class _RNNBase(Module):
         self.bidirectional = bool(bidirectional)
         directions = 2 if bidirectional else 1
         layer_keys = _init.keys(key, 4 * num_layers * directions + 1)
+        out = self.proj_size or hidden_size  # the size of h
         for layer in range(num_layers):
-            n_in = input_size if layer == 0 else hidden_size * directions
+            n_in = input_size if layer == 0 else out * directions
             for d in range(directions):
                 at = 4 * (layer * directions + d)
                 keys = layer_keys[at : at + 4]
                 suffix = _suffix(layer, d)
-                _gate_weights(self, suffix, (n_in, hidden_size), self._gates, bias, keys, dtype)
+                sizes = (n_in, hidden_size, out)
+                _gate_weights(self, suffix, sizes, self._gates, bias, keys, dtype)
         self.dropout = check_p(name, dropout)  # a float, as PyTorch's (code sets it too)
         self._dropout_key = None if key is None else key_of(layer_keys[-1])
         _init.to_device(self, device, f"nn.{name}")
@@ -203,9 +213,13 @@ class _RNNBase(Module):
             "each state is (num_layers, N, hidden_size), and no hx at all starts from zeros."
         )
 
-    def _state(self, h: Any, x: Tensor, unbatched: bool, what: str) -> list[Tensor]:
-        """The initial state per layer from ``h`` ``(num_layers, N, H)``; zeros for ``None``,
+    def _state(
+        self, h: Any, x: Tensor, unbatched: bool, what: str, cell: bool = False
+    ) -> list[Tensor]:
+        """The initial state per layer from ``h`` ``(num_layers, N, S)``; zeros for ``None``,
         computed through as PyTorch's (``weight_hh`` gets its zero gradient at a first step).
+        ``S`` is ``hidden_size``, or an LSTM's ``proj_size`` for ``h`` (not for the ``cell``
+        state ``c``).
 
         Raises:
             TypeError: ``h`` is not an array (a tuple given to ``GRU``, say).
@@ -213,8 +227,11 @@ class _RNNBase(Module):
         """
         n = x.shape[1]
         layers = self.num_layers * (2 if self.bidirectional else 1)
+        size, size_name = self.hidden_size, "hidden_size"
+        if self.proj_size and not cell:
+            size, size_name = self.proj_size, "proj_size"
         if h is None:
-            return [Tensor(jnp.zeros((n, self.hidden_size), x.dtype))] * layers
+            return [Tensor(jnp.zeros((n, size), x.dtype))] * layers
         refuse_torch(h, f"{type(self).__name__}: {what}")
         if not isinstance(h, Tensor | jax.Array | np.ndarray):
             raise self._state_error(what, h, "a tensor")
@@ -222,78 +239,69 @@ class _RNNBase(Module):
             if h.ndim != 2:
                 raise ShapeError(
                     f"{type(self).__name__}: for an unbatched (L, {self.input_size}) input, "
-                    f"{what} must be 2-D (num_layers * directions, hidden_size) = "
-                    f"{(layers, self.hidden_size)}, got shape {tuple(h.shape)}; "
+                    f"{what} must be 2-D (num_layers * directions, {size_name}) = "
+                    f"{(layers, size)}, got shape {tuple(h.shape)}; "
                     f"a batched input (L, N, {self.input_size}) takes "
-                    "(num_layers * directions, N, hidden_size)."
+                    f"(num_layers * directions, N, {size_name})."
                 )
             h = h.reshape(h.shape[0], 1, h.shape[1])
-        want = (layers, n, self.hidden_size)
+        want = (layers, n, size)
         if h.shape != want:
             raise ShapeError(
                 f"{type(self).__name__}: {what} must have shape {want} (num_layers * "
-                f"directions, N, hidden_size), got {h.shape}."
+                f"directions, N, {size_name}), got {h.shape}."
             )
         return [h[layer] for layer in range(layers)]
 
-    def _inputs(self, x: Tensor, suffix: str) -> tuple[Tensor, Tensor, Tensor | None]:
-        """Input projections of all steps at once ``(L, N, G*H)``, ``W_hh^T``, ``b_hh`` of the
-        layer direction ``suffix``."""
-        xw = x @ getattr(self, f"weight_ih{suffix}").T
-        b_hh = None
-        if self.bias:
-            xw = xw + getattr(self, f"bias_ih{suffix}")
-            b_hh = getattr(self, f"bias_hh{suffix}")
-        return xw, getattr(self, f"weight_hh{suffix}").T, b_hh
-
     def _run(
-        self,
-        x: Tensor,
-        states: list[Any],
-        step: Callable[..., tuple[Tensor, Any]],
-        fold: bool = False,
-    ) -> tuple[Tensor, list[Any]]:
+        self, x: Tensor, h0: list[Tensor], c0: list[Tensor] | None
+    ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
         """The recurrence over time-major ``x`` ``(L, N, in)``, layer by layer, each layer's
         directions in turn (a bidirectional layer's second runs from the last step to the
-        first; their outputs are concatenated on the last axis, PyTorch's layout).
-        ``step(xw_t, state, W_hh^T, b_hh)`` gives the step's output ``h`` and the next state
-        from the step's input projection ``x_t W_ih^T + b_ih`` (with ``fold``, ``b_hh`` is
-        added to the projections once and ``None`` is passed); ``states`` are the initial
-        ones per layer direction (layer-major). Returns the last layer's output and the final
-        states, in the order of ``states``."""
+        first; their outputs are concatenated on the last axis, PyTorch's layout): per layer
+        direction, the input projections of all steps (one ``linear``) and one ``rnn_scan``.
+        ``h0`` (and for an LSTM ``c0``) are the initial states per layer direction
+        (layer-major). Returns the last layer's output and the final ``h`` (and ``c``, else
+        empty) per layer direction, in that order."""
+        mode = _mode(self)
         directions = 2 if self.bidirectional else 1
-        length = x.shape[0]
-        finals: list[Any] = []
+        out = self.proj_size or self.hidden_size  # the size of h
+        hs: list[Tensor] = []
+        cs: list[Tensor] = []
         for layer in range(self.num_layers):
             outputs = []
             for d in range(directions):
-                xw, w_hh, b_hh = self._inputs(x, _suffix(layer, d))
-                if fold and b_hh is not None:
-                    xw, b_hh = xw + b_hh, None
-                state = states[layer * directions + d]
-                outs: list[Any] = [None] * length
-                for t in reversed(range(length)) if d else range(length):
-                    outs[t], state = step(xw[t], state, w_hh, b_hh)
-                finals.append(state)
-                outputs.append(ops.stack(outs, axis=0))
+                suffix = _suffix(layer, d)
+                k = layer * directions + d
+                w_ih, w_hh = (
+                    getattr(self, f"weight_ih{suffix}"),
+                    getattr(self, f"weight_hh{suffix}"),
+                )
+                b_ih = getattr(self, f"bias_ih{suffix}") if self.bias else None
+                b_hh = getattr(self, f"bias_hh{suffix}") if self.bias else 0.0
+                c = 0.0 if c0 is None else c0[k]
+                w_hr = getattr(self, f"weight_hr{suffix}") if self.proj_size else 0.0
+                xw = ops.linear(x, w_ih, b_ih)
+                ys = rnn_scan(xw, w_hh, b_hh, h0[k], c, w_hr, mode=mode, reverse=bool(d))
+                last = 0 if d else -1  # the step each direction ends at
+                if c0 is None:
+                    outputs.append(ys)
+                    hs.append(ys[last])
+                else:
+                    outputs.append(ys[:, :, :out])
+                    hs.append(ys[last, :, :out])
+                    cs.append(ys[last, :, out:])
             x = outputs[0] if directions == 1 else ops.concatenate(outputs, axis=-1)
             if layer < self.num_layers - 1:
                 x = self._drop(x)
-        return x, finals
+        return x, hs, cs
 
-    def _one_state(
-        self, x: Any, hx: Any, step: Callable[..., Tensor], fold: bool = False
-    ) -> tuple[Tensor, Tensor]:
-        """``RNN``'s and ``GRU``'s recurrence (one state ``h``): ``step(xw_t, h, W_hh^T,
-        b_hh)`` gives the next ``h`` (see ``_run``). Returns ``(output, h_n)``."""
+    def _one_state(self, x: Any, hx: Any) -> tuple[Tensor, Tensor]:
+        """``RNN``'s and ``GRU``'s forward (one state ``h``, see ``_run``). Returns
+        ``(output, h_n)``."""
         x, unbatched = self._check(x)
         h0 = self._state(hx, x, unbatched, "h_0")
-
-        def both(xw: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> tuple[Tensor, Any]:
-            h = step(xw, h, w_hh, b_hh)
-            return h, h
-
-        out, hs = self._run(x, h0, both, fold)
+        out, hs, _ = self._run(x, h0, None)
         return self._output(out, unbatched), self._final(hs, unbatched)
 
     def _output(self, seq: Tensor, unbatched: bool) -> Tensor:
@@ -307,8 +315,8 @@ class _RNNBase(Module):
         of on the tape."""
         out = ops.stack(states, axis=0)
         if unbatched:
-            return optional_output(out.reshape(out.shape[0], out.shape[2]), out)
-        return optional_output(out)
+            return optional_output(out.reshape(out.shape[0], out.shape[2]), out, *states)
+        return optional_output(out, *states)
 
     def flatten_parameters(self) -> None:
         """Nothing to do (PyTorch's packs the weights for cuDNN; there are no packed weights
@@ -321,6 +329,7 @@ class _RNNBase(Module):
             + ("" if self.bias else ", bias=False")
             + (f", dropout={self.dropout}" if self.dropout else "")
             + (", bidirectional=True" if self.bidirectional else "")
+            + (f", proj_size={self.proj_size}" if self.proj_size else "")
         )
 
 
@@ -344,6 +353,7 @@ class RNN(_RNNBase):
             first (parameters suffixed ``_reverse``); outputs ``(L, N, 2 H)`` (the two
             directions concatenated, forward first) and final states ``(2 num_layers, N, H)``
             (layer by layer, forward direction first), as PyTorch's.
+        proj_size: 0 (PyTorch's keyword; projections are an LSTM's).
         key: an int seed or a key; ``None`` draws from the process random state.
         dtype: a floating dtype for the parameters.
         device: where the parameters live (PyTorch's ``device=``; ``None``: JAX's default).
@@ -351,12 +361,12 @@ class RNN(_RNNBase):
     Raises:
         TypeError: a size that is not an integer.
         ValueError: a non-positive size, ``dropout`` outside ``[0, 1]``, a nonlinearity
-            other than ``"tanh"`` and ``"relu"``.
+            other than ``"tanh"`` and ``"relu"``, a nonzero ``proj_size`` (PyTorch's error).
     """
 
     _gates = 1
 
-    @torch_keywords(_TORCH_ADVICE, defaults={"proj_size": 0})
+    @torch_keywords()
     def __init__(
         self,
         input_size: int,
@@ -368,6 +378,7 @@ class RNN(_RNNBase):
         dropout: float = 0.0,
         bidirectional: bool = False,
         *,
+        proj_size: int = 0,
         key: Any = None,
         dtype: Any = jnp.float32,
         device: Any = None,
@@ -381,6 +392,7 @@ class RNN(_RNNBase):
             batch_first,
             dropout,
             bidirectional,
+            proj_size,
             key=key,
             dtype=dtype,
             device=device,
@@ -391,11 +403,7 @@ class RNN(_RNNBase):
         """Run over the sequence: arguments, result and errors as ``GRU.forward``'s, and a
         ``ValueError`` for a ``nonlinearity`` set to another value than "tanh" or "relu"."""
         _check_nonlinearity("RNN", self.nonlinearity)  # code may have set it
-        return self._one_state(x, hx, self._step, fold=True)
-
-    def _step(self, xw: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> Tensor:
-        """``act(x W_ih^T + b_ih + b_hh + h W_hh^T)`` (both biases folded into ``xw``)."""
-        return _elman_step(xw + h @ w_hh, self.nonlinearity)
+        return self._one_state(x, hx)
 
     def extra_repr(self) -> str:
         return super().extra_repr() + (
@@ -406,7 +414,8 @@ class RNN(_RNNBase):
 class LSTM(_RNNBase):
     """Long short-term memory (Hochreiter & Schmidhuber 1997), PyTorch's equations:
     ``i, f, g, o = sigmoid, sigmoid, tanh, sigmoid`` of ``x W_ih^T + b_ih + h W_hh^T + b_hh``
-    (gates stacked in that order), ``c' = f * c + i * g``, ``h' = o * tanh(c')``.
+    (gates stacked in that order), ``c' = f * c + i * g``, ``h' = o * tanh(c')``; with
+    ``proj_size`` ``P``, ``h' = (o * tanh(c')) W_hr^T`` (``weight_hr_l{k}`` ``(P, H)``).
 
     A loop that feeds ``(h, c)`` back across batches must ``.detach()`` them (truncated
     backpropagation through time), or each step's graph stays alive through the state:
@@ -423,15 +432,18 @@ class LSTM(_RNNBase):
             first (parameters suffixed ``_reverse``); outputs ``(L, N, 2 H)`` (the two
             directions concatenated, forward first) and final states ``(2 num_layers, N, H)``
             (layer by layer, forward direction first), as PyTorch's.
+        proj_size: ``P``, an int in ``[0, H)``: each step's ``h`` projected to ``P``
+            features (PyTorch's; 0, the default, none). Outputs and ``h_n`` then have ``P``
+            features, ``c_n`` keeps ``H``; ``weight_hh`` is ``(4H, P)``.
         key: an int seed or a key; ``None`` draws from the process random state.
         dtype: a floating dtype for the parameters.
         device: where the parameters and buffers are made, as ``tg.zeros(..., device=)``
             (``"cpu"``, ``"gpu:0"``, a ``jax.Device``); ``None``: JAX's default device.
 
     Raises:
-        TypeError: a size that is not an integer; PyTorch's ``proj_size`` (not supported:
-            the message says what to write).
-        ValueError: a non-positive size, ``dropout`` outside ``[0, 1]``.
+        TypeError: a size that is not an integer.
+        ValueError: a non-positive size, ``dropout`` outside ``[0, 1]``, a ``proj_size``
+            outside ``[0, hidden_size)``.
     """
 
     _gates = 4
@@ -444,8 +456,8 @@ class LSTM(_RNNBase):
         Args:
             x: ``(L, N, input_size)`` (``(N, L, input_size)`` with ``batch_first``), or
                 unbatched ``(L, input_size)``.
-            hx: initial ``(h_0, c_0)``, each ``(num_layers * directions, N, H)``; zeros by
-                default.
+            hx: initial ``(h_0, c_0)``, each ``(num_layers * directions, N, H)`` (``h_0``'s
+                last axis ``proj_size`` where one is set); zeros by default.
 
         Returns:
             ``(output, (h_n, c_n))``: the last layer's ``h`` at every step, and the final
@@ -456,25 +468,12 @@ class LSTM(_RNNBase):
             ShapeError: ``x``, ``h_0`` or ``c_0`` of another shape than given above.
         """
         x, unbatched = self._check(x)
-        hid = self.hidden_size
         if hx is not None and not (isinstance(hx, tuple | list) and len(hx) == 2):
             raise self._state_error("hx", hx, "a pair (h_0, c_0)")
         h0 = self._state(hx[0] if hx else None, x, unbatched, "h_0")
-        c0 = self._state(hx[1] if hx else None, x, unbatched, "c_0")
+        c0 = self._state(hx[1] if hx else None, x, unbatched, "c_0", cell=True)
 
-        def step(
-            xw: Tensor, state: tuple[Tensor, Tensor], w_hh: Tensor, b_hh: Tensor | None
-        ) -> tuple[Tensor, Any]:
-            h, c = state
-            gates = xw + h @ w_hh
-            if b_hh is not None:
-                gates = gates + b_hh
-            h, c = _lstm_step(gates, c, hid)
-            return h, (h, c)
-
-        out, finals = self._run(x, list(zip(h0, c0, strict=True)), step)
-        hs = [h for h, _ in finals]
-        cs = [c for _, c in finals]
+        out, hs, cs = self._run(x, h0, c0)
         return self._output(out, unbatched), (
             self._final(hs, unbatched),
             self._final(cs, unbatched),
@@ -504,9 +503,9 @@ class GRU(_RNNBase):
             (``"cpu"``, ``"gpu:0"``, a ``jax.Device``); ``None``: JAX's default device.
 
     Raises:
-        TypeError: a size that is not an integer; PyTorch's ``proj_size`` (not supported:
-            the message says what to write).
-        ValueError: a non-positive size, ``dropout`` outside ``[0, 1]``.
+        TypeError: a size that is not an integer.
+        ValueError: a non-positive size, ``dropout`` outside ``[0, 1]``, a nonzero
+            ``proj_size`` (PyTorch's error: projections are an LSTM's).
     """
 
     _gates = 3
@@ -527,12 +526,7 @@ class GRU(_RNNBase):
             TypeError: ``hx`` is not an array (an LSTM-style tuple, say).
             ShapeError: ``x`` or ``hx`` of another shape than given above.
         """
-        return self._one_state(x, hx, self._step)
-
-    def _step(self, xw: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> Tensor:
-        """One GRU step (``_gru_step``)."""
-        hw = h @ w_hh
-        return _gru_step(xw, hw if b_hh is None else hw + b_hh, h, self.hidden_size)
+        return self._one_state(x, hx)
 
 
 class _CellBase(Module):
@@ -558,7 +552,10 @@ class _CellBase(Module):
         sizes = _sizes(name, ("input_size", input_size), ("hidden_size", hidden_size))
         check_float(dtype, name)
         self.input_size, self.hidden_size, self.bias = *sizes, bias
-        _gate_weights(self, "", (sizes[0], sizes[1]), self._gates, bias, _init.keys(key, 4), dtype)
+        n_in, hidden = sizes
+        _gate_weights(
+            self, "", (n_in, hidden, hidden), self._gates, bias, _init.keys(key, 4), dtype
+        )
         _init.to_device(self, device, f"nn.{name}")
 
     def _input(self, x: Any) -> tuple[Tensor, bool]:
@@ -595,13 +592,14 @@ class _CellBase(Module):
         state = as_input(h, type(self).__name__)
         return state.reshape(1, self.hidden_size) if unbatched else state
 
-    def _projections(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
-        """``x W_ih^T + b_ih`` and ``h W_hh^T + b_hh``."""
-        xw = x @ self.weight_ih.T
-        hw = h @ self.weight_hh.T
-        if self.bias:
-            return xw + self.bias_ih, hw + self.bias_hh
-        return xw, hw
+    def _step(self, x: Tensor, h: Tensor, c: Tensor | float = 0.0) -> Tensor:
+        """One step of the recurrence from ``x`` ``(N, in)`` and the state ``h`` (and an
+        LSTM's ``c``), each ``(N, H)``: an ``rnn_scan`` of one step, ``(1, N, H)`` (an
+        LSTM's ``(1, N, 2H)``, ``[h', c']``)."""
+        xw = ops.linear(x, self.weight_ih, self.bias_ih if self.bias else None)
+        b_hh = self.bias_hh if self.bias else 0.0
+        xw = xw.reshape(1, *xw.shape)
+        return rnn_scan(xw, self.weight_hh, b_hh, h, c, 0.0, mode=_mode(self))
 
     @staticmethod
     def _out(h: Tensor, unbatched: bool) -> Tensor:
@@ -655,10 +653,8 @@ class RNNCell(_CellBase):
             TypeError: ``hx`` is not an array.
             ShapeError: ``x`` or ``hx`` of another shape.
         """
-        _check_nonlinearity("RNNCell", self.nonlinearity)  # code may have set it
         x, unbatched = self._input(x)
-        xw, hw = self._projections(x, self._hidden(hx, x, unbatched, "hx"))
-        return self._out(_elman_step(xw + hw, self.nonlinearity), unbatched)
+        return self._out(self._step(x, self._hidden(hx, x, unbatched, "hx"))[0], unbatched)
 
 
 class LSTMCell(_CellBase):
@@ -683,9 +679,8 @@ class LSTMCell(_CellBase):
             )
         h = self._hidden(hx[0] if hx else None, x, unbatched, "h")
         c = self._hidden(hx[1] if hx else None, x, unbatched, "c")
-        xw, hw = self._projections(x, h)
-        h, c = _lstm_step(xw + hw, c, self.hidden_size)
-        return self._out(h, unbatched), self._out(c, unbatched)
+        hc, hid = self._step(x, h, c), self.hidden_size
+        return self._out(hc[0, :, :hid], unbatched), self._out(hc[0, :, hid:], unbatched)
 
 
 class GRUCell(_CellBase):
@@ -697,6 +692,4 @@ class GRUCell(_CellBase):
     def forward(self, x: Tensor, hx: Tensor | None = None) -> Tensor:
         """One step: arguments, result and errors as ``RNNCell.forward``'s."""
         x, unbatched = self._input(x)
-        h = self._hidden(hx, x, unbatched, "hx")
-        xw, hw = self._projections(x, h)
-        return self._out(_gru_step(xw, hw, h, self.hidden_size), unbatched)
+        return self._out(self._step(x, self._hidden(hx, x, unbatched, "hx"))[0], unbatched)

@@ -15,6 +15,7 @@ from tapegrad.ops.nondiff import *  # noqa: F403
 from tapegrad.ops.norm import *  # noqa: F403
 from tapegrad.ops.pool import *  # noqa: F403
 from tapegrad.ops.random import *  # noqa: F403
+from tapegrad.ops.recurrent import *  # noqa: F403
 from tapegrad.ops.reduce import *  # noqa: F403
 from tapegrad.ops.resize import *  # noqa: F403
 from tapegrad.ops.shape import *  # noqa: F403

@@ -1,6 +1,7 @@
 """PyTorch layer options tapegrad does not take: a TypeError naming the public class and what
 to do (or ValueError for a value), PyTorch's default values accepted as no-ops; and the
-bidirectional recurrent layers (once refused) checked against PyTorch's."""
+bidirectional recurrent layers and LSTM projections (once refused) checked against
+PyTorch's."""
 
 from __future__ import annotations
 
@@ -16,7 +17,11 @@ from tapegrad import nn
 
 CASES: list[tuple[Callable[[], Any], type[Exception], str]] = [
     (lambda: nn.GRU(3, 4, bidirectional="yes"), TypeError, r"^GRU: bidirectional must be True"),
-    (lambda: nn.LSTM(3, 4, proj_size=2), TypeError, r"^LSTM\(\) .*nn.Linear\(hidden_size"),
+    (lambda: nn.GRU(3, 4, proj_size=2), ValueError, r"^GRU: proj_size argument is only"),
+    (lambda: nn.RNN(3, 4, proj_size=1), ValueError, r"^RNN: proj_size argument is only"),
+    (lambda: nn.LSTM(3, 4, proj_size=4), ValueError, r"^LSTM: proj_size has to be smaller"),
+    (lambda: nn.LSTM(3, 4, proj_size=-1), ValueError, r"^LSTM: proj_size should be a positive"),
+    (lambda: nn.LSTM(3, 4, proj_size=1.0), TypeError, r"^LSTM: proj_size must be an integer"),
     (lambda: nn.MaxPool2d(2, ceil_mode=True), TypeError, r"^MaxPool2d\(\) .*floor mode"),
     (lambda: nn.AvgPool2d(2, ceil_mode=True), TypeError, r"^AvgPool2d\(\) .*tg.pad"),
     (lambda: nn.MaxPool2d(2, dilation=2), TypeError, r"^MaxPool2d\(\) .*dilated pooling"),
@@ -160,3 +165,37 @@ def test_bidirectional_unbatched_and_repr() -> None:
     assert "bidirectional=True" in repr(ours)
     with pytest.raises(tg.ShapeError, match=r"\(2, 1, 4\) \(num_layers \* directions"):
         nn.GRU(3, 4, bidirectional=True, key=0)(tg.ones((5, 1, 3)), tg.zeros((1, 1, 4)))
+
+
+@pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN")
+@pytest.mark.parametrize(
+    ("layers", "bidirectional", "batch_first"), [(1, False, False), (2, True, True)]
+)
+def test_lstm_projections_match_torch(layers: int, bidirectional: bool, batch_first: bool) -> None:
+    """``proj_size``: PyTorch's ``weight_hr_l{k}`` parameters (state-dict keys and shapes in
+    its order), ``h`` of ``proj_size`` features (outputs, ``h_n``), ``c_n`` of
+    ``hidden_size``, and every gradient, initial states included."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    kw = {"bidirectional": bidirectional, "batch_first": batch_first, "proj_size": 2}
+    theirs = torch.nn.LSTM(3, 5, layers, **kw)
+    ours = nn.LSTM(3, 5, layers, **kw, key=0)
+    assert [(k, tuple(v.shape)) for k, v in ours.state_dict().items()] == [
+        (k, tuple(v.shape)) for k, v in theirs.state_dict().items()
+    ]
+    d = 2 if bidirectional else 1
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 4, 3) if batch_first else (4, 2, 3)).astype(np.float32)
+    h0 = rng.standard_normal((d * layers, 2, 2)).astype(np.float32)
+    c0 = rng.standard_normal((d * layers, 2, 5)).astype(np.float32)
+
+    def call(module: Any, xs: list[Any]) -> Any:
+        out, (h, c) = module(xs[0], (xs[1], xs[2]))
+        assert tuple(out.shape)[-1] == 2 * d and tuple(h.shape) == (d * layers, 2, 2)
+        assert tuple(c.shape) == (d * layers, 2, 5)
+        return out * 1.0 + (h * h).sum() + (c * c * c).sum()
+
+    check_against_torch(ours, theirs, [x, h0, c0], call=call, rtol=1e-4, atol=1e-5)
+    assert repr(ours).endswith("proj_size=2)")
+    with pytest.raises(tg.ShapeError, match=r"h_0 must have shape \(\d, 2, 2\) .*proj_size"):
+        ours(tg.tensor(x), (tg.tensor(c0), tg.tensor(c0)))

@@ -296,6 +296,54 @@ def _embedding_ref(indices: jax.Array, weight: jax.Array) -> jax.Array:
     return jnp.asarray(weight)[indices]
 
 
+def _rnn_scan_ref(
+    xw: jax.Array,
+    w_hh: jax.Array,
+    b_hh: jax.Array,
+    h0: jax.Array,
+    c0: jax.Array,
+    w_hr: jax.Array,
+    *,
+    mode: str,
+    reverse: bool = False,
+) -> jax.Array:
+    """PyTorch's documented equations, one Python step at a time (no scan)."""
+    sig = jax.nn.sigmoid
+    h, c, hid = h0, c0, c0.shape[-1]
+    order = range(xw.shape[0] - 1, -1, -1) if reverse else range(xw.shape[0])
+    out: dict[int, jax.Array] = {}
+    for t in order:
+        gx, gh = xw[t], h @ w_hh.T + b_hh
+        if mode == "lstm":
+            i, f, g, o = (
+                gx[:, k * hid : (k + 1) * hid] + gh[:, k * hid : (k + 1) * hid] for k in range(4)
+            )
+            c = sig(f) * c + sig(i) * jnp.tanh(g)
+            h = sig(o) * jnp.tanh(c)
+            if w_hr.ndim:  # proj_size
+                h = h @ w_hr.T
+            out[t] = jnp.concatenate([h, c], axis=-1)
+            continue
+        if mode == "gru":
+            r = sig(gx[:, :hid] + gh[:, :hid])
+            z = sig(gx[:, hid : 2 * hid] + gh[:, hid : 2 * hid])
+            n = jnp.tanh(gx[:, 2 * hid :] + r * gh[:, 2 * hid :])
+            h = (1 - z) * n + z * h
+        else:
+            h = jnp.tanh(gx + gh) if mode == "tanh" else jax.nn.relu(gx + gh)
+        out[t] = h
+    return jnp.stack([out[t] for t in range(xw.shape[0])])
+
+
+def rnn_scan_case(mode: str, reverse: bool, proj: bool = False) -> Case:
+    """Three steps of a batch of 2, hidden size 2: ``(xw, w_hh, b_hh, h0, c0, w_hr)``
+    (``proj``: an LSTM's projection to size 1; else ``w_hr`` is 0-d, none)."""
+    gates, out = {"lstm": 4, "gru": 3}.get(mode, 1) * 2, 1 if proj else 2
+    shapes = ((3, 2, gates), (gates, out), (gates,), (2, out), (2, 2), (out, 2) if proj else ())
+    params = {"mode": mode, "reverse": reverse}
+    return Case(_id(params) + (",proj" if proj else ""), inputs(shapes, (REALS,) * 6), params)
+
+
 def _embedding_bag_ref(
     indices: jax.Array,
     offsets: jax.Array,
@@ -1316,6 +1364,12 @@ SPECS: tuple[OpSpec, ...] = (
         _R["embedding"],
         (with_ints((5, 3), (4,), 5, {}, first=True), with_ints((5, 2), (2, 3), 5, {}, True)),
         _embedding_ref,
+    ),
+    OpSpec(
+        _R["rnn_scan"],
+        tuple(rnn_scan_case(m, r) for m in ("tanh", "relu", "lstm", "gru") for r in (False, True)),
+        _rnn_scan_ref,
+        rtol=1e-4,
     ),
     OpSpec(
         _R["embedding_bag"],

@@ -24,6 +24,7 @@ TORCH_NAMES = {
     "kl_div",  # F.kl_div (jax.scipy.special.kl_div is another function)
     "embedding",
     "embedding_bag",  # F.embedding_bag
+    "rnn_scan",  # nn.RNN/LSTM/GRU's recurrence over a sequence (one lax.scan), for the layers
     "dropout",
     "conv",
     "conv_transpose",  # F.conv_transpose1d/2d/3d, one op

@@ -1,0 +1,277 @@
+"""The recurrence of ``nn.RNN``, ``nn.LSTM`` and ``nn.GRU`` over a whole sequence as one op:
+a ``jax.lax.scan`` compiled once per shape, dtype and mode, with hand-written
+backpropagation through time.
+
+A layer direction is then two kernels (forward, backward) instead of a dozen eager ops per
+step, and under ``tg.jit`` the step traces to one loop instead of the sequence unrolled."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from tapegrad.kernels import kernel
+from tapegrad.op import defop
+
+__all__: list[str] = []  # used by tapegrad.nn's recurrent layers; in the registry as "rnn_scan"
+
+MODES = ("tanh", "relu", "lstm", "gru")
+"""The recurrences: Elman's with tanh or ReLU, LSTM, GRU (PyTorch's equations, gate order)."""
+
+_GATES = {"tanh": 1, "relu": 1, "lstm": 4, "gru": 3}
+
+
+def _cell(mode: str, hid: int, w_hh: jax.Array, b_hh: Any, w_hr: jax.Array) -> Any:
+    """One step ``(carry, x_t W_ih^T + b_ih) -> (carry, y_t)`` of ``mode`` (``hid``: the
+    cell's size); ``y_t`` is the step's ``h`` (LSTM: ``[h, c]`` on the last axis, so the
+    final ``c`` can be read; with a 2-D ``w_hr``, ``h`` is projected: ``h W_hr^T``)."""
+
+    def elman(h: jax.Array, xw: jax.Array) -> tuple[jax.Array, jax.Array]:
+        pre = xw + (h @ w_hh.T + b_hh)
+        h = jnp.tanh(pre) if mode == "tanh" else jax.nn.relu(pre)  # relu'(0) = 0
+        return h, h
+
+    def lstm(
+        carry: tuple[jax.Array, jax.Array], xw: jax.Array
+    ) -> tuple[tuple[jax.Array, jax.Array], jax.Array]:
+        h, c = carry
+        gates = xw + (h @ w_hh.T + b_hh)
+        i = jax.nn.sigmoid(gates[..., :hid])
+        f = jax.nn.sigmoid(gates[..., hid : 2 * hid])
+        g = jnp.tanh(gates[..., 2 * hid : 3 * hid])
+        o = jax.nn.sigmoid(gates[..., 3 * hid :])
+        c = f * c + i * g
+        h = o * jnp.tanh(c)
+        if jnp.ndim(w_hr) == 2:
+            h = h @ w_hr.T
+        return (h, c), jnp.concatenate([h, c], axis=-1)
+
+    def gru(h: jax.Array, xw: jax.Array) -> tuple[jax.Array, jax.Array]:
+        hw = h @ w_hh.T + b_hh
+        r = jax.nn.sigmoid(xw[..., :hid] + hw[..., :hid])
+        z = jax.nn.sigmoid(xw[..., hid : 2 * hid] + hw[..., hid : 2 * hid])
+        n = jnp.tanh(xw[..., 2 * hid :] + r * hw[..., 2 * hid :])
+        h = n + z * (h - n)
+        return h, h
+
+    return {"tanh": elman, "relu": elman, "lstm": lstm, "gru": gru}[mode]
+
+
+@partial(kernel, static_argnames=("mode", "reverse"))
+def _scan_fn(
+    xw: jax.Array,
+    w_hh: jax.Array,
+    b_hh: jax.Array,
+    h0: jax.Array,
+    c0: jax.Array,
+    w_hr: jax.Array,
+    *,
+    mode: str,
+    reverse: bool = False,
+) -> jax.Array:
+    """The jnp forward: ``lax.scan`` of ``mode``'s step over the leading (time) axis."""
+    step = _cell(mode, w_hh.shape[0] // _GATES[mode], w_hh, b_hh, w_hr)
+    init = (h0, c0) if mode == "lstm" else h0
+    ys: jax.Array = jax.lax.scan(step, init, xw, reverse=reverse)[1]
+    return ys
+
+
+@defop(name="rnn_scan")
+def rnn_scan(
+    xw: jax.Array,
+    w_hh: jax.Array,
+    b_hh: jax.Array,
+    h0: jax.Array,
+    c0: jax.Array,
+    w_hr: jax.Array,
+    *,
+    mode: str,
+    reverse: bool = False,
+) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+    """One layer direction of a recurrent layer over a whole sequence.
+
+    Args:
+        xw: the input projections of every step, ``(L, N, G*H)``: ``x_t W_ih^T + b_ih``
+            (``G`` gates: 1, or 4 for ``"lstm"`` (i, f, g, o), 3 for ``"gru"`` (r, z, n)).
+        w_hh: ``W_hh``, ``(G*H, P)`` (PyTorch's layout: the step computes ``h W_hh^T``;
+            ``P`` is ``H``, or an LSTM's projection size).
+        b_hh: ``b_hh``, ``(G*H,)``, or ``0.0`` for none.
+        h0: the initial state, ``(N, P)``.
+        c0: the initial cell ``(N, H)`` of ``"lstm"``; ignored (pass ``0.0``) otherwise.
+        w_hr: an LSTM's projection ``W_hr`` ``(P, H)`` (PyTorch's ``proj_size``: each step's
+            ``h`` is ``(o * tanh(c)) W_hr^T``), or ``0.0`` for none.
+        mode: ``"tanh"``, ``"relu"``, ``"lstm"`` or ``"gru"`` (PyTorch's equations).
+        reverse: run from the last step to the first (a bidirectional layer's second
+            direction); outputs stay aligned with the inputs.
+
+    Returns:
+        ``(L, N, P)``: ``h`` after each step (``"lstm"``: ``(L, N, P + H)``, ``[h, c]``).
+
+    Raises:
+        ValueError: an unknown ``mode``.
+
+    The VJP is hand-written backpropagation through time (``_scan_vjp``, compiled per shape,
+    dtype and mode): the gates are recomputed from the inputs and the saved output, all steps
+    at once, then one reverse scan carries the state's cotangent; checked against JAX's
+    derivative of the scan and against PyTorch's layers.
+    """
+    if mode not in MODES:
+        raise ValueError(f"rnn_scan: unknown mode {mode!r}; use one of {', '.join(MODES)}.")
+    y = _scan_fn(xw, w_hh, b_hh, h0, c0, w_hr, mode=mode, reverse=reverse)
+    return y, (xw, w_hh, b_hh, h0, c0, w_hr, y)
+
+
+def _elman_back(
+    mode: str, w_hh: jax.Array, hs: jax.Array, g: jax.Array, h0: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``(dxw, dhw, dh0)`` of Elman's recurrence: ``act'`` read from the outputs (tanh:
+    ``1 - h^2``, ReLU: ``h > 0``), the state's cotangent carried back through ``W_hh``."""
+    slope = 1 - hs * hs if mode == "tanh" else (hs > 0).astype(hs.dtype)
+
+    def step(dh: jax.Array, inp: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        g_t, slope_t = inp
+        dpre = (g_t + dh) * slope_t
+        return dpre @ w_hh, dpre
+
+    dh0, dpre = jax.lax.scan(step, jnp.zeros_like(h0), (g, slope), reverse=True)
+    return dpre, dpre, dh0
+
+
+def _lstm_back(
+    gates: jax.Array,
+    w_hh: jax.Array,
+    w_hr: jax.Array,
+    cs: jax.Array,
+    cprev: jax.Array,
+    g: jax.Array,
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """``(dgates, dh0, dc0, dw_hr)`` of the LSTM recurrence from the gate pre-activations of
+    every step: ``c' = f c + i g``, ``h' = o tanh(c')`` (projected: ``h' W_hr^T``), the
+    cotangents of ``h`` and ``c`` carried back (``h`` through ``W_hh``, ``c`` through
+    ``f``); ``dw_hr`` is zeros without a projection."""
+    hid = cs.shape[-1]
+    out = g.shape[-1] - hid
+    projected = jnp.ndim(w_hr) == 2
+    i = jax.nn.sigmoid(gates[..., :hid])
+    f = jax.nn.sigmoid(gates[..., hid : 2 * hid])
+    gg = jnp.tanh(gates[..., 2 * hid : 3 * hid])
+    o = jax.nn.sigmoid(gates[..., 3 * hid :])
+    tc = jnp.tanh(cs)
+
+    def step(carry: tuple[jax.Array, jax.Array], inp: tuple[jax.Array, ...]) -> Any:
+        dh, dc = carry
+        gh_t, gc_t, i_t, f_t, g_t, o_t, tc_t, cp_t = inp
+        dh = dh + gh_t
+        dr = dh @ w_hr if projected else dh  # the cotangent of o * tanh(c)
+        dc = dc + gc_t + dr * o_t * (1 - tc_t * tc_t)
+        da = jnp.concatenate(
+            [
+                dc * g_t * i_t * (1 - i_t),
+                dc * cp_t * f_t * (1 - f_t),
+                dc * i_t * (1 - g_t * g_t),
+                dr * tc_t * o_t * (1 - o_t),
+            ],
+            axis=-1,
+        )
+        return (da @ w_hh, dc * f_t), (da, dh)
+
+    carry = (jnp.zeros_like(g[0, :, :out]), jnp.zeros_like(cs[0]))
+    inp = (g[..., :out], g[..., out:], i, f, gg, o, tc, cprev)
+    (dh0, dc0), (da, dhs) = jax.lax.scan(step, carry, inp, reverse=True)
+    dw_hr = jnp.einsum("lnp,lnh->ph", dhs, o * tc) if projected else jnp.zeros_like(w_hr)
+    return da, dh0, dc0, dw_hr
+
+
+def _gru_back(
+    xw: jax.Array, hw: jax.Array, w_hh: jax.Array, hprev: jax.Array, g: jax.Array, hid: int
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``(dxw, dhw, dh0)`` of the GRU recurrence from both projections of every step:
+    ``r, z = sigmoid(.)``, ``n = tanh(xw_n + r hw_n)``, ``h' = n + z (h - n)``; the
+    state's cotangent carried back directly (``z``) and through ``W_hh``."""
+    r = jax.nn.sigmoid(xw[..., :hid] + hw[..., :hid])
+    z = jax.nn.sigmoid(xw[..., hid : 2 * hid] + hw[..., hid : 2 * hid])
+    hw_n = hw[..., 2 * hid :]
+    n = jnp.tanh(xw[..., 2 * hid :] + r * hw_n)
+
+    def step(dh: jax.Array, inp: tuple[jax.Array, ...]) -> Any:
+        g_t, r_t, z_t, n_t, hw_t, hp_t = inp
+        dh = dh + g_t
+        dn = dh * (1 - z_t) * (1 - n_t * n_t)
+        dr = dn * hw_t * r_t * (1 - r_t)
+        dz = dh * (hp_t - n_t) * z_t * (1 - z_t)
+        dx = jnp.concatenate([dr, dz, dn], axis=-1)
+        dhw = jnp.concatenate([dr, dz, dn * r_t], axis=-1)
+        return dh * z_t + dhw @ w_hh, (dx, dhw)
+
+    dh0, (dxw, dhw) = jax.lax.scan(
+        step, jnp.zeros_like(hprev[0]), (g, r, z, n, hw_n, hprev), reverse=True
+    )
+    return dxw, dhw, dh0
+
+
+@partial(kernel, static_argnames=("mode", "reverse"))
+def _scan_vjp(
+    xw: jax.Array,
+    w_hh: jax.Array,
+    b_hh: jax.Array,
+    h0: jax.Array,
+    c0: jax.Array,
+    w_hr: jax.Array,
+    y: jax.Array,
+    g: jax.Array,
+    *,
+    mode: str,
+    reverse: bool = False,
+) -> tuple[jax.Array, ...]:
+    """Backpropagation through time from the inputs and the output ``y``: every step's
+    projection of the previous state (``hw``, needed by the gates) is recomputed at once
+    (one matrix product over all steps), then one reverse scan carries the state's
+    cotangent; ``W_hh``'s and ``b_hh``'s cotangents are sums over the steps. A reversed
+    direction is computed on the time-flipped sequences."""
+    if reverse:
+        xw, y, g = xw[::-1], y[::-1], g[::-1]
+    hid, out = w_hh.shape[0] // _GATES[mode], h0.shape[-1]
+    hs = y[..., :out]
+    hprev = jnp.concatenate([h0[None].astype(hs.dtype), hs[:-1]], axis=0)
+    dc0, dw_hr = jnp.zeros_like(c0), jnp.zeros_like(w_hr)
+    if mode == "lstm":
+        cs = y[..., out:]
+        cprev = jnp.concatenate([c0[None].astype(cs.dtype), cs[:-1]], axis=0)
+        gates = xw + (hprev @ w_hh.T + b_hh)
+        dxw, dh0, dc0, dw_hr = _lstm_back(gates, w_hh, w_hr, cs, cprev, g)
+        dhw = dxw
+    elif mode == "gru":
+        hw = hprev @ w_hh.T + b_hh
+        dxw, dhw, dh0 = _gru_back(xw, hw, w_hh, hprev, g, hid)
+    else:
+        dxw, dhw, dh0 = _elman_back(mode, w_hh, hs, g, h0)
+    dw_hh = jnp.einsum("lng,lnh->gh", dhw, hprev)
+    db_hh = jnp.sum(dhw, axis=(0, 1)) if jnp.ndim(b_hh) else jnp.sum(dhw)
+    if reverse:
+        dxw = dxw[::-1]
+    return (
+        dxw,
+        dw_hh.astype(w_hh.dtype),
+        db_hh.astype(b_hh.dtype),
+        dh0.astype(h0.dtype),
+        dc0.astype(c0.dtype),
+        dw_hr.astype(w_hr.dtype),
+    )
+
+
+@rnn_scan.defvjp
+def _rnn_scan_vjp(
+    res: tuple[jax.Array, ...],
+    g: jax.Array,
+    needs: tuple[bool, ...],
+    *,
+    mode: str,
+    reverse: bool = False,
+) -> tuple[jax.Array | None, ...]:
+    """Hand-written backpropagation through time (``_scan_vjp``); residuals: the inputs and
+    the output (no other array, so a ``create_graph`` pass differentiates this rule)."""
+    cts = _scan_vjp(*res, g, mode=mode, reverse=reverse)
+    return tuple(ct if need else None for ct, need in zip(cts, needs, strict=True))
