@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +18,7 @@ from tapegrad.nn import _init
 from tapegrad.nn._inputs import as_input
 from tapegrad.nn.dropout import check_p
 from tapegrad.nn.module import Module
+from tapegrad.nn.utils.rnn import PackedSequence, packed_like, sorted_padded
 from tapegrad.op import refuse_torch
 from tapegrad.ops.recurrent import rnn_scan
 from tapegrad.random import key_of, split_key
@@ -121,6 +122,18 @@ def _suffix(layer: int, direction: int) -> str:
     return f"_l{layer}_reverse" if direction else f"_l{layer}"
 
 
+class _Batch(NamedTuple):
+    """A recurrent layer's input as its recurrence takes it: ``x`` time-major ``(L, N, in)``
+    (a packed batch padded, in its sorted order), whether it came unbatched, the
+    ``PackedSequence`` it came as, and the ``(L, N)`` mask of the steps that are the
+    sequences' own (``True``: every step)."""
+
+    x: Tensor
+    unbatched: bool
+    packed: PackedSequence | None = None
+    mask: Any = True
+
+
 class _RNNBase(Module):
     """Parameters ``weight_ih_l{k}`` ``(G*H, in)``, ``weight_hh_l{k}`` ``(G*H, H)``,
     ``bias_ih_l{k}``, ``bias_hh_l{k}`` ``(G*H,)`` per layer ``k`` (and the same with a
@@ -187,8 +200,21 @@ class _RNNBase(Module):
             self._dropout_key, key = split_key(self._dropout_key)
         return ops.dropout(x, p, training=True, key=key)
 
-    def _check(self, x: Tensor) -> tuple[Tensor, bool]:
-        """``x`` as time-major ``(L, N, in)``; whether it was unbatched."""
+    def _check(self, x: Any) -> _Batch:
+        """``x`` (a tensor or a ``PackedSequence``) as a time-major ``(L, N, in)`` batch.
+
+        Raises:
+            ShapeError: ``x`` is not ``(L, N, in)``, ``(N, L, in)`` with ``batch_first``,
+                or unbatched ``(L, in)``; or it has no step.
+        """
+        if isinstance(x, PackedSequence):
+            if x.data.ndim != 2 or x.data.shape[-1] != self.input_size:
+                raise ShapeError(
+                    f"{type(self).__name__}: a PackedSequence's data must be (steps, "
+                    f"{self.input_size}), got shape {x.data.shape}."
+                )
+            padded, mask = sorted_padded(x)
+            return _Batch(padded, False, x, mask)
         x = as_input(x, type(self).__name__)
         if x.ndim not in (2, 3) or x.shape[-1] != self.input_size:
             raise ShapeError(
@@ -202,7 +228,7 @@ class _RNNBase(Module):
             x, unbatched = (x.transpose(1, 0, 2) if self.batch_first else x), False
         if x.shape[0] == 0:
             raise ShapeError(f"{type(self).__name__}: the sequence is empty (length 0).")
-        return x, unbatched
+        return _Batch(x, unbatched)
 
     def _state_error(self, name: str, value: Any, want: str) -> TypeError:
         """The error for an initial state ``name`` of the wrong kind; ``want`` says what to
@@ -213,18 +239,17 @@ class _RNNBase(Module):
             "each state is (num_layers, N, hidden_size), and no hx at all starts from zeros."
         )
 
-    def _state(
-        self, h: Any, x: Tensor, unbatched: bool, what: str, cell: bool = False
-    ) -> list[Tensor]:
+    def _state(self, h: Any, batch: _Batch, what: str, cell: bool = False) -> list[Tensor]:
         """The initial state per layer from ``h`` ``(num_layers, N, S)``; zeros for ``None``,
         computed through as PyTorch's (``weight_hh`` gets its zero gradient at a first step).
         ``S`` is ``hidden_size``, or an LSTM's ``proj_size`` for ``h`` (not for the ``cell``
-        state ``c``).
+        state ``c``); in the batch's original order (a packed batch's are sorted here).
 
         Raises:
             TypeError: ``h`` is not an array (a tuple given to ``GRU``, say).
             ShapeError: ``h`` has another shape (also: not 2-D for an unbatched input).
         """
+        x, unbatched = batch.x, batch.unbatched
         n = x.shape[1]
         layers = self.num_layers * (2 if self.bidirectional else 1)
         size, size_name = self.hidden_size, "hidden_size"
@@ -251,10 +276,12 @@ class _RNNBase(Module):
                 f"{type(self).__name__}: {what} must have shape {want} (num_layers * "
                 f"directions, N, {size_name}), got {h.shape}."
             )
+        if batch.packed is not None and batch.packed.sorted_indices is not None:
+            h = as_input(h, type(self).__name__)[:, batch.packed.sorted_indices]
         return [h[layer] for layer in range(layers)]
 
     def _run(
-        self, x: Tensor, h0: list[Tensor], c0: list[Tensor] | None
+        self, batch: _Batch, h0: list[Tensor], c0: list[Tensor] | None
     ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
         """The recurrence over time-major ``x`` ``(L, N, in)``, layer by layer, each layer's
         directions in turn (a bidirectional layer's second runs from the last step to the
@@ -264,6 +291,7 @@ class _RNNBase(Module):
         (layer-major). Returns the last layer's output and the final ``h`` (and ``c``, else
         empty) per layer direction, in that order."""
         mode = _mode(self)
+        x, mask = batch.x, batch.mask
         directions = 2 if self.bidirectional else 1
         out = self.proj_size or self.hidden_size  # the size of h
         hs: list[Tensor] = []
@@ -282,8 +310,8 @@ class _RNNBase(Module):
                 c = 0.0 if c0 is None else c0[k]
                 w_hr = getattr(self, f"weight_hr{suffix}") if self.proj_size else 0.0
                 xw = ops.linear(x, w_ih, b_ih)
-                ys = rnn_scan(xw, w_hh, b_hh, h0[k], c, w_hr, mode=mode, reverse=bool(d))
-                last = 0 if d else -1  # the step each direction ends at
+                ys = rnn_scan(xw, w_hh, b_hh, h0[k], c, w_hr, mask, mode=mode, reverse=bool(d))
+                last = 0 if d else -1  # the step each direction ends at (masked: kept)
                 if c0 is None:
                     outputs.append(ys)
                     hs.append(ys[last])
@@ -299,24 +327,29 @@ class _RNNBase(Module):
     def _one_state(self, x: Any, hx: Any) -> tuple[Tensor, Tensor]:
         """``RNN``'s and ``GRU``'s forward (one state ``h``, see ``_run``). Returns
         ``(output, h_n)``."""
-        x, unbatched = self._check(x)
-        h0 = self._state(hx, x, unbatched, "h_0")
-        out, hs, _ = self._run(x, h0, None)
-        return self._output(out, unbatched), self._final(hs, unbatched)
+        batch = self._check(x)
+        out, hs, _ = self._run(batch, self._state(hx, batch, "h_0"), None)
+        return self._output(out, batch), self._final(hs, batch)
 
-    def _output(self, seq: Tensor, unbatched: bool) -> Tensor:
-        if unbatched:
+    def _output(self, seq: Tensor, batch: _Batch) -> Any:
+        """The last layer's steps as the input came: packed, unbatched, batch first."""
+        if batch.packed is not None:
+            return packed_like(seq, batch.packed)
+        if batch.unbatched:
             return seq.reshape(seq.shape[0], seq.shape[2])
         return seq.transpose(1, 0, 2) if self.batch_first else seq
 
-    def _final(self, states: list[Tensor], unbatched: bool) -> Tensor:
-        """The final states ``(num_layers, N, H)`` (``(num_layers, H)`` unbatched): an
-        optional output, which code that ignores it (``out, _ = gru(x)``) leaves nothing
-        of on the tape."""
+    def _final(self, states: list[Tensor], batch: _Batch) -> Tensor:
+        """The final states ``(num_layers, N, H)`` (``(num_layers, H)`` unbatched; a packed
+        batch's in its original order): an optional output, which code that ignores it
+        (``out, _ = gru(x)``) leaves nothing of on the tape."""
         out = ops.stack(states, axis=0)
-        if unbatched:
-            return optional_output(out.reshape(out.shape[0], out.shape[2]), out, *states)
-        return optional_output(out, *states)
+        made = [out, *states]
+        if batch.packed is not None and batch.packed.unsorted_indices is not None:
+            out = out[:, batch.packed.unsorted_indices]
+        elif batch.unbatched:
+            out = out.reshape(out.shape[0], out.shape[2])
+        return optional_output(out, *made)
 
     def flatten_parameters(self) -> None:
         """Nothing to do (PyTorch's packs the weights for cuDNN; there are no packed weights
@@ -399,7 +432,7 @@ class RNN(_RNNBase):
         )
         self.nonlinearity = checked
 
-    def forward(self, x: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(self, x: Any, hx: Tensor | None = None) -> tuple[Any, Tensor]:
         """Run over the sequence: arguments, result and errors as ``GRU.forward``'s, and a
         ``ValueError`` for a ``nonlinearity`` set to another value than "tanh" or "relu"."""
         _check_nonlinearity("RNN", self.nonlinearity)  # code may have set it
@@ -449,13 +482,17 @@ class LSTM(_RNNBase):
     _gates = 4
 
     def forward(
-        self, x: Tensor, hx: tuple[Tensor, Tensor] | None = None
-    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        self, x: Any, hx: tuple[Tensor, Tensor] | None = None
+    ) -> tuple[Any, tuple[Tensor, Tensor]]:
         """Run over the sequence.
 
         Args:
-            x: ``(L, N, input_size)`` (``(N, L, input_size)`` with ``batch_first``), or
-                unbatched ``(L, input_size)``.
+            x: ``(L, N, input_size)`` (``(N, L, input_size)`` with ``batch_first``),
+                unbatched ``(L, input_size)``, or a ``PackedSequence``
+                (``nn.utils.rnn.pack_padded_sequence``): sequences of different lengths,
+                each run over its own steps only (a reverse direction starts at its own
+                last step); the output is then packed alike, and the final states are each
+                sequence's own, in the batch's order.
             hx: initial ``(h_0, c_0)``, each ``(num_layers * directions, N, H)`` (``h_0``'s
                 last axis ``proj_size`` where one is set); zeros by default.
 
@@ -467,17 +504,13 @@ class LSTM(_RNNBase):
             TypeError: ``hx`` is not a pair ``(h_0, c_0)`` of arrays.
             ShapeError: ``x``, ``h_0`` or ``c_0`` of another shape than given above.
         """
-        x, unbatched = self._check(x)
+        batch = self._check(x)
         if hx is not None and not (isinstance(hx, tuple | list) and len(hx) == 2):
             raise self._state_error("hx", hx, "a pair (h_0, c_0)")
-        h0 = self._state(hx[0] if hx else None, x, unbatched, "h_0")
-        c0 = self._state(hx[1] if hx else None, x, unbatched, "c_0", cell=True)
-
-        out, hs, cs = self._run(x, h0, c0)
-        return self._output(out, unbatched), (
-            self._final(hs, unbatched),
-            self._final(cs, unbatched),
-        )
+        h0 = self._state(hx[0] if hx else None, batch, "h_0")
+        c0 = self._state(hx[1] if hx else None, batch, "c_0", cell=True)
+        out, hs, cs = self._run(batch, h0, c0)
+        return self._output(out, batch), (self._final(hs, batch), self._final(cs, batch))
 
 
 class GRU(_RNNBase):
@@ -510,12 +543,16 @@ class GRU(_RNNBase):
 
     _gates = 3
 
-    def forward(self, x: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(self, x: Any, hx: Tensor | None = None) -> tuple[Any, Tensor]:
         """Run over the sequence.
 
         Args:
-            x: ``(L, N, input_size)`` (``(N, L, input_size)`` with ``batch_first``), or
-                unbatched ``(L, input_size)``.
+            x: ``(L, N, input_size)`` (``(N, L, input_size)`` with ``batch_first``),
+                unbatched ``(L, input_size)``, or a ``PackedSequence``
+                (``nn.utils.rnn.pack_padded_sequence``): sequences of different lengths,
+                each run over its own steps only (a reverse direction starts at its own
+                last step); the output is then packed alike, and the final states are each
+                sequence's own, in the batch's order.
             hx: initial ``h_0`` ``(num_layers * directions, N, H)``; zeros by default.
 
         Returns:
@@ -599,7 +636,7 @@ class _CellBase(Module):
         xw = ops.linear(x, self.weight_ih, self.bias_ih if self.bias else None)
         b_hh = self.bias_hh if self.bias else 0.0
         xw = xw.reshape(1, *xw.shape)
-        return rnn_scan(xw, self.weight_hh, b_hh, h, c, 0.0, mode=_mode(self))
+        return rnn_scan(xw, self.weight_hh, b_hh, h, c, 0.0, True, mode=_mode(self))
 
     @staticmethod
     def _out(h: Tensor, unbatched: bool) -> Tensor:

@@ -60,6 +60,17 @@ def _cell(mode: str, hid: int, w_hh: jax.Array, b_hh: Any, w_hr: jax.Array) -> A
     return {"tanh": elman, "relu": elman, "lstm": lstm, "gru": gru}[mode]
 
 
+def _steps(mask: jax.Array) -> jax.Array | None:
+    """``mask`` as ``(L, N, 1)`` for ``where`` against ``(N, ·)`` states, or ``None`` when it
+    is 0-d (every step of every sequence)."""
+    return mask[..., None] if jnp.ndim(mask) == 2 else None
+
+
+def _keep(m: jax.Array | None, new: Any, old: Any) -> Any:
+    """``new`` where the step is a sequence's own (``m``), else ``old``; ``new`` without one."""
+    return new if m is None else jax.tree.map(lambda a, b: jnp.where(m, a, b), new, old)
+
+
 @partial(kernel, static_argnames=("mode", "reverse"))
 def _scan_fn(
     xw: jax.Array,
@@ -68,14 +79,25 @@ def _scan_fn(
     h0: jax.Array,
     c0: jax.Array,
     w_hr: jax.Array,
+    mask: jax.Array,
     *,
     mode: str,
     reverse: bool = False,
 ) -> jax.Array:
-    """The jnp forward: ``lax.scan`` of ``mode``'s step over the leading (time) axis."""
+    """The jnp forward: ``lax.scan`` of ``mode``'s step over the leading (time) axis; a
+    masked step keeps the carry and outputs it."""
     step = _cell(mode, w_hh.shape[0] // _GATES[mode], w_hh, b_hh, w_hr)
+
+    def masked(carry: Any, inp: tuple[jax.Array, jax.Array | None]) -> tuple[Any, jax.Array]:
+        xw_t, m_t = inp
+        new, y = step(carry, xw_t)
+        if m_t is None:
+            return new, y
+        new = _keep(m_t, new, carry)
+        return new, jnp.concatenate(new, axis=-1) if mode == "lstm" else new
+
     init = (h0, c0) if mode == "lstm" else h0
-    ys: jax.Array = jax.lax.scan(step, init, xw, reverse=reverse)[1]
+    ys: jax.Array = jax.lax.scan(masked, init, (xw, _steps(mask)), reverse=reverse)[1]
     return ys
 
 
@@ -87,6 +109,7 @@ def rnn_scan(
     h0: jax.Array,
     c0: jax.Array,
     w_hr: jax.Array,
+    mask: jax.Array,
     *,
     mode: str,
     reverse: bool = False,
@@ -103,6 +126,10 @@ def rnn_scan(
         c0: the initial cell ``(N, H)`` of ``"lstm"``; ignored (pass ``0.0``) otherwise.
         w_hr: an LSTM's projection ``W_hr`` ``(P, H)`` (PyTorch's ``proj_size``: each step's
             ``h`` is ``(o * tanh(c)) W_hr^T``), or ``0.0`` for none.
+        mask: ``(L, N)`` booleans, false at the steps past a sequence's own length (a
+            ``PackedSequence``'s padding): such a step keeps the state and outputs it, so
+            the output's last step (first, with ``reverse``) holds each sequence's final
+            state; or a 0-d ``True`` (every step of every sequence).
         mode: ``"tanh"``, ``"relu"``, ``"lstm"`` or ``"gru"`` (PyTorch's equations).
         reverse: run from the last step to the first (a bidirectional layer's second
             direction); outputs stay aligned with the inputs.
@@ -120,23 +147,24 @@ def rnn_scan(
     """
     if mode not in MODES:
         raise ValueError(f"rnn_scan: unknown mode {mode!r}; use one of {', '.join(MODES)}.")
-    y = _scan_fn(xw, w_hh, b_hh, h0, c0, w_hr, mode=mode, reverse=reverse)
-    return y, (xw, w_hh, b_hh, h0, c0, w_hr, y)
+    y = _scan_fn(xw, w_hh, b_hh, h0, c0, w_hr, mask, mode=mode, reverse=reverse)
+    return y, (xw, w_hh, b_hh, h0, c0, w_hr, mask, y)
 
 
 def _elman_back(
-    mode: str, w_hh: jax.Array, hs: jax.Array, g: jax.Array, h0: jax.Array
+    mode: str, w_hh: jax.Array, hs: jax.Array, g: jax.Array, h0: jax.Array, m: jax.Array | None
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """``(dxw, dhw, dh0)`` of Elman's recurrence: ``act'`` read from the outputs (tanh:
     ``1 - h^2``, ReLU: ``h > 0``), the state's cotangent carried back through ``W_hh``."""
     slope = 1 - hs * hs if mode == "tanh" else (hs > 0).astype(hs.dtype)
 
-    def step(dh: jax.Array, inp: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
-        g_t, slope_t = inp
-        dpre = (g_t + dh) * slope_t
-        return dpre @ w_hh, dpre
+    def step(dh: jax.Array, inp: tuple[Any, ...]) -> tuple[jax.Array, jax.Array]:
+        g_t, slope_t, m_t = inp
+        dh = dh + g_t
+        dpre = dh * slope_t
+        return _keep(m_t, dpre @ w_hh, dh), _keep(m_t, dpre, 0.0)
 
-    dh0, dpre = jax.lax.scan(step, jnp.zeros_like(h0), (g, slope), reverse=True)
+    dh0, dpre = jax.lax.scan(step, jnp.zeros_like(h0), (g, slope, m), reverse=True)
     return dpre, dpre, dh0
 
 
@@ -147,6 +175,7 @@ def _lstm_back(
     cs: jax.Array,
     cprev: jax.Array,
     g: jax.Array,
+    m: jax.Array | None,
 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """``(dgates, dh0, dc0, dw_hr)`` of the LSTM recurrence from the gate pre-activations of
     every step: ``c' = f c + i g``, ``h' = o tanh(c')`` (projected: ``h' W_hr^T``), the
@@ -161,12 +190,13 @@ def _lstm_back(
     o = jax.nn.sigmoid(gates[..., 3 * hid :])
     tc = jnp.tanh(cs)
 
-    def step(carry: tuple[jax.Array, jax.Array], inp: tuple[jax.Array, ...]) -> Any:
+    def step(carry: tuple[jax.Array, jax.Array], inp: tuple[Any, ...]) -> Any:
         dh, dc = carry
-        gh_t, gc_t, i_t, f_t, g_t, o_t, tc_t, cp_t = inp
+        gh_t, gc_t, i_t, f_t, g_t, o_t, tc_t, cp_t, m_t = inp
         dh = dh + gh_t
+        dc_in = dc + gc_t
         dr = dh @ w_hr if projected else dh  # the cotangent of o * tanh(c)
-        dc = dc + gc_t + dr * o_t * (1 - tc_t * tc_t)
+        dc = dc_in + dr * o_t * (1 - tc_t * tc_t)
         da = jnp.concatenate(
             [
                 dc * g_t * i_t * (1 - i_t),
@@ -176,38 +206,46 @@ def _lstm_back(
             ],
             axis=-1,
         )
-        return (da @ w_hh, dc * f_t), (da, dh)
+        prev = _keep(m_t, (da @ w_hh, dc * f_t), (dh, dc_in))
+        return prev, (_keep(m_t, da, 0.0), _keep(m_t, dh, 0.0))
 
     carry = (jnp.zeros_like(g[0, :, :out]), jnp.zeros_like(cs[0]))
-    inp = (g[..., :out], g[..., out:], i, f, gg, o, tc, cprev)
+    inp = (g[..., :out], g[..., out:], i, f, gg, o, tc, cprev, m)
     (dh0, dc0), (da, dhs) = jax.lax.scan(step, carry, inp, reverse=True)
     dw_hr = jnp.einsum("lnp,lnh->ph", dhs, o * tc) if projected else jnp.zeros_like(w_hr)
     return da, dh0, dc0, dw_hr
 
 
 def _gru_back(
-    xw: jax.Array, hw: jax.Array, w_hh: jax.Array, hprev: jax.Array, g: jax.Array, hid: int
+    xw: jax.Array,
+    hw: jax.Array,
+    w_hh: jax.Array,
+    hprev: jax.Array,
+    g: jax.Array,
+    m: jax.Array | None,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """``(dxw, dhw, dh0)`` of the GRU recurrence from both projections of every step:
     ``r, z = sigmoid(.)``, ``n = tanh(xw_n + r hw_n)``, ``h' = n + z (h - n)``; the
     state's cotangent carried back directly (``z``) and through ``W_hh``."""
+    hid = hw.shape[-1] // 3
     r = jax.nn.sigmoid(xw[..., :hid] + hw[..., :hid])
     z = jax.nn.sigmoid(xw[..., hid : 2 * hid] + hw[..., hid : 2 * hid])
     hw_n = hw[..., 2 * hid :]
     n = jnp.tanh(xw[..., 2 * hid :] + r * hw_n)
 
-    def step(dh: jax.Array, inp: tuple[jax.Array, ...]) -> Any:
-        g_t, r_t, z_t, n_t, hw_t, hp_t = inp
+    def step(dh: jax.Array, inp: tuple[Any, ...]) -> Any:
+        g_t, r_t, z_t, n_t, hw_t, hp_t, m_t = inp
         dh = dh + g_t
         dn = dh * (1 - z_t) * (1 - n_t * n_t)
         dr = dn * hw_t * r_t * (1 - r_t)
         dz = dh * (hp_t - n_t) * z_t * (1 - z_t)
         dx = jnp.concatenate([dr, dz, dn], axis=-1)
         dhw = jnp.concatenate([dr, dz, dn * r_t], axis=-1)
-        return dh * z_t + dhw @ w_hh, (dx, dhw)
+        prev = _keep(m_t, dh * z_t + dhw @ w_hh, dh)
+        return prev, (_keep(m_t, dx, 0.0), _keep(m_t, dhw, 0.0))
 
     dh0, (dxw, dhw) = jax.lax.scan(
-        step, jnp.zeros_like(hprev[0]), (g, r, z, n, hw_n, hprev), reverse=True
+        step, jnp.zeros_like(hprev[0]), (g, r, z, n, hw_n, hprev, m), reverse=True
     )
     return dxw, dhw, dh0
 
@@ -220,6 +258,7 @@ def _scan_vjp(
     h0: jax.Array,
     c0: jax.Array,
     w_hr: jax.Array,
+    mask: jax.Array,
     y: jax.Array,
     g: jax.Array,
     *,
@@ -229,11 +268,14 @@ def _scan_vjp(
     """Backpropagation through time from the inputs and the output ``y``: every step's
     projection of the previous state (``hw``, needed by the gates) is recomputed at once
     (one matrix product over all steps), then one reverse scan carries the state's
-    cotangent; ``W_hh``'s and ``b_hh``'s cotangents are sums over the steps. A reversed
-    direction is computed on the time-flipped sequences."""
+    cotangent (through a masked step unchanged); ``W_hh``'s and ``b_hh``'s cotangents are
+    sums over the steps. A reversed direction is computed on the time-flipped sequences.
+    Returns the cotangents of the inputs before ``mask`` (which has none)."""
+    m = _steps(mask)
     if reverse:
         xw, y, g = xw[::-1], y[::-1], g[::-1]
-    hid, out = w_hh.shape[0] // _GATES[mode], h0.shape[-1]
+        m = None if m is None else m[::-1]
+    out = h0.shape[-1]
     hs = y[..., :out]
     hprev = jnp.concatenate([h0[None].astype(hs.dtype), hs[:-1]], axis=0)
     dc0, dw_hr = jnp.zeros_like(c0), jnp.zeros_like(w_hr)
@@ -241,13 +283,13 @@ def _scan_vjp(
         cs = y[..., out:]
         cprev = jnp.concatenate([c0[None].astype(cs.dtype), cs[:-1]], axis=0)
         gates = xw + (hprev @ w_hh.T + b_hh)
-        dxw, dh0, dc0, dw_hr = _lstm_back(gates, w_hh, w_hr, cs, cprev, g)
+        dxw, dh0, dc0, dw_hr = _lstm_back(gates, w_hh, w_hr, cs, cprev, g, m)
         dhw = dxw
     elif mode == "gru":
         hw = hprev @ w_hh.T + b_hh
-        dxw, dhw, dh0 = _gru_back(xw, hw, w_hh, hprev, g, hid)
+        dxw, dhw, dh0 = _gru_back(xw, hw, w_hh, hprev, g, m)
     else:
-        dxw, dhw, dh0 = _elman_back(mode, w_hh, hs, g, h0)
+        dxw, dhw, dh0 = _elman_back(mode, w_hh, hs, g, h0, m)
     dw_hh = jnp.einsum("lng,lnh->gh", dhw, hprev)
     db_hh = jnp.sum(dhw, axis=(0, 1)) if jnp.ndim(b_hh) else jnp.sum(dhw)
     if reverse:
@@ -273,5 +315,5 @@ def _rnn_scan_vjp(
 ) -> tuple[jax.Array | None, ...]:
     """Hand-written backpropagation through time (``_scan_vjp``); residuals: the inputs and
     the output (no other array, so a ``create_graph`` pass differentiates this rule)."""
-    cts = _scan_vjp(*res, g, mode=mode, reverse=reverse)
+    cts = (*_scan_vjp(*res, g, mode=mode, reverse=reverse), None)  # none for the mask
     return tuple(ct if need else None for ct, need in zip(cts, needs, strict=True))

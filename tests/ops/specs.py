@@ -303,16 +303,19 @@ def _rnn_scan_ref(
     h0: jax.Array,
     c0: jax.Array,
     w_hr: jax.Array,
+    mask: jax.Array,
     *,
     mode: str,
     reverse: bool = False,
 ) -> jax.Array:
-    """PyTorch's documented equations, one Python step at a time (no scan)."""
+    """PyTorch's documented equations, one Python step at a time (no scan); a masked step
+    (``mask`` 2-D and false) keeps the state and outputs it."""
     sig = jax.nn.sigmoid
     h, c, hid = h0, c0, c0.shape[-1]
     order = range(xw.shape[0] - 1, -1, -1) if reverse else range(xw.shape[0])
     out: dict[int, jax.Array] = {}
     for t in order:
+        h_was, c_was = h, c
         gx, gh = xw[t], h @ w_hh.T + b_hh
         if mode == "lstm":
             i, f, g, o = (
@@ -322,26 +325,31 @@ def _rnn_scan_ref(
             h = sig(o) * jnp.tanh(c)
             if w_hr.ndim:  # proj_size
                 h = h @ w_hr.T
-            out[t] = jnp.concatenate([h, c], axis=-1)
-            continue
-        if mode == "gru":
+        elif mode == "gru":
             r = sig(gx[:, :hid] + gh[:, :hid])
             z = sig(gx[:, hid : 2 * hid] + gh[:, hid : 2 * hid])
             n = jnp.tanh(gx[:, 2 * hid :] + r * gh[:, 2 * hid :])
             h = (1 - z) * n + z * h
         else:
             h = jnp.tanh(gx + gh) if mode == "tanh" else jax.nn.relu(gx + gh)
-        out[t] = h
+        if mask.ndim:
+            h = jnp.where(mask[t][:, None], h, h_was)
+            c = jnp.where(mask[t][:, None], c, c_was)
+        out[t] = jnp.concatenate([h, c], axis=-1) if mode == "lstm" else h
     return jnp.stack([out[t] for t in range(xw.shape[0])])
 
 
-def rnn_scan_case(mode: str, reverse: bool, proj: bool = False) -> Case:
-    """Three steps of a batch of 2, hidden size 2: ``(xw, w_hh, b_hh, h0, c0, w_hr)``
-    (``proj``: an LSTM's projection to size 1; else ``w_hr`` is 0-d, none)."""
+def rnn_scan_case(mode: str, reverse: bool, proj: bool = False, packed: bool = False) -> Case:
+    """Three steps of a batch of 2, hidden size 2: ``(xw, w_hh, b_hh, h0, c0, w_hr, mask)``
+    (``proj``: an LSTM's projection to size 1, else ``w_hr`` is 0-d, none; ``packed``:
+    sequences of lengths 1 and 3, else the mask is a 0-d true)."""
     gates, out = {"lstm": 4, "gru": 3}.get(mode, 1) * 2, 1 if proj else 2
     shapes = ((3, 2, gates), (gates, out), (gates,), (2, out), (2, 2), (out, 2) if proj else ())
+    mask = np.array([[True, True], [False, True], [False, True]]) if packed else np.array(True)
+    drawn = st.tuples(inputs(shapes, (REALS,) * 6), st.just(mask)).map(lambda a: (*a[0], a[1]))
     params = {"mode": mode, "reverse": reverse}
-    return Case(_id(params) + (",proj" if proj else ""), inputs(shapes, (REALS,) * 6), params)
+    tag = (",proj" if proj else "") + (",packed" if packed else "")
+    return Case(_id(params) + tag, drawn, params)
 
 
 def _embedding_bag_ref(
@@ -1367,7 +1375,13 @@ SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         _R["rnn_scan"],
-        tuple(rnn_scan_case(m, r) for m in ("tanh", "relu", "lstm", "gru") for r in (False, True)),
+        tuple(rnn_scan_case(m, r) for m in ("tanh", "relu", "lstm", "gru") for r in (False, True))
+        + (rnn_scan_case("lstm", False, proj=True), rnn_scan_case("lstm", True, proj=True))
+        + tuple(
+            rnn_scan_case(m, r, proj=m == "lstm", packed=True)
+            for m in ("tanh", "lstm", "gru")
+            for r in (False, True)
+        ),
         _rnn_scan_ref,
         rtol=1e-4,
     ),
