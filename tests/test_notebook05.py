@@ -27,6 +27,11 @@ def _check(nb: Any, full: bool) -> None:
     assert "call .detach() on state carried between steps" in text
     assert "nodes=7, leaves=7, live_nodes=7, hanging_nodes=0" in text
     assert re.search(r"unigram baseline [\d.]+", text)
+    # sequences of different lengths, packed: a GRU classifies random walks
+    walks = re.search(r"walks of 3 to 12 steps, packed: accuracy ([\d.]+)%", text)
+    assert walks is not None
+    if full:
+        assert float(walks.group(1)) >= 90.0
     # the encoder-decoder and the autoencoder train; a cleanup leaves parameters only
     assert re.search(r"reverser: loss [\d.]+ -> [\d.]+, 1 compile", text)
     assert re.search(r"autoencoder: reconstruction error [\d.]+ -> [\d.]+", text)
