@@ -205,10 +205,10 @@ def linear(x: Any, weight: Any, bias: Any = None) -> Tensor:
         return _linear(x, weight, 0.0 if bias is None else bias)
     if bias is None:
         return _linear(x, weight, 0.0)
-    if tuple(bias.shape) != (w_shape[0],):
+    b_shape = operand_shape(bias, "linear")  # a Python number too: shape ()
+    if b_shape != (w_shape[0],):
         raise ShapeError(
-            f"linear: bias of shape {tuple(bias.shape)} must be ({w_shape[0]},), one per output "
-            "feature."
+            f"linear: bias of shape {b_shape} must be ({w_shape[0]},), one per output feature."
         )
     return _linear(x, weight, bias)
 

@@ -179,6 +179,14 @@ def test_linear_with_a_1d_weight_takes_a_0d_bias_and_refuses_others() -> None:
         tg.linear(x, np.zeros(4, np.float32))
 
 
+def test_linear_with_a_2d_weight_refuses_a_number_as_bias() -> None:
+    """Regression: a Python float bias raised AttributeError ('float' object has no attribute
+    'shape'); it is a shape error naming the bias it takes (PyTorch refuses it too)."""
+    x, w = tg.tensor(_rand(5, 3)), tg.tensor(_rand(2, 3))
+    with pytest.raises(tg.ShapeError, match=r"^linear: bias of shape \(\) must be \(2,\)"):
+        tg.linear(x, w, 1.0)
+
+
 def test_linear_with_a_1d_weight_is_one_node_checked_against_jax() -> None:
     check_vjp(R["linear"], _rand(4, 2, 3), _rand(3), np.float32(0.3))
     check_vjp(R["linear"], _rand(3), _rand(3), np.float32(0.3))
