@@ -35,8 +35,8 @@ class Upsample(Module):
         size: the output's spatial sizes (an int or one per axis), or
         scale_factor: a multiplier (or one per axis).
         mode: ``"nearest"`` (default), ``"nearest-exact"``, ``"linear"``, ``"bilinear"``,
-            ``"trilinear"`` or ``"area"``.
-        align_corners: for the linear modes (see ``tg.interpolate``).
+            ``"trilinear"``, ``"bicubic"`` or ``"area"``.
+        align_corners: for the linear and cubic modes (see ``tg.interpolate``).
         recompute_scale_factor: see ``tg.interpolate``.
 
     Raises:

@@ -1,9 +1,9 @@
 """Resizing in PyTorch's conventions: ``interpolate`` (``F.interpolate``'s nearest,
-nearest-exact, linear, bilinear, trilinear and area modes) and ``pixel_shuffle`` /
+nearest-exact, linear, bilinear, trilinear, bicubic and area modes) and ``pixel_shuffle`` /
 ``pixel_unshuffle``.
 
 ``interpolate`` is one op: each resized axis is a gather (nearest modes) or a product with a
-small ``(out, in)`` matrix of interpolation weights (linear modes), built from the static
+small ``(out, in)`` matrix of interpolation weights (linear and cubic modes), built from the static
 sizes when the kernel compiles (a constant of the compiled program, never per call), with
 PyTorch's source-index rules computed in the input's float dtype as PyTorch's CPU kernels
 compute them (so the chosen pixels and weights are PyTorch's). Its VJP is the transpose of
@@ -31,9 +31,11 @@ from tapegrad.ops.adaptive_pool import adaptive_avg_pool1d, adaptive_avg_pool2d
 
 __all__ = ["interpolate", "pixel_shuffle", "pixel_unshuffle"]
 
-_LINEAR = {"linear": 3, "bilinear": 4, "trilinear": 5}
-"""The linear modes and the input rank each takes (PyTorch's)."""
-_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "area")
+_LINEAR = {"linear": 3, "bilinear": 4, "trilinear": 5, "bicubic": 4}
+"""The interpolating modes and the input rank each takes (PyTorch's)."""
+_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "bicubic", "area")
+_CUBIC_A = -0.75
+"""The cubic convolution's parameter (Keys 1981), PyTorch's and OpenCV's."""
 
 
 def _sources(
@@ -70,6 +72,40 @@ def _sources(
     return i0, i1, (src - i0.astype(t)).astype(t)
 
 
+def _cubic_matrix(
+    n_in: int, n_out: int, scale: float | None, align: bool, dtype: np.dtype
+) -> np.ndarray:
+    """PyTorch's bicubic weights along one axis as an ``(out, in)`` matrix: output ``j``
+    reads the four pixels ``floor(s) - 1 .. floor(s) + 2`` around its source ``s`` (clamped
+    to the axis: the border pixels repeat), weighted by the cubic convolution of the
+    distance with ``A = -0.75`` (``get_cubic_upsample_coefficients``); ``s`` is not clamped
+    to 0 as the linear modes' is, and is computed in float32 (float64 for float64 inputs)."""
+    t: Any = np.float64 if dtype == np.float64 else np.float32
+    dst = np.arange(n_out)
+    if align:
+        step = t(n_in - 1) / t(n_out - 1) if n_out > 1 else t(0)
+        src = step * dst.astype(t)
+    else:
+        step = t(scale) if scale is not None else t(n_in) / t(n_out)
+        src = (step * (dst.astype(t) + t(0.5)) - t(0.5)).astype(t)
+    base = np.floor(src)
+    frac = (src - base).astype(t)
+    a = t(_CUBIC_A)
+
+    def near(x: Any) -> Any:  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x: Any) -> Any:  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    taps = (far(frac + 1), near(frac), near(1 - frac), far(2 - frac))
+    weights = np.zeros((n_out, n_in), t)
+    for k, w in enumerate(taps):
+        at = np.clip(base.astype(np.int64) - 1 + k, 0, n_in - 1)
+        np.add.at(weights, (dst, at), w)
+    return weights
+
+
 @partial(kernel, static_argnames=("mode", "sizes", "scales", "align"))
 def _resize_fn(
     x: jax.Array,
@@ -87,14 +123,17 @@ def _resize_fn(
         x = x.astype(summed_in(dtype))  # float16/bfloat16 weighted in float32, as PyTorch
     for k, (n_out, scale) in enumerate(zip(sizes, scales, strict=True)):
         axis = x.ndim - n + k
-        i0, i1, w1 = _sources(mode, x.shape[axis], n_out, scale, align, dtype)
-        if mode in ("nearest", "nearest-exact"):
-            x = jnp.take(x, jnp.asarray(i0), axis=axis)
-            continue
-        weights = np.zeros((n_out, x.shape[axis]), w1.dtype)
-        rows = np.arange(n_out)
-        np.add.at(weights, (rows, i0), 1 - w1)
-        np.add.at(weights, (rows, i1), w1)
+        if mode == "bicubic":
+            weights = _cubic_matrix(x.shape[axis], n_out, scale, align, dtype)
+        else:
+            i0, i1, w1 = _sources(mode, x.shape[axis], n_out, scale, align, dtype)
+            if mode in ("nearest", "nearest-exact"):
+                x = jnp.take(x, jnp.asarray(i0), axis=axis)
+                continue
+            weights = np.zeros((n_out, x.shape[axis]), w1.dtype)
+            rows = np.arange(n_out)
+            np.add.at(weights, (rows, i0), 1 - w1)
+            np.add.at(weights, (rows, i1), w1)
         y = jnp.tensordot(jnp.asarray(weights, x.dtype), x, axes=([1], [axis]))
         x = jnp.moveaxis(y, 0, axis)
     return x.astype(out_dtype)
@@ -177,18 +216,23 @@ def interpolate(
         mode: ``"nearest"`` (PyTorch's default: source ``floor(j * scale)``, which shifts
             the image by half a pixel; ``"nearest-exact"`` is ``floor((j + 0.5) * scale)``,
             as PIL and scikit-image), ``"linear"`` (3-D input), ``"bilinear"`` (4-D),
-            ``"trilinear"`` (5-D), or ``"area"`` (adaptive average pooling; 3-D and 4-D).
-        align_corners: for the linear modes: ``True`` maps the corner pixels' centres onto
-            each other, ``False`` (the default) their outer edges; refused for the other
-            modes, as PyTorch does.
+            ``"trilinear"`` (5-D), ``"bicubic"`` (4-D: the four pixels around each source
+            position, weighted by the cubic convolution with ``A = -0.75``, the border
+            pixels repeated; PyTorch's and OpenCV's; values may overshoot the input's
+            range), or ``"area"`` (adaptive average pooling; 3-D and 4-D).
+        align_corners: for the linear and cubic modes: ``True`` maps the corner pixels'
+            centres onto each other, ``False`` (the default) their outer edges; refused for
+            the other modes, as PyTorch does.
         recompute_scale_factor: with ``scale_factor``: compute the source indices from the
             output size instead (``S / out``).
         antialias: only ``False`` (tapegrad does not low-pass filter when downsampling).
 
     Returns:
         (N, C, *sizes), ``input``'s dtype. The VJP is the forward's transpose (JAX's): the
-        transposed interpolation matrices (linear modes) or a scatter-add into the source
-        pixels (nearest modes), equal to PyTorch's.
+        transposed interpolation matrices (linear and cubic modes) or a scatter-add into the
+        source pixels (nearest modes), equal to PyTorch's (except where PyTorch's bicubic
+        backward copies the gradient because every size is kept, while its forward
+        interpolated with a ``scale_factor`` other than 1).
 
     Raises:
         ShapeError: an input that is not 3-, 4- or 5-D, or a mode that needs another rank.
@@ -202,8 +246,7 @@ def interpolate(
     n = len(shape) - 2
     if mode not in _MODES:
         raise ValueError(
-            f"interpolate: mode={mode!r} is not one of {', '.join(map(repr, _MODES))} "
-            "('bicubic' is not supported: 'bilinear' is the nearest in kind)."
+            f"interpolate: mode={mode!r} is not one of {', '.join(map(repr, _MODES))}."
         )
     if n not in (1, 2, 3):
         raise ShapeError(
@@ -221,7 +264,7 @@ def interpolate(
     if align_corners is not None and mode not in _LINEAR:
         raise ValueError(
             "interpolate: align_corners can only be set with the interpolating modes linear, "
-            f"bilinear and trilinear, not {mode!r}; leave it out."
+            f"bilinear, bicubic and trilinear, not {mode!r}; leave it out."
         )
     if (size is None) == (scale_factor is None):
         raise ValueError(
