@@ -312,13 +312,11 @@ class _RNNBase(Module):
                 xw = ops.linear(x, w_ih, b_ih)
                 ys = rnn_scan(xw, w_hh, b_hh, h0[k], c, w_hr, mask, mode=mode, reverse=bool(d))
                 last = 0 if d else -1  # the step each direction ends at (masked: kept)
-                if c0 is None:
-                    outputs.append(ys)
-                    hs.append(ys[last])
-                else:
-                    outputs.append(ys[:, :, :out])
-                    hs.append(ys[last, :, :out])
-                    cs.append(ys[last, :, out:])
+                wide = ys.shape[-1] > out  # the gates the backward reads follow h (and c)
+                outputs.append(ys[:, :, :out] if wide else ys)
+                hs.append(ys[last, :, :out] if wide else ys[last])
+                if c0 is not None:
+                    cs.append(ys[last, :, out : out + self.hidden_size])
             x = outputs[0] if directions == 1 else ops.concatenate(outputs, axis=-1)
             if layer < self.num_layers - 1:
                 x = self._drop(x)
@@ -631,8 +629,8 @@ class _CellBase(Module):
 
     def _step(self, x: Tensor, h: Tensor, c: Tensor | float = 0.0) -> Tensor:
         """One step of the recurrence from ``x`` ``(N, in)`` and the state ``h`` (and an
-        LSTM's ``c``), each ``(N, H)``: an ``rnn_scan`` of one step, ``(1, N, H)`` (an
-        LSTM's ``(1, N, 2H)``, ``[h', c']``)."""
+        LSTM's ``c``), each ``(N, H)``: an ``rnn_scan`` of one step, ``(1, N, W)``, ``h'``
+        first (an LSTM's ``c'`` next), then the gates its backward reads."""
         xw = ops.linear(x, self.weight_ih, self.bias_ih if self.bias else None)
         b_hh = self.bias_hh if self.bias else 0.0
         xw = xw.reshape(1, *xw.shape)
@@ -717,7 +715,7 @@ class LSTMCell(_CellBase):
         h = self._hidden(hx[0] if hx else None, x, unbatched, "h")
         c = self._hidden(hx[1] if hx else None, x, unbatched, "c")
         hc, hid = self._step(x, h, c), self.hidden_size
-        return self._out(hc[0, :, :hid], unbatched), self._out(hc[0, :, hid:], unbatched)
+        return self._out(hc[0, :, :hid], unbatched), self._out(hc[0, :, hid : 2 * hid], unbatched)
 
 
 class GRUCell(_CellBase):
@@ -729,4 +727,5 @@ class GRUCell(_CellBase):
     def forward(self, x: Tensor, hx: Tensor | None = None) -> Tensor:
         """One step: arguments, result and errors as ``RNNCell.forward``'s."""
         x, unbatched = self._input(x)
-        return self._out(self._step(x, self._hidden(hx, x, unbatched, "hx"))[0], unbatched)
+        h = self._step(x, self._hidden(hx, x, unbatched, "hx"))[0, :, : self.hidden_size]
+        return self._out(h, unbatched)

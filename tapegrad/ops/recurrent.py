@@ -25,18 +25,17 @@ _GATES = {"tanh": 1, "relu": 1, "lstm": 4, "gru": 3}
 
 
 def _cell(mode: str, hid: int, w_hh: jax.Array, b_hh: Any, w_hr: jax.Array) -> Any:
-    """One step ``(carry, x_t W_ih^T + b_ih) -> (carry, y_t)`` of ``mode`` (``hid``: the
-    cell's size); ``y_t`` is the step's ``h`` (LSTM: ``[h, c]`` on the last axis, so the
-    final ``c`` can be read; with a 2-D ``w_hr``, ``h`` is projected: ``h W_hr^T``)."""
+    """One step ``(carry, x_t W_ih^T + b_ih) -> (carry, extras)`` of ``mode`` (``hid``: the
+    cell's size); ``extras`` are what the step's backward reads besides the states (LSTM:
+    the gates ``i, f, g, o`` after their nonlinearities; GRU: ``r, z, n`` and
+    ``h W_hn^T + b_hn``; Elman: none). With a 2-D ``w_hr`` an LSTM's ``h`` is projected:
+    ``(o tanh(c)) W_hr^T``."""
 
-    def elman(h: jax.Array, xw: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def elman(h: jax.Array, xw: jax.Array) -> tuple[jax.Array, None]:
         pre = xw + (h @ w_hh.T + b_hh)
-        h = jnp.tanh(pre) if mode == "tanh" else jax.nn.relu(pre)  # relu'(0) = 0
-        return h, h
+        return (jnp.tanh(pre) if mode == "tanh" else jax.nn.relu(pre)), None  # relu'(0) = 0
 
-    def lstm(
-        carry: tuple[jax.Array, jax.Array], xw: jax.Array
-    ) -> tuple[tuple[jax.Array, jax.Array], jax.Array]:
+    def lstm(carry: tuple[jax.Array, jax.Array], xw: jax.Array) -> Any:
         h, c = carry
         gates = xw + (h @ w_hh.T + b_hh)
         i = jax.nn.sigmoid(gates[..., :hid])
@@ -47,15 +46,15 @@ def _cell(mode: str, hid: int, w_hh: jax.Array, b_hh: Any, w_hr: jax.Array) -> A
         h = o * jnp.tanh(c)
         if jnp.ndim(w_hr) == 2:
             h = h @ w_hr.T
-        return (h, c), jnp.concatenate([h, c], axis=-1)
+        return (h, c), jnp.concatenate([i, f, g, o], axis=-1)
 
-    def gru(h: jax.Array, xw: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def gru(h: jax.Array, xw: jax.Array) -> Any:
         hw = h @ w_hh.T + b_hh
         r = jax.nn.sigmoid(xw[..., :hid] + hw[..., :hid])
         z = jax.nn.sigmoid(xw[..., hid : 2 * hid] + hw[..., hid : 2 * hid])
-        n = jnp.tanh(xw[..., 2 * hid :] + r * hw[..., 2 * hid :])
-        h = n + z * (h - n)
-        return h, h
+        hw_n = hw[..., 2 * hid :]
+        n = jnp.tanh(xw[..., 2 * hid :] + r * hw_n)
+        return n + z * (h - n), jnp.concatenate([r, z, n, hw_n], axis=-1)
 
     return {"tanh": elman, "relu": elman, "lstm": lstm, "gru": gru}[mode]
 
@@ -84,17 +83,23 @@ def _scan_fn(
     mode: str,
     reverse: bool = False,
 ) -> jax.Array:
-    """The jnp forward: ``lax.scan`` of ``mode``'s step over the leading (time) axis; a
-    masked step keeps the carry and outputs it."""
+    """The jnp forward: ``lax.scan`` of ``mode``'s step over the leading (time) axis, each
+    step's output the new state(s) and the step's extras (``_cell``) on the last axis; a
+    masked step keeps the state, outputs it and zeros for the extras. The carry starts in
+    the dtype the step computes in (the promotion of every input: a float16 ``h0`` with
+    float32 weights runs in float32, as ``linear``)."""
     step = _cell(mode, w_hh.shape[0] // _GATES[mode], w_hh, b_hh, w_hr)
+    dtype = jnp.result_type(xw, w_hh, b_hh, h0, c0, w_hr)
+    h0, c0 = h0.astype(dtype), c0.astype(dtype)
 
     def masked(carry: Any, inp: tuple[jax.Array, jax.Array | None]) -> tuple[Any, jax.Array]:
         xw_t, m_t = inp
-        new, y = step(carry, xw_t)
-        if m_t is None:
-            return new, y
+        new, extras = step(carry, xw_t)
         new = _keep(m_t, new, carry)
-        return new, jnp.concatenate(new, axis=-1) if mode == "lstm" else new
+        parts = [*new] if mode == "lstm" else [new]
+        if extras is not None:
+            parts.append(_keep(m_t, extras, 0.0))
+        return new, parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=-1)
 
     init = (h0, c0) if mode == "lstm" else h0
     ys: jax.Array = jax.lax.scan(masked, init, (xw, _steps(mask)), reverse=reverse)[1]
@@ -135,15 +140,19 @@ def rnn_scan(
             direction); outputs stay aligned with the inputs.
 
     Returns:
-        ``(L, N, P)``: ``h`` after each step (``"lstm"``: ``(L, N, P + H)``, ``[h, c]``).
+        ``(L, N, P)``: ``h`` after each step, then on the last axis what the backward reads:
+        ``"lstm"``: ``(L, N, P + 5H)``, ``[h, c, i, f, g, o]`` (the gates after their
+        nonlinearities); ``"gru"``: ``(L, N, 5H)``, ``[h, r, z, n, h W_hn^T + b_hn]``.
+        Saving them (as PyTorch's kernels save their workspace) spares the backward a
+        second pass over the gates; they are outputs, so a ``create_graph`` pass
+        differentiates through them.
 
     Raises:
         ValueError: an unknown ``mode``.
 
     The VJP is hand-written backpropagation through time (``_scan_vjp``, compiled per shape,
-    dtype and mode): the gates are recomputed from the inputs and the saved output, all steps
-    at once, then one reverse scan carries the state's cotangent; checked against JAX's
-    derivative of the scan and against PyTorch's layers.
+    dtype and mode): one reverse scan over the saved gates carries the state's cotangent;
+    checked against JAX's derivative of the scan and against PyTorch's layers.
     """
     if mode not in MODES:
         raise ValueError(f"rnn_scan: unknown mode {mode!r}; use one of {', '.join(MODES)}.")
@@ -152,7 +161,7 @@ def rnn_scan(
 
 
 def _elman_back(
-    mode: str, w_hh: jax.Array, hs: jax.Array, g: jax.Array, h0: jax.Array, m: jax.Array | None
+    mode: str, w_hh: jax.Array, hs: jax.Array, g: jax.Array, m: jax.Array | None
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """``(dxw, dhw, dh0)`` of Elman's recurrence: ``act'`` read from the outputs (tanh:
     ``1 - h^2``, ReLU: ``h > 0``), the state's cotangent carried back through ``W_hh``."""
@@ -164,89 +173,79 @@ def _elman_back(
         dpre = dh * slope_t
         return _keep(m_t, dpre @ w_hh, dh), _keep(m_t, dpre, 0.0)
 
-    dh0, dpre = jax.lax.scan(step, jnp.zeros_like(h0), (g, slope, m), reverse=True)
+    dh0, dpre = jax.lax.scan(step, jnp.zeros_like(hs[0]), (g, slope, m), reverse=True)
     return dpre, dpre, dh0
 
 
 def _lstm_back(
-    gates: jax.Array,
+    y: jax.Array,
+    g: jax.Array,
     w_hh: jax.Array,
     w_hr: jax.Array,
-    cs: jax.Array,
-    cprev: jax.Array,
-    g: jax.Array,
+    c0: jax.Array,
     m: jax.Array | None,
 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
-    """``(dgates, dh0, dc0, dw_hr)`` of the LSTM recurrence from the gate pre-activations of
-    every step: ``c' = f c + i g``, ``h' = o tanh(c')`` (projected: ``h' W_hr^T``), the
-    cotangents of ``h`` and ``c`` carried back (``h`` through ``W_hh``, ``c`` through
-    ``f``); ``dw_hr`` is zeros without a projection."""
-    hid = cs.shape[-1]
-    out = g.shape[-1] - hid
+    """``(dgates, dh0, dc0, dw_hr)`` of the LSTM recurrence from its output ``y``
+    ``[h, c, i, f, g, o]`` and the output's cotangent ``g`` (of the same layout):
+    ``c' = f c + i g``, ``h' = o tanh(c')`` (projected: ``h' W_hr^T``), the cotangents of
+    ``h`` and ``c`` carried back (``h`` through ``W_hh``, ``c`` through ``f``), a gate's
+    own output cotangent added to what it gets through the states; ``dw_hr`` is zeros
+    without a projection."""
+    hid = c0.shape[-1]
+    out = y.shape[-1] - 5 * hid
     projected = jnp.ndim(w_hr) == 2
-    i = jax.nn.sigmoid(gates[..., :hid])
-    f = jax.nn.sigmoid(gates[..., hid : 2 * hid])
-    gg = jnp.tanh(gates[..., 2 * hid : 3 * hid])
-    o = jax.nn.sigmoid(gates[..., 3 * hid :])
+    cs = y[..., out : out + hid]
+    cprev = jnp.concatenate([c0[None].astype(cs.dtype), cs[:-1]], axis=0)
+    acts = y[..., out + hid :]  # i, f, g, o
+    i, f, gg, o = (acts[..., k * hid : (k + 1) * hid] for k in range(4))
     tc = jnp.tanh(cs)
+    slope = jnp.concatenate([i * (1 - i), f * (1 - f), 1 - gg * gg, o * (1 - o)], axis=-1)
 
     def step(carry: tuple[jax.Array, jax.Array], inp: tuple[Any, ...]) -> Any:
         dh, dc = carry
-        gh_t, gc_t, i_t, f_t, g_t, o_t, tc_t, cp_t, m_t = inp
+        gh_t, gc_t, ga_t, i_t, f_t, g_t, o_t, tc_t, cp_t, slope_t, m_t = inp
         dh = dh + gh_t
         dc_in = dc + gc_t
         dr = dh @ w_hr if projected else dh  # the cotangent of o * tanh(c)
         dc = dc_in + dr * o_t * (1 - tc_t * tc_t)
-        da = jnp.concatenate(
-            [
-                dc * g_t * i_t * (1 - i_t),
-                dc * cp_t * f_t * (1 - f_t),
-                dc * i_t * (1 - g_t * g_t),
-                dr * tc_t * o_t * (1 - o_t),
-            ],
-            axis=-1,
-        )
+        da = (jnp.concatenate([dc * g_t, dc * cp_t, dc * i_t, dr * tc_t], axis=-1) + ga_t) * slope_t
         prev = _keep(m_t, (da @ w_hh, dc * f_t), (dh, dc_in))
-        return prev, (_keep(m_t, da, 0.0), _keep(m_t, dh, 0.0))
+        # each step's h cotangent only for W_hr's (a loop output costs a write per step)
+        return prev, (_keep(m_t, da, 0.0), _keep(m_t, dh, 0.0) if projected else None)
 
     carry = (jnp.zeros_like(g[0, :, :out]), jnp.zeros_like(cs[0]))
-    inp = (g[..., :out], g[..., out:], i, f, gg, o, tc, cprev, m)
+    grads = (g[..., :out], g[..., out : out + hid], g[..., out + hid :])
+    inp = (*grads, i, f, gg, o, tc, cprev, slope, m)
     (dh0, dc0), (da, dhs) = jax.lax.scan(step, carry, inp, reverse=True)
     dw_hr = jnp.einsum("lnp,lnh->ph", dhs, o * tc) if projected else jnp.zeros_like(w_hr)
     return da, dh0, dc0, dw_hr
 
 
 def _gru_back(
-    xw: jax.Array,
-    hw: jax.Array,
-    w_hh: jax.Array,
-    hprev: jax.Array,
-    g: jax.Array,
-    m: jax.Array | None,
+    y: jax.Array, g: jax.Array, w_hh: jax.Array, hprev: jax.Array, m: jax.Array | None
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """``(dxw, dhw, dh0)`` of the GRU recurrence from both projections of every step:
-    ``r, z = sigmoid(.)``, ``n = tanh(xw_n + r hw_n)``, ``h' = n + z (h - n)``; the
-    state's cotangent carried back directly (``z``) and through ``W_hh``."""
-    hid = hw.shape[-1] // 3
-    r = jax.nn.sigmoid(xw[..., :hid] + hw[..., :hid])
-    z = jax.nn.sigmoid(xw[..., hid : 2 * hid] + hw[..., hid : 2 * hid])
-    hw_n = hw[..., 2 * hid :]
-    n = jnp.tanh(xw[..., 2 * hid :] + r * hw_n)
+    """``(dxw, dhw, dh0)`` of the GRU recurrence from its output ``y`` ``[h, r, z, n,
+    hw_n]`` and the output's cotangent ``g`` (of the same layout): ``r, z = sigmoid(.)``,
+    ``n = tanh(xw_n + r hw_n)``, ``h' = n + z (h - n)``; the state's cotangent carried back
+    directly (``z``) and through ``W_hh``, each saved value's own output cotangent added to
+    what it gets through the state."""
+    hid = y.shape[-1] // 5
+    r, z, n, hw_n = (y[..., (k + 1) * hid : (k + 2) * hid] for k in range(4))
+    gr, gz, gn, ghw = (g[..., (k + 1) * hid : (k + 2) * hid] for k in range(4))
 
     def step(dh: jax.Array, inp: tuple[Any, ...]) -> Any:
-        g_t, r_t, z_t, n_t, hw_t, hp_t, m_t = inp
+        g_t, r_t, z_t, n_t, hw_t, hp_t, gr_t, gz_t, gn_t, ghw_t, m_t = inp
         dh = dh + g_t
-        dn = dh * (1 - z_t) * (1 - n_t * n_t)
-        dr = dn * hw_t * r_t * (1 - r_t)
-        dz = dh * (hp_t - n_t) * z_t * (1 - z_t)
+        dn = (dh * (1 - z_t) + gn_t) * (1 - n_t * n_t)
+        dr = (dn * hw_t + gr_t) * r_t * (1 - r_t)
+        dz = (dh * (hp_t - n_t) + gz_t) * z_t * (1 - z_t)
         dx = jnp.concatenate([dr, dz, dn], axis=-1)
-        dhw = jnp.concatenate([dr, dz, dn * r_t], axis=-1)
+        dhw = jnp.concatenate([dr, dz, dn * r_t + ghw_t], axis=-1)
         prev = _keep(m_t, dh * z_t + dhw @ w_hh, dh)
         return prev, (_keep(m_t, dx, 0.0), _keep(m_t, dhw, 0.0))
 
-    dh0, (dxw, dhw) = jax.lax.scan(
-        step, jnp.zeros_like(hprev[0]), (g, r, z, n, hw_n, hprev, m), reverse=True
-    )
+    inp = (g[..., :hid], r, z, n, hw_n, hprev, gr, gz, gn, ghw, m)
+    dh0, (dxw, dhw) = jax.lax.scan(step, jnp.zeros_like(hprev[0]), inp, reverse=True)
     return dxw, dhw, dh0
 
 
@@ -265,37 +264,32 @@ def _scan_vjp(
     mode: str,
     reverse: bool = False,
 ) -> tuple[jax.Array, ...]:
-    """Backpropagation through time from the inputs and the output ``y``: every step's
-    projection of the previous state (``hw``, needed by the gates) is recomputed at once
-    (one matrix product over all steps), then one reverse scan carries the state's
-    cotangent (through a masked step unchanged); ``W_hh``'s and ``b_hh``'s cotangents are
-    sums over the steps. A reversed direction is computed on the time-flipped sequences.
-    Returns the cotangents of the inputs before ``mask`` (which has none)."""
+    """Backpropagation through time from the output ``y`` (the states and the saved gates
+    of every step): one reverse scan carries the state's cotangent (through a masked step
+    unchanged); ``W_hh``'s and ``b_hh``'s cotangents are sums over the steps. A reversed
+    direction is computed on the time-flipped sequences. Returns the cotangents of the
+    inputs before ``mask`` (which has none)."""
     m = _steps(mask)
     if reverse:
-        xw, y, g = xw[::-1], y[::-1], g[::-1]
+        y, g = y[::-1], g[::-1]
         m = None if m is None else m[::-1]
     out = h0.shape[-1]
     hs = y[..., :out]
     hprev = jnp.concatenate([h0[None].astype(hs.dtype), hs[:-1]], axis=0)
     dc0, dw_hr = jnp.zeros_like(c0), jnp.zeros_like(w_hr)
     if mode == "lstm":
-        cs = y[..., out:]
-        cprev = jnp.concatenate([c0[None].astype(cs.dtype), cs[:-1]], axis=0)
-        gates = xw + (hprev @ w_hh.T + b_hh)
-        dxw, dh0, dc0, dw_hr = _lstm_back(gates, w_hh, w_hr, cs, cprev, g, m)
+        dxw, dh0, dc0, dw_hr = _lstm_back(y, g, w_hh, w_hr, c0, m)
         dhw = dxw
     elif mode == "gru":
-        hw = hprev @ w_hh.T + b_hh
-        dxw, dhw, dh0 = _gru_back(xw, hw, w_hh, hprev, g, m)
+        dxw, dhw, dh0 = _gru_back(y, g, w_hh, hprev, m)
     else:
-        dxw, dhw, dh0 = _elman_back(mode, w_hh, hs, g, h0, m)
+        dxw, dhw, dh0 = _elman_back(mode, w_hh, hs, g, m)
     dw_hh = jnp.einsum("lng,lnh->gh", dhw, hprev)
     db_hh = jnp.sum(dhw, axis=(0, 1)) if jnp.ndim(b_hh) else jnp.sum(dhw)
     if reverse:
         dxw = dxw[::-1]
     return (
-        dxw,
+        dxw.astype(xw.dtype),
         dw_hh.astype(w_hh.dtype),
         db_hh.astype(b_hh.dtype),
         dh0.astype(h0.dtype),

@@ -154,6 +154,32 @@ def test_a_one_step_sequence_from_zeros_gives_weight_hh_its_zero_gradient(layer:
     assert ours.weight_hh_l0.grad is not None and not np.any(np.asarray(ours.weight_hh_l0.grad))
 
 
+@pytest.mark.parametrize("layer", ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"])
+@pytest.mark.parametrize("given", ["input", "state"])
+def test_recurrent_layers_promote_half_precision_inputs_and_states_as_linear(
+    layer: str, given: str
+) -> None:
+    """A float16 input (its zero initial state float16 too) or float16 states with float32
+    parameters run in float32, as ``nn.Linear`` and the layers before ``rnn_scan`` (the
+    scan's carry stayed float16: a JAX TypeError), and each gradient keeps its tensor's
+    dtype."""
+    m = getattr(nn, layer)(3, 4, key=0)
+    lstm, cell = "LSTM" in layer, layer.endswith("Cell")
+    half = tg.float16 if given == "input" else tg.float32
+    x = tg.tensor(_x(2, 3) if cell else _x(5, 2, 3)).astype(half).require_grad()
+    states = [tg.tensor(_x(2, 4, seed=s) if cell else _x(1, 2, 4, seed=s)) for s in (1, 2)]
+    states = [s.astype(tg.float16).require_grad() for s in states[: 2 if lstm else 1]]
+    hx = None if given == "input" else (tuple(states) if lstm else states[0])
+    out = first(m(x, hx))
+    assert out.dtype == tg.float32
+    out.sum().backward()
+    for t in [x] if hx is None else [x, *states]:
+        assert t.grad is not None and t.grad.dtype == t.dtype
+    as32 = [tg.tensor(np.asarray(t.detach().astype(tg.float32))) for t in [x, *states]]
+    want = first(m(as32[0], None if hx is None else (tuple(as32[1:]) if lstm else as32[1])))
+    np.testing.assert_allclose(np.asarray(out), np.asarray(want), rtol=1e-5, atol=1e-7)
+
+
 def test_rnn_init_bounds_and_bad_input() -> None:
     lstm = nn.LSTM(3, 16, key=0)
     bound = 1.0 / 4.0

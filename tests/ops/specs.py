@@ -308,8 +308,9 @@ def _rnn_scan_ref(
     mode: str,
     reverse: bool = False,
 ) -> jax.Array:
-    """PyTorch's documented equations, one Python step at a time (no scan); a masked step
-    (``mask`` 2-D and false) keeps the state and outputs it."""
+    """PyTorch's documented equations, one Python step at a time (no scan); each step's
+    output ``h`` (LSTM: ``h, c``) then the gates the op saves; a masked step (``mask`` 2-D
+    and false) keeps the state, outputs it and zeros for the gates."""
     sig = jax.nn.sigmoid
     h, c, hid = h0, c0, c0.shape[-1]
     order = range(xw.shape[0] - 1, -1, -1) if reverse else range(xw.shape[0])
@@ -325,17 +326,21 @@ def _rnn_scan_ref(
             h = sig(o) * jnp.tanh(c)
             if w_hr.ndim:  # proj_size
                 h = h @ w_hr.T
+            saved = [sig(i), sig(f), jnp.tanh(g), sig(o)]
         elif mode == "gru":
             r = sig(gx[:, :hid] + gh[:, :hid])
             z = sig(gx[:, hid : 2 * hid] + gh[:, hid : 2 * hid])
             n = jnp.tanh(gx[:, 2 * hid :] + r * gh[:, 2 * hid :])
             h = (1 - z) * n + z * h
+            saved = [r, z, n, gh[:, 2 * hid :]]
         else:
             h = jnp.tanh(gx + gh) if mode == "tanh" else jax.nn.relu(gx + gh)
+            saved = []
         if mask.ndim:
             h = jnp.where(mask[t][:, None], h, h_was)
             c = jnp.where(mask[t][:, None], c, c_was)
-        out[t] = jnp.concatenate([h, c], axis=-1) if mode == "lstm" else h
+            saved = [jnp.where(mask[t][:, None], s, 0.0) for s in saved]
+        out[t] = jnp.concatenate([h, c, *saved] if mode == "lstm" else [h, *saved], axis=-1)
     return jnp.stack([out[t] for t in range(xw.shape[0])])
 
 
