@@ -90,6 +90,27 @@ def test_pack_and_pad_layouts_match_torch() -> None:
         np.testing.assert_array_equal(got_seq.numpy(), s)
 
 
+def test_a_packed_sequence_made_from_sorted_indices_alone_unsorts_as_torchs() -> None:
+    """``PackedSequence(data, batch_sizes, sorted_indices)`` (PyTorch code rebuilding one
+    around new data) gets the inverse permutation as ``unsorted_indices``, as PyTorch's
+    constructor: padding and a layer's final states come back in the batch's order (they
+    stayed sorted)."""
+    x = np.arange(10, dtype=np.float32).reshape(5, 2, 1)
+    packed = tgr.pack_padded_sequence(tg.tensor(x), [2, 5], enforce_sorted=False)
+    rebuilt = tgr.PackedSequence(packed.data * 2.0, packed.batch_sizes, packed.sorted_indices)
+    want = tr.pack_padded_sequence(torch.tensor(x), [2, 5], enforce_sorted=False)
+    want = tr.PackedSequence(want.data * 2.0, want.batch_sizes, want.sorted_indices)
+    np.testing.assert_array_equal(rebuilt.unsorted_indices, want.unsorted_indices.numpy())
+    padded, lengths = tgr.pad_packed_sequence(rebuilt)
+    want_padded, want_lengths = tr.pad_packed_sequence(want)
+    np.testing.assert_array_equal(padded.numpy(), want_padded.numpy())
+    np.testing.assert_array_equal(lengths.numpy(), want_lengths.numpy())
+    gru = nn.GRU(1, 2, key=0)
+    np.testing.assert_array_equal(
+        gru(rebuilt)[1].numpy(), gru(packed._replace(data=rebuilt.data))[1].numpy()
+    )
+
+
 def test_gradients_flow_through_padding_and_packing() -> None:
     """Each step's gradient reaches its own sequence; padding steps get none."""
     seqs = [tg.tensor(np.full((n, 2), float(n), np.float32)).require_grad() for n in (3, 1)]
@@ -115,6 +136,21 @@ def test_a_training_loop_on_packed_batches_leaves_only_the_parameters() -> None:
             padded.sum().backward()
             del out, _h, padded
             assert tg.graph_stats().nodes == base + len(list(gru.parameters()))
+
+
+def test_lengths_traced_in_a_tg_jit_step_say_to_make_them_static() -> None:
+    """Lengths are read on the host (PyTorch's CPU lengths): a traced argument of a compiled
+    step has no value there; the error says to make them a static argument (a tuple), which
+    works, each new set compiling once."""
+    gru = nn.GRU(2, 3, key=0)
+
+    def step(x: tg.Tensor, lengths: Any) -> tg.Tensor:
+        return gru(tgr.pack_padded_sequence(x, lengths, enforce_sorted=False))[1]
+
+    with pytest.raises(tg.TracerError, match=r"pack_padded_sequence: lengths .* static_argnames="):
+        tg.jit(step)(tg.ones((3, 2, 2)), tg.tensor([3, 1]))
+    static = tg.jit(step, static_argnames=("lengths",))
+    assert static(tg.ones((3, 2, 2)), lengths=(3, 1)).shape == (1, 2, 3)
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ import numpy as np
 from tapegrad import ops
 from tapegrad._tensor import Tensor
 from tapegrad.creation import full_like
-from tapegrad.errors import ShapeError
+from tapegrad.errors import ShapeError, TracerError
 from tapegrad.nn._inputs import as_input
 
 __all__ = [
@@ -34,10 +34,20 @@ __all__ = [
 ]
 
 
-class PackedSequence(NamedTuple):
+class _PackedFields(NamedTuple):
+    """``PackedSequence``'s fields (its constructor fills ``unsorted_indices``)."""
+
+    data: Tensor
+    batch_sizes: np.ndarray
+    sorted_indices: np.ndarray | None = None
+    unsorted_indices: np.ndarray | None = None
+
+
+class PackedSequence(_PackedFields):
     """A batch of sequences of different lengths, packed time step by time step (PyTorch's
-    ``PackedSequence``; make one with ``pack_padded_sequence`` or ``pack_sequence``, never
-    directly).
+    ``PackedSequence``; make one with ``pack_padded_sequence`` or ``pack_sequence``, or
+    around new data as PyTorch code does: ``PackedSequence(f(p.data), p.batch_sizes,
+    p.sorted_indices, p.unsorted_indices)``).
 
     Attributes:
         data: ``(sum of lengths, *)``: the first step of every sequence, then the second
@@ -47,13 +57,22 @@ class PackedSequence(NamedTuple):
             step ``t`` (PyTorch's CPU tensor).
         sorted_indices: int64 NumPy array, the batch positions in decreasing order of
             length (``None``: the batch was sorted already, ``enforce_sorted=True``).
-        unsorted_indices: its inverse permutation (``None`` likewise).
+        unsorted_indices: its inverse permutation (``None`` likewise); made from
+            ``sorted_indices`` when only that is given, as PyTorch's constructor does.
     """
 
-    data: Tensor
-    batch_sizes: np.ndarray
-    sorted_indices: np.ndarray | None = None
-    unsorted_indices: np.ndarray | None = None
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        data: Tensor,
+        batch_sizes: np.ndarray,
+        sorted_indices: np.ndarray | None = None,
+        unsorted_indices: np.ndarray | None = None,
+    ) -> PackedSequence:
+        if unsorted_indices is None and sorted_indices is not None:
+            unsorted_indices = _inverse(np.asarray(sorted_indices, np.int64))
+        return super().__new__(cls, data, batch_sizes, sorted_indices, unsorted_indices)
 
     def lengths(self) -> np.ndarray:
         """The length of each sequence, in the order of the sorted batch (int64)."""
@@ -70,11 +89,20 @@ def _host_lengths(lengths: Any, n: int, name: str) -> np.ndarray:
     """``lengths`` (a list, a NumPy array or a tensor, one per sequence) as int64 on the host.
 
     Raises:
+        TracerError: a tensor traced by a ``tg.jit`` step (no value on the host yet).
         TypeError: not integers.
         ShapeError: not one length per sequence.
         ValueError: a length below 1 (PyTorch: every sequence has a first step).
     """
-    host = np.asarray(lengths.numpy() if isinstance(lengths, Tensor) else lengths)
+    value = lengths.data if isinstance(lengths, Tensor) else lengths
+    if isinstance(value, jax.core.Tracer):
+        raise TracerError(
+            f"{name}: lengths are read on the host (PyTorch's CPU lengths), but these are "
+            "traced by a tg.jit step, with no value yet; make them a static argument of the "
+            "step (a tuple, with static_argnames=: each new set of lengths compiles it once), "
+            "or pack outside the step."
+        )
+    host = np.asarray(value)
     if host.dtype.kind not in "iu" and not (host.dtype.kind == "f" and host.size == 0):
         raise TypeError(f"{name}: lengths must be integers, got dtype {host.dtype}.")
     if host.shape != (n,):
@@ -128,9 +156,14 @@ def _permutation(
             )
         return None, None
     order = np.argsort(-lengths, kind="stable").astype(np.int64)
+    return order, _inverse(order)
+
+
+def _inverse(order: np.ndarray) -> np.ndarray:
+    """The inverse of the permutation ``order``."""
     inverse = np.empty_like(order)
     inverse[order] = np.arange(len(order))
-    return order, inverse
+    return inverse
 
 
 def pack_padded_sequence(
@@ -157,6 +190,7 @@ def pack_padded_sequence(
             length per sequence.
         TypeError: lengths that are not integers.
         ValueError: a length below 1; unsorted lengths with ``enforce_sorted``.
+        TracerError: lengths that are a tensor traced by a ``tg.jit`` step.
     """
     name = "pack_padded_sequence"
     x = as_input(input, name)
