@@ -171,6 +171,11 @@ def test_lengths_traced_in_a_tg_jit_step_say_to_make_them_static() -> None:
             ValueError,
             r"total_length \(2\)",
         ),
+        (
+            lambda: tgr.pad_packed_sequence(tgr.pack_sequence([tg.ones((3,))]), total_length=8.5),
+            TypeError,
+            "total_length must be an integer",
+        ),
         (lambda: tgr.pad_sequence([]), ValueError, "empty"),
         (lambda: tgr.pad_sequence([tg.ones((2, 3)), tg.ones((2, 4))]), tg.ShapeError, "trailing"),
         (lambda: tgr.pad_sequence([tg.ones((2,))], padding_side="top"), ValueError, "'left'"),

@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 from tapegrad import ops
+from tapegrad._args import integer
 from tapegrad._tensor import Tensor
 from tapegrad.creation import full_like
 from tapegrad.errors import ShapeError, TracerError
@@ -250,11 +251,12 @@ def pad_packed_sequence(
     Raises:
         TypeError: ``sequence`` is not a ``PackedSequence``.
         ValueError: ``total_length`` below the longest length.
+        TypeError: a ``total_length`` that is not an integer (8.5 is not truncated).
     """
     name = "pad_packed_sequence"
     sequence = _check_packed(sequence, name)
     longest = len(sequence.batch_sizes)
-    total = longest if total_length is None else int(total_length)
+    total = longest if total_length is None else integer(total_length, f"{name}: total_length")
     if total < longest:
         raise ValueError(
             f"{name}: total_length ({total}) must be at least the length of the longest "
