@@ -140,6 +140,30 @@ def _padded_rows(batch_sizes: np.ndarray, total: int) -> tuple[np.ndarray, np.nd
     return rows, mask
 
 
+def _padded_and_lengths(
+    padded: Any, lengths: Any, batch_first: bool, name: str, what: str
+) -> tuple[Tensor, np.ndarray]:
+    """A padded batch ``(L, N, *)`` (``(N, L, *)`` with ``batch_first``) as a tensor and its
+    ``N`` lengths on the host, checked; ``what``: the argument's name in the errors.
+
+    Raises:
+        ShapeError: fewer than 2 axes, a length beyond ``L``, or not one length per sequence.
+        TypeError, ValueError, TracerError: as ``_host_lengths``.
+    """
+    x = as_input(padded, name)
+    if x.ndim < 2:
+        raise ShapeError(f"{name}: {what} must be (L, N, *) or (N, L, *), got shape {x.shape}.")
+    steps, n = (x.shape[1], x.shape[0]) if batch_first else (x.shape[0], x.shape[1])
+    host = _host_lengths(lengths, n, name)
+    if n and host.max() > steps:
+        raise ShapeError(
+            f"{name}: a length ({int(host.max())}) exceeds the {steps} steps of the {what}"
+            + (" (batch_first: the second axis)" if batch_first else " (its first axis)")
+            + "; pass batch_first=True for (N, L, *) batches."
+        )
+    return x, host
+
+
 def _permutation(
     lengths: np.ndarray, enforce_sorted: bool, name: str
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
@@ -194,17 +218,8 @@ def pack_padded_sequence(
         TracerError: lengths that are a tensor traced by a ``tg.jit`` step.
     """
     name = "pack_padded_sequence"
-    x = as_input(input, name)
-    if x.ndim < 2:
-        raise ShapeError(f"{name}: input must be (L, N, *) or (N, L, *), got shape {x.shape}.")
-    steps, n = (x.shape[1], x.shape[0]) if batch_first else (x.shape[0], x.shape[1])
-    host = _host_lengths(lengths, n, name)
-    if n and host.max() > steps:
-        raise ShapeError(
-            f"{name}: a length ({int(host.max())}) exceeds the {steps} steps of the input"
-            + (" (batch_first: the second axis)" if batch_first else " (its first axis)")
-            + "; pass batch_first=True for (N, L, *) inputs."
-        )
+    x, host = _padded_and_lengths(input, lengths, batch_first, name, "input")
+    n = len(host)
     sorted_indices, unsorted_indices = _permutation(host, enforce_sorted, name)
     order = np.arange(n) if sorted_indices is None else sorted_indices
     longest = int(host.max()) if n else 0
@@ -332,14 +347,7 @@ def unpad_sequence(padded: Any, lengths: Any, batch_first: bool = False) -> list
     Raises:
         ShapeError, TypeError, ValueError: as ``pack_padded_sequence``'s for the lengths.
     """
-    name = "unpad_sequence"
-    x = as_input(padded, name)
-    if x.ndim < 2:
-        raise ShapeError(f"{name}: padded must be (L, N, *) or (N, L, *), got shape {x.shape}.")
-    steps, n = (x.shape[1], x.shape[0]) if batch_first else (x.shape[0], x.shape[1])
-    host = _host_lengths(lengths, n, name)
-    if n and host.max() > steps:
-        raise ShapeError(f"{name}: a length ({int(host.max())}) exceeds the {steps} steps.")
+    x, host = _padded_and_lengths(padded, lengths, batch_first, "unpad_sequence", "padded")
     return [x[b, : int(k)] if batch_first else x[: int(k), b] for b, k in enumerate(host)]
 
 
