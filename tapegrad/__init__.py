@@ -78,6 +78,7 @@ from tapegrad.functional import hvp
 from tapegrad.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from tapegrad.jax_op import jax_op
 from tapegrad.jit import JitFunction, TraceReport, jit
+from tapegrad.nn.ctc import ctc_loss
 from tapegrad.nn.loss import huber_loss, l1_loss, smooth_l1_loss
 from tapegrad.op import Op, defop, registry
 from tapegrad.ops import (
@@ -411,6 +412,7 @@ __all__ = [
     "l1_loss",
     "smooth_l1_loss",
     "huber_loss",
+    "ctc_loss",
     "normalize",
     "cosine_similarity",
     "pairwise_distance",

@@ -91,6 +91,7 @@ RANK = {
     "tapegrad.nn.linear": 11,
     "tapegrad.nn.loss": 11,
     "tapegrad.nn.margin_loss": 11.5,  # on nn.loss's _Loss
+    "tapegrad.nn.ctc": 11.5,  # on nn.loss's _Loss
     "tapegrad.nn.distance": 11,
     "tapegrad.nn.normalization": 11,
     "tapegrad.nn.param_containers": 11,
@@ -118,7 +119,7 @@ LATE = {("tapegrad._tensor", "tapegrad.backward"), ("tapegrad._tensor", "tapegra
 LATE |= {("tapegrad._tensor", "tapegrad.ops")}
 THIRD_PARTY = {"jax", "jaxlib", "numpy"}
 # The well-kept libraries a module outside the engine builds on (by its top-level package).
-OUTSIDE_ENGINE = {"optim": {"optax"}, "serialization": {"safetensors"}}
+OUTSIDE_ENGINE = {"optim": {"optax"}, "serialization": {"safetensors"}, "nn": {"optax"}}
 
 
 def module_name(path: Path) -> str:

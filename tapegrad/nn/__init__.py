@@ -67,6 +67,7 @@ from tapegrad.nn.conv import (
     ConvTranspose2d,
     ConvTranspose3d,
 )
+from tapegrad.nn.ctc import CTCLoss
 from tapegrad.nn.distance import CosineSimilarity, PairwiseDistance
 from tapegrad.nn.dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from tapegrad.nn.linear import Identity, Linear
@@ -245,6 +246,7 @@ __all__ = [
     "PairwiseDistance",
     "CosineSimilarity",
     "utils",
+    "CTCLoss",
 ]
 
 if not TYPE_CHECKING:  # mypy would otherwise accept any attribute of tapegrad.nn
