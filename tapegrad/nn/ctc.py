@@ -37,9 +37,10 @@ def _ctc(
     lengths ``(N,)``: optax's per-sequence negative log likelihood (``log_probs`` taken as
     logits: a log-softmax leaves log probabilities unchanged, and its derivative is
     PyTorch's), ``inf`` (``zero_infinity``: 0) where the target cannot be aligned (fewer
-    steps than labels plus repeated neighbours), reduced as PyTorch's (``"mean"``: each
-    loss over its target length, then the batch mean)."""
-    steps, labels = log_probs.shape[0], targets.shape[1]
+    steps than labels plus repeated neighbours), NaN where a label within its target lies
+    outside ``[0, C)``, reduced as PyTorch's (``"mean"``: each loss over its target length,
+    then the batch mean)."""
+    steps, labels, classes = log_probs.shape[0], targets.shape[1], log_probs.shape[2]
     logits = jnp.transpose(log_probs, (1, 0, 2))
     logits = logits.astype(jnp.promote_types(logits.dtype, jnp.float32))
     pad_steps = (jnp.arange(steps)[None, :] >= input_lengths[:, None]).astype(logits.dtype)
@@ -49,6 +50,8 @@ def _ctc(
     repeats = jnp.sum((targets[:, 1:] == targets[:, :-1]) & inside, axis=1)
     feasible = input_lengths >= target_lengths + repeats
     per = jnp.where(feasible, per, 0.0 if zero_infinity else jnp.inf)
+    outside = (targets < 0) | (targets >= classes)
+    per = jnp.where(jnp.any(outside & (pad_labels == 0), axis=1), jnp.nan, per)
     if reduction == "sum":
         per = jnp.sum(per)
     elif reduction == "mean":
@@ -80,7 +83,7 @@ def _lengths(value: Any, n: int, what: str) -> np.ndarray:
     return host.astype(np.int64)
 
 
-def _padded_targets(targets: Any, lengths: np.ndarray, n: int) -> jax.Array:
+def _padded_targets(targets: Any, lengths: np.ndarray, n: int, classes: int) -> jax.Array:
     """The targets as ``(N, S)`` int32 on the device: PyTorch's padded form as it is, or its
     concatenated 1-D form (the ``N`` targets one after the other) cut by ``lengths``.
 
@@ -88,6 +91,9 @@ def _padded_targets(targets: Any, lengths: np.ndarray, n: int) -> jax.Array:
         TypeError: targets that are not integers.
         ShapeError: a padded form of another batch or shorter than a length; a 1-D form
             whose length is not the lengths' sum.
+        ValueError: host targets (a NumPy array) with a label outside ``[0, classes)``
+            within its target (padding past a length may hold anything); targets on the
+            device are not read back (that would stall JAX's dispatch).
     """
     t = as_input(targets, "ctc_loss").data
     if not jnp.issubdtype(t.dtype, jnp.integer):
@@ -98,17 +104,27 @@ def _padded_targets(targets: Any, lengths: np.ndarray, n: int) -> jax.Array:
                 f"ctc_loss: padded targets {t.shape} must be (N={n}, S) with S at least the "
                 f"longest target length ({int(lengths.max()) if n else 0})."
             )
-        return t.astype(jnp.int32)
-    if t.ndim != 1 or t.shape[0] != int(lengths.sum()):
-        raise ShapeError(
-            f"ctc_loss: targets of shape {t.shape} must be padded (N, S) or the targets "
-            f"concatenated, 1-D of length sum(target_lengths) = {int(lengths.sum())}."
-        )
-    longest = max(int(lengths.max()) if n else 0, 1)
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    at = starts[:, None] + np.arange(longest)[None, :]
-    inside = np.arange(longest)[None, :] < lengths[:, None]
-    return jnp.where(inside, t[np.where(inside, at, 0)], 0).astype(jnp.int32)
+        padded = t.astype(jnp.int32)
+    else:
+        if t.ndim != 1 or t.shape[0] != int(lengths.sum()):
+            raise ShapeError(
+                f"ctc_loss: targets of shape {t.shape} must be padded (N, S) or the targets "
+                f"concatenated, 1-D of length sum(target_lengths) = {int(lengths.sum())}."
+            )
+        longest = int(lengths.max()) if n else 0
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        at = starts[:, None] + np.arange(longest)[None, :]
+        inside = np.arange(longest)[None, :] < lengths[:, None]
+        padded = jnp.where(inside, t[np.where(inside, at, 0)], 0).astype(jnp.int32)
+    if isinstance(targets, np.ndarray):
+        host = targets if t.ndim == 1 else targets[np.arange(t.shape[1]) < lengths[:, None]]
+        bad = int(np.count_nonzero((host < 0) | (host >= classes)))
+        if bad:
+            raise ValueError(
+                f"ctc_loss: {bad} target labels are outside [0, {classes}); each label is a "
+                f"class index below {classes} (padding past a target length may be anything)."
+            )
+    return padded
 
 
 def ctc_loss(
@@ -127,9 +143,11 @@ def ctc_loss(
         log_probs: ``(T, N, C)`` (or unbatched ``(T, C)``) log probabilities over ``C``
             classes, blank included (``tg.log_softmax`` of a model's outputs); float.
         targets: the label sequences: padded ``(N, S)``, or all concatenated, 1-D of length
-            ``sum(target_lengths)`` (unbatched: ``(S,)``); integers, never ``blank``.
+            ``sum(target_lengths)`` (unbatched: ``(S,)``); integers in ``[0, C)``, never
+            ``blank``. Targets on the device are not read back: a label outside ``[0, C)``
+            makes its sequence's loss NaN.
         input_lengths: ``N`` ints in ``[1, T]``, each sequence's steps (an int unbatched).
-        target_lengths: ``N`` ints, each target's length.
+        target_lengths: ``N`` ints, at least 0, each target's length.
         blank: the blank class.
         reduction: ``"mean"`` (each loss divided by its target length, then averaged),
             ``"sum"`` or ``"none"`` (``(N,)``).
@@ -142,11 +160,11 @@ def ctc_loss(
         gradient.
 
     Raises:
-        ShapeError: ``log_probs`` not 2-D or 3-D, lengths or targets of other shapes, an
-            input length beyond ``T``.
+        ShapeError: ``log_probs`` not 2-D or 3-D, lengths or targets of other shapes
+            (unbatched targets not ``(S,)``), an input length beyond ``T``.
         TypeError: float targets or lengths, integer ``log_probs``.
         ValueError: an unknown ``reduction``, ``blank`` outside ``[0, C)``, an input length
-            below 1.
+            below 1, a target length below 0, a host (NumPy) label outside ``[0, C)``.
     """
     _check_reduction("ctc_loss", reduction)
     lp = as_input(log_probs, "ctc_loss")
@@ -154,7 +172,13 @@ def ctc_loss(
     unbatched = lp.ndim == 2
     if unbatched:
         lp = lp.reshape(lp.shape[0], 1, lp.shape[1])
-        targets = as_input(targets, "ctc_loss").reshape(1, -1)
+        one = targets if isinstance(targets, np.ndarray) else as_input(targets, "ctc_loss")
+        if not (one.ndim == 1 or one.ndim == 2 and one.shape[0] == 1):
+            raise ShapeError(
+                f"ctc_loss: unbatched targets must be (S,) (or (1, S)) for log_probs (T, C), "
+                f"got shape {one.shape}; a batch's log_probs are (T, N, C)."
+            )
+        targets = one.reshape(1, -1)
     if lp.ndim != 3:
         raise ShapeError(
             f"ctc_loss: log_probs must be (T, N, C) or unbatched (T, C), got shape {lp.shape}."
@@ -165,11 +189,13 @@ def ctc_loss(
         raise ValueError(f"ctc_loss: blank={blank} must be a class index in [0, {classes}).")
     il = _lengths(input_lengths, n, "input_lengths")
     tl = _lengths(target_lengths, n, "target_lengths")
+    if n and tl.min() < 0:
+        raise ValueError(f"ctc_loss: target_lengths {tl.tolist()} must be at least 0.")
     if n and (il.max() > steps or il.min() < 1):
         raise (ShapeError if il.max() > steps else ValueError)(
             f"ctc_loss: input_lengths {il.tolist()} must lie in [1, T={steps}]."
         )
-    padded = _padded_targets(targets, tl, n)
+    padded = _padded_targets(targets, tl, n, classes)
     kind = jnp.int32
     loss: Tensor = _ctc_op(
         lp,

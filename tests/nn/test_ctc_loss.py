@@ -103,6 +103,9 @@ def test_one_node_that_trains_a_recurrent_tagger() -> None:
         ({"targets": TARGETS[:2]}, tg.ShapeError, r"must be \(N=3, S\)"),
         ({"targets": TARGETS.reshape(-1)[:5]}, tg.ShapeError, "sum\\(target_lengths\\) = 9"),
         ({"targets": TARGETS.astype(np.float32)}, TypeError, "targets must be integers"),
+        ({"target_lengths": [4, -1, 3]}, ValueError, r"target_lengths \[4, -1, 3\] must be"),
+        ({"targets": np.where(TARGETS == TARGETS[0, 0], 5, TARGETS)}, ValueError, r"\[0, 5\)"),
+        ({"targets": np.where(TARGETS == TARGETS[0, 0], -1, TARGETS)}, ValueError, "outside"),
     ],
 )
 def test_bad_input_says_what_to_do(kwargs: dict[str, Any], error: type, match: str) -> None:
@@ -114,3 +117,46 @@ def test_bad_input_says_what_to_do(kwargs: dict[str, Any], error: type, match: s
     }
     with pytest.raises(error, match=match):
         tg.ctc_loss(**{**args, **kwargs})
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_all_targets_empty_concatenated_match_torch(reduction: str) -> None:
+    """Every target of length 0, concatenated: an empty 1-D targets, as PyTorch allows."""
+    lp = LOG_PROBS.detach().numpy()
+    theirs_lp = torch.tensor(lp, requires_grad=True)
+    empty = np.zeros(0, np.int64)
+    want = F.ctc_loss(
+        theirs_lp,
+        torch.tensor(empty),
+        torch.tensor([12, 10, 7]),
+        torch.zeros(3, dtype=int),
+        reduction=reduction,
+    )
+    want.sum().backward()
+    ours_lp = tg.tensor(lp, requires_grad=True)
+    got = tg.ctc_loss(ours_lp, empty, [12, 10, 7], [0, 0, 0], reduction=reduction)
+    got.sum().backward()
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ours_lp.grad.numpy(), theirs_lp.grad.numpy(), atol=1e-5)
+
+
+def test_labels_on_the_device_outside_the_classes_give_nan() -> None:
+    """Labels already on the device are not read back: one outside [0, C) within its
+    target makes that sequence's loss NaN (not a finite wrong value); padding past a target
+    length may hold anything."""
+    targets = TARGETS.copy()
+    targets[0, 1], targets[1, 3] = 7, -1  # row 1's is padding (its length is 2)
+    got = tg.ctc_loss(
+        tg.tensor(LOG_PROBS.detach().numpy()),
+        tg.tensor(targets),
+        [12, 10, 7],
+        [4, 2, 3],
+        reduction="none",
+    ).numpy()
+    assert np.isnan(got[0]) and np.isfinite(got[1:]).all()
+
+
+def test_unbatched_targets_must_be_one_sequence() -> None:
+    lp = tg.tensor(LOG_PROBS[:, 0].detach().numpy())
+    with pytest.raises(tg.ShapeError, match=r"unbatched targets must be \(S,\)"):
+        tg.ctc_loss(lp, TARGETS, 12, 4)
