@@ -142,6 +142,9 @@ def ctc_loss(
     Args:
         log_probs: ``(T, N, C)`` (or unbatched ``(T, C)``) log probabilities over ``C``
             classes, blank included (``tg.log_softmax`` of a model's outputs); float.
+            Scores that are not log probabilities are normalised first (optax's
+            log-softmax), where PyTorch takes them as they are: for log probabilities the
+            two agree, gradients included.
         targets: the label sequences: padded ``(N, S)``, or all concatenated, 1-D of length
             ``sum(target_lengths)`` (unbatched: ``(S,)``); integers in ``[0, C)``, never
             ``blank``. Targets on the device are not read back: a label outside ``[0, C)``
