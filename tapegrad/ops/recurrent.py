@@ -118,7 +118,7 @@ def rnn_scan(
     *,
     mode: str,
     reverse: bool = False,
-) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+) -> tuple[jax.Array, tuple[Any, ...]]:
     """One layer direction of a recurrent layer over a whole sequence.
 
     Args:
@@ -157,7 +157,8 @@ def rnn_scan(
     if mode not in MODES:
         raise ValueError(f"rnn_scan: unknown mode {mode!r}; use one of {', '.join(MODES)}.")
     y = _scan_fn(xw, w_hh, b_hh, h0, c0, w_hr, mask, mode=mode, reverse=reverse)
-    return y, (xw, w_hh, b_hh, h0, c0, w_hr, mask, y)
+    # the backward reads no projection, only its dtype: the (L, N, G*H) array is not kept
+    return y, (xw.dtype, w_hh, b_hh, h0, c0, w_hr, mask, y)
 
 
 def _elman_back(
@@ -249,9 +250,8 @@ def _gru_back(
     return dxw, dhw, dh0
 
 
-@partial(kernel, static_argnames=("mode", "reverse"))
+@partial(kernel, static_argnames=("dtype", "mode", "reverse"))
 def _scan_vjp(
-    xw: jax.Array,
     w_hh: jax.Array,
     b_hh: jax.Array,
     h0: jax.Array,
@@ -261,6 +261,7 @@ def _scan_vjp(
     y: jax.Array,
     g: jax.Array,
     *,
+    dtype: Any,
     mode: str,
     reverse: bool = False,
 ) -> tuple[jax.Array, ...]:
@@ -268,7 +269,7 @@ def _scan_vjp(
     of every step): one reverse scan carries the state's cotangent (through a masked step
     unchanged); ``W_hh``'s and ``b_hh``'s cotangents are sums over the steps. A reversed
     direction is computed on the time-flipped sequences. Returns the cotangents of the
-    inputs before ``mask`` (which has none)."""
+    inputs before ``mask`` (which has none), the projections' in ``dtype``, theirs."""
     m = _steps(mask)
     if reverse:
         y, g = y[::-1], g[::-1]
@@ -289,7 +290,7 @@ def _scan_vjp(
     if reverse:
         dxw = dxw[::-1]
     return (
-        dxw.astype(xw.dtype),
+        dxw.astype(dtype),
         dw_hh.astype(w_hh.dtype),
         db_hh.astype(b_hh.dtype),
         dh0.astype(h0.dtype),
@@ -300,14 +301,16 @@ def _scan_vjp(
 
 @rnn_scan.defvjp
 def _rnn_scan_vjp(
-    res: tuple[jax.Array, ...],
+    res: tuple[Any, ...],
     g: jax.Array,
     needs: tuple[bool, ...],
     *,
     mode: str,
     reverse: bool = False,
 ) -> tuple[jax.Array | None, ...]:
-    """Hand-written backpropagation through time (``_scan_vjp``); residuals: the inputs and
-    the output (no other array, so a ``create_graph`` pass differentiates this rule)."""
-    cts = (*_scan_vjp(*res, g, mode=mode, reverse=reverse), None)  # none for the mask
+    """Hand-written backpropagation through time (``_scan_vjp``); residuals: the
+    projections' dtype, the other inputs and the output (no other array, so a
+    ``create_graph`` pass differentiates this rule)."""
+    dtype, *arrays = res
+    cts = (*_scan_vjp(*arrays, g, dtype=dtype, mode=mode, reverse=reverse), None)  # mask: none
     return tuple(ct if need else None for ct, need in zip(cts, needs, strict=True))
