@@ -63,10 +63,10 @@ def _gate_weights(
     ``weight_hh{suffix}`` ``(G*H, P)``, with ``bias`` ``bias_ih{suffix}`` and
     ``bias_hh{suffix}`` ``(G*H,)``, and where ``P != H`` (an LSTM's ``proj_size``)
     ``weight_hr{suffix}`` ``(P, H)``, all uniform in ``[-1/sqrt(H), 1/sqrt(H)]``, from the
-    ``keys`` (four, a fifth for ``weight_hr``); ``sizes`` is ``(in, H, P)``."""
+    four ``keys`` (``weight_hr``'s from the first, folded); ``sizes`` is ``(in, H, P)``."""
     n_in, hidden, out = sizes
     k, g = _init.fan_in_bound(hidden), gates * hidden
-    kih, khh, kbi, kbh = keys[:4]
+    kih, khh, kbi, kbh = keys
     setattr(module, f"weight_ih{suffix}", _init.uniform(kih, (g, n_in), k, dtype))
     setattr(module, f"weight_hh{suffix}", _init.uniform(khh, (g, out), k, dtype))
     if bias:
@@ -432,8 +432,8 @@ class RNN(_RNNBase):
 
     def forward(self, x: Any, hx: Tensor | None = None) -> tuple[Any, Tensor]:
         """Run over the sequence: arguments, result and errors as ``GRU.forward``'s, and a
-        ``ValueError`` for a ``nonlinearity`` set to another value than "tanh" or "relu"."""
-        _check_nonlinearity("RNN", self.nonlinearity)  # code may have set it
+        ``ValueError`` for a ``nonlinearity`` set to another value than "tanh" or "relu"
+        (``_mode`` checks it: code may have set it)."""
         return self._one_state(x, hx)
 
     def extra_repr(self) -> str:
@@ -545,12 +545,7 @@ class GRU(_RNNBase):
         """Run over the sequence.
 
         Args:
-            x: ``(L, N, input_size)`` (``(N, L, input_size)`` with ``batch_first``),
-                unbatched ``(L, input_size)``, or a ``PackedSequence``
-                (``nn.utils.rnn.pack_padded_sequence``): sequences of different lengths,
-                each run over its own steps only (a reverse direction starts at its own
-                last step); the output is then packed alike, and the final states are each
-                sequence's own, in the batch's order.
+            x: as ``LSTM.forward``'s (a tensor, or a ``PackedSequence``).
             hx: initial ``h_0`` ``(num_layers * directions, N, H)``; zeros by default.
 
         Returns:
