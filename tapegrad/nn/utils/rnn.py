@@ -264,9 +264,9 @@ def pad_packed_sequence(
         an integer tensor of the ``N`` lengths.
 
     Raises:
-        TypeError: ``sequence`` is not a ``PackedSequence``.
+        TypeError: ``sequence`` is not a ``PackedSequence``, or a ``total_length`` that is
+            not an integer (8.5 is not truncated).
         ValueError: ``total_length`` below the longest length.
-        TypeError: a ``total_length`` that is not an integer (8.5 is not truncated).
     """
     name = "pad_packed_sequence"
     sequence = _check_packed(sequence, name)
