@@ -19,6 +19,7 @@ from tapegrad.errors import ShapeError
 from tapegrad.jax_op import jax_op
 from tapegrad.nn._inputs import as_input
 from tapegrad.nn.loss import _check_reduction, _Loss
+from tapegrad.nn.utils.rnn import host_lengths
 
 __all__ = ["ctc_loss", "CTCLoss"]
 
@@ -61,26 +62,6 @@ def _ctc(
 
 _ctc.__name__ = "ctc_loss"  # the op's name in leak reports and snapshots
 _ctc_op = jax_op(_ctc)
-
-
-def _lengths(value: Any, n: int, what: str) -> np.ndarray:
-    """``value`` (a list, array or tensor of ``n`` ints; an int for an unbatched input) on
-    the host.
-
-    Raises:
-        TypeError: not integers.
-        ShapeError: not one length per sequence.
-    """
-    host = np.asarray(value.numpy() if isinstance(value, Tensor) else value)
-    if host.dtype.kind not in "iu":
-        raise TypeError(f"ctc_loss: {what} must be integers, got dtype {host.dtype}.")
-    host = host.reshape(-1) if host.ndim == 0 else host
-    if host.shape != (n,):
-        raise ShapeError(
-            f"ctc_loss: {what} must hold one length per sequence, shape ({n},), got shape "
-            f"{host.shape}."
-        )
-    return host.astype(np.int64)
 
 
 def _padded_targets(targets: Any, lengths: np.ndarray, n: int, classes: int) -> jax.Array:
@@ -190,10 +171,8 @@ def ctc_loss(
     blank = integer(blank, "ctc_loss: blank")
     if not 0 <= blank < classes:
         raise ValueError(f"ctc_loss: blank={blank} must be a class index in [0, {classes}).")
-    il = _lengths(input_lengths, n, "input_lengths")
-    tl = _lengths(target_lengths, n, "target_lengths")
-    if n and tl.min() < 0:
-        raise ValueError(f"ctc_loss: target_lengths {tl.tolist()} must be at least 0.")
+    il = host_lengths(input_lengths, n, "ctc_loss", "input_lengths", minimum=0)
+    tl = host_lengths(target_lengths, n, "ctc_loss", "target_lengths", minimum=0)
     if n and (il.max() > steps or il.min() < 1):
         raise (ShapeError if il.max() > steps else ValueError)(
             f"ctc_loss: input_lengths {il.tolist()} must lie in [1, T={steps}]."

@@ -86,35 +86,40 @@ def _lengths_of(batch_sizes: np.ndarray) -> np.ndarray:
     return np.asarray((batch_sizes[None, :] > np.arange(n)[:, None]).sum(axis=1), np.int64)
 
 
-def _host_lengths(lengths: Any, n: int, name: str) -> np.ndarray:
-    """``lengths`` (a list, a NumPy array or a tensor, one per sequence) as int64 on the host.
+def host_lengths(
+    lengths: Any, n: int, name: str, what: str = "lengths", minimum: int = 1
+) -> np.ndarray:
+    """``lengths`` (a list, a NumPy array or a tensor, one per sequence; a 0-d one for one
+    sequence) as int64 on the host: the one check of sequence lengths (here and
+    ``ctc_loss``); ``what`` names them in the errors.
 
     Raises:
         TracerError: a tensor traced by a ``tg.jit`` step (no value on the host yet).
         TypeError: not integers.
         ShapeError: not one length per sequence.
-        ValueError: a length below 1 (PyTorch: every sequence has a first step).
+        ValueError: a length below ``minimum`` (1: PyTorch's sequences have a first step).
     """
     value = lengths.data if isinstance(lengths, Tensor) else lengths
     if isinstance(value, jax.core.Tracer):
         raise TracerError(
-            f"{name}: lengths are read on the host (PyTorch's CPU lengths), but these are "
+            f"{name}: {what} are read on the host (PyTorch's CPU lengths), but these are "
             "traced by a tg.jit step, with no value yet; make them a static argument of the "
             "step (a tuple, with static_argnames=: each new set of lengths compiles it once), "
-            "or pack outside the step."
+            "or use them outside the step."
         )
     host = np.asarray(value)
     if host.dtype.kind not in "iu" and not (host.dtype.kind == "f" and host.size == 0):
-        raise TypeError(f"{name}: lengths must be integers, got dtype {host.dtype}.")
+        raise TypeError(f"{name}: {what} must be integers, got dtype {host.dtype}.")
+    host = host.reshape(1) if host.ndim == 0 else host
     if host.shape != (n,):
         raise ShapeError(
-            f"{name}: lengths must hold one length per sequence, shape ({n},), got shape "
+            f"{name}: {what} must hold one length per sequence, shape ({n},), got shape "
             f"{host.shape}."
         )
-    if n and host.min() <= 0:
+    if n and host.min() < minimum:
         raise ValueError(
-            f"{name}: every length must be at least 1, got {host.tolist()}; leave empty "
-            "sequences out of the batch."
+            f"{name}: {what} {host.tolist()} must be at least {minimum} each"
+            + ("; leave empty sequences out of the batch." if minimum else ".")
         )
     return host.astype(np.int64)
 
@@ -148,13 +153,13 @@ def _padded_and_lengths(
 
     Raises:
         ShapeError: fewer than 2 axes, a length beyond ``L``, or not one length per sequence.
-        TypeError, ValueError, TracerError: as ``_host_lengths``.
+        TypeError, ValueError, TracerError: as ``host_lengths``.
     """
     x = as_input(padded, name)
     if x.ndim < 2:
         raise ShapeError(f"{name}: {what} must be (L, N, *) or (N, L, *), got shape {x.shape}.")
     steps, n = (x.shape[1], x.shape[0]) if batch_first else (x.shape[0], x.shape[1])
-    host = _host_lengths(lengths, n, name)
+    host = host_lengths(lengths, n, name)
     if n and host.max() > steps:
         raise ShapeError(
             f"{name}: a length ({int(host.max())}) exceeds the {steps} steps of the {what}"
