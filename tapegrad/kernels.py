@@ -441,8 +441,9 @@ def _repeat_ahead(
 
 def _shape_map(old: list[Any], new: list[Any]) -> _Shapes | None:
     """Each array shape of ``old`` (flattened abstract arguments) to the shape in its place in
-    ``new``, where the two differ in shapes only (same dtypes, weak types and other values)
-    and one shape maps to one shape; ``None`` otherwise, or where no shape changed."""
+    ``new``, where the two differ in shapes only (same dtypes, weak types and other values),
+    one shape maps to one shape and a 0-d shape only to itself; ``None`` otherwise, or where
+    no shape changed."""
     if len(old) != len(new):
         return None
     shapes: _Shapes = {}
@@ -453,8 +454,8 @@ def _shape_map(old: list[Any], new: list[Any]) -> _Shapes | None:
                 b.weak_type,
             ):
                 return None
-            if shapes.setdefault(a.shape, b.shape) != b.shape:
-                return None
+            if (not a.shape) != (not b.shape) or shapes.setdefault(a.shape, b.shape) != b.shape:
+                return None  # a scalar stays a scalar: ``x / s.sum()`` is no ``p / q``
         elif a.__class__ is not b.__class__ or a != b:
             return None
     if all(a == b for a, b in shapes.items()):
@@ -629,7 +630,8 @@ def _signature(
     array's shape, dtype and weak type, JAX's trace context (last). Only arrays on the
     default device and not committed to it, NumPy arrays of JAX's dtypes, Python scalars and
     ``jax.ShapeDtypeStruct`` values without a sharding are keyed; ``None`` for anything else.
-    A NumPy array keys apart from a JAX array or a ``ShapeDtypeStruct`` of its shape and
+    A Python scalar keys as the device scalar of its abstract value (``_scalar_aval``). A
+    NumPy array keys apart from a JAX array or a ``ShapeDtypeStruct`` of its shape and
     dtype: the store does not serve a call with one (plain ``jax.jit`` compiles it, with
     XLA's default options), so a program compiled ahead for it must be compiled so too."""
     if _config.default_device.value is not None:
@@ -649,7 +651,7 @@ def _signature(
     for leaf in leaves:
         cls = leaf.__class__
         if cls in _PYTHON_SCALARS:
-            sigs.append(cls)
+            sigs.append(_scalar_aval(cls))  # as a device scalar of its aval: one program
         elif cls is _ArrayImpl:
             sharding = leaf.sharding
             if (
@@ -667,6 +669,19 @@ def _signature(
         else:
             return None
     return (tuple(statics), tree, tuple(sigs), _config.trace_context())
+
+
+_SCALAR_DTYPES = {bool: np.bool_, int: np.int64, float: np.float64, complex: np.complex128}
+
+
+def _scalar_aval(cls: type) -> tuple[tuple[()], np.dtype[Any], bool]:
+    """``(shape, dtype, weak type)`` of a Python scalar of class ``cls`` as a jitted function
+    sees it: a 0-d array of JAX's dtype for it (x64 decides; the trace context is keyed
+    too), weakly typed unless a bool. A kernel called with such a scalar or with a device
+    scalar of that abstract value (``op.int_arguments`` passes either, whether it met the
+    value before) runs the same program, so ``_signature`` and ``_key`` key both alike: the
+    second form takes the program the first compiled (JAX's own cache keys them apart)."""
+    return (), jax.dtypes.canonicalize_dtype(_SCALAR_DTYPES[cls]), cls is not bool
 
 
 def _background() -> ThreadPoolExecutor | None:
@@ -862,8 +877,9 @@ def _key(
     sigs: list[Any] = []
     for leaf in leaves:
         cls = leaf.__class__
-        if cls in _PYTHON_SCALARS:  # weakly typed, its dtype set by x64 (trace context)
-            sigs.append(cls.__name__)
+        if cls in _PYTHON_SCALARS:  # keyed as the uncommitted device scalar of its aval
+            shape, dtype, weak = _scalar_aval(cls)
+            sigs.append((shape, str(dtype), weak, False))
             continue
         if cls is jax.ShapeDtypeStruct and leaf.sharding is None:  # compiling ahead: what
             # ``_signature`` keys, an uncommitted array on the default device

@@ -236,6 +236,43 @@ def test_a_callers_error_keeps_the_stored_program(tmp_path: Any) -> None:
         tg.set_compilation_cache(folder)
 
 
+def test_a_python_scalar_and_a_device_scalar_share_one_program(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """A Python int and an uncommitted device scalar of its abstract value (a weak int32;
+    ``op.int_arguments`` passes either, as it met the value before or not) are one program:
+    the second form loads what the first compiled instead of lowering again. A strongly
+    typed scalar, a float and a bool are other programs."""
+    import tapegrad as tg
+    from tapegrad import kernels
+
+    lowered: list[Any] = []
+    real = kernels._lower
+
+    def spy(*args: Any) -> Any:
+        lowered.append(args[1])
+        return real(*args)
+
+    monkeypatch.setattr(kernels, "_lower", spy)
+    folder = tg.compilation_cache_dir()
+    tg.set_compilation_cache(tmp_path)
+    try:
+        shift = kernel(jnp.add)
+        x = jnp.arange(4, dtype=jnp.int32)
+        assert shift(x, 3).tolist() == [3, 4, 5, 6]
+        assert len(lowered) == 1
+        weak = jnp.asarray(5)  # a weak int32 on the default device, uncommitted
+        assert weak.aval.weak_type
+        assert shift(x, weak).tolist() == [5, 6, 7, 8]
+        assert len(lowered) == 1  # the program of ``shift(x, 3)``, loaded
+        assert shift(x, jnp.int32(1)).dtype == jnp.int32  # strong: another signature
+        assert shift(x, 1.5).dtype == jnp.float32  # a float: another program
+        assert shift(x, True).tolist() == [1, 2, 3, 4]
+        assert len(lowered) == 4
+    finally:
+        tg.set_compilation_cache(folder)
+
+
 def test_the_store_is_on_only_for_tested_jax_releases() -> None:
     """The store uses JAX internals: a release outside ``TESTED_JAX`` gets plain jax.jit."""
     from tapegrad import kernels
@@ -418,6 +455,9 @@ def test_a_sequence_repeating_at_other_shapes_compiles_ahead(
     assert kernels._shape_map([a], [a]) is None  # nothing changed
     half = jax.ShapeDtypeStruct((3, 4), jnp.float16)
     assert kernels._shape_map([a], [jax.ShapeDtypeStruct((5, 6), jnp.float16)]) is None
+    scalar = jax.ShapeDtypeStruct((), jnp.float32)
+    assert kernels._shape_map([a, scalar], [b, b]) is None  # ``x / s`` is no ``p / q``
+    assert kernels._shape_map([scalar], [a]) is None
     shapes = {(3, 4): (5, 6)}
     assert kernels._remapped([a, jax.ShapeDtypeStruct((), jnp.float32), 2], shapes) == [
         b,
