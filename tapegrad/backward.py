@@ -220,6 +220,8 @@ def _run(
                     (leaves if step[1] is None else done).append(step[0])
                 ok = True
                 return out
+        if found is not None and found[0].passes == 0:  # a new structure's first pass
+            _sums_ahead(steps)
         start = 0.0 if found is None else time.perf_counter()
         ids = [node.id for node in roots]
         out = _propagate(steps, ids, seeds, wanted, done, leaves, check, create_graph, made)
@@ -239,6 +241,22 @@ def _run(
         if made and not ok:
             tape.reach(made)
     return out
+
+
+def _sums_ahead(steps: Sequence[Any]) -> None:
+    """Start compiling the cotangent sums (``_accumulate``) a first pass of a new structure
+    will need on the background thread (``kernel.compile_ahead``): one per shape and dtype of
+    a node with two useful children or more (a weight used at every time step, a tensor used
+    twice), deepest first. The pass's VJP kernels were compiled ahead while the forward ran
+    (``op._vjp_ahead``); without this, its sums compiled one by one here. A sum the pass
+    meets before the background thread started it compiles here, as any queued program."""
+    met: set[tuple[Any, Any]] = set()
+    for step in reversed(steps):
+        node = step[0]
+        if node.uc > 1 and (node.shape, node.dtype) not in met:
+            met.add((node.shape, node.dtype))
+            cotangent = jax.ShapeDtypeStruct(node.shape, node.dtype)  # type: ignore[no-untyped-call]
+            _accumulate.compile_ahead(cotangent, cotangent)
 
 
 def _split_pruned(

@@ -42,6 +42,30 @@ def test_fan_out_accumulates_every_branch() -> None:
     assert_close(grad_of(x), ref(X))
 
 
+def test_a_first_pass_compiles_its_cotangent_sums_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first pass of a new structure starts compiling, ahead, one cotangent sum per shape
+    and dtype of a node used twice or more (here the leaf ``w`` and the product ``h``),
+    deepest first; a node used once needs none, and the structure's next pass starts
+    nothing."""
+    from tapegrad import backward
+
+    started: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(backward._accumulate, "compile_ahead", lambda *a: started.append(a))
+    w = tg.tensor(np.ones((3, 7), np.float32)).require_grad()
+    b = tg.tensor(np.ones((3, 5), np.float32)).require_grad()
+
+    def step() -> None:
+        h = w * w  # w: two useful children
+        (h.sum() + h.mean() + b.sum()).backward()  # h: two; b: one
+
+    step()
+    want = [jax.ShapeDtypeStruct(s, jnp.float32) for s in ((3, 7), (3, 7))]
+    assert started == [tuple(want)]  # w first (deepest), h of the same shape and dtype: one
+    step()
+    assert len(started) == 1
+    np.testing.assert_allclose(w.grad.numpy(), 2 * 2 * (1 + 1 / 21) * np.ones((3, 7)), rtol=1e-6)
+
+
 def test_shared_intermediate_used_twice() -> None:
     x = tg.tensor(X).require_grad()
     h = x.tanh()
