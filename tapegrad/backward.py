@@ -211,6 +211,8 @@ def _run(
         found = None
         if not create_graph and check is None and not tape.allow_tracers:
             found = compiled_backward.lookup(steps, roots, wanted)
+            if found is not None and not found[0].looked:
+                found[0].stored(_propagate, seeds, found[1])
             if found is not None and found[0].buys_at_once():
                 found[0].compile(_propagate, seeds, found[1])
         if found is not None and found[0].ready(seeds, found[1]):

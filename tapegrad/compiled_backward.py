@@ -67,6 +67,7 @@ seconds of eager time a structure waits (``0``: compile a structure the second t
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import threading
 import time
@@ -356,6 +357,7 @@ class Pass:
         "fresh",
         "key",
         "ahead",
+        "looked",
     )
 
     def __init__(self, structure: tuple[Any, ...], fresh: int = 0) -> None:
@@ -371,6 +373,7 @@ class Pass:
         self.slower = False  # compiled, it was no faster than eager: eager for good
         self.key: _Key | None = None  # its key in the cache (``lookup``)
         self.ahead = False  # its compiled pass is compiling on the background thread
+        self.looked = False  # the kernel store was asked for its compiled pass (``stored``)
 
     @property
     def threshold(self) -> float | None:
@@ -430,10 +433,40 @@ class Pass:
         eager until it is ready (``ready``), so its compile, ~0.1-1 s, overlaps the loop on
         another core instead of stopping it. Where nothing compiles ahead (one core, arrays
         placed on a device) JAX compiles it at its first call, as ``jax.jit`` does."""
-        self.compiled = kernel(functools.partial(_program, self.structure, propagate))
+        self.compiled = kernel(
+            functools.partial(_program, self.structure, propagate), name=_store_name(self.structure)
+        )
         if seeds:
             self.compiled.compile_ahead(list(seeds), list(arrays))
             self.ahead = self.compiled.pending(list(seeds), list(arrays))
+
+    def stored(self, propagate: Propagate, seeds: Sequence[Any], arrays: Sequence[Any]) -> None:
+        """Take this structure's compiled pass from the kernel store when an earlier process
+        stored it (it compiled there, and its trials did not find it slower than the eager
+        pass): its program is loaded instead of compiled, without eager passes to earn it,
+        so a program's second run on a machine runs compiled backward passes from its first
+        steps. It loads on the background thread (~0.1 s for a 350-node pass), the passes
+        staying eager until it is ready, and is then tried against them as a program
+        compiled here is; on one core its first call loads it, untried. Asked once per
+        structure: at its first pass, or under ``compile_after() == 0`` at its second (the
+        pass that compiles it in a first-ever run, so that gradients are the same run after
+        run). A structure the store cannot name (``_store_name``), one compiled or broken
+        already, or one the rule keeps eager is left as it is."""
+        if _after == 0 and self.passes == 0:
+            return
+        self.looked = True
+        if self.compiled is not None or self.broken or self.threshold is None:
+            return
+        name = _store_name(self.structure)
+        if name is None or kernels.store_dir() is None:
+            return
+        compiled = kernel(functools.partial(_program, self.structure, propagate), name=name)
+        if compiled.stored(list(seeds), list(arrays)):
+            self.compiled = compiled
+            compiled.compile_ahead(list(seeds), list(arrays))  # loaded on the other core
+            self.ahead = compiled.pending(list(seeds), list(arrays))
+            if not self.ahead:  # loaded by its first call, with no eager pass to try it on
+                self.calls = _TRIALS + 1
 
     def ready(self, seeds: Sequence[Any], arrays: list[Any]) -> bool:
         """Whether the compiled pass runs this pass: it exists and is not compiling on the
@@ -465,17 +498,19 @@ class Pass:
             self.broken = True
             return None
         if self.calls <= _TRIALS:
-            self._timed(time.perf_counter() - start)
+            self._timed(time.perf_counter() - start, seeds, arrays)
         return out
 
-    def _timed(self, seconds: float) -> None:
-        """Account a timed call of the compiled pass (see the class docstring)."""
+    def _timed(self, seconds: float, seeds: Sequence[Any], arrays: list[Any]) -> None:
+        """Account a timed call of the compiled pass (see the class docstring); a pass found
+        slower leaves the kernel store too (later processes would take it untried)."""
         self.calls += 1
         if self.calls == 1:
             _timed_compile(seconds, self.nodes)
             return
         self.fastest_compiled = min(self.fastest_compiled, seconds)
         if self.calls > _TRIALS and self.fastest_compiled >= self.fastest:
+            self.compiled.forget(list(seeds), arrays)
             self.compiled = None
             self.slower = True
 
@@ -551,6 +586,27 @@ def lookup(
         else:  # the stored key: found by identity, not by comparing the structure again
             _cache.move_to_end(entry.key or key)
     return entry, arrays
+
+
+def _store_name(structure: tuple[Any, ...]) -> str | None:
+    """The kernel store's name of the compiled pass of ``structure``: a digest of its text,
+    ops by name, so that the same structure in another process (of the same tapegrad, JAX
+    and settings: the store keys those) finds the program this one stored. ``None`` when an
+    op is not one of tapegrad's built-in ops (a ``tg.jax_op`` is a new function in every
+    process) or a value has no text that means the same in another process (an object
+    shown by its address)."""
+    rows, roots = structure
+    named = []
+    for op, links, shape, dtype, retained, saved, params in rows:
+        if op is not None and not op.builtin:
+            return None
+        named.append(
+            ("leaf" if op is None else op.name, links, shape, str(dtype), retained, saved, params)
+        )
+    text = repr((named, roots))
+    if " at 0x" in text:
+        return None
+    return f"{__name__}.pass_{hashlib.sha256(text.encode()).hexdigest()}"
 
 
 def _fresh(rows: list[tuple[Any, ...]]) -> int:

@@ -143,6 +143,7 @@ def kernel(
     static_argnums: int | Sequence[int] | None = None,
     static_argnames: str | Sequence[str] | None = None,
     classic: bool = False,
+    name: str | None = None,
 ) -> Any:
     """``jax.jit(fn, static_argnums=..., static_argnames=...)`` for a tapegrad kernel defined
     at module level, whose compiled programs later processes load from the kernel store
@@ -159,6 +160,12 @@ def kernel(
     ``classic``: compile with XLA's classic CPU emitters at any size, not only when small
     (``SMALL``): for kernels they compile faster and run at least as fast at every size
     (``jax.random``'s threefry draws).
+
+    ``name``: the store's name for a function without a stable one (a closure), which the
+    caller vouches means the same program in every process (``compiled_backward``: a digest
+    of the structure a pass traces); with it the kernel also has ``stored(*args,
+    **kwargs)``, whether the store holds its program for those arguments now (a file
+    check: nothing is loaded), and ``forget(*args, **kwargs)``, which removes that program.
     """
     if fn is None:
         return functools.partial(
@@ -166,12 +173,12 @@ def kernel(
             static_argnums=static_argnums,
             static_argnames=static_argnames,
             classic=classic,
+            name=name,
         )
     plain = jax.jit(fn, static_argnums=static_argnums, static_argnames=static_argnames)
     if not _SUPPORTED:
-        plain.compile_ahead = _no_ahead  # type: ignore[attr-defined]
-        return plain
-    name = _stable_name(fn)
+        return _plain(plain)
+    name = name or _stable_name(fn)
     info = plain._jit_info  # type: ignore[attr-defined]
     static_nums = frozenset(info.static_argnums)
     static_names = frozenset(info.static_argnames)
@@ -226,6 +233,23 @@ def kernel(
         entry = None if signature is None else ahead.get(signature)
         return entry is not None and entry[0] is _pool and not entry[1].done()
 
+    def stored(*args: Any, **kwargs: Any) -> bool:
+        path = (
+            None
+            if name is None
+            else _stored_path(name, classic, static_nums, static_names, args, kwargs)
+        )
+        return path is not None and path.exists()
+
+    def forget(*args: Any, **kwargs: Any) -> None:
+        path = (
+            None
+            if name is None
+            else _stored_path(name, classic, static_nums, static_names, args, kwargs)
+        )
+        if path is not None:
+            path.unlink(missing_ok=True)
+
     def clear_cache() -> None:
         ahead.cache_clear()
         alive = compiled_ref()
@@ -244,8 +268,7 @@ def kernel(
             _pxla.cc_shard_arg,
         )
     except TypeError:  # pragma: no cover - another signature in another JAX version
-        plain.compile_ahead = _no_ahead  # type: ignore[attr-defined]
-        return plain
+        return _plain(plain)
     wrapped: Any = functools.wraps(fn)(compiled)
     wrapped._fun = fn  # what jax.jit's lower/trace/eval_shape read
     wrapped._jit_info = info
@@ -253,6 +276,8 @@ def kernel(
     wrapped.pending = pending
     jax_clear_cache = type(compiled).clear_cache
     compiled_ref = weakref.ref(compiled)  # no cycle: a dropped kernel goes at once
+    wrapped.stored = stored
+    wrapped.forget = forget
     wrapped.clear_cache = clear_cache  # programs compiled ahead too, as jax.clear_caches()
     _jax_util._caches[ahead] = "tapegrad programs compiled ahead"
     return wrapped
@@ -329,7 +354,21 @@ if hasattr(os, "register_at_fork"):
 
 
 def _no_ahead(*args: Any, **kwargs: Any) -> None:
-    """``compile_ahead`` where this module cannot serve it (another JAX): nothing."""
+    """``compile_ahead`` (and ``forget``) where this module cannot serve it (another JAX):
+    nothing."""
+
+
+def _nothing_stored(*args: Any, **kwargs: Any) -> bool:
+    """``stored`` where this module cannot serve it: nothing is."""
+    return False
+
+
+def _plain(plain: Any) -> Any:
+    """``jax.jit``'s function as a kernel where this module cannot serve it: ``compile_ahead``
+    and ``forget`` do nothing, ``stored`` is false."""
+    plain.compile_ahead = plain.forget = _no_ahead
+    plain.stored = _nothing_stored
+    return plain
 
 
 def _compile_ahead(
@@ -921,6 +960,37 @@ def _key(
     return hashlib.sha256(text.encode()).hexdigest(), device
 
 
+def _entry(
+    name: str,
+    classic: bool,
+    static_nums: frozenset[int],
+    static_names: frozenset[str],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> tuple[Path | None, Any] | None:
+    """``(path, device)``: the store's file for this call (``None`` while the store is off)
+    and the device the call runs on; ``None`` when the store does not serve the call."""
+    found = _key(name, classic, static_nums, static_names, args, kwargs)
+    if found is None:
+        return None
+    key, device = found
+    root = store_dir()
+    return (None if root is None else _env_folder(root) / f"{key}.bin"), device
+
+
+def _stored_path(
+    name: str,
+    classic: bool,
+    static_nums: frozenset[int],
+    static_names: frozenset[str],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Path | None:
+    """The store's file for this call, whether it exists or not (``None``: not served)."""
+    entry = _entry(name, classic, static_nums, static_names, args, kwargs)
+    return None if entry is None else entry[0]
+
+
 def _from_store(
     plain: Any,
     name: str,
@@ -937,13 +1007,11 @@ def _from_store(
     A program is compiled here past JAX's persistent cache (``_past_jax_cache``): a program
     JAX loaded from its cache, XLA's CPU backend serializes again without its code (it
     loads, then fails to run)."""
-    found = _key(name, classic, static_nums, static_names, args, kwargs)
-    if found is None:
+    entry = _entry(name, classic, static_nums, static_names, args, kwargs)
+    if entry is None:
         return None
-    key, device = found
-    root = store_dir()
-    folder = None if root is None else _env_folder(root)
-    path = None if folder is None else folder / f"{key}.bin"
+    path, device = entry
+    folder = None if path is None else path.parent
     if path is not None and path.with_suffix(".jax").exists():
         return None  # a program that calls out of XLA: plain jax.jit's (``_calls_out``)
     compiled = loaded = None

@@ -193,6 +193,67 @@ def test_a_later_process_loads_kernels_without_lowering_them(tmp_path: Path) -> 
 
 
 @pytest.mark.slow
+def test_a_later_process_runs_the_compiled_backward_pass_an_earlier_one_stored(
+    tmp_path: Path,
+) -> None:
+    """A structure that compiled in one process (``compile_after() == 0``: at its second
+    pass) is stored; the next process takes its program from the store at the same pass,
+    loading it without tracing it, and computes the same gradients. A structure holding a
+    ``tg.jax_op`` (a new function in every process) is not stored."""
+    body = """
+        import json, sys
+        import numpy as np
+        import tapegrad as tg
+        from tapegrad import compiled_backward
+        tg.set_compilation_cache(sys.argv[1])
+        compiled_backward.set_compile_after(0)
+        traced = []
+        real = compiled_backward._program
+        def spy(*args):
+            traced.append(1)
+            return real(*args)
+        compiled_backward._program = spy
+        x = tg.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)).require_grad()
+        w = tg.tensor(np.ones((4, 2), np.float32)).require_grad()
+        grads = []
+        for _ in range(3):
+            loss = ((x @ w).tanh() * (x @ w)).sum() + (w * w).mean()
+            loss.backward()
+            grads.append(w.grad.numpy().tolist())
+            w.grad = None
+        (entry,) = compiled_backward.cached()
+        name = compiled_backward._store_name(entry.structure)
+        traced_here = len(traced)
+        double = tg.jax_op(lambda a: 2 * a)
+        y = (double(x) * x).sum()
+        for _ in range(2):
+            y.backward(retain_graph=True)
+        foreign = [p for p in compiled_backward.cached() if p is not entry]
+        print(json.dumps({
+            "grads": grads,
+            "traced": traced_here,
+            "passes": entry.passes,
+            "compiled": entry.compiled is not None,
+            "name": name,
+            "foreign": [compiled_backward._store_name(p.structure) for p in foreign],
+        }))
+        """
+    import json
+
+    import numpy as np
+
+    cache = str(tmp_path / "cache")
+    first = json.loads(_run(body, tmp_path, args=(cache,)).splitlines()[-1])
+    second = json.loads(_run(body, tmp_path, args=(cache,)).splitlines()[-1])
+    assert first["name"] and first["name"] == second["name"]
+    assert first["foreign"] == [None] == second["foreign"]
+    assert first["traced"] >= 1 and first["compiled"]
+    assert second["traced"] == 0 and second["compiled"]  # loaded, not traced
+    assert first["passes"] == second["passes"] == 1  # compiled from the second pass in both
+    np.testing.assert_allclose(second["grads"], first["grads"], rtol=1e-6)
+
+
+@pytest.mark.slow
 def test_damaged_or_foreign_store_entries_are_compiled_again(tmp_path: Path) -> None:
     """Entries that do not load (damaged) are replaced, and a process under other
     ``XLA_FLAGS`` uses entries of its own: the results stay right."""

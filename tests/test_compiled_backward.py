@@ -24,6 +24,15 @@ W = RNG.standard_normal((3, 5)).astype(np.float32)
 B = RNG.standard_normal((5,)).astype(np.float32)
 
 
+@pytest.fixture(autouse=True)
+def no_stored_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No structure here takes a compiled pass from the kernel store (``Pass.stored``: an
+    earlier run of the suite on this machine stored these passes), nor stores one: the
+    rent-or-buy rule is what these tests check. ``test_compilation_cache.py`` checks the
+    store's passes across processes."""
+    monkeypatch.setattr(compiled_backward, "_store_name", lambda structure: None)
+
+
 @pytest.fixture
 def compile_at_second_pass(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Compile every structure at its second pass (none is bought before its first: see
@@ -348,16 +357,25 @@ def _vjps_compiled_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_compiled_pass_no_faster_than_eager_goes_back_to_eager() -> None:
     """After the call that compiles, five calls are timed against the fastest eager pass;
-    when none was faster, the structure stays eager for good."""
+    when none was faster, the structure stays eager for good, and its program leaves the
+    kernel store (a later process would take it untried)."""
+
+    class Program:
+        forgotten = 0
+
+        def forget(self, seeds: Any, arrays: Any) -> None:
+            self.forgotten += 1
+
     for compiled_seconds, slower in ((0.002, True), (0.0005, False)):
         entry = compiled_backward.Pass((tuple(range(10)), ()))
         for seconds in (0.5, 0.001, 0.001):  # a first pass, then two at 1 ms
             entry.ran_eagerly(seconds, lambda *a: {})
-        entry.compiled = marker = object()
-        entry._timed(0.2)  # the compile: folded into the estimate, not compared
+        entry.compiled = marker = Program()
+        entry._timed(0.2, (), [])  # the compile: folded into the estimate, not compared
         for _ in range(5):
-            entry._timed(compiled_seconds)
+            entry._timed(compiled_seconds, (), [])
         assert entry.slower is slower and (entry.compiled is None) is slower
+        assert marker.forgotten == int(slower)
         entry.ran_eagerly(0.001, lambda *a: {})
         assert entry.compiled is (None if slower else marker)  # never compiled again
     compiled_backward.clear()

@@ -273,6 +273,32 @@ def test_a_python_scalar_and_a_device_scalar_share_one_program(
         tg.set_compilation_cache(folder)
 
 
+def test_a_named_closure_is_stored_and_can_be_forgotten(tmp_path: Any) -> None:
+    """``kernel(fn, name=...)``: a closure the caller names is stored as a module-level
+    kernel is; ``stored`` tells whether the store holds its program for some arguments (a
+    file check), ``forget`` removes it. A closure without a name is never stored."""
+    import tapegrad as tg
+
+    folder = tg.compilation_cache_dir()
+    tg.set_compilation_cache(tmp_path)
+    try:
+        scale = 3.0
+        times = kernel(lambda x: x * scale, name=f"{__name__}.times_three")
+        x = jnp.arange(3.0)
+        assert not times.stored(x)
+        np.testing.assert_allclose(times(x), [0.0, 3.0, 6.0])
+        assert times.stored(x)
+        assert not times.stored(jnp.arange(4.0))  # another shape: another program
+        times.forget(x)
+        assert not times.stored(x)
+        unnamed = kernel(lambda x: x * scale)
+        unnamed(x)
+        assert not unnamed.stored(x)
+    finally:
+        tg.set_compilation_cache(folder)
+    assert not times.stored(x)  # the store is another folder now
+
+
 def test_the_store_is_on_only_for_tested_jax_releases() -> None:
     """The store uses JAX internals: a release outside ``TESTED_JAX`` gets plain jax.jit."""
     from tapegrad import kernels
