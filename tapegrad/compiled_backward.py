@@ -7,7 +7,11 @@ eager time in this process as compiling it is estimated to take (counted from th
 pass, as passes times the fastest one, so a first pass's kernel compiles do not count), the
 next pass of that structure runs the very same VJP rules traced under ``jax.jit``: one
 dispatch for the whole pass, compiled once and cached here per structure (and by JAX per
-shape, dtype and placement; JAX's persistent compilation cache keeps it for later processes).
+shape, dtype and placement). The kernel store (``tapegrad.kernels``) keeps the program under
+a digest of its structure (``_store_name``), so a later process on the machine loads it at
+that structure's first pass (``Pass.stored``: on the background thread, passes staying
+eager until it is ready) instead of earning and compiling it again; a program found slower
+than the eager pass leaves the store.
 
 That is the rent-or-buy rule: a structure that stops repeating has cost at most twice what
 compiling at once would have. One exception buys at once: a new structure of at least eight

@@ -7,7 +7,8 @@ kernel again before it can look the program up, ~5-10 ms per kernel on a 2-core 
 is most of what a program's first run costs on a machine that ran it before (an eager
 program uses dozens of kernels: one per op, shape and dtype). :func:`kernel` is
 ``jax.jit`` for tapegrad's own module-level kernels, plus a store of their compiled programs
-keyed by what determines them without lowering: the kernel's name, its static arguments,
+keyed by what determines them without lowering: the kernel's name (a module-level
+function's, or one its caller gives: a compiled backward pass's digest), its static arguments,
 the shapes, dtypes and placement of its array arguments, JAX's tracing configuration, the
 JAX, jaxlib and XLA versions and flags, and a digest of tapegrad's source. A call whose
 program is in the store loads it (~1 ms) instead. A small kernel (``SMALL``, ``MEDIUM``)
