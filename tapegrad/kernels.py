@@ -203,13 +203,15 @@ def kernel(
                 return result
         if name is None:
             return fallback(*args, **kwargs)
+        # met before it compiles: a ``trace_ahead`` run on the other thread meeting this call's
+        # signature meanwhile does not compile it a second time
+        ahead.met(_signature(static_nums, static_names, args, kwargs))
         try:
             found = _from_store(plain, name, static_nums, static_names, classic, args, kwargs)
         except Exception:  # anything unexpected in JAX's internals: jax.jit's own path
             found = None
         if found is None:
             return fallback(*args, **kwargs)
-        ahead.met(_signature(static_nums, static_names, args, kwargs))
         aot, loaded = found
         if loaded is None:
             if not MISSED:

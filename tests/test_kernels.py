@@ -366,6 +366,37 @@ def test_compile_ahead_gives_the_first_call_its_program() -> None:
     assert len(traces) == 2
 
 
+def test_a_signature_is_met_before_its_call_compiles(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """A call that compiles marks its signature met before it compiles, so a ``trace_ahead``
+    run on the other thread meeting the same signature meanwhile (a VJP rule traced ahead
+    while the backward already needs it) does not compile it a second time."""
+    import tapegrad as tg
+    from tapegrad import kernels
+
+    if kernels._background() is None:
+        pytest.skip("one core: nothing compiles ahead")
+    negate = kernel(jnp.negative)
+    x = jnp.ones((3, 5))
+    queued: list[bool] = []
+    real = kernels._from_store
+
+    def spy(plain: Any, name: str, *rest: Any) -> Any:
+        negate.compile_ahead(x)  # what the other thread would do meanwhile
+        queued.append(negate.pending(x))
+        return real(plain, name, *rest)
+
+    monkeypatch.setattr(kernels, "_from_store", spy)
+    folder = tg.compilation_cache_dir()
+    tg.set_compilation_cache(tmp_path)
+    try:
+        np.testing.assert_allclose(negate(x), -np.ones((3, 5)))
+    finally:
+        tg.set_compilation_cache(folder)
+    assert queued == [False]
+
+
 def test_compile_ahead_leaves_other_settings_and_errors_to_the_call() -> None:
     """A caller under a thread-local JAX setting (``jax.enable_x64``) gets no program traced
     without it; a program that fails to trace ahead leaves the call to raise JAX's error;
