@@ -9,7 +9,7 @@ next pass of that structure runs the very same VJP rules traced under ``jax.jit`
 dispatch for the whole pass, compiled once and cached here per structure (and by JAX per
 shape, dtype and placement). The kernel store (``tapegrad.kernels``) keeps the program under
 a digest of its structure (``_store_name``), so a later process on the machine loads it at
-that structure's first pass (``Pass.stored``: on the background thread, passes staying
+that structure's second pass (``Pass.stored``: on the background thread, passes staying
 eager until it is ready) instead of earning and compiling it again; a program found slower
 than the eager pass leaves the store.
 
@@ -448,15 +448,17 @@ class Pass:
         """Take this structure's compiled pass from the kernel store when an earlier process
         stored it (it compiled there, and its trials did not find it slower than the eager
         pass): its program is loaded instead of compiled, without eager passes to earn it,
-        so a program's second run on a machine runs compiled backward passes from its first
-        steps. It loads on the background thread (~0.1 s for a 350-node pass), the passes
+        so a program's second run on a machine runs compiled backward passes from its
+        first steps. It loads on the background thread (~0.1 s for a 350-node pass), the passes
         staying eager until it is ready, and is then tried against them as a program
         compiled here is; on one core its first call loads it, untried. Asked once per
-        structure: at its first pass, or under ``compile_after() == 0`` at its second (the
-        pass that compiles it in a first-ever run, so that gradients are the same run after
-        run). A structure the store cannot name (``_store_name``), one compiled or broken
-        already, or one the rule keeps eager is left as it is."""
-        if _after == 0 and self.passes == 0:
+        structure, at its second pass: a structure met once may never come again (a graph
+        that changes every step), and naming one and keying its arrays costs ~8 ms per
+        1,000 nodes; under ``compile_after() == 0`` the second pass is also the one that
+        compiles it in a first-ever run, so gradients are the same run after run. A
+        structure the store cannot name (``_store_name``), one compiled or broken already,
+        or one the rule keeps eager is left as it is."""
+        if self.passes == 0:
             return
         self.looked = True
         if self.compiled is not None or self.broken or self.threshold is None:

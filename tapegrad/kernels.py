@@ -59,7 +59,15 @@ import numpy as np
 
 from tapegrad import compilation_cache
 
-__all__ = ["kernel", "static_key", "store_dir", "host_to_device", "plain_transfer", "trace_ahead"]
+__all__ = [
+    "kernel",
+    "static_key",
+    "store_dir",
+    "host_to_device",
+    "plain_transfer",
+    "trace_ahead",
+    "dtype_text",
+]
 
 _FORMAT = 2
 _FOLDER = "tapegrad-kernels"
@@ -713,6 +721,18 @@ def _signature(
     return (tuple(statics), tree, tuple(sigs), _config.trace_context())
 
 
+_DTYPE_TEXT: dict[Any, str] = {}
+
+
+def dtype_text(dtype: Any) -> str:
+    """``str(dtype)`` of a NumPy dtype, remembered (NumPy builds the text anew each time,
+    ~7 us: a key over a compiled backward pass's thousands of arrays would pay it for each)."""
+    text = _DTYPE_TEXT.get(dtype)
+    if text is None:
+        text = _DTYPE_TEXT[dtype] = str(dtype)
+    return text
+
+
 _SCALAR_DTYPES = {bool: np.bool_, int: np.int64, float: np.float64, complex: np.complex128}
 
 
@@ -916,20 +936,20 @@ def _key(
         return None
     leaves, tree = jax.tree_util.tree_flatten((dyn, dyn_kw))
     device = None
+    default = _pxla.get_default_device()
     sigs: list[Any] = []
     for leaf in leaves:
         cls = leaf.__class__
         if cls in _PYTHON_SCALARS:  # keyed as the uncommitted device scalar of its aval
             shape, dtype, weak = _scalar_aval(cls)
-            sigs.append((shape, str(dtype), weak, False))
+            sigs.append((shape, dtype_text(dtype), weak, False))
             continue
         if cls is jax.ShapeDtypeStruct and leaf.sharding is None:  # compiling ahead: what
             # ``_signature`` keys, an uncommitted array on the default device
-            dev = _pxla.get_default_device()
-            if device is not None and dev != device:
+            if device is not None and default != device:
                 return None
-            device = dev
-            sigs.append((leaf.shape, str(np.dtype(leaf.dtype)), leaf.weak_type, False))
+            device = default
+            sigs.append((leaf.shape, dtype_text(np.dtype(leaf.dtype)), leaf.weak_type, False))
             continue
         if cls is not _ArrayImpl or leaf.is_deleted():
             return None
@@ -937,17 +957,15 @@ def _key(
         if not isinstance(sharding, _SingleDevice):
             return None
         dev = next(iter(sharding.device_set))
-        if (device is not None and dev != device) or (
-            not leaf.committed and dev != _pxla.get_default_device()
-        ):  # an uncommitted array elsewhere than the default device: JAX's own placement
-            return None
+        if (device is not None and dev != device) or (not leaf.committed and dev != default):
+            return None  # an uncommitted array elsewhere than the default device: JAX's own
         device = dev
         aval = leaf.aval
-        sigs.append((aval.shape, str(aval.dtype), aval.weak_type, leaf.committed))
+        sigs.append((aval.shape, dtype_text(aval.dtype), aval.weak_type, leaf.committed))
     if device is None:  # Python scalars only: JAX's default device
         if not sigs or _config.default_device.value is not None:
             return None
-        device = _pxla.get_default_device()
+        device = default
     if device.platform != "cpu":
         return None
     context = tuple(
