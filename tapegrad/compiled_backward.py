@@ -598,13 +598,17 @@ def _store_name(structure: tuple[Any, ...]) -> str | None:
     """The kernel store's name of the compiled pass of ``structure``: a digest of its text,
     ops by name, so that the same structure in another process (of the same tapegrad, JAX
     and settings: the store keys those) finds the program this one stored. ``None`` when an
-    op is not one of tapegrad's built-in ops (a ``tg.jax_op`` is a new function in every
-    process) or a value has no text that means the same in another process (an object
-    shown by its address)."""
+    op's VJP rule is not tapegrad's own (the store's key digests tapegrad's source only): a
+    ``tg.jax_op`` is a new function in every process, and a ``tg.defop`` op of the user's,
+    or a rule the user gave a built-in op, is named as one but runs the user's code, which
+    may differ in the next process (edited, or reading its state); or when a value has no
+    text that means the same in another process (an object shown by its address)."""
     rows, roots = structure
     named = []
     for op, links, shape, dtype, retained, saved, params in rows:
-        if op is not None and not op.builtin:
+        if op is not None and not (
+            op.builtin and (getattr(op.vjp, "__module__", None) or "").startswith("tapegrad.")
+        ):
             return None
         named.append(
             ("leaf" if op is None else op.name, links, shape, str(dtype), retained, saved, params)

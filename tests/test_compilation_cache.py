@@ -254,6 +254,48 @@ def test_a_later_process_runs_the_compiled_backward_pass_an_earlier_one_stored(
 
 
 @pytest.mark.slow
+def test_a_users_defop_is_not_taken_from_the_store(tmp_path: Path) -> None:
+    """An op the user declares with ``tg.defop`` is named like a built-in, but its VJP rule
+    is the user's code (edited between runs, or reading the process's state): a pass holding
+    it is not stored, so a later process whose rule differs gets its own gradients, not the
+    ones the earlier process's program computes."""
+    body = """
+        import json, sys
+        import numpy as np
+        import tapegrad as tg
+        from tapegrad import compiled_backward
+        tg.set_compilation_cache(sys.argv[1])
+        compiled_backward.set_compile_after(0)
+        k = float(sys.argv[2])
+
+        @tg.defop
+        def user_scaled(x):
+            return k * x, ()
+
+        @user_scaled.defvjp
+        def _user_scaled_vjp(saved, g):
+            return (k * g,)
+
+        x = tg.tensor(np.linspace(0.1, 1, 12, dtype=np.float32).reshape(3, 4)).require_grad()
+        grads = []
+        for _ in range(3):
+            (user_scaled(x.tanh()) * x).sum().backward()
+            grads.append(x.grad.numpy().tolist())
+            x.grad = None
+        print(json.dumps(grads))
+        """
+    import json
+
+    import numpy as np
+
+    cache = str(tmp_path / "cache")
+    for k in ("2", "3"):
+        grads = json.loads(_run(body, tmp_path, args=(cache, k)).splitlines()[-1])
+        for g in grads[1:]:  # compiled (or loaded) passes: the eager first pass's gradients
+            np.testing.assert_allclose(g, grads[0], rtol=1e-6)
+
+
+@pytest.mark.slow
 def test_damaged_or_foreign_store_entries_are_compiled_again(tmp_path: Path) -> None:
     """Entries that do not load (damaged) are replaced, and a process under other
     ``XLA_FLAGS`` uses entries of its own: the results stay right."""
