@@ -174,7 +174,9 @@ def kernel(
     caller vouches means the same program in every process (``compiled_backward``: a digest
     of the structure a pass traces); with it the kernel also has ``stored(*args,
     **kwargs)``, whether the store holds its program for those arguments now (a file
-    check: nothing is loaded), and ``forget(*args, **kwargs)``, which removes that program.
+    check: nothing is loaded), and ``forget(*args, **kwargs)``, which removes that program
+    (where the store may be changed: a read-only one keeps it, as ``_save`` writes nothing
+    there).
     """
     if fn is None:
         return functools.partial(
@@ -250,7 +252,10 @@ def kernel(
             if name is None
             else _stored_path(name, classic, static_nums, static_names, args, kwargs)
         )
-        return path is not None and path.exists()
+        try:
+            return path is not None and path.exists()
+        except OSError:  # a folder this process may not look into: as if nothing were
+            return False
 
     def forget(*args: Any, **kwargs: Any) -> None:
         path = (
@@ -259,7 +264,8 @@ def kernel(
             else _stored_path(name, classic, static_nums, static_names, args, kwargs)
         )
         if path is not None:
-            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # a store it may not change: it stays
+                path.unlink(missing_ok=True)
 
     def clear_cache() -> None:
         ahead.cache_clear()

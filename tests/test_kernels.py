@@ -299,6 +299,36 @@ def test_a_named_closure_is_stored_and_can_be_forgotten(tmp_path: Any) -> None:
     assert not times.stored(x)  # the store is another folder now
 
 
+def test_a_store_that_cannot_be_written_forgets_and_looks_up_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """A store the process may read but not change (a shared cache of another user, a
+    read-only mount: ``_save`` skips its entries): ``forget`` leaves the program there and
+    ``stored`` says no when the file cannot be looked at, instead of raising (a compiled
+    backward pass found slower than eager forgets its program in the middle of a
+    ``backward()``)."""
+    import tapegrad as tg
+
+    folder = tg.compilation_cache_dir()
+    tg.set_compilation_cache(tmp_path)
+    try:
+        times = kernel(lambda x: x * 3.0, name=f"{__name__}.times_three_readonly")
+        x = jnp.arange(3.0)
+        times(x)
+        assert times.stored(x)
+
+        def refused(self: Path, *args: Any, **kwargs: Any) -> None:
+            raise PermissionError(1, "Operation not permitted", str(self))
+
+        monkeypatch.setattr(Path, "unlink", refused)
+        times.forget(x)  # no PermissionError
+        monkeypatch.setattr(Path, "stat", refused)
+        assert not times.stored(x)
+    finally:
+        monkeypatch.undo()
+        tg.set_compilation_cache(folder)
+
+
 def test_the_store_is_on_only_for_tested_jax_releases() -> None:
     """The store uses JAX internals: a release outside ``TESTED_JAX`` gets plain jax.jit."""
     from tapegrad import kernels
