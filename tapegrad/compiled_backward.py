@@ -461,10 +461,15 @@ class Pass:
         if self.passes == 0:
             return
         self.looked = True
-        if self.compiled is not None or self.broken or self.threshold is None:
+        if (
+            self.compiled is not None
+            or self.broken
+            or self.threshold is None
+            or kernels.store_dir() is None
+        ):
             return
         name = _store_name(self.structure)
-        if name is None or kernels.store_dir() is None:
+        if name is None:
             return
         compiled = kernel(functools.partial(_program, self.structure, propagate), name=name)
         if compiled.stored(list(seeds), list(arrays)):

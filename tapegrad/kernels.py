@@ -234,7 +234,8 @@ def kernel(
             if loaded is None:
                 raise  # compiled here: a genuine error of the call
             result = fallback(*args, **kwargs)  # the caller's error, if it is one, raises here
-            loaded.unlink(missing_ok=True)  # the stored program did not run: replaced later
+            with contextlib.suppress(OSError):  # a store this process may not change alone
+                loaded.unlink(missing_ok=True)  # the stored program did not run: replaced later
             return result
 
     def compile_ahead(*args: Any, **kwargs: Any) -> None:
