@@ -247,23 +247,21 @@ def kernel(
         entry = None if signature is None else ahead.get(signature)
         return entry is not None and entry[0] is _pool and not entry[1].done()
 
-    def stored(*args: Any, **kwargs: Any) -> bool:
-        path = (
-            None
-            if name is None
-            else _stored_path(name, classic, static_nums, static_names, args, kwargs)
+    def stored_path(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Path | None:
+        found = (
+            None if name is None else _key(name, classic, static_nums, static_names, args, kwargs)
         )
+        return None if found is None else _file(found[0])
+
+    def stored(*args: Any, **kwargs: Any) -> bool:
+        path = stored_path(args, kwargs)
         try:
             return path is not None and path.exists()
         except OSError:  # a folder this process may not look into: as if nothing were
             return False
 
     def forget(*args: Any, **kwargs: Any) -> None:
-        path = (
-            None
-            if name is None
-            else _stored_path(name, classic, static_nums, static_names, args, kwargs)
-        )
+        path = stored_path(args, kwargs)
         if path is not None:
             with contextlib.suppress(OSError):  # a store it may not change: it stays
                 path.unlink(missing_ok=True)
@@ -988,35 +986,11 @@ def _key(
     return hashlib.sha256(text.encode()).hexdigest(), device
 
 
-def _entry(
-    name: str,
-    classic: bool,
-    static_nums: frozenset[int],
-    static_names: frozenset[str],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-) -> tuple[Path | None, Any] | None:
-    """``(path, device)``: the store's file for this call (``None`` while the store is off)
-    and the device the call runs on; ``None`` when the store does not serve the call."""
-    found = _key(name, classic, static_nums, static_names, args, kwargs)
-    if found is None:
-        return None
-    key, device = found
+def _file(key: str) -> Path | None:
+    """The store's file of the program of store key ``key`` (``None`` while the store is
+    off)."""
     root = store_dir()
-    return (None if root is None else _env_folder(root) / f"{key}.bin"), device
-
-
-def _stored_path(
-    name: str,
-    classic: bool,
-    static_nums: frozenset[int],
-    static_names: frozenset[str],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-) -> Path | None:
-    """The store's file for this call, whether it exists or not (``None``: not served)."""
-    entry = _entry(name, classic, static_nums, static_names, args, kwargs)
-    return None if entry is None else entry[0]
+    return None if root is None else _env_folder(root) / f"{key}.bin"
 
 
 def _from_store(
@@ -1035,10 +1009,11 @@ def _from_store(
     A program is compiled here past JAX's persistent cache (``_past_jax_cache``): a program
     JAX loaded from its cache, XLA's CPU backend serializes again without its code (it
     loads, then fails to run)."""
-    entry = _entry(name, classic, static_nums, static_names, args, kwargs)
-    if entry is None:
+    found = _key(name, classic, static_nums, static_names, args, kwargs)
+    if found is None:
         return None
-    path, device = entry
+    key, device = found
+    path = _file(key)
     folder = None if path is None else path.parent
     if path is not None and path.with_suffix(".jax").exists():
         return None  # a program that calls out of XLA: plain jax.jit's (``_calls_out``)
