@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from types import CodeType
 from typing import Any
@@ -26,6 +26,7 @@ __all__ = [
     "array_bytes",
     "hold",
     "unhold",
+    "sizes_cache",
     "drop",
     "components",
     "dead_components",
@@ -111,19 +112,6 @@ def hold(held: dict[int, int], saved: Any) -> None:
             hold(held, a)
 
 
-def _arrays_in(saved: Any) -> Sequence[Any]:
-    """``saved_arrays(saved)``, but the tuple itself when it holds arrays only (the usual
-    residuals: no list is built)."""
-    if saved.__class__ is tuple:
-        kinds = _KIND
-        for a in saved:
-            if kinds.get(a.__class__) != 1:
-                break
-        else:
-            return saved
-    return saved_arrays(saved)
-
-
 def drop(held: dict[int, int], saved: Any) -> None:
     """Count one holder less of each array in ``saved``, without sizing anything (what a
     backward's consumption and an unswept removal need: ``unhold`` without the bytes). The
@@ -145,14 +133,29 @@ def drop(held: dict[int, int], saved: Any) -> None:
             drop(held, a)
 
 
-def unhold(held: dict[int, int], saved: Any) -> tuple[int, int]:
+def sizes_cache() -> dict[Any, int] | None:
+    """What ``unhold`` sizes arrays with: the bytes per abstract value on a one-device
+    process (``NBYTES``), ``None`` where an array's bytes are its shards' (read once a
+    sweep, not once a node)."""
+    return None if multi_device() else NBYTES
+
+
+def unhold(held: dict[int, int], saved: Any, sizes: dict[Any, int] | None) -> tuple[int, int]:
     """Count one holder less of each array in ``saved``; return the bytes of its distinct
     arrays and the bytes of those no holder is left for (released by the tape, rule 7).
-    Every node a sweep removes passes here, so the usual residuals (one or two arrays, on a
-    one-device process) are told apart by identity without a set and sized from the cache
-    by shape and dtype without a call."""
-    arrays = _arrays_in(saved)
-    sizes = None if multi_device() else NBYTES
+    ``sizes``: ``sizes_cache()``. Every node a sweep removes passes here, so the usual
+    residuals (one or two arrays, on a one-device process) are read as they are (no list),
+    told apart by identity without a set and sized from the cache by shape and dtype
+    without a call."""
+    arrays = saved
+    if saved.__class__ is tuple:
+        kinds = _KIND
+        for a in saved:
+            if kinds.get(a.__class__) != 1:
+                arrays = saved_arrays(saved)
+                break
+    else:
+        arrays = saved_arrays(saved)
     own = freed = 0
     seen: set[int] | None = set() if len(arrays) > 2 else None  # distinct arrays
     first: Any = None

@@ -48,6 +48,7 @@ from tapegrad.census import (
     hold,
     ledger_records,
     node_records,
+    sizes_cache,
     unhold,
     useful_set,
 )
@@ -264,6 +265,7 @@ class Tape:
         returned (rule 7). A sweep removes many, so the loop is written out (no call per
         node)."""
         on_tape, held, ledger = self._nodes, self._held, self._ledger
+        sizes = sizes_cache()
         freed = leaves = count = 0
         entry: list[Any] = [0, 0, None]
         last: tuple[Any, int, Any] = (None, -1, None)  # the previous node's origin and op
@@ -279,7 +281,7 @@ class Tape:
             count += 1
             mine = 0
             if saved is not None:
-                mine, gone = unhold(held, saved)
+                mine, gone = unhold(held, saved, sizes)
                 freed += gone
             code, lasti = node.code, node.lasti
             if code is not last[0] or lasti != last[1] or op is not last[2]:
