@@ -84,7 +84,7 @@ import numpy as np
 from jax.sharding import SingleDeviceSharding
 
 from tapegrad import kernels
-from tapegrad.kernels import kernel
+from tapegrad.kernels import dtype_text, kernel
 from tapegrad.node import Node, Step
 
 __all__ = [
@@ -437,9 +437,7 @@ class Pass:
         eager until it is ready (``ready``), so its compile, ~0.1-1 s, overlaps the loop on
         another core instead of stopping it. Where nothing compiles ahead (one core, arrays
         placed on a device) JAX compiles it at its first call, as ``jax.jit`` does."""
-        self.compiled = kernel(
-            functools.partial(_program, self.structure, propagate), name=_store_name(self.structure)
-        )
+        self.compiled = _pass_kernel(self.structure, propagate, _store_name(self.structure))
         if seeds:
             self.compiled.compile_ahead(list(seeds), list(arrays))
             self.ahead = self.compiled.pending(list(seeds), list(arrays))
@@ -471,7 +469,7 @@ class Pass:
         name = _store_name(self.structure)
         if name is None:
             return
-        compiled = kernel(functools.partial(_program, self.structure, propagate), name=name)
+        compiled = _pass_kernel(self.structure, propagate, name)
         if compiled.stored(list(seeds), list(arrays)):
             self.compiled = compiled
             compiled.compile_ahead(list(seeds), list(arrays))  # loaded on the other core
@@ -599,6 +597,12 @@ def lookup(
     return entry, arrays
 
 
+def _pass_kernel(structure: tuple[Any, ...], propagate: Propagate, name: str | None) -> Any:
+    """The compiled pass of ``structure`` as a kernel, kept in the kernel store under
+    ``name`` (``_store_name``; ``None``: not stored)."""
+    return kernel(functools.partial(_program, structure, propagate), name=name)
+
+
 def _store_name(structure: tuple[Any, ...]) -> str | None:
     """The kernel store's name of the compiled pass of ``structure``: a digest of its text,
     ops by name, so that the same structure in another process (of the same tapegrad, JAX
@@ -611,12 +615,18 @@ def _store_name(structure: tuple[Any, ...]) -> str | None:
     rows, roots = structure
     named = []
     for op, links, shape, dtype, retained, saved, params in rows:
-        if op is not None and not (
-            op.builtin and (getattr(op.vjp, "__module__", None) or "").startswith("tapegrad.")
-        ):
+        if op is not None and not op.own_rule:
             return None
         named.append(
-            ("leaf" if op is None else op.name, links, shape, str(dtype), retained, saved, params)
+            (
+                "leaf" if op is None else op.name,
+                links,
+                shape,
+                dtype_text(dtype),
+                retained,
+                saved,
+                params,
+            )
         )
     text = repr((named, roots))
     if " at 0x" in text:

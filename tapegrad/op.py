@@ -113,6 +113,17 @@ class Op:
         functools.update_wrapper(self, forward)
         self.__signature__ = _call_signature(forward)
 
+    @property
+    def own_rule(self) -> bool:
+        """Whether this op's VJP is tapegrad's own: the op is declared by tapegrad
+        (``builtin``; ``tg.defop`` marks a user's op so too) and its rule is defined in
+        tapegrad's source (a user may give a built-in op a rule of their own). Only such a
+        rule is pure and computes through kernels (``_vjp_ahead`` traces it ahead), and only
+        such a rule is covered by the kernel store's digest of tapegrad's source
+        (``compiled_backward._store_name``)."""
+        module = getattr(self.vjp, "__module__", None) or ""
+        return self.builtin and module.startswith("tapegrad.")
+
     def defvjp(self, rule: VJPRule) -> VJPRule:
         """Attach ``rule`` as this op's VJP and return it unchanged (decorator)."""
         self.vjp = rule
@@ -526,7 +537,7 @@ def _vjp_ahead(
     a kernel of this thread just met a new signature (``kernels.MISSED``): the forward of a
     new op, shape or dtype."""
     rule = op.vjp
-    if rule is None or not op.builtin or not rule.__module__.startswith("tapegrad."):
+    if rule is None or not op.own_rule:
         return  # a rule of the user's (``tg.defop``) may have effects: it runs when called
     g = jax.ShapeDtypeStruct(y.shape, y.dtype)  # type: ignore[no-untyped-call]
     if op._vjp_needs:
