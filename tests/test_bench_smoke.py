@@ -211,3 +211,30 @@ def test_instructions_loops_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         instructions.main(["--cases", "raw,bogus"])
     monkeypatch.setattr(instructions.shutil, "which", lambda name: None)
     assert instructions.main(["--cases", "raw"]) == {}
+
+
+def test_profile_times_the_garbage_collector(monkeypatch: pytest.MonkeyPatch) -> None:
+    # ``bench.programs._profile``'s collector column: a step that leaves reference cycles
+    # behind makes Python collect (full collections too, forced here), and the shares
+    # are of the wall time the steps took
+    import gc
+
+    from bench.programs import _profile
+
+    monkeypatch.setattr(_profile, "GC_SECONDS", 0.2)
+    monkeypatch.setattr(_profile, "block", lambda out: None)
+    calls = [0]
+
+    def step() -> None:
+        calls[0] += 1
+        for _ in range(200):
+            cycle: list[Any] = []
+            cycle.append(cycle)
+        if calls[0] % 50 == 0:
+            gc.collect()
+
+    callbacks = list(gc.callbacks)
+    result = _profile._collections(step)
+    assert gc.callbacks == callbacks  # its callback is removed
+    assert result["gc_steps"] == calls[0] > 0
+    assert 0 < result["gc_full_share"] <= result["gc_share"] < 1

@@ -7,13 +7,16 @@ steps), and counts JAX's compiles, the seconds spent tracing, lowering and compi
 (``jax.monitoring`` events; on a cache hit "compile" is the read of the cached executable) and
 the persistent cache's hits. The first process then runs 20 warm steps under ``cProfile``, which
 counts the ops tapegrad applied and the VJPs it ran per step and names the functions that took
-the most time of their own. One Markdown table is printed.
+the most time of their own; then it runs ``GC_SECONDS`` of warm steps without the profiler and
+times Python's garbage collector in them (``gc.callbacks``): the share of the wall time spent in
+collections, and in full (generation 2) ones. One Markdown table is printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import importlib
 import os
 import pstats
@@ -27,6 +30,9 @@ from bench.peers import thread_env
 from bench.programs import PROGRAMS
 
 WARM_STEPS = 20
+GC_SECONDS = 3.0
+"""Seconds of warm steps whose garbage collections are timed (full collections come every few
+seconds: 20 steps would often see none)."""
 EVENTS = {
     "/jax/core/compile/jaxpr_trace_duration": "trace",
     "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
@@ -89,11 +95,38 @@ def profile_one(name: str, cache: str, warm: bool) -> dict[str, Any]:
     own = sorted(((tt, f, fn) for (f, _, fn), (_, _, tt, _, _) in stats.items()), reverse=True)
     return {
         **result,
+        **_collections(step),
         "ops": calls.get("op.py:apply", 0) / WARM_STEPS,
         "vjps": calls.get("op.py:call_vjp", 0) / WARM_STEPS,
         "getitem": calls.get("indexing.py:getitem", 0) / WARM_STEPS,
         "top": [(f"{os.path.basename(f)}:{fn}", round(100 * tt / total)) for tt, f, fn in own[:4]],
     }
+
+
+def _collections(step: Any) -> dict[str, Any]:
+    """Run ``step`` for ``GC_SECONDS`` and time Python's garbage collections meanwhile: the
+    share of the wall time in all collections and in full ones, and the steps run."""
+    spent = [0.0, 0.0, 0.0]  # seconds per generation
+    started = [0.0]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            spent[info["generation"]] += time.perf_counter() - started[0]
+
+    gc.callbacks.append(on_gc)
+    try:
+        steps = 0
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < GC_SECONDS:
+            out = step()
+            steps += 1
+        block(out)
+        wall = time.perf_counter() - t0
+    finally:
+        gc.callbacks.remove(on_gc)
+    return {"gc_share": sum(spent) / wall, "gc_full_share": spent[2] / wall, "gc_steps": steps}
 
 
 def _first_run(r: dict[str, Any]) -> str:
@@ -133,6 +166,8 @@ def main() -> None:
                 _first_run(primed),
                 f"{r['ops']:.0f} ops, {r['vjps']:.0f} VJPs, {r['getitem']:.0f} of them indexing",
                 ", ".join(f"{fn} {pct}%" for fn, pct in r["top"]),
+                f"{100 * r['gc_share']:.1f}% (full {100 * r['gc_full_share']:.1f}%; "
+                f"{r['gc_steps']} steps)",
             ]
         )
         print(" | ".join(rows[-1]), flush=True)
@@ -145,6 +180,7 @@ def main() -> None:
                 "first run, primed cache",
                 "per warm step",
                 "own time, warm (top 4)",
+                "Python GC, warm (share of wall time)",
             ],
             rows,
         )
