@@ -43,7 +43,8 @@ HITS = "/jax/compilation_cache/cache_hits"
 
 def profile_one(name: str, cache: str, warm: bool) -> dict[str, Any]:
     """Profile program ``name`` in this (fresh) process with its compilation cache at
-    ``cache``; with ``warm``, also 20 warm steps under ``cProfile``."""
+    ``cache``; with ``warm``, also 20 warm steps under ``cProfile``, then ``GC_SECONDS`` of
+    warm steps with Python's garbage collections timed (``_collections``)."""
     t0 = time.perf_counter()
     import jax
 
@@ -117,8 +118,9 @@ def _collections(step: Any) -> dict[str, Any]:
 
     gc.callbacks.append(on_gc)
     try:
-        steps = 0
         t0 = time.perf_counter()
+        out = step()
+        steps = 1
         while time.perf_counter() - t0 < GC_SECONDS:
             out = step()
             steps += 1
