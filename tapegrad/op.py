@@ -153,14 +153,10 @@ class Op:
                 rows would be taken for the cotangents of several inputs).
         """
         assert self.vjp is not None
-        if params:
-            cts = (
-                self.vjp(saved, g, needs, **params)
-                if self._vjp_needs
-                else self.vjp(saved, g, **params)
-            )
-        else:  # the usual case: no keyword dict is built
-            cts = self.vjp(saved, g, needs) if self._vjp_needs else self.vjp(saved, g)
+        if self._vjp_needs:
+            cts = self.vjp(saved, g, needs, **params)
+        else:
+            cts = self.vjp(saved, g, **params)
         if cts.__class__ is tuple:
             return cts
         if isinstance(cts, (tuple, list)):
