@@ -172,6 +172,24 @@ class Op:
         """Apply the op; parameters may also follow the tensor inputs positionally, in the
         forward's order (``tg.sum(x, 1)``, as ``np.sum``). Axes and shapes are checked as NumPy
         checks them (``tapegrad._args``: any integer, never a float)."""
+        if params or len(inputs) != self.arity:
+            inputs, params = self._arguments(inputs, params)
+        return apply(self, inputs, params)
+
+    def call_at(self, frames: int, /, *inputs: Any, **params: Any) -> Tensor:
+        """Engine only: ``self(*inputs, **params)`` called ``frames`` frames below the user's
+        code (a ``Tensor`` method: 1; a method under a checking decorator: 2). A node's origin
+        is then read at the user's frame at once: finding it by stepping over tapegrad's
+        frames costs a frame object per frame stepped over (~1 us an op). A count too large
+        would name the user's caller: each caller's count is tested."""
+        if params or len(inputs) != self.arity:
+            inputs, params = self._arguments(inputs, params)
+        return apply(self, inputs, params, 3 + frames)
+
+    def _arguments(
+        self, inputs: tuple[Any, ...], params: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The tensor inputs and checked parameters of a call (``__call__``'s arguments)."""
         arity = self.arity
         if arity is not None and len(inputs) != arity:
             if len(inputs) < arity:
@@ -184,7 +202,7 @@ class Op:
             for name, check in self.checks:
                 if name in params:
                     params[name] = check(params[name], self.name)
-        return apply(self, inputs, params)
+        return inputs, params
 
     def _positional(
         self, inputs: tuple[Any, ...], params: dict[str, Any]
@@ -515,6 +533,8 @@ def apply(op: Op, inputs: tuple[Any, ...], params: dict[str, Any], depth: int = 
         if saved.__class__ is tuple and saved:
             if len(saved) == len(arrays) == 2 and saved[0] is arrays[0] and saved[1] is arrays[1]:
                 prov = _IDENTITY[2]  # a binary op saving its inputs: the usual case, no call
+            elif len(saved) == 1 and saved[0] is y and arrays[0] is not y:
+                prov = _OUTPUT  # exp, tanh, sqrt: a unary op saving its output, no call
             else:
                 prov = _provenance(saved, arrays, y)
         # an empty params dict is not kept: one GC-tracked object less per node
@@ -597,6 +617,10 @@ def _provenance(saved: tuple[Any, ...], arrays: list[Any], y: Any) -> tuple[int 
     a residual then takes the first of those inputs no earlier residual took, so residuals
     saved in the inputs' order link to their own inputs."""
     n = len(saved)
+    if n == 1:  # a lone shape or count (sum, mean): no array at all, quickly
+        kind = saved[0].__class__
+        if kind is tuple or kind is int or saved[0] is None:
+            return None
     if n == len(arrays) and n < len(_IDENTITY):  # the usual case: the residuals are the inputs
         i = 0
         for s in saved:
@@ -605,12 +629,8 @@ def _provenance(saved: tuple[Any, ...], arrays: list[Any], y: Any) -> tuple[int 
             i += 1
         else:
             return _IDENTITY[n]  # first: an op returning its input array saved the input
-    if n == 1:  # one residual, not the input: the output (exp, tanh), or a shape, a count
-        s = saved[0]
-        if s is y:
-            return _OUTPUT
-        if s.__class__ is tuple or s.__class__ is int or s is None:
-            return None  # no array at all
+    if n == 1 and saved[0] is y:  # one residual, not the input: the output (exp, tanh)
+        return _OUTPUT
     slots: list[int | None] = []
     found = False
     for s in saved:

@@ -5,6 +5,7 @@ lifetime", docs/api.md "Graph memory")."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import sys
 import weakref
 from typing import NamedTuple
@@ -131,6 +132,70 @@ def test_origin_is_the_first_frame_outside_tapegrad(start: int) -> None:
         ("exp", at_z, f"{fn}.<locals>.helper"),
     ]
     del w, y, z
+
+
+# a Tensor method's arguments, for the methods that call their op with a frame count
+# (``Op.call_at``); every such method must appear here (the test below finds them)
+_METHOD_ARGS: dict[str, tuple[object, ...]] = {
+    "astype": (tg.float32,),
+    "reshape": (4,),
+    "clip": (0.3, 0.6),
+    "logaddexp": ("other",),
+    "hypot": ("other",),
+    "xlogy": ("other",),
+    "fmod": ("other",),
+    "copysign": ("other",),
+    "masked_fill": ("mask", 0.0),
+    "__getitem__": (0,),
+    "flip": (0,),
+    "__invert__": (),  # refused on floats: checked to raise, not to record
+}
+
+
+def _calls_at(fn: object) -> bool:
+    fn = fn.fget if isinstance(fn, property) else fn
+    try:
+        return ".call_at(" in inspect.getsource(inspect.unwrap(fn))  # type: ignore[arg-type]
+    except (OSError, TypeError):
+        return False
+
+
+def test_a_tensor_method_names_its_callers_line_not_the_callers_caller() -> None:
+    # Op.call_at reads the origin `frames` frames up at once: a count one too large would
+    # name the line that called the user's function; one too small steps over a frame
+    x = tg.tensor([[0.5, 0.25], [0.75, 0.5]]).require_grad()
+    y = tg.tensor([[0.25, 0.5], [0.5, 0.75]]).require_grad()
+    mask = tg.tensor([[True, False], [False, True]])
+    methods = sorted(name for name, fn in vars(tg.Tensor).items() if _calls_at(fn))
+    assert len(methods) > 60, methods  # the unary methods, reductions, indexing
+
+    def call(name: str) -> tuple[tg.Tensor, str]:
+        args = [
+            {"other": y, "mask": mask}.get(a, a) if isinstance(a, str) else a
+            for a in _METHOD_ARGS.get(name, ())
+        ]
+        return getattr(x, name)(*args), origin_here()
+
+    start = tg.snapshot().nodes[-1].id
+    recorded = 0
+    for name in methods:
+        if name == "__invert__":
+            with pytest.raises(TypeError):
+                call(name)
+            continue
+        out, here = call(name)
+        made = [r for r in tg.snapshot().nodes if r.id > start]
+        if made:  # differentiable: one node (two for clip), made on the line in `call`
+            assert {(r.origin, r.function) for r in made} == {
+                (
+                    here,
+                    f"{test_a_tensor_method_names_its_callers_line_not_the_callers_caller.__name__}.<locals>.call",
+                )
+            }, name
+            recorded += 1
+            start = made[-1].id
+        del out
+    assert recorded > 40
 
 
 def test_an_instruction_offset_gives_the_line_f_lineno_gives() -> None:
