@@ -172,7 +172,7 @@ class Op:
         """Apply the op; parameters may also follow the tensor inputs positionally, in the
         forward's order (``tg.sum(x, 1)``, as ``np.sum``). Axes and shapes are checked as NumPy
         checks them (``tapegrad._args``: any integer, never a float)."""
-        if params or len(inputs) != self.arity:
+        if len(inputs) != self.arity or (params and self.checks):
             inputs, params = self._arguments(inputs, params)
         return apply(self, inputs, params)
 
@@ -182,7 +182,7 @@ class Op:
         is then read at the user's frame at once: finding it by stepping over tapegrad's
         frames costs a frame object per frame stepped over (~1 us an op). A count too large
         would name the user's caller: each caller's count is tested."""
-        if params or len(inputs) != self.arity:
+        if len(inputs) != self.arity or (params and self.checks):
             inputs, params = self._arguments(inputs, params)
         return apply(self, inputs, params, 3 + frames)
 
