@@ -563,30 +563,30 @@ class Tensor:
     def sum(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Sum over ``axis`` (an int, negative int or tuple; ``None`` for all)."""
         if axis is None and keepdims is False:  # the op's defaults: no parameters to check
-            return _ops.sum.call_at(2, self)
-        return _ops.sum.call_at(2, self, axis=axis, keepdims=keepdims)
+            return _ops.sum.call_at(1, self)
+        return _ops.sum.call_at(1, self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords
     def all(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Whether every element along ``axis`` is nonzero (boolean; not differentiable)."""
-        return _ops.all.call_at(2, self, axis=axis, keepdims=keepdims)
+        return _ops.all.call_at(1, self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords
     def any(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Whether some element along ``axis`` is nonzero (boolean; not differentiable)."""
-        return _ops.any.call_at(2, self, axis=axis, keepdims=keepdims)
+        return _ops.any.call_at(1, self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords
     def prod(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Product over ``axis`` (``None`` for all); its gradient is JAX's, exact at zeros."""
-        return _ops.prod.call_at(2, self, axis=axis, keepdims=keepdims)
+        return _ops.prod.call_at(1, self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords
     def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Mean over ``axis``."""
         if axis is None and keepdims is False:  # the op's defaults: no parameters to check
-            return _ops.mean.call_at(2, self)
-        return _ops.mean.call_at(2, self, axis=axis, keepdims=keepdims)
+            return _ops.mean.call_at(1, self)
+        return _ops.mean.call_at(1, self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords
     def max(
@@ -599,8 +599,8 @@ class Tensor:
                 indices there, NumPy the values; the message says what to write).
         """
         if args:  # refused with a message, or torch.max(a, b) pointed to tg.maximum
-            return _ops.max.call_at(2, self, *args, keepdims=keepdims)
-        return _ops.max.call_at(2, self, axis=axis, keepdims=keepdims)
+            return _ops.max.call_at(1, self, *args, keepdims=keepdims)
+        return _ops.max.call_at(1, self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords
     def min(
@@ -613,32 +613,32 @@ class Tensor:
                 indices there, NumPy the values; the message says what to write).
         """
         if args:  # refused with a message, or torch.min(a, b) pointed to tg.minimum
-            return _ops.min.call_at(2, self, *args, keepdims=keepdims)
-        return _ops.min.call_at(2, self, axis=axis, keepdims=keepdims)
+            return _ops.min.call_at(1, self, *args, keepdims=keepdims)
+        return _ops.min.call_at(1, self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords
     def var(
         self, axis: int | Sequence[int] | None = None, ddof: int = 0, keepdims: bool = False
     ) -> Tensor:
         """Variance over ``axis`` (``ddof=0``: NumPy's default; PyTorch's is 1)."""
-        return _ops.var.call_at(2, self, axis=axis, ddof=ddof, keepdims=keepdims)
+        return _ops.var.call_at(1, self, axis=axis, ddof=ddof, keepdims=keepdims)
 
     @numpy_keywords
     def std(
         self, axis: int | Sequence[int] | None = None, ddof: int = 0, keepdims: bool = False
     ) -> Tensor:
         """Standard deviation over ``axis`` (``ddof=0``: NumPy's default; PyTorch's is 1)."""
-        return _ops.std.call_at(2, self, axis=axis, ddof=ddof, keepdims=keepdims)
+        return _ops.std.call_at(1, self, axis=axis, ddof=ddof, keepdims=keepdims)
 
     @numpy_keywords
     def cumsum(self, axis: int | None = None) -> Tensor:
         """Running sum along ``axis`` (``None``: over the flattened tensor)."""
-        return _ops.cumsum.call_at(2, self, axis=axis)
+        return _ops.cumsum.call_at(1, self, axis=axis)
 
     @numpy_keywords
     def cumprod(self, axis: int | None = None) -> Tensor:
         """Running product along ``axis`` (``None``: over the flattened tensor)."""
-        return _ops.cumprod.call_at(2, self, axis=axis)
+        return _ops.cumprod.call_at(1, self, axis=axis)
 
     def gather(self, *args: Any, **kwargs: Any) -> Tensor:
         """``tg.gather(self, axis, indices)``: PyTorch's ``gather(dim, index)``, values picked
@@ -669,7 +669,7 @@ class Tensor:
     @numpy_keywords
     def argsort(self, axis: int = -1, descending: bool = False) -> Tensor:
         """The indices that sort the tensor along ``axis`` (stable; not differentiable)."""
-        return _ops.argsort.call_at(2, self, axis=axis, descending=descending)
+        return _ops.argsort.call_at(1, self, axis=axis, descending=descending)
 
     def sort(self, *args: Any, **kwargs: Any) -> _ops.SortResult:
         """``tg.sort(self, axis=-1, descending=False)``: ``(values, indices)`` sorted along
@@ -684,12 +684,12 @@ class Tensor:
     @numpy_keywords
     def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
         """Index of the largest element along ``axis`` (not differentiable)."""
-        return _ops.argmax.call_at(2, self, axis=axis, keepdims=keepdims)
+        return _ops.argmax.call_at(1, self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords
     def argmin(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
         """Index of the smallest element along ``axis`` (not differentiable)."""
-        return _ops.argmin.call_at(2, self, axis=axis, keepdims=keepdims)
+        return _ops.argmin.call_at(1, self, axis=axis, keepdims=keepdims)
 
     @shape_keywords
     def flatten(self, start: int = 0, end: int = -1) -> Tensor:
@@ -734,7 +734,7 @@ class Tensor:
     @numpy_keywords
     def squeeze(self, axis: int | Sequence[int] | None = None) -> Tensor:
         """Remove axes of length one (all of them when ``axis`` is ``None``)."""
-        return _ops.squeeze.call_at(2, self, axis=axis)
+        return _ops.squeeze.call_at(1, self, axis=axis)
 
     def tile(self, *reps: Any) -> Tensor:
         """``tg.tile(self, reps)``: repeated ``reps[i]`` times along each axis (NumPy's
@@ -985,7 +985,7 @@ class Tensor:
             if axis is not None:
                 raise TypeError("flip: give the axes by position or as axis=, not both.")
             axis = axes[0] if len(axes) == 1 else axes
-        return _ops.flip.call_at(2, self, axis=tuple(axis) if isinstance(axis, list) else axis)
+        return _ops.flip.call_at(1, self, axis=tuple(axis) if isinstance(axis, list) else axis)
 
     def roll(self, *args: Any, **kwargs: Any) -> Tensor:
         """``tg.roll(self, shift, axis=None)``: shift the elements along ``axis``, wrapping

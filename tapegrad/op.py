@@ -178,10 +178,12 @@ class Op:
 
     def call_at(self, frames: int, /, *inputs: Any, **params: Any) -> Tensor:
         """Engine only: ``self(*inputs, **params)`` called ``frames`` frames below the user's
-        code (a ``Tensor`` method: 1; a method under a checking decorator: 2). A node's origin
-        is then read at the user's frame at once: finding it by stepping over tapegrad's
-        frames costs a frame object per frame stepped over (~1 us an op). A count too large
-        would name the user's caller: each caller's count is tested."""
+        code (a ``Tensor`` method: 1). A node's origin is then read at the user's frame at
+        once instead of stepping over tapegrad's frames (~0.2 us each, and ~0.2 us to start).
+        A count too large would name the user's caller, so a method under a checking
+        decorator counts 1 too: the decorator's frame is stepped over, and a call of the
+        undecorated method (its ``__wrapped__``) still names the right line. Each caller's
+        count is tested."""
         if len(inputs) != self.arity or (params and self.checks):
             inputs, params = self._arguments(inputs, params)
         return apply(self, inputs, params, 3 + frames)

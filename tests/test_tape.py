@@ -196,6 +196,13 @@ def test_a_tensor_method_names_its_callers_line_not_the_callers_caller() -> None
             start = made[-1].id
         del out
     assert recorded > 40
+    # a method under a checking decorator, called without it, still names this line
+    wrapped = tg.Tensor.sum.__wrapped__  # type: ignore[attr-defined]
+    out, here = wrapped(x, axis=1), origin_here()
+    assert [(r.origin, r.function) for r in tg.snapshot().nodes if r.id > start] == [
+        (here, test_a_tensor_method_names_its_callers_line_not_the_callers_caller.__name__)
+    ]
+    del out
 
 
 def test_an_instruction_offset_gives_the_line_f_lineno_gives() -> None:
