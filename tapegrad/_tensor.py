@@ -549,7 +549,7 @@ class Tensor:
 
     def clone(self) -> Tensor:
         """A differentiable copy (gradient flows back to ``self``)."""
-        return _ops.copy.call_at(1, self)
+        return _ops.copy.from_method(self)
 
     def astype(self, dtype: Any) -> Tensor:
         """Cast to ``dtype``; differentiable between float dtypes.
@@ -557,36 +557,36 @@ class Tensor:
         Raises:
             TypeError: ``dtype`` is not a dtype (a PyTorch one: the message names its tg name).
         """
-        return _ops.astype.call_at(1, self, dtype=as_dtype(dtype, "astype"))
+        return _ops.astype.from_method(self, dtype=as_dtype(dtype, "astype"))
 
     @numpy_keywords
     def sum(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Sum over ``axis`` (an int, negative int or tuple; ``None`` for all)."""
         if axis is None and keepdims is False:  # the op's defaults: no parameters to check
-            return _ops.sum.call_at(1, self)
-        return _ops.sum.call_at(1, self, axis=axis, keepdims=keepdims)
+            return _ops.sum.from_method(self)
+        return _ops.sum.from_method(self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords
     def all(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Whether every element along ``axis`` is nonzero (boolean; not differentiable)."""
-        return _ops.all.call_at(1, self, axis=axis, keepdims=keepdims)
+        return _ops.all.from_method(self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords
     def any(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Whether some element along ``axis`` is nonzero (boolean; not differentiable)."""
-        return _ops.any.call_at(1, self, axis=axis, keepdims=keepdims)
+        return _ops.any.from_method(self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords
     def prod(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Product over ``axis`` (``None`` for all); its gradient is JAX's, exact at zeros."""
-        return _ops.prod.call_at(1, self, axis=axis, keepdims=keepdims)
+        return _ops.prod.from_method(self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords
     def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Mean over ``axis``."""
         if axis is None and keepdims is False:  # the op's defaults: no parameters to check
-            return _ops.mean.call_at(1, self)
-        return _ops.mean.call_at(1, self, axis=axis, keepdims=keepdims)
+            return _ops.mean.from_method(self)
+        return _ops.mean.from_method(self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords
     def max(
@@ -599,8 +599,8 @@ class Tensor:
                 indices there, NumPy the values; the message says what to write).
         """
         if args:  # refused with a message, or torch.max(a, b) pointed to tg.maximum
-            return _ops.max.call_at(1, self, *args, keepdims=keepdims)
-        return _ops.max.call_at(1, self, axis=axis, keepdims=keepdims)
+            return _ops.max.from_method(self, *args, keepdims=keepdims)
+        return _ops.max.from_method(self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords
     def min(
@@ -613,32 +613,32 @@ class Tensor:
                 indices there, NumPy the values; the message says what to write).
         """
         if args:  # refused with a message, or torch.min(a, b) pointed to tg.minimum
-            return _ops.min.call_at(1, self, *args, keepdims=keepdims)
-        return _ops.min.call_at(1, self, axis=axis, keepdims=keepdims)
+            return _ops.min.from_method(self, *args, keepdims=keepdims)
+        return _ops.min.from_method(self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords
     def var(
         self, axis: int | Sequence[int] | None = None, ddof: int = 0, keepdims: bool = False
     ) -> Tensor:
         """Variance over ``axis`` (``ddof=0``: NumPy's default; PyTorch's is 1)."""
-        return _ops.var.call_at(1, self, axis=axis, ddof=ddof, keepdims=keepdims)
+        return _ops.var.from_method(self, axis=axis, ddof=ddof, keepdims=keepdims)
 
     @numpy_keywords
     def std(
         self, axis: int | Sequence[int] | None = None, ddof: int = 0, keepdims: bool = False
     ) -> Tensor:
         """Standard deviation over ``axis`` (``ddof=0``: NumPy's default; PyTorch's is 1)."""
-        return _ops.std.call_at(1, self, axis=axis, ddof=ddof, keepdims=keepdims)
+        return _ops.std.from_method(self, axis=axis, ddof=ddof, keepdims=keepdims)
 
     @numpy_keywords
     def cumsum(self, axis: int | None = None) -> Tensor:
         """Running sum along ``axis`` (``None``: over the flattened tensor)."""
-        return _ops.cumsum.call_at(1, self, axis=axis)
+        return _ops.cumsum.from_method(self, axis=axis)
 
     @numpy_keywords
     def cumprod(self, axis: int | None = None) -> Tensor:
         """Running product along ``axis`` (``None``: over the flattened tensor)."""
-        return _ops.cumprod.call_at(1, self, axis=axis)
+        return _ops.cumprod.from_method(self, axis=axis)
 
     def gather(self, *args: Any, **kwargs: Any) -> Tensor:
         """``tg.gather(self, axis, indices)``: PyTorch's ``gather(dim, index)``, values picked
@@ -669,7 +669,7 @@ class Tensor:
     @numpy_keywords
     def argsort(self, axis: int = -1, descending: bool = False) -> Tensor:
         """The indices that sort the tensor along ``axis`` (stable; not differentiable)."""
-        return _ops.argsort.call_at(1, self, axis=axis, descending=descending)
+        return _ops.argsort.from_method(self, axis=axis, descending=descending)
 
     def sort(self, *args: Any, **kwargs: Any) -> _ops.SortResult:
         """``tg.sort(self, axis=-1, descending=False)``: ``(values, indices)`` sorted along
@@ -684,12 +684,12 @@ class Tensor:
     @numpy_keywords
     def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
         """Index of the largest element along ``axis`` (not differentiable)."""
-        return _ops.argmax.call_at(1, self, axis=axis, keepdims=keepdims)
+        return _ops.argmax.from_method(self, axis=axis, keepdims=keepdims)
 
     @numpy_keywords
     def argmin(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
         """Index of the smallest element along ``axis`` (not differentiable)."""
-        return _ops.argmin.call_at(1, self, axis=axis, keepdims=keepdims)
+        return _ops.argmin.from_method(self, axis=axis, keepdims=keepdims)
 
     @shape_keywords
     def flatten(self, start: int = 0, end: int = -1) -> Tensor:
@@ -703,7 +703,7 @@ class Tensor:
             ShapeError: the sizes do not match.
             TypeError: a dimension is not an integer (``reshape(2.5, 2)``).
         """
-        return _ops.reshape.call_at(1, self, shape=_sizes(shape))
+        return _ops.reshape.from_method(self, shape=_sizes(shape))
 
     @shape_keywords
     def transpose(self, *axes: Any) -> Tensor:
@@ -734,7 +734,7 @@ class Tensor:
     @numpy_keywords
     def squeeze(self, axis: int | Sequence[int] | None = None) -> Tensor:
         """Remove axes of length one (all of them when ``axis`` is ``None``)."""
-        return _ops.squeeze.call_at(1, self, axis=axis)
+        return _ops.squeeze.from_method(self, axis=axis)
 
     def tile(self, *reps: Any) -> Tensor:
         """``tg.tile(self, reps)``: repeated ``reps[i]`` times along each axis (NumPy's
@@ -801,49 +801,49 @@ class Tensor:
         and is ``tg.minimum(tg.maximum(self, min), max)``: the gradient flows to the bound
         where it wins (half of it at a tie, as for number bounds)."""
         if not isinstance(min, Tensor) and not isinstance(max, Tensor):
-            return _ops.clip.call_at(1, self, min=min, max=max)
-        y = self if min is None else _ops.maximum.call_at(1, self, min)
-        return y if max is None else _ops.minimum.call_at(1, y, max)
+            return _ops.clip.from_method(self, min=min, max=max)
+        y = self if min is None else _ops.maximum.from_method(self, min)
+        return y if max is None else _ops.minimum.from_method(y, max)
 
     def exp(self) -> Tensor:
         """Elementwise e**x."""
-        return _ops.exp.call_at(1, self)
+        return _ops.exp.from_method(self)
 
     def log(self) -> Tensor:
         """Elementwise natural logarithm."""
-        return _ops.log.call_at(1, self)
+        return _ops.log.from_method(self)
 
     def log1p(self) -> Tensor:
         """Elementwise log(1 + x), accurate where x is small."""
-        return _ops.log1p.call_at(1, self)
+        return _ops.log1p.from_method(self)
 
     def tanh(self) -> Tensor:
         """Elementwise hyperbolic tangent."""
-        return _ops.tanh.call_at(1, self)
+        return _ops.tanh.from_method(self)
 
     def relu(self) -> Tensor:
         """Elementwise max(x, 0)."""
-        return _ops.relu.call_at(1, self)
+        return _ops.relu.from_method(self)
 
     def sigmoid(self) -> Tensor:
         """Elementwise logistic sigmoid."""
-        return _ops.sigmoid.call_at(1, self)
+        return _ops.sigmoid.from_method(self)
 
     def sqrt(self) -> Tensor:
         """Elementwise square root."""
-        return _ops.sqrt.call_at(1, self)
+        return _ops.sqrt.from_method(self)
 
     def abs(self) -> Tensor:
         """Elementwise absolute value."""
-        return _ops.abs.call_at(1, self)
+        return _ops.abs.from_method(self)
 
     def sin(self) -> Tensor:
         """Elementwise sine."""
-        return _ops.sin.call_at(1, self)
+        return _ops.sin.from_method(self)
 
     def cos(self) -> Tensor:
         """Elementwise cosine."""
-        return _ops.cos.call_at(1, self)
+        return _ops.cos.from_method(self)
 
     def square(self) -> Tensor:
         """Elementwise ``x * x`` (``x ** 2``)."""
@@ -851,87 +851,87 @@ class Tensor:
 
     def rsqrt(self) -> Tensor:
         """Elementwise ``1 / sqrt(x)``."""
-        return _ops.rsqrt.call_at(1, self)
+        return _ops.rsqrt.from_method(self)
 
     def erf(self) -> Tensor:
         """Elementwise Gauss error function."""
-        return _ops.erf.call_at(1, self)
+        return _ops.erf.from_method(self)
 
     def tan(self) -> Tensor:
         """Elementwise tangent."""
-        return _ops.tan.call_at(1, self)
+        return _ops.tan.from_method(self)
 
     def arcsin(self) -> Tensor:
         """Elementwise inverse sine (PyTorch's asin)."""
-        return _ops.arcsin.call_at(1, self)
+        return _ops.arcsin.from_method(self)
 
     def arccos(self) -> Tensor:
         """Elementwise inverse cosine (PyTorch's acos)."""
-        return _ops.arccos.call_at(1, self)
+        return _ops.arccos.from_method(self)
 
     def arctan(self) -> Tensor:
         """Elementwise inverse tangent (PyTorch's atan)."""
-        return _ops.arctan.call_at(1, self)
+        return _ops.arctan.from_method(self)
 
     def sinh(self) -> Tensor:
         """Elementwise hyperbolic sine."""
-        return _ops.sinh.call_at(1, self)
+        return _ops.sinh.from_method(self)
 
     def cosh(self) -> Tensor:
         """Elementwise hyperbolic cosine."""
-        return _ops.cosh.call_at(1, self)
+        return _ops.cosh.from_method(self)
 
     def arcsinh(self) -> Tensor:
         """Elementwise inverse hyperbolic sine (PyTorch's asinh)."""
-        return _ops.arcsinh.call_at(1, self)
+        return _ops.arcsinh.from_method(self)
 
     def arccosh(self) -> Tensor:
         """Elementwise inverse hyperbolic cosine (PyTorch's acosh)."""
-        return _ops.arccosh.call_at(1, self)
+        return _ops.arccosh.from_method(self)
 
     def arctanh(self) -> Tensor:
         """Elementwise inverse hyperbolic tangent (PyTorch's atanh)."""
-        return _ops.arctanh.call_at(1, self)
+        return _ops.arctanh.from_method(self)
 
     def exp2(self) -> Tensor:
         """Elementwise 2**x."""
-        return _ops.exp2.call_at(1, self)
+        return _ops.exp2.from_method(self)
 
     def expm1(self) -> Tensor:
         """Elementwise exp(x) - 1, accurate where x is small."""
-        return _ops.expm1.call_at(1, self)
+        return _ops.expm1.from_method(self)
 
     def log2(self) -> Tensor:
         """Elementwise base-2 logarithm."""
-        return _ops.log2.call_at(1, self)
+        return _ops.log2.from_method(self)
 
     def log10(self) -> Tensor:
         """Elementwise base-10 logarithm."""
-        return _ops.log10.call_at(1, self)
+        return _ops.log10.from_method(self)
 
     def reciprocal(self) -> Tensor:
         """Elementwise 1 / x."""
-        return _ops.reciprocal.call_at(1, self)
+        return _ops.reciprocal.from_method(self)
 
     def erfc(self) -> Tensor:
         """Elementwise complementary error function 1 - erf(x)."""
-        return _ops.erfc.call_at(1, self)
+        return _ops.erfc.from_method(self)
 
     def erfinv(self) -> Tensor:
         """Elementwise inverse error function."""
-        return _ops.erfinv.call_at(1, self)
+        return _ops.erfinv.from_method(self)
 
     def lgamma(self) -> Tensor:
         """Elementwise log |Gamma(x)|."""
-        return _ops.lgamma.call_at(1, self)
+        return _ops.lgamma.from_method(self)
 
     def digamma(self) -> Tensor:
         """Elementwise digamma, d/dx lgamma(x)."""
-        return _ops.digamma.call_at(1, self)
+        return _ops.digamma.from_method(self)
 
     def sinc(self) -> Tensor:
         """Elementwise normalised sinc sin(pi x) / (pi x)."""
-        return _ops.sinc.call_at(1, self)
+        return _ops.sinc.from_method(self)
 
     def deg2rad(self) -> Tensor:
         """Elementwise degrees to radians."""
@@ -943,35 +943,35 @@ class Tensor:
 
     def logaddexp(self, other: Any) -> Tensor:
         """``tg.logaddexp(self, other)``."""
-        return _ops.logaddexp.call_at(1, self, other)
+        return _ops.logaddexp.from_method(self, other)
 
     def hypot(self, other: Any) -> Tensor:
         """``tg.hypot(self, other)``."""
-        return _ops.hypot.call_at(1, self, other)
+        return _ops.hypot.from_method(self, other)
 
     def xlogy(self, other: Any) -> Tensor:
         """``tg.xlogy(self, other)``."""
-        return _ops.xlogy.call_at(1, self, other)
+        return _ops.xlogy.from_method(self, other)
 
     def fmod(self, other: Any) -> Tensor:
         """``tg.fmod(self, other)``."""
-        return _ops.fmod.call_at(1, self, other)
+        return _ops.fmod.from_method(self, other)
 
     def copysign(self, other: Any) -> Tensor:
         """``tg.copysign(self, other)``."""
-        return _ops.copysign.call_at(1, self, other)
+        return _ops.copysign.from_method(self, other)
 
     def isnan(self) -> Tensor:
         """Elementwise: whether the value is NaN (a boolean tensor, never requiring grad)."""
-        return _ops.isnan.call_at(1, self)
+        return _ops.isnan.from_method(self)
 
     def isfinite(self) -> Tensor:
         """Elementwise: whether the value is finite (a boolean tensor)."""
-        return _ops.isfinite.call_at(1, self)
+        return _ops.isfinite.from_method(self)
 
     def isinf(self) -> Tensor:
         """Elementwise: whether the value is +inf or -inf (a boolean tensor)."""
-        return _ops.isinf.call_at(1, self)
+        return _ops.isinf.from_method(self)
 
     @torch_keywords({"dims": "pass the axes by position: x.flip(0, 1)"})
     def flip(self, *axes: Any, axis: Any = None) -> Tensor:
@@ -985,7 +985,7 @@ class Tensor:
             if axis is not None:
                 raise TypeError("flip: give the axes by position or as axis=, not both.")
             axis = axes[0] if len(axes) == 1 else axes
-        return _ops.flip.call_at(1, self, axis=tuple(axis) if isinstance(axis, list) else axis)
+        return _ops.flip.from_method(self, axis=tuple(axis) if isinstance(axis, list) else axis)
 
     def roll(self, *args: Any, **kwargs: Any) -> Tensor:
         """``tg.roll(self, shift, axis=None)``: shift the elements along ``axis``, wrapping
@@ -1002,23 +1002,23 @@ class Tensor:
 
     def floor(self) -> Tensor:
         """Elementwise floor (round toward -inf); its gradient is 0."""
-        return _ops.floor.call_at(1, self)
+        return _ops.floor.from_method(self)
 
     def ceil(self) -> Tensor:
         """Elementwise ceiling (round toward +inf); its gradient is 0."""
-        return _ops.ceil.call_at(1, self)
+        return _ops.ceil.from_method(self)
 
     def round(self, decimals: int = 0) -> Tensor:
         """Elementwise rounding to ``decimals`` places, halves to even; its gradient is 0."""
-        return _ops.round.call_at(1, self, decimals=decimals)
+        return _ops.round.from_method(self, decimals=decimals)
 
     def trunc(self) -> Tensor:
         """Elementwise rounding toward 0; its gradient is 0."""
-        return _ops.trunc.call_at(1, self)
+        return _ops.trunc.from_method(self)
 
     def sign(self) -> Tensor:
         """Elementwise sign: -1, 0 or 1; its gradient is 0."""
-        return _ops.sign.call_at(1, self)
+        return _ops.sign.from_method(self)
 
     def __round__(self, ndigits: int | None = None) -> Tensor:
         return self.round(ndigits or 0)
@@ -1053,7 +1053,7 @@ class Tensor:
                 f"masked_fill: mask must be boolean, got {mask_dtype or type(mask).__name__}; "
                 "build it with a comparison, e.g. x.masked_fill(x < 0, 0.0)."
             )
-        out = _ops.where.call_at(1, mask, value, self)
+        out = _ops.where.from_method(mask, value, self)
         if out.shape != self.shape:
             raise ShapeError(
                 f"masked_fill: mask of shape {tuple(np.shape(mask))} does not broadcast to the "
@@ -1062,7 +1062,7 @@ class Tensor:
         return out
 
     def __getitem__(self, index: Any) -> Tensor:
-        return _ops.getitem.call_at(1, self, index=_ops.normalize_index(index, self.shape))
+        return _ops.getitem.from_method(self, index=_ops.normalize_index(index, self.shape))
 
     def __setitem__(self, index: Any, value: Any) -> None:
         raise TypeError(
@@ -1138,13 +1138,13 @@ class Tensor:
         return _binary(_ops.matmul, other, self)
 
     def __neg__(self) -> Tensor:
-        return _ops.negative.call_at(1, self)
+        return _ops.negative.from_method(self)
 
     def __pos__(self) -> Tensor:
         return self
 
     def __abs__(self) -> Tensor:
-        return _ops.abs.call_at(1, self)
+        return _ops.abs.from_method(self)
 
     def __and__(self, other: Any) -> Tensor:
         return _binary(_ops.bitwise_and, self, other, "__rand__")
@@ -1165,7 +1165,7 @@ class Tensor:
         return _binary(_ops.bitwise_xor, other, self)
 
     def __invert__(self) -> Tensor:
-        return _ops.bitwise_not.call_at(1, self)
+        return _ops.bitwise_not.from_method(self)
 
     def __lt__(self, other: Any) -> Tensor:
         return _binary(_ops.less, self, other, "__gt__")

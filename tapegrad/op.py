@@ -176,17 +176,16 @@ class Op:
             inputs, params = self._arguments(inputs, params)
         return apply(self, inputs, params)
 
-    def call_at(self, frames: int, /, *inputs: Any, **params: Any) -> Tensor:
-        """Engine only: ``self(*inputs, **params)`` called ``frames`` frames below the user's
-        code (a ``Tensor`` method: 1). A node's origin is then read at the user's frame at
-        once instead of stepping over tapegrad's frames (~0.2 us each, and ~0.2 us to start).
-        A count too large would name the user's caller, so a method under a checking
-        decorator counts 1 too: the decorator's frame is stepped over, and a call of the
-        undecorated method (its ``__wrapped__``) still names the right line. Each caller's
-        count is tested."""
+    def from_method(self, *inputs: Any, **params: Any) -> Tensor:
+        """Engine only: ``self(*inputs, **params)`` called from a ``Tensor`` method's body
+        (``x.exp()``). A node's origin is then read at the method's caller at once instead of
+        stepping over the method's frame (~0.2 us, and ~0.2 us to start the walk). A method
+        under a checking decorator (``x.sum()``) uses it too: the decorator's frame is then
+        stepped over, so a call of the undecorated method (``__wrapped__``) still names the
+        right line."""
         if len(inputs) != self.arity or (params and self.checks):
             inputs, params = self._arguments(inputs, params)
-        return apply(self, inputs, params, 3 + frames)
+        return apply(self, inputs, params, 4)  # user_site, apply, this, the method, its caller
 
     def _arguments(
         self, inputs: tuple[Any, ...], params: dict[str, Any]

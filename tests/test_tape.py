@@ -135,7 +135,7 @@ def test_origin_is_the_first_frame_outside_tapegrad(start: int) -> None:
 
 
 # a Tensor method's arguments, for the methods that call their op with a frame count
-# (``Op.call_at``); every such method must appear here (the test below finds them)
+# (``Op.from_method``); every such method must appear here (the test below finds them)
 _METHOD_ARGS: dict[str, tuple[object, ...]] = {
     "astype": (tg.float32,),
     "reshape": (4,),
@@ -152,21 +152,21 @@ _METHOD_ARGS: dict[str, tuple[object, ...]] = {
 }
 
 
-def _calls_at(fn: object) -> bool:
+def _calls_from_method(fn: object) -> bool:
     fn = fn.fget if isinstance(fn, property) else fn
     try:
-        return ".call_at(" in inspect.getsource(inspect.unwrap(fn))  # type: ignore[arg-type]
+        return ".from_method(" in inspect.getsource(inspect.unwrap(fn))  # type: ignore[arg-type]
     except (OSError, TypeError):
         return False
 
 
 def test_a_tensor_method_names_its_callers_line_not_the_callers_caller() -> None:
-    # Op.call_at reads the origin `frames` frames up at once: a count one too large would
-    # name the line that called the user's function; one too small steps over a frame
+    # Op.from_method reads the origin at the method's caller at once: a depth one too large
+    # would name the line that called the user's function; one too small steps over a frame
     x = tg.tensor([[0.5, 0.25], [0.75, 0.5]]).require_grad()
     y = tg.tensor([[0.25, 0.5], [0.5, 0.75]]).require_grad()
     mask = tg.tensor([[True, False], [False, True]])
-    methods = sorted(name for name, fn in vars(tg.Tensor).items() if _calls_at(fn))
+    methods = sorted(name for name, fn in vars(tg.Tensor).items() if _calls_from_method(fn))
     assert len(methods) > 60, methods  # the unary methods, reductions, indexing
 
     def call(name: str) -> tuple[tg.Tensor, str]:
