@@ -39,6 +39,7 @@ import contextlib
 import functools
 import hashlib
 import io
+import operator
 import os
 import pickle
 import shutil
@@ -973,17 +974,40 @@ def _key(
         device = default
     if device.platform != "cpu":
         return None
-    context = tuple(
-        type(v).__name__ if " at 0x" in repr(v) else repr(v) for v in _config.trace_context()
-    )
-    settings = sorted(  # every JAX setting (x64, the PRNG, optimization levels, ...)
-        (k, repr(v)) for k, v in jax.config.values.items() if k not in _NOT_KEYED
-    )
-    text = repr(
-        (_env(), name, classic, tuple(statics), str(tree), tuple(sigs), context, settings)
-        + (device.id,)
-    )
+    text = repr((_settings(), name, classic, tuple(statics), str(tree), tuple(sigs), device.id))
     return hashlib.sha256(text.encode()).hexdigest(), device
+
+
+_settings_seen: tuple[tuple[Any, ...], str] | None = None
+"""The objects ``_settings`` last read and the digest it made of them."""
+
+
+def _settings() -> str:
+    """A digest of what every stored program depends on besides its own call: ``_env()``,
+    JAX's trace context and every JAX setting that changes a program (x64, the PRNG,
+    optimization levels, ...; ``_NOT_KEYED`` left out).
+
+    Writing out and sorting JAX's ~130 settings took ~50 us of every ``_key`` (a first run
+    makes one key per kernel it meets), so the digest is kept while the settings and the
+    context are the very objects read last time (identity: a setting changed to an equal
+    value of another type, ``1`` for ``True``, is written out again)."""
+    global _settings_seen
+    values = jax.config.values
+    context = _config.trace_context()
+    seen = (*values, *values.values(), *context)
+    last = _settings_seen
+    if last is not None and len(last[0]) == len(seen) and all(map(operator.is_, last[0], seen)):
+        return last[1]
+    text = repr(
+        (
+            _env(),
+            tuple(type(v).__name__ if " at 0x" in repr(v) else repr(v) for v in context),
+            sorted((k, repr(v)) for k, v in values.items() if k not in _NOT_KEYED),
+        )
+    )
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    _settings_seen = (seen, digest)
+    return digest
 
 
 def _file(key: str) -> Path | None:
@@ -1264,13 +1288,18 @@ class _Unpickler(_serialize._JaxPjrtUnpickler if _SUPPORTED else pickle.Unpickle
 
     def persistent_load(self, pid: Any) -> Any:
         if pid[0] == "exec":
-            options = _compile_options(
-                num_replicas=1,
-                num_partitions=1,
-                device_assignment=np.array([[d for d in self.execution_devices]]),
-            )
-            return self.backend.deserialize_executable(pid[1], self.execution_devices, options)
+            devices = tuple(self.execution_devices)
+            return self.backend.deserialize_executable(pid[1], devices, _load_options(devices))
         return super().persistent_load(pid)
+
+
+@functools.lru_cache(maxsize=64)
+def _load_options(devices: tuple[Any, ...]) -> Any:
+    """The compile options a program stored for ``devices`` is deserialized with, made once
+    per device assignment (~35 us of each load otherwise)."""
+    return _compile_options(
+        num_replicas=1, num_partitions=1, device_assignment=np.array([list(devices)])
+    )
 
 
 def _load(data: bytes, device: Any) -> Any:

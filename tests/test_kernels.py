@@ -172,7 +172,9 @@ def test_debug_nans_raises_jaxs_floating_point_error() -> None:
 
 def test_every_jax_setting_is_part_of_the_key() -> None:
     """A setting outside JAX's trace context (the PRNG, optimization levels) still keeps
-    programs apart; the classic-emitter choice too."""
+    programs apart, as does one set for a context only; the classic-emitter choice too. The
+    key's digest of the settings is remembered between calls (``_settings``): each change,
+    and each change back, must still be seen."""
     from tapegrad.kernels import _key
 
     args = (jnp.ones(4, jnp.uint32),)
@@ -189,6 +191,9 @@ def test_every_jax_setting_is_part_of_the_key() -> None:
             assert _key("k", False, frozenset(), frozenset(), args, {}) != plain, name
         finally:
             jax.config.update(name, before)
+    assert _key("k", False, frozenset(), frozenset(), args, {}) == plain
+    with jax.numpy_rank_promotion("raise"):  # a setting of this context only (trace context)
+        assert _key("k", False, frozenset(), frozenset(), args, {}) != plain
     assert _key("k", False, frozenset(), frozenset(), args, {}) == plain
 
 
