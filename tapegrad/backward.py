@@ -503,6 +503,8 @@ def _check_flags(retain_graph: Any, create_graph: Any, where: str) -> None:
     Raises:
         TypeError: naming the argument and the value passed.
     """
+    if retain_graph is None and create_graph is False:  # the defaults: every loop's call
+        return
     for name, value, optional in (
         ("retain_graph", retain_graph, True),
         ("create_graph", create_graph, False),
