@@ -540,8 +540,8 @@ def lookup(
     for i, step in enumerate(steps):
         position[step[0]] = i
     arrays: list[Any] = []
-    append = arrays.append
     kinds = _KIND
+    single = SingleDeviceSharding
     rows = []
     try:
         for node, op, parents, saved, params in steps:
@@ -552,14 +552,21 @@ def lookup(
             if saved is None:
                 spec: Any = None
             elif saved.__class__ is tuple:
-                items = []
                 for v in saved:
-                    if kinds.get(v.__class__) == 1 and v.sharding.__class__ is SingleDeviceSharding:
-                        items.append(len(arrays))  # what ``_spec`` makes of it, without a call
-                        append(v)
+                    if kinds.get(v.__class__) != 1 or v.sharding.__class__ is not single:
+                        spec = _spec(saved, arrays)
+                        break
+                else:  # arrays on one device each (the usual residuals): what ``_spec`` makes
+                    # of them, without a call or a list per node
+                    start = len(arrays)
+                    arrays.extend(saved)
+                    n = len(saved)
+                    if n == 2:
+                        spec = (start, start + 1)
+                    elif n == 1:
+                        spec = (start,)
                     else:
-                        items.append(_spec(v, arrays))
-                spec = tuple(items)
+                        spec = tuple(range(start, start + n))
             else:
                 spec = _spec(saved, arrays)
             n = len(parents)  # the usual one or two parents without a comprehension
