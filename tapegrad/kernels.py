@@ -1289,14 +1289,16 @@ class _Unpickler(_serialize._JaxPjrtUnpickler if _SUPPORTED else pickle.Unpickle
     def persistent_load(self, pid: Any) -> Any:
         if pid[0] == "exec":
             devices = tuple(self.execution_devices)
-            return self.backend.deserialize_executable(pid[1], devices, _load_options(devices))
+            options = _load_options(devices, _settings())
+            return self.backend.deserialize_executable(pid[1], devices, options)
         return super().persistent_load(pid)
 
 
 @functools.lru_cache(maxsize=64)
-def _load_options(devices: tuple[Any, ...]) -> Any:
+def _load_options(devices: tuple[Any, ...], settings: str) -> Any:
     """The compile options a program stored for ``devices`` is deserialized with, made once
-    per device assignment (~35 us of each load otherwise)."""
+    per device assignment and ``_settings()`` digest (JAX reads some settings into them;
+    ~35 us of each load otherwise)."""
     return _compile_options(
         num_replicas=1, num_partitions=1, device_assignment=np.array([list(devices)])
     )
